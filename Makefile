@@ -1,0 +1,33 @@
+# Thin wrapper over CMake. `make run` builds and runs the main job (loopback
+# transfer benchmark); `make check` runs every test, plain and with ASan+UBSan.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all build run test test-asan check clean format
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./scripts/run-main.sh $(BUILD)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPX_SANITIZE=ON $(CMAKE_ARGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+check: test test-asan
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

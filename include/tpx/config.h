@@ -1,0 +1,62 @@
+/* Configuration: one struct, filled with defaults, then from the environment
+ * (TPX_* and the NCCL/UCCL synonyms listed in docs/CONFIG.md), then overridable
+ * in code. src/common/config.c is the only place that reads the environment. */
+#ifndef TPX_CONFIG_H
+#define TPX_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tpx_log_level {
+  TPX_LOG_NONE = 0,
+  TPX_LOG_ERROR = 1,
+  TPX_LOG_WARN = 2,
+  TPX_LOG_INFO = 3,
+  TPX_LOG_DEBUG = 4,
+  TPX_LOG_TRACE = 5
+};
+
+typedef struct tpx_config {
+  int log_level;           /* TPX_LOG: none|error|warn|info|debug|trace */
+  char net_plugin[256];    /* TPX_NET_PLUGIN: "" = built-in transport */
+  /* built-in transport */
+  char socket_ifname[256]; /* TPX_SOCKET_IFNAME (NCCL_SOCKET_IFNAME syntax) */
+  int nsocks;              /* TPX_NSOCKS: data sockets per comm */
+  int nthreads;            /* TPX_NTHREADS: I/O threads per device */
+  int sock_strict;         /* TPX_SOCK_STRICT: enforce the TCPX plugin's rules */
+  int sock_unpack;         /* TPX_SOCK_UNPACK: emulate the TCPX unpack contract */
+  /* engine */
+  int num_channels;        /* TPX_NUM_CHANNELS */
+  size_t chunk_bytes;      /* TPX_CHUNK_BYTES, <= 4 MiB */
+  int window;              /* TPX_WINDOW: requests in flight per comm (capped by the plugin) */
+  int port_base;           /* TPX_PORT_BASE */
+  int port_span;           /* TPX_PORT_SPAN: ports tried past base+gpu on EADDRINUSE */
+  int timeout_ms;          /* TPX_TIMEOUT_MS: deadline per request */
+  int connect_timeout_ms;  /* TPX_CONNECT_TIMEOUT_MS */
+  char unpack[16];         /* TPX_UNPACK: kernel|d2d|host */
+  int progress_thread;     /* TPX_PROGRESS_THREAD: 1 = background progress */
+  size_t staging_bytes;    /* TPX_STAGING_BYTES: pinned staging per channel direction */
+} tpx_config_t;
+
+/* Defaults only; never reads the environment. */
+void tpx_config_defaults(tpx_config_t *cfg);
+
+/* Defaults, then the environment. A malformed value is reported (warn) and the
+ * default kept; returns TPX_EINVAL in that case, 0 otherwise (cfg usable
+ * either way). */
+int tpx_config_from_env(tpx_config_t *cfg);
+
+/* The process-wide configuration read from the environment once. */
+const tpx_config_t *tpx_config_global(void);
+
+/* Print the effective configuration as a table (name, value, source). */
+void tpx_config_print(const tpx_config_t *cfg, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

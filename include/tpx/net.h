@@ -1,0 +1,123 @@
+/* The net layer: one internal table that every transport is adapted to.
+ *
+ * A tpx_net_t is either the built-in TCP transport or an ncclNet plugin
+ * (v7..v11) loaded by path or name and adapted by the loader: sizes are size_t,
+ * getDeviceMr / irecvConsumed may be NULL, device-handle storage is owned by
+ * the caller, and errors are negative tpx codes (tpx/error.h).
+ *
+ * Semantics are NCCL's (see spec/ncclnet.md): listen never blocks; connect and
+ * accept return 0 with *comm == NULL until the connection is up and are called
+ * again with the SAME handle buffer / listen comm; isend/irecv may return 0
+ * with *request == NULL (back-pressure: retry later); test reports completion.
+ */
+#ifndef TPX_NET_H
+#define TPX_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TPX_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
+#define TPX_NET_NAME_MAX 64
+
+enum tpx_ptr_type { TPX_PTR_HOST = 0x1, TPX_PTR_CUDA = 0x2, TPX_PTR_DMABUF = 0x4 };
+enum tpx_net_dev_type { TPX_NET_DEV_HOST = 0, TPX_NET_DEV_UNPACK = 1 };
+#define TPX_NET_UNPACK_VERSION 7
+
+typedef struct tpx_net_props {
+  char name[TPX_NET_NAME_MAX];
+  char pci_path[256];
+  uint64_t guid;
+  int ptr_support;   /* TPX_PTR_* bits */
+  int reg_is_global; /* v8+; 0 when the plugin predates it */
+  int force_flush;   /* v9+ */
+  int speed_mbps;
+  int port;
+  float latency_us;
+  int max_comms;
+  int max_recvs;
+  int dev_type;    /* TPX_NET_DEV_HOST or TPX_NET_DEV_UNPACK */
+  int dev_version; /* TPX_NET_UNPACK_VERSION for UNPACK */
+  size_t max_p2p_bytes;  /* v9+; SIZE_MAX when the plugin does not say */
+  size_t max_coll_bytes; /* v9+ */
+} tpx_net_props_t;
+
+/* Device handle filled by UNPACK plugins in accept (ncclNetDeviceHandle_v7
+ * layout) followed by spare room: the TCPX plugin crashed when given less than
+ * 512 bytes, so callers always own 512 bytes, 16-byte aligned. Pass the same
+ * storage on every accept/connect retry. */
+typedef struct tpx_net_dev_handle {
+  int type;    /* TPX_NET_DEV_* */
+  int version;
+  void *handle; /* UNPACK: device pointer to {meta, bounce_buf, head} */
+  size_t size;
+  int needs_proxy_progress;
+  _Alignas(16) unsigned char spare[480];
+} tpx_net_dev_handle_t;
+
+typedef struct tpx_net tpx_net_t;
+
+typedef struct tpx_net_ops {
+  int (*devices)(tpx_net_t *net, int *ndev);
+  int (*get_properties)(tpx_net_t *net, int dev, tpx_net_props_t *props);
+  /* handle: TPX_NET_HANDLE_BYTES bytes, filled here, carried to the peer. */
+  int (*listen)(tpx_net_t *net, int dev, void *handle, void **listen_comm);
+  /* send_dev may be NULL. Retry with the same handle until *send_comm != NULL. */
+  int (*connect)(tpx_net_t *net, int dev, void *handle, void **send_comm,
+                 tpx_net_dev_handle_t *send_dev);
+  /* recv_dev: caller storage, required for UNPACK plugins, else may be NULL. */
+  int (*accept)(tpx_net_t *net, void *listen_comm, void **recv_comm,
+                tpx_net_dev_handle_t *recv_dev);
+  int (*reg_mr)(tpx_net_t *net, void *comm, void *data, size_t size, int type, void **mhandle);
+  int (*dereg_mr)(tpx_net_t *net, void *comm, void *mhandle);
+  int (*isend)(tpx_net_t *net, void *send_comm, void *data, size_t size, int tag, void *mhandle,
+               void **request);
+  int (*irecv)(tpx_net_t *net, void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+               void **mhandles, void **request);
+  int (*iflush)(tpx_net_t *net, void *recv_comm, int n, void **data, size_t *sizes,
+                void **mhandles, void **request); /* may be NULL */
+  /* sizes may be NULL. UNPACK plugins leave sizes untouched. */
+  int (*test)(tpx_net_t *net, void *request, int *done, size_t *sizes);
+  int (*close_send)(tpx_net_t *net, void *send_comm);
+  int (*close_recv)(tpx_net_t *net, void *recv_comm);
+  int (*close_listen)(tpx_net_t *net, void *listen_comm);
+  int (*get_device_mr)(tpx_net_t *net, void *comm, void *mhandle, void **dptr_mhandle); /* may be NULL */
+  int (*irecv_consumed)(tpx_net_t *net, void *recv_comm, int n, void *request);       /* may be NULL */
+  void (*destroy)(tpx_net_t *net); /* frees net; called by tpx_net_close */
+} tpx_net_ops_t;
+
+struct tpx_net {
+  const tpx_net_ops_t *ops;
+  char name[TPX_NET_NAME_MAX]; /* the transport's own name ("tpx", "GPUDirectTCPX_v7") */
+  int abi_version;             /* ncclNet version loaded (7..11); 0 for the built-in transport */
+  void *impl;                  /* transport private state */
+};
+
+/* Open a transport.
+ * spec: NULL -> TPX_NET_PLUGIN from the environment, else the built-in one;
+ *       "" / "tpx" / "builtin" -> the built-in transport;
+ *       a path (contains '/') -> dlopen that file;
+ *       a bare name N -> dlopen(N), then libnccl-net-N.so searched like NCCL
+ *       (LD_LIBRARY_PATH, system paths), then /usr/local/tcpx/lib64/.
+ * The highest exported ncclNetPlugin_vN (11 down to 7) is used.
+ * Errors: TPX_ENOENT (file missing; detail carries dlerror), TPX_ENOSYM
+ * (no known symbol), TPX_EVERSION (only unsupported versions, e.g. v6),
+ * or the plugin's init failure. */
+int tpx_net_open(const char *spec, tpx_net_t **out);
+
+/* The built-in TCP transport, configured from cfg (NULL: the environment). */
+struct tpx_config;
+int tpx_net_open_builtin(const struct tpx_config *cfg, tpx_net_t **out);
+
+/* Release the transport (plugin finalize + dlclose for loaded ones). NULL ok. */
+void tpx_net_close(tpx_net_t *net);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

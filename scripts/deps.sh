@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs what the project needs from Debian 12 (as root). Without arguments:
+# what building and running the benchmark needs. With --test: also what the
+# tests need. Installs nothing that is already there.
+set -eu
+pkgs="build-essential cmake pkg-config iproute2"
+if [ "${1:-}" = "--test" ]; then
+  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3"
+fi
+missing=""
+for p in $pkgs; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "deps: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  # shellcheck disable=SC2086
+  apt-get install -y --no-install-recommends $missing
+fi

@@ -1,0 +1,168 @@
+/* The one place that reads the environment. Each variable is a row of
+ * `vars` below; docs/CONFIG.md documents the same table. */
+#include "tpx/config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "tpx/error.h"
+
+enum var_kind { V_INT, V_SIZE, V_STR, V_LOG };
+
+struct var {
+  const char *name;
+  const char *synonym; /* NCCL/UCCL name with the same meaning, or NULL */
+  enum var_kind kind;
+  size_t off;
+  size_t cap; /* V_STR: buffer size */
+  long long lo, hi; /* V_INT/V_SIZE bounds, inclusive */
+};
+
+#define F(field) offsetof(tpx_config_t, field), sizeof(((tpx_config_t *)0)->field)
+
+static const struct var vars[] = {
+    {"TPX_LOG", NULL, V_LOG, F(log_level), 0, 0},
+    {"TPX_NET_PLUGIN", NULL, V_STR, F(net_plugin), 0, 0},
+    {"TPX_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", V_STR, F(socket_ifname), 0, 0},
+    {"TPX_NSOCKS", NULL, V_INT, F(nsocks), 1, 64},
+    {"TPX_NTHREADS", NULL, V_INT, F(nthreads), 1, 64},
+    {"TPX_SOCK_STRICT", NULL, V_INT, F(sock_strict), 0, 1},
+    {"TPX_SOCK_UNPACK", NULL, V_INT, F(sock_unpack), 0, 1},
+    {"TPX_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", V_INT, F(num_channels), 1, 64},
+    {"TPX_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", V_SIZE, F(chunk_bytes), 4096, 4 << 20},
+    {"TPX_WINDOW", NULL, V_INT, F(window), 1, 1024},
+    {"TPX_PORT_BASE", "UCCL_TCPX_BOOTSTRAP_PORT_BASE", V_INT, F(port_base), 0, 65535},
+    {"TPX_PORT_SPAN", NULL, V_INT, F(port_span), 1, 4096},
+    {"TPX_TIMEOUT_MS", NULL, V_INT, F(timeout_ms), 1, 86400000},
+    {"TPX_CONNECT_TIMEOUT_MS", NULL, V_INT, F(connect_timeout_ms), 1, 86400000},
+    {"TPX_UNPACK", "UCCL_TCPX_UNPACK_IMPL", V_STR, F(unpack), 0, 0},
+    {"TPX_PROGRESS_THREAD", NULL, V_INT, F(progress_thread), 0, 1},
+    {"TPX_STAGING_BYTES", NULL, V_SIZE, F(staging_bytes), 4096, 1LL << 34},
+};
+
+void tpx_config_defaults(tpx_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->log_level = TPX_LOG_WARN;
+  cfg->nsocks = 4;
+  cfg->nthreads = 4;
+  cfg->num_channels = 4;
+  cfg->chunk_bytes = 512 * 1024;
+  cfg->window = 16;
+  cfg->port_base = 20000;
+  cfg->port_span = 64;
+  cfg->timeout_ms = 30000;
+  cfg->connect_timeout_ms = 10000;
+  strcpy(cfg->unpack, "kernel");
+  cfg->progress_thread = 1;
+  cfg->staging_bytes = 8u << 20;
+}
+
+static int parse_log_level(const char *s, int *out) {
+  static const char *names[] = {"none", "error", "warn", "info", "debug", "trace"};
+  for (int i = 0; i < 6; i++) {
+    if (strcasecmp(s, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* Accepts plain integers and K/M/G suffixes (binary). */
+static int parse_number(const char *s, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 0);
+  if (errno != 0 || end == s) return -1;
+  long long mul = 1;
+  if (*end == 'k' || *end == 'K') mul = 1LL << 10, end++;
+  else if (*end == 'm' || *end == 'M') mul = 1LL << 20, end++;
+  else if (*end == 'g' || *end == 'G') mul = 1LL << 30, end++;
+  if (*end != '\0') return -1;
+  if (v > INT64_MAX / mul || v < INT64_MIN / mul) return -1;
+  *out = v * mul;
+  return 0;
+}
+
+static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
+  char *field = (char *)cfg + v->off;
+  if (v->kind == V_STR) {
+    if (strlen(val) >= v->cap) {
+      TPX_WARN("config: %s is longer than %zu bytes; ignored", name, v->cap - 1);
+      return -1;
+    }
+    memcpy(field, val, strlen(val) + 1);
+    return 0;
+  }
+  if (v->kind == V_LOG) {
+    if (parse_log_level(val, (int *)field) != 0) {
+      TPX_WARN("config: %s=%s is not one of none|error|warn|info|debug|trace; ignored", name, val);
+      return -1;
+    }
+    return 0;
+  }
+  long long n;
+  if (parse_number(val, &n) != 0 || n < v->lo || n > v->hi) {
+    TPX_WARN("config: %s=%s is not a number in [%lld, %lld]; ignored", name, val, v->lo, v->hi);
+    return -1;
+  }
+  if (v->kind == V_INT) *(int *)field = (int)n;
+  else *(size_t *)field = (size_t)n;
+  return 0;
+}
+
+int tpx_config_from_env(tpx_config_t *cfg) {
+  int rc = 0;
+  tpx_config_defaults(cfg);
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const struct var *v = &vars[i];
+    const char *name = v->name;
+    const char *val = getenv(name);
+    if (val == NULL && v->synonym != NULL) {
+      name = v->synonym;
+      val = getenv(name);
+    }
+    if (val == NULL || val[0] == '\0') continue;
+    if (apply(cfg, v, name, val) != 0) rc = TPX_EINVAL;
+  }
+  return rc;
+}
+
+static tpx_config_t global_cfg;
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+static void global_init(void) {
+  (void)tpx_config_from_env(&global_cfg);
+  tpx_log_level = global_cfg.log_level;
+}
+
+const tpx_config_t *tpx_config_global(void) {
+  pthread_once(&global_once, global_init);
+  return &global_cfg;
+}
+
+void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
+  static const char *levels[] = {"none", "error", "warn", "info", "debug", "trace"};
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const struct var *v = &vars[i];
+    const char *field = (const char *)cfg + v->off;
+    fprintf(out, "%-24s ", v->name);
+    switch (v->kind) {
+    case V_STR: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
+    case V_LOG: {
+      int l = *(const int *)field;
+      fprintf(out, "%s", l >= 0 && l <= 5 ? levels[l] : "?");
+      break;
+    }
+    case V_INT: fprintf(out, "%d", *(const int *)field); break;
+    case V_SIZE: fprintf(out, "%zu", *(const size_t *)field); break;
+    }
+    if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);
+    fputc('\n', out);
+  }
+}

@@ -1,0 +1,72 @@
+#include "common/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "common/log.h"
+
+static _Thread_local char last_error[512];
+
+static const char *const messages[] = {
+    [0] = "success",
+    [1] = "CUDA error",
+    [2] = "system error",
+    [3] = "internal error",
+    [4] = "invalid argument",
+    [5] = "invalid usage",
+    [6] = "remote error",
+    [7] = "in progress",
+    [8] = "timed out",
+    [9] = "out of memory",
+    [10] = "not supported",
+    [11] = "not found",
+    [12] = "no known ncclNet symbol",
+    [13] = "unsupported version",
+    [14] = "message truncated",
+    [15] = "connection closed",
+    [16] = "protocol error",
+    [17] = "access outside registered memory",
+    [18] = "address in use",
+    [19] = "resource temporarily unavailable",
+    [20] = "cancelled",
+};
+
+const char *tpx_strerror(int err) {
+  int i = -err;
+  if (i < 0 || i >= (int)(sizeof(messages) / sizeof(messages[0]))) return "unknown error";
+  return messages[i];
+}
+
+const char *tpx_last_error(void) { return last_error; }
+
+int tpx_to_nccl(int err) {
+  if (err == 0) return 0;
+  if (err <= -1 && err >= -7) return -err;
+  switch (err) {
+  case TPX_ETRUNC: return 5; /* invalid usage, as NCCL's socket transport */
+  case TPX_ECLOSED: return 6;
+  case TPX_ETIMEDOUT:
+  case TPX_EADDRINUSE: return 2;
+  case TPX_EACCES:
+  case TPX_ENOTSUP: return 5;
+  default: return 3;
+  }
+}
+
+int tpx_from_nccl(int r) {
+  if (r == 0) return 0;
+  if (r >= 1 && r <= 7) return -r;
+  return TPX_EINTERNAL;
+}
+
+int tpx_err_at(int err, int quiet, const char *file, int line, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  snprintf(last_error, sizeof(last_error), "%s (%s)", msg, tpx_strerror(err));
+  if (quiet) TPX_LOG_AT(TPX_LOG_DEBUG, "%s", last_error);
+  else if (TPX_LOG_WARN <= tpx_log_level) tpx_log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
+  return err;
+}

@@ -1,0 +1,15 @@
+/* Recording an error: tpx_err() stores the detail for tpx_last_error(), logs
+ * it (warn, or debug for expected conditions via tpx_err_quiet) and returns
+ * the code, so call sites read `return tpx_err(TPX_EINVAL, "isend: size %zu", n);` */
+#ifndef TPX_COMMON_ERROR_H
+#define TPX_COMMON_ERROR_H
+
+#include "tpx/error.h"
+
+int tpx_err_at(int err, int quiet, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#define tpx_err(code, ...) tpx_err_at((code), 0, __FILE__, __LINE__, __VA_ARGS__)
+#define tpx_err_quiet(code, ...) tpx_err_at((code), 1, __FILE__, __LINE__, __VA_ARGS__)
+
+#endif

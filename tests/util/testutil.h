@@ -1,0 +1,19 @@
+/* Shared helpers for the cmocka tests. */
+#ifndef TPX_TESTUTIL_H
+#define TPX_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+/* Deterministic pattern: byte i of stream `seed` (so receivers can verify). */
+void tu_fill(void *buf, size_t len, uint32_t seed, size_t offset);
+/* Returns the index of the first mismatching byte, or SIZE_MAX when all match. */
+size_t tu_check(const void *buf, size_t len, uint32_t seed, size_t offset);
+/* Number of open file descriptors of this process (leak checks). */
+int tu_count_fds(void);
+
+#endif
