@@ -25,6 +25,7 @@ typedef struct tpx_config {
   char net_plugin[256];    /* TPX_NET_PLUGIN: "" = built-in transport */
   /* built-in transport */
   char socket_ifname[256]; /* TPX_SOCKET_IFNAME (NCCL_SOCKET_IFNAME syntax) */
+  char socket_family[16];  /* TPX_SOCKET_FAMILY: "" (IPv4 first), AF_INET or AF_INET6 */
   int nsocks;              /* TPX_NSOCKS: data sockets per comm */
   int nthreads;            /* TPX_NTHREADS: I/O threads per device */
   int sock_strict;         /* TPX_SOCK_STRICT: enforce the TCPX plugin's rules */

@@ -29,6 +29,7 @@ static const struct var vars[] = {
     {"TPX_LOG", NULL, V_LOG, F(log_level), 0, 0},
     {"TPX_NET_PLUGIN", NULL, V_STR, F(net_plugin), 0, 0},
     {"TPX_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", V_STR, F(socket_ifname), 0, 0},
+    {"TPX_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", V_STR, F(socket_family), 0, 0},
     {"TPX_NSOCKS", NULL, V_INT, F(nsocks), 1, 64},
     {"TPX_NTHREADS", NULL, V_INT, F(nthreads), 1, 64},
     {"TPX_SOCK_STRICT", NULL, V_INT, F(sock_strict), 0, 1},
