@@ -1,0 +1,473 @@
+/* The GPU unpacker: one stream, pooled events, persistent descriptor buffers.
+ * See unpack.h. The kernel itself is in unpack_kernel.cu. */
+#include "cuda/unpack.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "cuda/gpu.h"
+
+void tpx_unpack_opts_default(tpx_unpack_opts_t *o) {
+  memset(o, 0, sizeof *o);
+  o->mode = TPX_UNPACK_KERNEL;
+  o->desc = TPX_UNPACK_DESC_COPY;
+  o->max_frags = TPX_UNPACK_MAX_FRAGS;
+  o->max_inflight = 32;
+  o->threads = 256;
+  o->host_stage_bytes = 4u << 20;
+}
+
+#ifndef TPX_HAVE_CUDA
+
+int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
+  (void)dev;
+  (void)opts;
+  if (out) *out = NULL;
+  return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support (use tpx_unpack_cpu)");
+}
+void tpx_unpacker_destroy(tpx_unpacker_t *u) { (void)u; }
+int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  (void)u;
+  (void)c;
+  (void)ticket;
+  return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support");
+}
+int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
+  (void)u;
+  (void)ticket;
+  return TPX_ENOTSUP;
+}
+int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
+  (void)u;
+  (void)ticket;
+  (void)timeout_ms;
+  return TPX_ENOTSUP;
+}
+int tpx_unpack_sync(tpx_unpacker_t *u) {
+  (void)u;
+  return TPX_ENOTSUP;
+}
+void *tpx_unpack_stream(tpx_unpacker_t *u) {
+  (void)u;
+  return NULL;
+}
+int tpx_unpack_device(const tpx_unpacker_t *u) {
+  (void)u;
+  return -1;
+}
+void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
+  (void)u;
+  if (st) memset(st, 0, sizeof *st);
+}
+
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/unpack_kernel.h"
+
+/* A fragment is cut into slices of at most this many bytes, one warp each,
+ * so that a few large fragments still spread over the whole GPU. */
+#define SLICE_BYTES 8192u
+
+struct inflight {
+  uint64_t ticket;
+  tpx_gpu_event_t *ev;
+};
+
+struct tpx_unpacker {
+  int dev;
+  tpx_unpack_opts_t o;
+  tpx_gpu_stream_t *stream;
+  cudaStream_t cs;
+  tpx_gpu_evpool_t *pool;
+  int max_blocks;
+  /* kernel mode: pinned staging ring of max_inflight slots x max_frags
+   * entries (slot = ticket % max_inflight, free again once its ticket has
+   * retired), its device mapping, and the device copy of the entries. */
+  tpx_unpack_meta_t *stage;
+  tpx_unpack_meta_t *stage_dev;
+  tpx_unpack_meta_t *desc_dev;
+  /* host mode */
+  unsigned char *host_stage;
+  size_t host_stage_bytes;
+  /* submitted, not yet retired; tickets in the ring are consecutive */
+  struct inflight *ring;
+  uint32_t head, count;
+  uint64_t next_ticket; /* next ticket to hand out */
+  uint64_t retired;     /* every ticket < retired is done */
+  int failed;           /* sticky: the stream's work failed */
+  pthread_mutex_t mu;
+  tpx_unpack_stats_t st;
+};
+
+static int cuda_fail(cudaError_t e, const char *what, int dev) {
+  return tpx_err(e == cudaErrorMemoryAllocation ? TPX_ENOMEM : TPX_ECUDA, "unpack on GPU %d: %s: %s (%s)",
+                 dev, what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static void free_buffers(tpx_unpacker_t *u) {
+  if (u->stage) tpx_gpu_host_free(u->dev, u->stage);
+  if (u->desc_dev) tpx_gpu_free(u->dev, u->desc_dev);
+  if (u->host_stage) tpx_gpu_host_free(u->dev, u->host_stage);
+  u->stage = u->stage_dev = u->desc_dev = NULL;
+  u->host_stage = NULL;
+}
+
+int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
+  if (!out) return tpx_err(TPX_EINVAL, "tpx_unpacker_create: NULL");
+  *out = NULL;
+  tpx_unpack_opts_t o;
+  tpx_unpack_opts_default(&o);
+  if (opts) {
+    o = *opts;
+    if (!o.max_frags) o.max_frags = TPX_UNPACK_MAX_FRAGS;
+    if (!o.max_inflight) o.max_inflight = 32;
+    if (!o.threads) o.threads = 256;
+    if (!o.host_stage_bytes) o.host_stage_bytes = 4u << 20;
+  }
+  if (o.mode < TPX_UNPACK_KERNEL || o.mode > TPX_UNPACK_HOST || o.desc < TPX_UNPACK_DESC_COPY ||
+      o.desc > TPX_UNPACK_DESC_DIRECT || o.threads % 32 || o.threads > TPX_UNPACK_KERNEL_MAX_THREADS ||
+      o.max_frags > (1u << 24) || o.max_inflight > 4096)
+    return tpx_err(TPX_EINVAL, "unpack on GPU %d: bad options (mode %d desc %d threads %d frags %u inflight %u)",
+                   dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight);
+  int rc = tpx_gpu_retain(dev);
+  if (rc) return rc;
+  tpx_unpacker_t *u = calloc(1, sizeof *u);
+  struct inflight *ring = calloc(o.max_inflight, sizeof *ring);
+  if (!u || !ring) {
+    free(u);
+    free(ring);
+    tpx_gpu_release(dev);
+    return tpx_err(TPX_ENOMEM, "unpack on GPU %d", dev);
+  }
+  u->dev = dev;
+  u->o = o;
+  u->ring = ring;
+  pthread_mutex_init(&u->mu, NULL);
+
+  tpx_gpu_guard_t g;
+  rc = tpx_gpu_stream_create(dev, &u->stream);
+  if (!rc) rc = tpx_gpu_evpool_create(dev, (int)TPX_MIN(o.max_inflight, 64u), &u->pool);
+  if (!rc) rc = tpx_gpu_guard_enter(dev, &g);
+  if (rc) goto fail;
+  u->cs = (cudaStream_t)tpx_gpu_stream_handle(u->stream);
+  if (o.mode == TPX_UNPACK_KERNEL) {
+    cudaError_t e = tpx_unpack_kernel_max_blocks(o.threads, &u->max_blocks);
+    if (e != cudaSuccess) rc = cuda_fail(e, "occupancy query", dev);
+    size_t stage_bytes = (size_t)o.max_inflight * o.max_frags * sizeof(tpx_unpack_meta_t);
+    if (!rc && o.desc != TPX_UNPACK_DESC_DIRECT) {
+      rc = tpx_gpu_host_alloc(dev, stage_bytes, (void **)&u->stage);
+      if (!rc) rc = tpx_gpu_host_dev_ptr(dev, u->stage, (void **)&u->stage_dev);
+    }
+    if (!rc && o.desc == TPX_UNPACK_DESC_COPY)
+      rc = tpx_gpu_malloc(dev, (size_t)o.max_frags * sizeof(tpx_unpack_meta_t), (void **)&u->desc_dev);
+  } else if (o.mode == TPX_UNPACK_HOST) {
+    rc = tpx_gpu_host_alloc(dev, o.host_stage_bytes, (void **)&u->host_stage);
+    if (!rc) u->host_stage_bytes = o.host_stage_bytes;
+  }
+  tpx_gpu_guard_leave(&g);
+  if (rc) goto fail;
+  TPX_DEBUG("unpack on GPU %d: mode %s, descriptors %s, %u frags/chunk, %d threads, %d blocks max", dev,
+            tpx_unpack_mode_name(o.mode), tpx_unpack_desc_name(o.desc), o.max_frags, o.threads,
+            u->max_blocks);
+  *out = u;
+  return 0;
+fail:
+  free_buffers(u);
+  tpx_gpu_evpool_destroy(u->pool);
+  tpx_gpu_stream_destroy(u->stream);
+  pthread_mutex_destroy(&u->mu);
+  free(u->ring);
+  free(u);
+  tpx_gpu_release(dev);
+  return rc;
+}
+
+/* Retire finished chunks from the oldest on. Lock held. */
+static int retire_upto(tpx_unpacker_t *u, uint64_t upto) {
+  while (u->count && u->retired < upto) {
+    struct inflight *f = &u->ring[u->head];
+    tpx_gpu_event_put(u->pool, f->ev);
+    f->ev = NULL;
+    u->retired = f->ticket + 1;
+    u->head = (u->head + 1) % u->o.max_inflight;
+    u->count--;
+  }
+  return 0;
+}
+
+/* Poll the ticket's event; done implies every earlier one is done (one
+ * stream, in order). Lock held. Returns 1/0/<0. */
+static int poll_ticket(tpx_unpacker_t *u, uint64_t ticket) {
+  if (u->failed) return u->failed;
+  if (ticket < u->retired) return 1;
+  uint32_t idx = (uint32_t)((u->head + (ticket - u->retired)) % u->o.max_inflight);
+  int q = tpx_gpu_event_query(u->ring[idx].ev);
+  if (q < 0) {
+    u->failed = q;
+    return q;
+  }
+  if (q == 1) retire_upto(u, ticket + 1);
+  return q;
+}
+
+/* Retire whatever is already finished (oldest first). Lock held. */
+static int reap(tpx_unpacker_t *u) {
+  while (u->count) {
+    int q = poll_ticket(u, u->retired);
+    if (q <= 0) return q;
+  }
+  return 0;
+}
+
+static uint32_t slice_shift_for(uint32_t max_len) {
+  uint32_t s = 0;
+  while (s < 20 && (max_len >> s) > SLICE_BYTES) s++;
+  return s;
+}
+
+/* Kernel mode. Lock held, context current. */
+static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t ticket) {
+  const tpx_unpack_meta_t *entries = c->meta;
+  const tpx_unpack_meta_t *desc = c->meta_dev;
+  if (u->o.desc != TPX_UNPACK_DESC_DIRECT) {
+    /* Validate the staged copy, so what is checked is what the GPU reads. */
+    tpx_unpack_meta_t *slot = u->stage + (ticket % u->o.max_inflight) * u->o.max_frags;
+    memcpy(slot, c->meta, (size_t)c->cnt * sizeof *slot);
+    entries = slot;
+    desc = u->stage_dev + (slot - u->stage);
+  } else if (!desc) {
+    return tpx_err(TPX_EINVAL, "unpack on GPU %d: direct descriptors need chunk.meta_dev", u->dev);
+  }
+  uint32_t max_len = 0;
+  uint64_t total = 0;
+  int rc = tpx_unpack_validate(entries, c->cnt, c->bounce_bytes, c->dst_bytes, &max_len, &total);
+  if (rc) return rc;
+  if (u->o.desc == TPX_UNPACK_DESC_COPY && c->cnt) {
+    cudaError_t e = cudaMemcpyAsync(u->desc_dev, entries, (size_t)c->cnt * sizeof *entries,
+                                    cudaMemcpyHostToDevice, u->cs);
+    if (e != cudaSuccess) return cuda_fail(e, "descriptor copy", u->dev);
+    desc = u->desc_dev;
+  }
+  cudaError_t e = tpx_unpack_kernel_launch(desc, c->cnt, slice_shift_for(max_len), c->bounce, c->dst,
+                                           u->o.threads, u->max_blocks, u->cs);
+  if (e != cudaSuccess) return cuda_fail(e, "kernel launch", u->dev);
+  u->st.launches++;
+  u->st.bytes += total;
+  return 0;
+}
+
+/* d2d mode: one async copy per run of fragments contiguous on both sides. */
+static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
+  uint64_t total = 0;
+  int rc = tpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
+  if (rc) return rc;
+  const unsigned char *src = c->bounce;
+  unsigned char *dst = c->dst;
+  uint64_t s = 0, d = 0, n = 0;
+  for (uint32_t i = 0; i <= c->cnt; i++) {
+    if (i < c->cnt) {
+      const tpx_unpack_meta_t m = c->meta[i];
+      if (n && m.src_off == s + n && m.dst_off == d + n) {
+        n += m.len;
+        continue;
+      }
+    }
+    if (n) {
+      cudaError_t e = cudaMemcpyAsync(dst + d, src + s, n, cudaMemcpyDefault, u->cs);
+      if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync", u->dev);
+      u->st.launches++;
+    }
+    if (i < c->cnt) {
+      s = c->meta[i].src_off;
+      d = c->meta[i].dst_off;
+      n = c->meta[i].len;
+    }
+  }
+  u->st.bytes += total;
+  return 0;
+}
+
+/* host mode (debug): bounce -> pinned host staging laid out like the
+ * destination span, then staging -> destination, per contiguous run. */
+static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
+  uint64_t total = 0;
+  int rc = tpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
+  if (rc || c->cnt == 0) return rc;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (uint32_t i = 0; i < c->cnt; i++) {
+    if (!c->meta[i].len) continue;
+    lo = TPX_MIN(lo, c->meta[i].dst_off);
+    hi = TPX_MAX(hi, c->meta[i].dst_off + c->meta[i].len);
+  }
+  if (hi == 0) return 0;
+  /* The staging buffer is reused: the previous chunk's copies out of it
+   * must have finished. Debug mode, so simply wait. */
+  cudaError_t e = cudaStreamSynchronize(u->cs);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", u->dev);
+  if (hi - lo > u->host_stage_bytes) {
+    tpx_gpu_host_free(u->dev, u->host_stage);
+    u->host_stage = NULL;
+    u->host_stage_bytes = 0;
+    rc = tpx_gpu_host_alloc(u->dev, hi - lo, (void **)&u->host_stage);
+    if (rc) return rc;
+    u->host_stage_bytes = hi - lo;
+  }
+  const unsigned char *src = c->bounce;
+  unsigned char *dst = c->dst;
+  for (uint32_t i = 0; i < c->cnt; i++) {
+    const tpx_unpack_meta_t m = c->meta[i];
+    if (!m.len) continue;
+    e = cudaMemcpyAsync(u->host_stage + (m.dst_off - lo), src + m.src_off, m.len, cudaMemcpyDefault, u->cs);
+    if (e != cudaSuccess) return cuda_fail(e, "copy to host staging", u->dev);
+  }
+  e = cudaStreamSynchronize(u->cs);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", u->dev);
+  /* Only bytes some entry covers are written back (holes stay untouched). */
+  uint64_t d = 0, n = 0;
+  for (uint32_t i = 0; i <= c->cnt; i++) {
+    if (i < c->cnt) {
+      const tpx_unpack_meta_t m = c->meta[i];
+      if (!m.len) continue;
+      if (n && m.dst_off == d + n) {
+        n += m.len;
+        continue;
+      }
+    }
+    if (n) {
+      e = cudaMemcpyAsync(dst + d, u->host_stage + (d - lo), n, cudaMemcpyDefault, u->cs);
+      if (e != cudaSuccess) return cuda_fail(e, "copy from host staging", u->dev);
+      u->st.launches++;
+    }
+    if (i < c->cnt) {
+      d = c->meta[i].dst_off;
+      n = c->meta[i].len;
+    }
+  }
+  u->st.bytes += total;
+  return 0;
+}
+
+int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  if (!u || !c || !ticket) return tpx_err(TPX_EINVAL, "tpx_unpack_submit: NULL");
+  if (c->cnt > u->o.max_frags)
+    return tpx_err(TPX_EINVAL, "unpack on GPU %d: %u entries > %u per chunk", u->dev, c->cnt, u->o.max_frags);
+  if (c->cnt && (!c->meta || !c->bounce || !c->dst))
+    return tpx_err(TPX_EINVAL, "unpack on GPU %d: NULL metadata or buffer", u->dev);
+  pthread_mutex_lock(&u->mu);
+  int rc = reap(u);
+  if (rc < 0) goto out;
+  if (u->count == u->o.max_inflight) {
+    rc = tpx_err_quiet(TPX_EAGAIN, "unpack on GPU %d: %u chunks in flight", u->dev, u->count);
+    goto out;
+  }
+  tpx_gpu_event_t *ev = NULL;
+  rc = tpx_gpu_event_get(u->pool, &ev);
+  if (rc) goto out;
+  tpx_gpu_guard_t g;
+  rc = tpx_gpu_guard_enter(u->dev, &g);
+  if (rc) {
+    tpx_gpu_event_put(u->pool, ev);
+    goto out;
+  }
+  const uint64_t t = u->next_ticket;
+  switch (u->o.mode) {
+    case TPX_UNPACK_KERNEL: rc = submit_kernel(u, c, t); break;
+    case TPX_UNPACK_D2D: rc = submit_d2d(u, c); break;
+    default: rc = submit_host(u, c); break;
+  }
+  tpx_gpu_guard_leave(&g);
+  if (!rc) rc = tpx_gpu_event_record(ev, u->stream);
+  if (rc) {
+    tpx_gpu_event_put(u->pool, ev);
+    goto out;
+  }
+  u->ring[(u->head + u->count) % u->o.max_inflight] = (struct inflight){t, ev};
+  u->count++;
+  u->next_ticket++;
+  u->st.chunks++;
+  u->st.frags += c->cnt;
+  *ticket = t;
+out:
+  pthread_mutex_unlock(&u->mu);
+  return rc < 0 ? rc : 0;
+}
+
+int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
+  if (!u) return tpx_err(TPX_EINVAL, "tpx_unpack_done: NULL");
+  pthread_mutex_lock(&u->mu);
+  int rc;
+  if (ticket >= u->next_ticket)
+    rc = tpx_err(TPX_EINVAL, "unpack on GPU %d: unknown ticket %llu (next %llu)", u->dev,
+                 (unsigned long long)ticket, (unsigned long long)u->next_ticket);
+  else
+    rc = poll_ticket(u, ticket);
+  pthread_mutex_unlock(&u->mu);
+  return rc;
+}
+
+int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  long sleep_ns = 2000;
+  for (;;) {
+    int rc = tpx_unpack_done(u, ticket);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    if (tpx_now_ns() >= deadline)
+      return tpx_err(TPX_ETIMEDOUT, "unpack on GPU %d: ticket %llu not done after %d ms", u->dev,
+                     (unsigned long long)ticket, timeout_ms);
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);
+    if (sleep_ns < 1000000) sleep_ns *= 2;
+  }
+}
+
+int tpx_unpack_sync(tpx_unpacker_t *u) {
+  if (!u) return tpx_err(TPX_EINVAL, "tpx_unpack_sync: NULL");
+  int rc = tpx_gpu_stream_sync(u->stream);
+  pthread_mutex_lock(&u->mu);
+  if (rc && !u->failed) u->failed = rc;
+  if (!rc) rc = reap(u);
+  if (!rc && u->count) rc = tpx_err(TPX_EINTERNAL, "unpack on GPU %d: %u chunks pending after sync", u->dev, u->count);
+  pthread_mutex_unlock(&u->mu);
+  return rc < 0 ? rc : 0;
+}
+
+void tpx_unpacker_destroy(tpx_unpacker_t *u) {
+  if (!u) return;
+  if (tpx_gpu_stream_sync(u->stream))
+    TPX_WARN("unpack on GPU %d: teardown with failed GPU work", u->dev);
+  while (u->count) { /* return every event, finished or not */
+    tpx_gpu_event_put(u->pool, u->ring[u->head].ev);
+    u->head = (u->head + 1) % u->o.max_inflight;
+    u->count--;
+  }
+  free_buffers(u);
+  tpx_gpu_evpool_destroy(u->pool);
+  tpx_gpu_stream_destroy(u->stream);
+  pthread_mutex_destroy(&u->mu);
+  int dev = u->dev;
+  free(u->ring);
+  free(u);
+  tpx_gpu_release(dev);
+}
+
+void *tpx_unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs : NULL; }
+int tpx_unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : -1; }
+
+void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
+  if (!st) return;
+  memset(st, 0, sizeof *st);
+  if (!u) return;
+  pthread_mutex_lock(&u->mu);
+  *st = u->st;
+  pthread_mutex_unlock(&u->mu);
+  st->events_created = (uint64_t)tpx_gpu_evpool_created(u->pool);
+}
+
+#endif /* TPX_HAVE_CUDA */

@@ -1,0 +1,162 @@
+/* Unpack of received chunks under the TCPX receive contract (spec/tcpx.md,
+ * "The receive-side unpack contract").
+ *
+ * A received chunk is `cnt` loadMeta entries {src_off, len, dst_off}: copy
+ * `len` bytes from bounce + src_off to dst + dst_off for each. The bounce
+ * buffer is device memory (GPUDirect) or pinned host memory mapped into the
+ * GPU (the built-in transport's emulation); dst is the receive buffer.
+ *
+ * Two layers:
+ *  - tpx_unpack_cpu: a CPU gather for host memory, always built (CI, and the
+ *    built-in transport's emulation mode without a GPU).
+ *  - tpx_unpacker_t: one GPU per unpacker, one persistent stream, a pooled
+ *    event per chunk. Modes:
+ *      kernel  one launch per chunk; 16-byte vector copies where alignment
+ *              allows, exact tails otherwise; one warp per fragment (large
+ *              fragments are sliced across warps);
+ *      d2d     one cudaMemcpyAsync per fragment (adjacent ones merged);
+ *      host    gather through a pinned host buffer (debug; synchronous).
+ *    Submission is asynchronous and returns a ticket; tickets complete in
+ *    submission order (one stream), so the caller polls the oldest and calls
+ *    irecvConsumed in FIFO order once it is done.
+ *
+ * Every entry is checked against the sizes of the bounce buffer and of the
+ * destination before any copy is queued: a bad entry is TPX_EPROTO and
+ * nothing of that chunk is copied.
+ */
+#ifndef TPX_CUDA_UNPACK_H
+#define TPX_CUDA_UNPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One fragment, exactly the plugin's loadMeta (16 bytes, 16-aligned). */
+typedef struct tpx_unpack_meta {
+  uint32_t src_off; /* offset into the bounce buffer */
+  uint32_t len;     /* bytes */
+  uint64_t dst_off; /* offset from the start of the receive buffer */
+} __attribute__((aligned(16))) tpx_unpack_meta_t;
+
+#define TPX_UNPACK_SLOTS 16        /* slots per comm; the k-th receive uses k % 16 */
+#define TPX_UNPACK_MAX_FRAGS 2048  /* entries per slot (one request) */
+
+/* The plugin's host-mapped metadata block that `meta` in the device handle
+ * points to. cnt[slot] is written last, after a release fence. */
+typedef struct tpx_unpack_meta_block {
+  tpx_unpack_meta_t mem[TPX_UNPACK_SLOTS][TPX_UNPACK_MAX_FRAGS];
+  uint64_t cnt[TPX_UNPACK_SLOTS];
+} tpx_unpack_meta_block_t;
+
+/* What the device handle's `handle` points to (device memory, 24 bytes). */
+typedef struct tpx_unpack_dev_handle {
+  void *meta;       /* tpx_unpack_meta_block_t, host-mapped */
+  void *bounce_buf; /* base for src_off */
+  uint64_t head;
+} tpx_unpack_dev_handle_t;
+
+enum tpx_unpack_mode { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D = 1, TPX_UNPACK_HOST = 2 };
+
+/* Where the kernel reads the entries from. */
+enum tpx_unpack_desc {
+  /* Entries copied by the CPU into a pinned staging ring (validated on the
+   * way), then one async copy into a persistent device buffer. Default. */
+  TPX_UNPACK_DESC_COPY = 0,
+  /* Entries copied into the pinned staging ring; the kernel reads them there
+   * through the mapping (no extra copy on the stream). */
+  TPX_UNPACK_DESC_MAPPED = 1,
+  /* The kernel reads the caller's entries in place (chunk.meta_dev); no CPU
+   * copy. The caller keeps them unchanged until the ticket completes (true
+   * for the plugin's slots: they are reused only after irecvConsumed). */
+  TPX_UNPACK_DESC_DIRECT = 2
+};
+
+/* "kernel" | "d2d" | "host" (case-insensitive) -> TPX_UNPACK_*; TPX_EINVAL else. */
+int tpx_unpack_mode_parse(const char *s, int *mode);
+const char *tpx_unpack_mode_name(int mode);
+int tpx_unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" */
+const char *tpx_unpack_desc_name(int desc);
+
+/* Check every entry: src_off + len <= bounce_bytes and dst_off + len <=
+ * dst_bytes. Returns 0, or TPX_EPROTO naming the first bad entry.
+ * *max_len (may be NULL) gets the largest len, *total (may be NULL) the sum. */
+int tpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
+                        size_t dst_bytes, uint32_t *max_len, uint64_t *total);
+
+/* CPU gather: validate, then memcpy every fragment (adjacent ones merged).
+ * Both buffers must be host-accessible. Returns 0 or TPX_EPROTO / TPX_EINVAL;
+ * on error nothing was copied. */
+int tpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
+                   const tpx_unpack_meta_t *meta, uint32_t cnt);
+
+/* ---------------- GPU unpacker ---------------- */
+
+typedef struct tpx_unpack_opts {
+  int mode;               /* TPX_UNPACK_*; default kernel */
+  int desc;               /* TPX_UNPACK_DESC_*; default copy */
+  uint32_t max_frags;     /* entries per chunk; 0 -> 2048 */
+  uint32_t max_inflight;  /* chunks submitted and not yet completed; 0 -> 32 */
+  int threads;            /* kernel block size (multiple of 32, <= 1024); 0 -> 256 */
+  size_t host_stage_bytes; /* host mode: initial staging size; 0 -> 4 MiB (grows) */
+} tpx_unpack_opts_t;
+
+void tpx_unpack_opts_default(tpx_unpack_opts_t *o);
+
+typedef struct tpx_unpacker tpx_unpacker_t;
+
+/* Creates the unpacker's stream, event pool and buffers on GPU dev (holds a
+ * reference on its primary context until destroy). TPX_ENOTSUP without CUDA
+ * or without a usable GPU. */
+int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out);
+/* Waits for submitted work, then frees everything. NULL ok. */
+void tpx_unpacker_destroy(tpx_unpacker_t *u);
+
+typedef struct tpx_unpack_chunk {
+  const tpx_unpack_meta_t *meta;     /* entries, readable by the CPU */
+  const tpx_unpack_meta_t *meta_dev; /* same entries as the GPU sees them (DESC_DIRECT only) */
+  uint32_t cnt;
+  const void *bounce;   /* bounce base as the GPU addresses it */
+  size_t bounce_bytes;  /* bounds for src_off + len */
+  void *dst;            /* receive buffer (GPU-addressable) */
+  size_t dst_bytes;     /* bounds for dst_off + len */
+} tpx_unpack_chunk_t;
+
+/* Queue the unpack of one chunk. On success *ticket identifies it (tickets
+ * count up from 0 per unpacker). The entries may be overwritten once this
+ * returns, except with DESC_DIRECT. TPX_EAGAIN when max_inflight chunks are
+ * still running (poll, then retry); TPX_EPROTO for a bad entry (nothing
+ * queued). */
+int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket);
+
+/* Non-blocking: 1 if chunk `ticket` (and so every earlier one) has been
+ * unpacked, 0 if not yet; TPX_EINVAL for a ticket never issued; TPX_ECUDA if
+ * the GPU work failed. */
+int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket);
+
+/* Block until `ticket` is done, at most timeout_ms (< 0: no limit);
+ * TPX_ETIMEDOUT when it passes. */
+int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms);
+
+/* Everything submitted so far is done when this returns 0. */
+int tpx_unpack_sync(tpx_unpacker_t *u);
+
+/* The unpacker's stream (cudaStream_t), e.g. for timing events. */
+void *tpx_unpack_stream(tpx_unpacker_t *u);
+int tpx_unpack_device(const tpx_unpacker_t *u);
+
+typedef struct tpx_unpack_stats {
+  uint64_t chunks;   /* submitted */
+  uint64_t frags;    /* entries submitted */
+  uint64_t bytes;    /* payload bytes submitted */
+  uint64_t launches; /* kernel launches or copy calls issued */
+  uint64_t events_created; /* pooled events ever created (stays small) */
+} tpx_unpack_stats_t;
+void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
