@@ -1,0 +1,191 @@
+/* tpx_net_open / tpx_net_close: pick the built-in transport or dlopen an
+ * ncclNet plugin, find the highest table it exports (v11 down to v7), and
+ * hand it to the adapter (adapt.c). */
+#define _GNU_SOURCE /* dlinfo */
+#include <dlfcn.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "net/adapt.h"
+#include "net/loader.h"
+#include "tpx/config.h"
+#include "tpx/net.h"
+
+/* ---- plugin logs -> our levels ---------------------------------------------- */
+
+/* NCCL's INFO is chatty (GPUDirect-TCPX logs every connection step there), so
+ * it lands at our DEBUG; VERSION lines at INFO; ABORT is an error. */
+static void plugin_log(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                       ...) {
+  (void)flags;
+  int lvl;
+  switch (level) {
+  case NCCLNET_LOG_ABORT: lvl = TPX_LOG_ERROR; break;
+  case NCCLNET_LOG_WARN: lvl = TPX_LOG_WARN; break;
+  case NCCLNET_LOG_VERSION: lvl = TPX_LOG_INFO; break;
+  case NCCLNET_LOG_INFO: lvl = TPX_LOG_DEBUG; break;
+  case NCCLNET_LOG_TRACE: lvl = TPX_LOG_TRACE; break;
+  default: return;
+  }
+  if (lvl > tpx_log_level || fmt == NULL) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  size_t n = strlen(msg);
+  while (n > 0 && msg[n - 1] == '\n') msg[--n] = '\0';
+  tpx_log_emit(lvl, file ? file : "plugin", line, "[plugin] %s", msg);
+}
+
+/* ---- finding the file -------------------------------------------------------------- */
+
+static int is_builtin(const char *spec) {
+  return spec[0] == '\0' || strcmp(spec, "tpx") == 0 || strcmp(spec, "builtin") == 0;
+}
+
+/* dlerror() reports a missing candidate as "<name>: cannot open shared object
+ * file: No such file or directory"; a missing *dependency* names the
+ * dependency instead, and that is a load failure, not "not found". */
+static int is_missing(const char *err, const char *cand) {
+  return err && strstr(err, "No such file or directory") && strstr(err, cand);
+}
+
+static int open_library(const char *spec, void **dl_out) {
+  char cands[3][PATH_MAX];
+  int ncand = 0;
+  snprintf(cands[ncand++], PATH_MAX, "%s", spec);
+  if (strchr(spec, '/') == NULL) {
+    snprintf(cands[ncand++], PATH_MAX, "libnccl-net-%s.so", spec);
+    snprintf(cands[ncand++], PATH_MAX, "%s/libnccl-net-%s.so", TPX_NET_TCPX_LIBDIR, spec);
+  }
+  char last_err[512] = "";
+  for (int i = 0; i < ncand; i++) {
+    (void)dlerror();
+    void *dl = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+    if (dl) {
+      TPX_DEBUG("net plugin '%s': opened %s", spec, cands[i]);
+      *dl_out = dl;
+      return 0;
+    }
+    const char *e = dlerror();
+    snprintf(last_err, sizeof(last_err), "%s", e ? e : "unknown dlopen error");
+    if (!is_missing(e, cands[i]))
+      return tpx_err(TPX_ESYSTEM, "net plugin '%s': %s exists but cannot be loaded: %s", spec,
+                     cands[i], last_err);
+  }
+  if (ncand == 1)
+    return tpx_err(TPX_ENOENT, "net plugin '%s' not found: %s", spec, last_err);
+  return tpx_err(TPX_ENOENT, "net plugin '%s' not found (tried %s and %s on the library path, then %s): %s",
+                 spec, cands[0], cands[1], cands[2], last_err);
+}
+
+/* ---- finding the table -------------------------------------------------------------- */
+
+static const void *find_symbol(void *dl, int version) {
+  char sym[32];
+  snprintf(sym, sizeof(sym), NCCLNET_SYMBOL_PREFIX "%d", version);
+  (void)dlerror();
+  return dlsym(dl, sym);
+}
+
+static int probe(void *dl, const char *file, int max_version, const void **table, int *version) {
+  for (int v = max_version; v >= NCCLNET_MIN_VERSION; v--) {
+    const void *t = find_symbol(dl, v);
+    if (t) {
+      *table = t;
+      *version = v;
+      return 0;
+    }
+  }
+  /* Nothing we can drive: say what is there, if anything. */
+  char found[128] = "";
+  size_t len = 0;
+  for (int v = 1; v <= 20; v++) {
+    if (v >= NCCLNET_MIN_VERSION && v <= max_version) continue;
+    if (find_symbol(dl, v) && len < sizeof(found) - 24)
+      len += (size_t)snprintf(found + len, sizeof(found) - len, "%s" NCCLNET_SYMBOL_PREFIX "%d",
+                              len ? ", " : "", v);
+  }
+  if (len)
+    return tpx_err(TPX_EVERSION, "net plugin %s exports only %s; supported: ncclNetPlugin_v%d..v%d",
+                   file, found, NCCLNET_MIN_VERSION, max_version);
+  return tpx_err(TPX_ENOSYM, "%s exports no ncclNetPlugin_vN symbol (looked for v%d..v%d): not an "
+                 "NCCL net plugin", file, max_version, NCCLNET_MIN_VERSION);
+}
+
+/* ---- open / close ---------------------------------------------------------------------- */
+
+static void plugin_destroy(tpx_net_t *net) {
+  struct tpx_plugin *p = net->impl;
+  tpx_adapt_fini(p);
+  if (p->dl && dlclose(p->dl) != 0) TPX_WARN("net plugin %s: dlclose: %s", net->name, dlerror());
+  free(p);
+}
+
+const char *tpx_net_plugin_file(const tpx_net_t *net) {
+  if (net == NULL || net->ops == NULL || net->ops->destroy != plugin_destroy) return NULL;
+  return ((const struct tpx_plugin *)net->impl)->file;
+}
+
+int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out) {
+  if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open: out is NULL");
+  *out = NULL;
+  if (spec == NULL) spec = tpx_config_global()->net_plugin;
+  if (is_builtin(spec)) return tpx_net_open_builtin(NULL, out);
+  if (max_version < NCCLNET_MIN_VERSION || max_version > NCCLNET_MAX_VERSION)
+    return tpx_err(TPX_EINVAL, "tpx_net_open: ABI version %d outside %d..%d", max_version,
+                   NCCLNET_MIN_VERSION, NCCLNET_MAX_VERSION);
+
+  void *dl = NULL;
+  int rc = open_library(spec, &dl);
+  if (rc) return rc;
+
+  struct tpx_plugin *p = calloc(1, sizeof(*p));
+  if (p == NULL) {
+    dlclose(dl);
+    return tpx_err(TPX_ENOMEM, "net plugin '%s': out of memory", spec);
+  }
+  p->dl = dl;
+  struct link_map *lm = NULL;
+  if (dlinfo(dl, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
+    snprintf(p->file, sizeof(p->file), "%s", lm->l_name);
+  else
+    snprintf(p->file, sizeof(p->file), "%s", spec);
+
+  const void *table = NULL;
+  rc = probe(dl, p->file, max_version, &table, &p->version);
+  if (rc == 0) {
+    const char *name = *(const char *const *)table; /* every table starts with its name */
+    snprintf(p->net.name, sizeof(p->net.name), "%s", name ? name : "(unnamed)");
+    p->net.abi_version = p->version;
+    p->net.impl = p;
+    rc = tpx_adapt_bind(p, table);
+  }
+  if (rc == 0) {
+    p->ops.destroy = plugin_destroy;
+    p->net.ops = &p->ops;
+    rc = tpx_adapt_init(p, plugin_log);
+  }
+  if (rc) {
+    dlclose(dl);
+    free(p);
+    return rc;
+  }
+  *out = &p->net;
+  return 0;
+}
+
+int tpx_net_open(const char *spec, tpx_net_t **out) {
+  return tpx_net_open_version(spec, NCCLNET_MAX_VERSION, out);
+}
+
+void tpx_net_close(tpx_net_t *net) {
+  if (net == NULL) return;
+  if (net->ops && net->ops->destroy) net->ops->destroy(net);
+}

@@ -1,0 +1,515 @@
+/* An in-memory ncclNet plugin for loader tests: one source, built into
+ * several .so files that differ by which tables they export (FAKE_V7 ..
+ * FAKE_V11), plus flavours: FAKE_INIT_FAIL (init returns a system error),
+ * FAKE_UNPACK (v7 device offload: fills the device handle, has getDeviceMr
+ * and irecvConsumed). It counts every call in `fake_stats`.
+ *
+ * Both ends of a connection live in this process: listen writes a pointer to
+ * the listen comm into the handle; connect and accept each answer "not yet"
+ * once (state kept in the handle / listen comm, as real plugins do) before
+ * completing; isend/irecv queue requests per connection and match them FIFO. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_stats.h"
+#include "net/abi.h"
+
+/* Each flavour uses a different subset of the shared calls. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_REQS NCCLNET_MAX_REQUESTS
+
+EXPORT struct fake_stats fake_stats;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static ncclnet_logger_t logger;
+
+struct req {
+  int is_send, done, err;
+  void *data;
+  size_t size, got;
+  int tag;
+  struct req *next;
+};
+
+struct pipe_ {
+  struct req *sends, *recvs; /* FIFOs of unmatched requests */
+  int send_open, recv_open;
+  int send_reqs, recv_reqs; /* requests alive per end */
+};
+
+struct lcomm {
+  uint64_t magic;
+  struct pipe_ *pending; /* connected, not yet accepted */
+  int accept_tries;
+};
+
+struct end {
+  struct pipe_ *p;
+  int is_send;
+};
+
+struct handle { /* lives in the 128-byte NCCL handle */
+  uint64_t magic;
+  struct lcomm *l;
+  int connect_tries;
+};
+_Static_assert(sizeof(struct handle) <= NCCLNET_HANDLE_MAXSIZE, "handle fits");
+#define MAGIC 0xfa4e0e7ull
+
+static void push(struct req **q, struct req *r) {
+  while (*q) q = &(*q)->next;
+  *q = r;
+}
+
+static void match(struct pipe_ *p) {
+  while (p->sends && p->recvs) {
+    struct req *s = p->sends, *r = p->recvs;
+    p->sends = s->next;
+    p->recvs = r->next;
+    if (s->size > r->size) {
+      s->err = r->err = NCCLNET_INVALID_USAGE; /* receive too small */
+    } else {
+      if (s->size) memcpy(r->data, s->data, s->size);
+      r->got = s->size;
+    }
+    s->done = r->done = 1;
+  }
+}
+
+static void maybe_free_pipe(struct pipe_ *p) {
+  if (!p->send_open && !p->recv_open) {
+    for (struct req *r = p->sends, *n; r; r = n) n = r->next, free(r);
+    for (struct req *r = p->recvs, *n; r; r = n) n = r->next, free(r);
+    free(p);
+  }
+}
+
+/* ---- calls shared by every version (size_t inside) --------------------------------- */
+
+static ncclnet_result_t f_init(int version, ncclnet_logger_t log) {
+  pthread_mutex_lock(&mu);
+  fake_stats.init++;
+  fake_stats.version = version;
+  fake_stats.logger_set = log != NULL;
+  logger = log;
+  pthread_mutex_unlock(&mu);
+  if (log) log(NCCLNET_LOG_INFO, NCCLNET_SUBSYS_NET, __FILE__, __LINE__, "fake net v%d init\n", version);
+#ifdef FAKE_INIT_FAIL
+  return NCCLNET_SYSTEM_ERROR;
+#else
+  return NCCLNET_SUCCESS;
+#endif
+}
+
+static ncclnet_result_t f_devices(int *ndev) {
+  __atomic_add_fetch(&fake_stats.devices, 1, __ATOMIC_RELAXED);
+  *ndev = 2;
+  return NCCLNET_SUCCESS;
+}
+
+/* Fills the fields every version has; returns 0 or an error for a bad dev. */
+#define FILL_PROPS(pr, dev)                                                                        \
+  do {                                                                                             \
+    __atomic_add_fetch(&fake_stats.props, 1, __ATOMIC_RELAXED);                                   \
+    if ((dev) < 0 || (dev) > 1) return NCCLNET_INVALID_ARGUMENT;                                  \
+    memset((pr), 0, sizeof(*(pr)));                                                                \
+    (pr)->name = (dev) == 0 ? "fake0" : "fake1";                                                   \
+    (pr)->pciPath = NULL;                                                                          \
+    (pr)->guid = 0x1000 + (dev);                                                                   \
+    (pr)->ptrSupport = NCCLNET_PTR_HOST;                                                           \
+    (pr)->speed = 100000;                                                                          \
+    (pr)->port = 0;                                                                                \
+    (pr)->latency = 1.5f;                                                                          \
+    (pr)->maxComms = 1024;                                                                         \
+    (pr)->maxRecvs = 1;                                                                            \
+    (pr)->netDeviceType = UNPACK_TYPE;                                                             \
+    (pr)->netDeviceVersion = UNPACK_TYPE ? NCCLNET_DEVICE_UNPACK_VERSION : 0;                      \
+  } while (0)
+
+#ifdef FAKE_UNPACK
+#define UNPACK_TYPE NCCLNET_DEVICE_UNPACK
+#else
+#define UNPACK_TYPE NCCLNET_DEVICE_HOST
+#endif
+
+static ncclnet_result_t f_listen(int dev, void *handle, void **lc) {
+  if (dev < 0 || dev > 1 || !handle || !lc) return NCCLNET_INVALID_ARGUMENT;
+  struct lcomm *l = calloc(1, sizeof(*l));
+  if (!l) return NCCLNET_SYSTEM_ERROR;
+  l->magic = MAGIC;
+  struct handle h = {MAGIC, l, 0};
+  memset(handle, 0, NCCLNET_HANDLE_MAXSIZE);
+  memcpy(handle, &h, sizeof(h));
+  pthread_mutex_lock(&mu);
+  fake_stats.listen++;
+  fake_stats.live_comms++;
+  pthread_mutex_unlock(&mu);
+  *lc = l;
+  return NCCLNET_SUCCESS;
+}
+
+static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_handle_t **dh) {
+  if (dev < 0 || dev > 1 || !handle || !sc) return NCCLNET_INVALID_ARGUMENT;
+  struct handle *h = handle;
+  if (h->magic != MAGIC || h->l == NULL) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.connect++;
+  fake_stats.connect_dev = dh ? (void *)*dh : (void *)-1;
+  ncclnet_result_t r = NCCLNET_SUCCESS;
+  *sc = NULL;
+  if (h->connect_tries++ == 0) {
+    fake_stats.connect_pending++; /* first call: "in progress"; state kept in the handle */
+  } else if (h->l->pending) {
+    r = NCCLNET_INTERNAL_ERROR; /* one connection per listen comm in this fake */
+  } else {
+    struct pipe_ *p = calloc(1, sizeof(*p));
+    struct end *e = calloc(1, sizeof(*e));
+    if (!p || !e) {
+      free(p), free(e);
+      r = NCCLNET_SYSTEM_ERROR;
+    } else {
+      p->send_open = p->recv_open = 1;
+      e->p = p, e->is_send = 1;
+      h->l->pending = p;
+      fake_stats.live_comms++;
+      *sc = e;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static ncclnet_result_t f_accept(void *lc, void **rc, ncclnet_dev_handle_t **dh) {
+  struct lcomm *l = lc;
+  if (!l || l->magic != MAGIC || !rc) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.accept++;
+  fake_stats.accept_slot = dh;
+  fake_stats.accept_dev = dh ? (void *)*dh : NULL;
+  *rc = NULL;
+  ncclnet_result_t r = NCCLNET_SUCCESS;
+  if (l->accept_tries++ == 0 || l->pending == NULL) {
+    fake_stats.accept_pending++;
+  } else {
+    struct end *e = calloc(1, sizeof(*e));
+    if (!e) {
+      r = NCCLNET_SYSTEM_ERROR;
+    } else {
+#ifdef FAKE_UNPACK
+      if (!dh || !*dh || (*dh)->netDeviceType != NCCLNET_DEVICE_UNPACK) {
+        free(e);
+        pthread_mutex_unlock(&mu);
+        return NCCLNET_INVALID_ARGUMENT; /* NCCL always gives UNPACK plugins typed storage */
+      }
+      (*dh)->handle = (void *)(uintptr_t)0xd0d0d0d0;
+      (*dh)->size = 24;
+      (*dh)->needsProxyProgress = 1;
+#endif
+      e->p = l->pending, e->is_send = 0;
+      l->pending = NULL;
+      fake_stats.live_comms++;
+      *rc = e;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static ncclnet_result_t f_regmr(void *comm, void *data, size_t size, int type, void **mh) {
+  (void)data;
+  if (!comm || !mh || (type != NCCLNET_PTR_HOST)) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.regmr++;
+  fake_stats.last_regmr_size = size;
+  fake_stats.live_mrs++;
+  pthread_mutex_unlock(&mu);
+  *mh = malloc(8);
+  return *mh ? NCCLNET_SUCCESS : NCCLNET_SYSTEM_ERROR;
+}
+
+static ncclnet_result_t f_regmr_int(void *comm, void *data, int size, int type, void **mh) {
+  if (size < 0) return NCCLNET_INVALID_ARGUMENT;
+  return f_regmr(comm, data, (size_t)size, type, mh);
+}
+
+static ncclnet_result_t f_deregmr(void *comm, void *mh) {
+  if (!comm) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.deregmr++;
+  fake_stats.live_mrs--;
+  pthread_mutex_unlock(&mu);
+  free(mh);
+  return NCCLNET_SUCCESS;
+}
+
+static ncclnet_result_t f_isend(void *sc, void *data, size_t size, int tag, void *mh, void **request) {
+  (void)mh;
+  struct end *e = sc;
+  if (!e || !e->is_send || !request) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.isend++;
+  fake_stats.last_isend_size = size;
+  *request = NULL;
+  ncclnet_result_t r = NCCLNET_SUCCESS;
+  if (e->p->send_reqs < MAX_REQS) { /* else: back-pressure, *request stays NULL */
+    struct req *q = calloc(1, sizeof(*q));
+    if (!q) {
+      r = NCCLNET_SYSTEM_ERROR;
+    } else {
+      q->is_send = 1, q->data = data, q->size = size, q->tag = tag;
+      push(&e->p->sends, q);
+      e->p->send_reqs++;
+      fake_stats.live_reqs++;
+      match(e->p);
+      *request = q;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static ncclnet_result_t f_isend_int(void *sc, void *data, int size, int tag, void *mh, void **request) {
+  if (size < 0) return NCCLNET_INVALID_ARGUMENT;
+  return f_isend(sc, data, (size_t)size, tag, mh, request);
+}
+
+static ncclnet_result_t f_isend_ph(void *sc, void *data, size_t size, int tag, void *mh, void *ph,
+                                   void **request) {
+  (void)ph;
+  return f_isend(sc, data, size, tag, mh, request);
+}
+
+static ncclnet_result_t f_irecv(void *rc, int n, void **data, size_t *sizes, int *tags, void **mhs,
+                                void **request) {
+  (void)mhs;
+  struct end *e = rc;
+  if (!e || e->is_send || !request || n != 1 || !data || !sizes || !tags) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.irecv++;
+  fake_stats.last_irecv_size = sizes[0];
+  *request = NULL;
+  ncclnet_result_t r = NCCLNET_SUCCESS;
+  if (e->p->recv_reqs < MAX_REQS) {
+    struct req *q = calloc(1, sizeof(*q));
+    if (!q) {
+      r = NCCLNET_SYSTEM_ERROR;
+    } else {
+      q->data = data[0], q->size = sizes[0], q->tag = tags[0];
+      push(&e->p->recvs, q);
+      e->p->recv_reqs++;
+      fake_stats.live_reqs++;
+      match(e->p);
+      *request = q;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static ncclnet_result_t f_irecv_int(void *rc, int n, void **data, int *sizes, int *tags, void **mhs,
+                                    void **request) {
+  if (n != 1 || !sizes || sizes[0] < 0) return NCCLNET_INVALID_ARGUMENT;
+  size_t s = (size_t)sizes[0];
+  return f_irecv(rc, n, data, &s, tags, mhs, request);
+}
+
+static ncclnet_result_t f_irecv_ph(void *rc, int n, void **data, size_t *sizes, int *tags, void **mhs,
+                                   void **ph, void **request) {
+  if (!ph) return NCCLNET_INVALID_ARGUMENT; /* NCCL always passes an array */
+  return f_irecv(rc, n, data, sizes, tags, mhs, request);
+}
+
+static ncclnet_result_t f_iflush(void *rc, int n, void **data, int *sizes, void **mhs, void **request) {
+  (void)rc, (void)n, (void)data, (void)sizes, (void)mhs;
+  __atomic_add_fetch(&fake_stats.iflush, 1, __ATOMIC_RELAXED);
+  *request = NULL; /* nothing to flush for host memory: complete at once */
+  return NCCLNET_SUCCESS;
+}
+
+/* Requests are owned by their FIFO until matched; a completed one is freed
+ * by test (sends and, for HOST, receives). */
+static ncclnet_result_t f_test(void *request, int *done, int *sizes) {
+  struct req *q = request;
+  if (!q || !done) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.test++;
+  *done = q->done;
+  ncclnet_result_t r = q->err;
+  if (q->done) {
+    if (sizes && !q->err && !(UNPACK_TYPE && !q->is_send)) sizes[0] = (int)(q->is_send ? q->size : q->got);
+    fake_stats.live_reqs--;
+    free(q);
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+static ncclnet_result_t close_end(void *comm, int is_send) {
+  struct end *e = comm;
+  if (!e || e->is_send != is_send) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  if (is_send) fake_stats.close_send++, e->p->send_open = 0;
+  else fake_stats.close_recv++, e->p->recv_open = 0;
+  fake_stats.live_comms--;
+  maybe_free_pipe(e->p);
+  pthread_mutex_unlock(&mu);
+  free(e);
+  return NCCLNET_SUCCESS;
+}
+
+static ncclnet_result_t f_close_send(void *c) { return close_end(c, 1); }
+static ncclnet_result_t f_close_recv(void *c) { return close_end(c, 0); }
+
+static ncclnet_result_t f_close_listen(void *lc) {
+  struct lcomm *l = lc;
+  if (!l || l->magic != MAGIC) return NCCLNET_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  fake_stats.close_listen++;
+  fake_stats.live_comms--;
+  if (l->pending) { /* connected but never accepted */
+    l->pending->recv_open = 0;
+    maybe_free_pipe(l->pending);
+  }
+  pthread_mutex_unlock(&mu);
+  l->magic = 0;
+  free(l);
+  return NCCLNET_SUCCESS;
+}
+
+#ifdef FAKE_UNPACK
+static ncclnet_result_t f_get_device_mr(void *comm, void *mh, void **dptr) {
+  (void)comm;
+  __atomic_add_fetch(&fake_stats.get_device_mr, 1, __ATOMIC_RELAXED);
+  *dptr = mh;
+  return NCCLNET_SUCCESS;
+}
+static ncclnet_result_t f_irecv_consumed(void *rc, int n, void *request) {
+  (void)rc, (void)n, (void)request;
+  __atomic_add_fetch(&fake_stats.irecv_consumed, 1, __ATOMIC_RELAXED);
+  return NCCLNET_SUCCESS;
+}
+#define GET_DEVICE_MR f_get_device_mr
+#define IRECV_CONSUMED f_irecv_consumed
+#else
+#define GET_DEVICE_MR NULL
+#define IRECV_CONSUMED NULL
+#endif
+
+/* ---- per-version shims and tables ---------------------------------------------------- */
+
+#if defined(FAKE_V7) || defined(FAKE_V8) || defined(FAKE_V9) || defined(FAKE_V10)
+static ncclnet_result_t f_listen_noctx(int dev, void *handle, void **lc) { return f_listen(dev, handle, lc); }
+#endif
+
+#ifdef FAKE_V7
+static ncclnet_result_t f_init7(ncclnet_logger_t l) { return f_init(7, l); }
+static ncclnet_result_t f_props7(int dev, ncclnet_props_v7_t *p) {
+  FILL_PROPS(p, dev);
+  return NCCLNET_SUCCESS;
+}
+EXPORT const ncclnet_v7_t ncclNetPlugin_v7 = {
+    "fake_v7", f_init7, f_devices, f_props7, f_listen_noctx, f_connect, f_accept, f_regmr_int, NULL,
+    f_deregmr, f_isend_int, f_irecv_int, f_iflush, f_test, f_close_send, f_close_recv,
+    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
+#endif
+
+#ifdef FAKE_V8
+static ncclnet_result_t f_init8(ncclnet_logger_t l) { return f_init(8, l); }
+static ncclnet_result_t f_props8(int dev, ncclnet_props_v8_t *p) {
+  FILL_PROPS(p, dev);
+  p->regIsGlobal = 1;
+  return NCCLNET_SUCCESS;
+}
+EXPORT const ncclnet_v8_t ncclNetPlugin_v8 = {
+    "fake_v8", f_init8, f_devices, f_props8, f_listen_noctx, f_connect, f_accept, f_regmr, NULL,
+    f_deregmr, f_isend_int, f_irecv_int, f_iflush, f_test, f_close_send, f_close_recv,
+    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
+#endif
+
+#if defined(FAKE_V9) || defined(FAKE_V10) || defined(FAKE_V11)
+#define FILL_V9_EXTRA(p, dev)                                                                      \
+  do {                                                                                             \
+    (p)->regIsGlobal = 1;                                                                          \
+    (p)->forceFlush = 0;                                                                           \
+    (p)->vProps.ndevs = 1;                                                                         \
+    (p)->vProps.devs[0] = (dev);                                                                   \
+    (p)->maxP2pBytes = (size_t)1 << 36;                                                            \
+    (p)->maxCollBytes = (size_t)1 << 29;                                                           \
+  } while (0)
+static ncclnet_result_t f_props9(int dev, ncclnet_props_v9_t *p) {
+  FILL_PROPS(p, dev);
+  FILL_V9_EXTRA(p, dev);
+  return NCCLNET_SUCCESS;
+}
+#endif
+
+#ifdef FAKE_V9
+static ncclnet_result_t f_init9(ncclnet_logger_t l) { return f_init(9, l); }
+EXPORT const ncclnet_v9_t ncclNetPlugin_v9 = {
+    "fake_v9", f_init9, f_devices, f_props9, f_listen_noctx, f_connect, f_accept, f_regmr, NULL,
+    f_deregmr, f_isend, f_irecv, f_iflush, f_test, f_close_send, f_close_recv, f_close_listen,
+    GET_DEVICE_MR, IRECV_CONSUMED, NULL};
+#endif
+
+#ifdef FAKE_V10
+static ncclnet_result_t f_init10(ncclnet_logger_t l, ncclnet_profiler_cb_t prof) {
+  (void)prof;
+  return f_init(10, l);
+}
+static ncclnet_result_t f_connect10(int dev, ncclnet_comm_config_t *cfg, void *handle, void **sc,
+                                    ncclnet_dev_handle_t **dh) {
+  if (!cfg) return NCCLNET_INVALID_ARGUMENT;
+  fake_stats.traffic_class = cfg->trafficClass;
+  return f_connect(dev, handle, sc, dh);
+}
+EXPORT const ncclnet_v10_t ncclNetPlugin_v10 = {
+    "fake_v10", f_init10, f_devices, f_props9, f_listen_noctx, f_connect10, f_accept, f_regmr,
+    NULL, f_deregmr, f_isend_ph, f_irecv_ph, f_iflush, f_test, f_close_send, f_close_recv,
+    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL};
+#endif
+
+#ifdef FAKE_V11
+static int the_ctx; /* init hands out &the_ctx */
+static ncclnet_result_t f_init11(void **ctx, uint64_t comm_id, ncclnet_comm_config_t *cfg,
+                                 ncclnet_logger_t l, ncclnet_profiler_cb_t prof) {
+  (void)prof;
+  if (!ctx || !cfg) return NCCLNET_INVALID_ARGUMENT;
+  fake_stats.comm_id = comm_id;
+  fake_stats.traffic_class = cfg->trafficClass;
+  *ctx = &the_ctx;
+  return f_init(11, l);
+}
+static ncclnet_result_t f_props11(int dev, ncclnet_props_v11_t *p) {
+  FILL_PROPS(p, dev);
+  FILL_V9_EXTRA(p, dev);
+  p->maxMultiRequestSize = 1;
+  return NCCLNET_SUCCESS;
+}
+static ncclnet_result_t f_listen11(void *ctx, int dev, void *handle, void **lc) {
+  fake_stats.ctx_ok = ctx == &the_ctx;
+  return f_listen(dev, handle, lc);
+}
+static ncclnet_result_t f_connect11(void *ctx, int dev, void *handle, void **sc,
+                                    ncclnet_dev_handle_t **dh) {
+  fake_stats.ctx_ok = fake_stats.ctx_ok && ctx == &the_ctx;
+  return f_connect(dev, handle, sc, dh);
+}
+static ncclnet_result_t f_finalize(void *ctx) {
+  if (ctx != &the_ctx) return NCCLNET_INVALID_ARGUMENT;
+  __atomic_add_fetch(&fake_stats.finalize, 1, __ATOMIC_RELAXED);
+  return NCCLNET_SUCCESS;
+}
+static ncclnet_result_t f_set_net_attr(void *ctx, ncclnet_attr_t *attr) {
+  (void)ctx, (void)attr;
+  __atomic_add_fetch(&fake_stats.set_net_attr, 1, __ATOMIC_RELAXED);
+  return NCCLNET_SUCCESS;
+}
+EXPORT const ncclnet_v11_t ncclNetPlugin_v11 = {
+    "fake_v11", f_init11, f_devices, f_props11, f_listen11, f_connect11, f_accept, f_regmr, NULL,
+    f_deregmr, f_isend_ph, f_irecv_ph, f_iflush, f_test, f_close_send, f_close_recv,
+    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL, f_finalize, f_set_net_attr};
+#endif
