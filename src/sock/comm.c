@@ -1,0 +1,617 @@
+/* Comms and requests of the built-in transport: isend/irecv/test/close on the
+ * caller's side, and the per-socket progress functions the I/O threads run.
+ *
+ * Request life: the caller fills ring slot seq % TPX_SOCK_RING, sets
+ * `pending` to the number of parts that must finish (send: control + data
+ * parts; recv: 1 for the control part, raised by the data parts once the
+ * header is read), queues data parts (send side), publishes `posted`, and
+ * kicks the threads. Each part decrements `pending`; test() sees 0 and
+ * releases the slot. A thread never touches a slot after its decrement, so
+ * the caller may reuse it at once.
+ *
+ * Failures are per socket: a socket that hits EOF or an error fails only the
+ * parts that still needed it (its current part and later ones). Bytes queued
+ * before a peer's FIN are always read first, so a sender that closes right
+ * after its last send completed never fails the receiver's requests whose
+ * bytes were all sent.
+ *
+ * A send larger than the posted receive: the receiver reads the whole message
+ * (the excess goes to a scratch buffer), test() returns TPX_ETRUNC with
+ * *done = 1 and sizes[0] = the sent size, and the comm stays usable.
+ * Other errors (peer closed, reset, protocol) release the request with
+ * *done = 0 and the comm's first error detail. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sock/sock.h"
+#include "sock/wire.h"
+
+
+/* Syscalls per visit of one socket before its thread serves the others. */
+#define CTRL_BUDGET 8
+#define DATA_BUDGET 4
+#define CTRL_BATCH 32 /* messages per control sendmsg */
+
+static inline tpx_sock_req_t *slot(tpx_sock_comm_t *m, uint64_t seq) {
+  return &m->reqs[seq % TPX_SOCK_RING];
+}
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+  case TPX_SK_LISTEN: return "listen comm";
+  case TPX_SK_SEND: return "send comm";
+  case TPX_SK_RECV: return "recv comm";
+  case TPX_SK_MR: return "memory handle";
+  case TPX_SK_CONNECT: return "connect state";
+  default: return "unknown handle";
+  }
+}
+
+/* ---- failure bookkeeping (I/O threads) --------------------------------------- */
+
+static void comm_set_error(tpx_sock_comm_t *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void comm_set_error(tpx_sock_comm_t *m, const char *fmt, ...) {
+  int exp = 0;
+  if (!atomic_compare_exchange_strong(&m->errset, &exp, 1)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->errmsg, sizeof(m->errmsg), fmt, ap);
+  va_end(ap);
+  atomic_store_explicit(&m->errset, 2, memory_order_release);
+  TPX_DEBUG("sock: %s", m->errmsg);
+}
+
+static void conn_fail(tpx_sock_conn_t *c, int code, const char *what, int e, uint64_t seq,
+                      size_t left) {
+  tpx_sock_comm_t *m = c->comm;
+  c->dead = code;
+  atomic_store(&m->peer_closed, 1);
+  comm_set_error(m, "%s %s peer %s: %s socket %d: %s%s%s (message %llu, %zu bytes outstanding)",
+                 kind_name(m->kind), m->kind == TPX_SK_SEND ? "to" : "from", m->peer,
+                 c->index == 0 ? "control" : "data", c->index, what, e ? ": " : "",
+                 e ? strerror(e) : "", (unsigned long long)seq, left);
+}
+
+static inline void req_fail(tpx_sock_req_t *r, int err) {
+  int exp = 0;
+  atomic_compare_exchange_strong(&r->err, &exp, err);
+}
+
+static inline void part_done(tpx_sock_req_t *r) {
+  atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel);
+}
+
+static inline int io_again(void) { return errno == EAGAIN || errno == EWOULDBLOCK; }
+
+/* ---- data sockets ------------------------------------------------------------ */
+
+/* Finish the part at the queue's tail. Nothing of it may be read afterwards. */
+static void part_finish(tpx_sock_conn_t *c, uint64_t tail) {
+  tpx_sock_req_t *r = c->parts[tail % TPX_SOCK_RING].req;
+  c->done_bytes = 0;
+  atomic_store_explicit(&c->parts_tail, tail + 1, memory_order_release);
+  part_done(r);
+}
+
+static int data_progress(tpx_sock_conn_t *c, char *scratch) {
+  int sending = c->comm->kind == TPX_SK_SEND;
+  int budget = DATA_BUDGET;
+  for (;;) {
+    uint64_t tail = atomic_load_explicit(&c->parts_tail, memory_order_relaxed);
+    if (tail == atomic_load_explicit(&c->parts_head, memory_order_acquire)) return 0;
+    tpx_sock_part_t *p = &c->parts[tail % TPX_SOCK_RING];
+    while (!c->dead && c->done_bytes < p->len) {
+      if (budget-- == 0) return 1;
+      ssize_t n;
+      if (sending) {
+        n = send(c->fd, p->buf + c->done_bytes, p->len - c->done_bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else if (c->done_bytes < p->keep) {
+        n = recv(c->fd, p->buf + c->done_bytes, p->keep - c->done_bytes, MSG_DONTWAIT);
+      } else {
+        n = recv(c->fd, scratch, TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH),
+                 MSG_DONTWAIT);
+      }
+      if (n > 0) {
+        c->done_bytes += (size_t)n;
+      } else if (n == 0 && !sending) {
+        conn_fail(c, TPX_EREMOTE, "closed by peer", 0, p->seq, p->len - c->done_bytes);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && io_again()) {
+        return 0;
+      } else {
+        conn_fail(c, TPX_EREMOTE, sending ? "send" : "recv", errno, p->seq, p->len - c->done_bytes);
+      }
+    }
+    if (c->dead && c->done_bytes < p->len) req_fail(p->req, c->dead);
+    part_finish(c, tail);
+  }
+}
+
+/* ---- control socket, send side ------------------------------------------------ */
+
+static int ctrl_send(tpx_sock_conn_t *c) {
+  tpx_sock_comm_t *m = c->comm;
+  int budget = CTRL_BUDGET;
+  for (;;) {
+    uint64_t posted = atomic_load_explicit(&m->posted, memory_order_acquire);
+    if (c->cseq == posted) return 0;
+    if (c->dead) {
+      for (; c->cseq < posted; c->cseq++) {
+        tpx_sock_req_t *r = slot(m, c->cseq);
+        req_fail(r, c->dead);
+        part_done(r);
+      }
+      c->coff = 0;
+      return 0;
+    }
+    if (budget-- == 0) return 1;
+    /* Headers (and inline payloads) of consecutive messages in one sendmsg. */
+    struct iovec iov[2 * CTRL_BATCH];
+    size_t lens[CTRL_BATCH];
+    int nmsg = 0, niov = 0;
+    for (uint64_t s = c->cseq; s < posted && nmsg < CTRL_BATCH; s++) {
+      tpx_sock_req_t *r = slot(m, s);
+      size_t inl = r->size <= TPX_SOCK_INLINE_MAX ? r->size : 0;
+      size_t skip = nmsg == 0 ? c->coff : 0;
+      lens[nmsg++] = TPX_WIRE_MSG_BYTES + inl;
+      if (skip < TPX_WIRE_MSG_BYTES) {
+        iov[niov].iov_base = r->hdr + skip;
+        iov[niov++].iov_len = TPX_WIRE_MSG_BYTES - skip;
+        skip = 0;
+      } else {
+        skip -= TPX_WIRE_MSG_BYTES;
+      }
+      if (inl > skip) {
+        iov[niov].iov_base = r->buf + skip;
+        iov[niov++].iov_len = inl - skip;
+      }
+    }
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)niov;
+    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (io_again()) return 0;
+      conn_fail(c, TPX_EREMOTE, "send", errno, c->cseq, lens[0] - c->coff);
+      continue;
+    }
+    size_t left = (size_t)n;
+    for (int i = 0; i < nmsg; i++) {
+      size_t need = lens[i] - c->coff;
+      if (left < need) {
+        c->coff += left;
+        break;
+      }
+      left -= need;
+      tpx_sock_req_t *r = slot(m, c->cseq);
+      c->cseq++;
+      c->coff = 0;
+      part_done(r);
+    }
+  }
+}
+
+/* ---- control socket, receive side ------------------------------------------- */
+
+/* Header of message c->cseq is in c->rhdr: check it and queue its data parts.
+ * Returns 0, or -1 after failing the conn. */
+static int ctrl_parse(tpx_sock_conn_t *c, tpx_sock_req_t *r) {
+  tpx_sock_comm_t *m = c->comm;
+  uint32_t magic = tpx_get32(c->rhdr), seq = tpx_get32(c->rhdr + 4);
+  uint64_t size = tpx_get64(c->rhdr + 8);
+  if (magic != TPX_WIRE_MSG_MAGIC || seq != (uint32_t)c->cseq || size > TPX_SOCK_MAX_MSG) {
+    c->dead = TPX_EPROTO;
+    atomic_store(&m->peer_closed, 1);
+    comm_set_error(m,
+                   "recv comm from peer %s: malformed message header (magic 0x%08x seq %u size %llu,"
+                   " expected seq %u)",
+                   m->peer, magic, seq, (unsigned long long)size, (uint32_t)c->cseq);
+    return -1;
+  }
+  r->msg_size = (size_t)size;
+  if (size > r->size) req_fail(r, TPX_ETRUNC);
+  size_t per = 0;
+  int np = tpx_sock_nparts((size_t)size, m->nsocks, &per);
+  if (np > 0) {
+    /* Raise pending before any part is visible to its thread. */
+    atomic_fetch_add_explicit(&r->pending, np, memory_order_relaxed);
+    for (int j = 0; j < np; j++) {
+      tpx_sock_conn_t *d = &m->conns[1 + tpx_sock_part_sock(c->cseq, j, m->nsocks)];
+      size_t off = (size_t)j * per;
+      size_t len = TPX_MIN(per, (size_t)size - off);
+      size_t keep = r->size > off ? TPX_MIN(len, r->size - off) : 0;
+      uint64_t head = atomic_load_explicit(&d->parts_head, memory_order_relaxed);
+      tpx_sock_part_t *p = &d->parts[head % TPX_SOCK_RING];
+      p->req = r;
+      p->buf = keep ? r->buf + off : NULL;
+      p->len = len;
+      p->keep = keep;
+      p->seq = c->cseq;
+      atomic_store_explicit(&d->parts_head, head + 1, memory_order_release);
+      tpx_sock_io_kick(d);
+    }
+  }
+  return 0;
+}
+
+static int ctrl_recv(tpx_sock_conn_t *c, char *scratch) {
+  tpx_sock_comm_t *m = c->comm;
+  int budget = CTRL_BUDGET;
+  for (;;) {
+    uint64_t posted = atomic_load_explicit(&m->posted, memory_order_acquire);
+    if (c->cseq == posted) return 0;
+    tpx_sock_req_t *r = slot(m, c->cseq);
+    if (c->dead) {
+      req_fail(r, c->dead);
+      c->rhdr_done = 0;
+      c->coff = 0;
+      c->cseq++;
+      part_done(r);
+      continue;
+    }
+    if (budget-- == 0) return 1;
+    ssize_t n;
+    size_t want;
+    if (!c->rhdr_done) {
+      want = TPX_WIRE_MSG_BYTES - c->coff;
+      n = recv(c->fd, c->rhdr + c->coff, want, MSG_DONTWAIT);
+    } else if (c->coff < r->size) {
+      want = TPX_MIN(r->msg_size, r->size) - c->coff;
+      n = recv(c->fd, r->buf + c->coff, want, MSG_DONTWAIT);
+    } else {
+      want = TPX_MIN(r->msg_size - c->coff, (size_t)TPX_SOCK_SCRATCH);
+      n = recv(c->fd, scratch, want, MSG_DONTWAIT);
+    }
+    if (n == 0 && want > 0) {
+      conn_fail(c, TPX_EREMOTE, c->rhdr_done ? "closed by peer" : "closed by peer before the header",
+                0, c->cseq, c->rhdr_done ? r->msg_size - c->coff : 0);
+      continue;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (io_again()) return 0;
+      conn_fail(c, TPX_EREMOTE, "recv", errno, c->cseq, 0);
+      continue;
+    }
+    c->coff += (size_t)n;
+    if (!c->rhdr_done) {
+      if (c->coff < TPX_WIRE_MSG_BYTES) continue;
+      if (ctrl_parse(c, r) != 0) continue;
+      c->rhdr_done = 1;
+      c->coff = 0;
+      if (r->msg_size > TPX_SOCK_INLINE_MAX) c->coff = r->msg_size; /* payload on data sockets */
+    }
+    if (c->coff < r->msg_size) continue;
+    c->rhdr_done = 0;
+    c->coff = 0;
+    c->cseq++;
+    part_done(r);
+  }
+}
+
+int tpx_sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
+  if (c->index > 0) return data_progress(c, scratch);
+  return c->comm->kind == TPX_SK_SEND ? ctrl_send(c) : ctrl_recv(c, scratch);
+}
+
+/* ---- comm creation and teardown ----------------------------------------------- */
+
+int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+                         int *fds, const char *peer, void **out) {
+  int n = nsocks + 1;
+  tpx_sock_comm_t *m = calloc(1, sizeof(*m));
+  tpx_sock_conn_t *conns = calloc((size_t)n, sizeof(*conns));
+  if (m == NULL || conns == NULL) {
+    free(m);
+    free(conns);
+    for (int i = 0; i < n; i++) close(fds[i]);
+    return tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
+  }
+  m->sn = sn;
+  m->kind = kind;
+  m->dev = dev;
+  m->comm_id = comm_id;
+  m->nsocks = nsocks;
+  m->strict = sn->cfg.sock_strict != 0;
+  m->limit = m->strict ? TPX_SOCK_STRICT_REQUESTS : TPX_SOCK_RING;
+  m->conns = conns;
+  snprintf(m->peer, sizeof(m->peer), "%s", peer);
+  pthread_mutex_init(&m->mu, NULL);
+  for (int i = 0; i < n; i++) {
+    conns[i].fd = fds[i];
+    conns[i].index = i;
+    conns[i].comm = m;
+  }
+  int rc = tpx_sock_pool_get(sn, dev, &m->pool);
+  if (rc == 0) {
+    unsigned start = atomic_fetch_add(&m->pool->next, 1);
+    for (int i = 0; i < n && rc == 0; i++)
+      rc = tpx_sock_io_attach(tpx_sock_pool_thread(m->pool, start + (unsigned)i), &conns[i]);
+  }
+  if (rc == 0) {
+    m->token = tpx_sock_reg_add(&sn->reg, kind, m);
+    if (m->token == 0)
+      rc = tpx_err(TPX_ENOMEM, "sock: more than %d open comms/handles", TPX_SOCK_MAX_OBJECTS);
+  }
+  if (rc != 0) {
+    tpx_sock_comm_destroy(m);
+    return rc;
+  }
+  TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s",
+            kind_name(kind), (unsigned long long)m->token, peer, sn->devs[dev].name, nsocks,
+            (unsigned long long)comm_id, m->strict ? ", strict" : "");
+  *out = (void *)(uintptr_t)m->token;
+  return 0;
+}
+
+void tpx_sock_comm_destroy(tpx_sock_comm_t *m) {
+  int n = m->nsocks + 1;
+  /* Control first: on the receive side its thread queues parts on the data
+   * sockets (and kicks their threads), so it must be quiet before they go. */
+  tpx_sock_conn_t *list[TPX_SOCK_MAX_NSOCKS + 1];
+  for (int i = 0; i < n; i++) list[i] = &m->conns[i];
+  tpx_sock_io_detach(list, 1);
+  tpx_sock_io_detach(list + 1, n - 1);
+  for (int i = 0; i < n; i++)
+    if (m->conns[i].fd >= 0) close(m->conns[i].fd);
+  if (m->pool) tpx_sock_pool_put(m->sn, m->dev);
+  uint64_t inflight = atomic_load(&m->posted) - m->tail;
+  if (inflight > 0)
+    TPX_DEBUG("sock: closing %s with %s with %llu requests in flight", kind_name(m->kind), m->peer,
+              (unsigned long long)inflight);
+  pthread_mutex_destroy(&m->mu);
+  free(m->conns);
+  free(m);
+}
+
+static tpx_sock_comm_t *comm_get(tpx_sock_net_t *sn, void *comm, int kind, const char *fn,
+                                 int *rc) {
+  int got = TPX_SK_NONE;
+  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, kind, &got);
+  if (m != NULL) return m;
+  if (comm == NULL) *rc = tpx_err(TPX_EINVAL, "%s: %s is NULL", fn, kind_name(kind));
+  else if (got != TPX_SK_NONE)
+    *rc = tpx_err(TPX_EINVAL, "%s: handle %p is a %s, not a %s", fn, comm, kind_name(got),
+                  kind_name(kind));
+  else
+    *rc = tpx_err(TPX_EINVAL, "%s: %p is not an open %s (closed, or not from this transport)", fn,
+                  comm, kind_name(kind));
+  return NULL;
+}
+
+static int comm_close(tpx_net_t *net, void *comm, int kind, const char *fn) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, fn);
+  if (sn == NULL) return TPX_EINVAL;
+  int rc = 0;
+  tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
+  if (m == NULL) return rc;
+  tpx_sock_reg_del(&sn->reg, m->token);
+  tpx_sock_comm_destroy(m);
+  return 0;
+}
+
+int tpx_sock_close_send(tpx_net_t *net, void *comm) {
+  return comm_close(net, comm, TPX_SK_SEND, "closeSend");
+}
+
+int tpx_sock_close_recv(tpx_net_t *net, void *comm) {
+  return comm_close(net, comm, TPX_SK_RECV, "closeRecv");
+}
+
+/* ---- posting ------------------------------------------------------------------ */
+
+/* Slot for the next request, or NULL with *rc set (0 = back-pressure). */
+static tpx_sock_req_t *req_alloc(tpx_sock_comm_t *m, const char *fn, int *rc) {
+  uint64_t posted = atomic_load_explicit(&m->posted, memory_order_relaxed);
+  if (posted - m->tail >= (uint64_t)m->limit) {
+    if (m->strict)
+      *rc = tpx_err(TPX_EINTERNAL, "%s: unable to allocate requests: %d already in flight on %s %s"
+                    " (strict mode: the TCPX plugin's limit)", fn, m->limit, kind_name(m->kind), m->peer);
+    else
+      *rc = 0;
+    return NULL;
+  }
+  tpx_sock_req_t *r = slot(m, posted);
+  r->seq = posted;
+  r->state = TPX_SR_INFLIGHT;
+  r->msg_size = 0;
+  atomic_store_explicit(&r->err, 0, memory_order_relaxed);
+  return r;
+}
+
+static inline void *req_token(tpx_sock_comm_t *m, uint64_t seq) {
+  uint64_t t = ((m->token & 0xffffffffu) << 48) | (((m->token >> 32) & 0xffffu) << 32) |
+               (seq & 0xffffffffu);
+  return (void *)(uintptr_t)t;
+}
+
+static int check_buffer(const void *data, size_t size, const char *fn) {
+  if (size > TPX_SOCK_MAX_MSG)
+    return tpx_err(TPX_EINVAL, "%s: size %zu exceeds the maximum message of %llu bytes", fn, size,
+                   (unsigned long long)TPX_SOCK_MAX_MSG);
+  if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "%s: NULL buffer of %zu bytes", fn, size);
+  if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
+    return tpx_err(TPX_EINVAL, "%s: buffer %p + %zu wraps the address space", fn, data, size);
+  return 0;
+}
+
+int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
+                   void **request) {
+  (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "isend");
+  if (sn == NULL) return TPX_EINVAL;
+  if (request == NULL) return tpx_err(TPX_EINVAL, "isend: request pointer is NULL");
+  int rc = 0;
+  tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_SEND, "isend", &rc);
+  if (m == NULL) return rc;
+  if ((rc = check_buffer(data, size, "isend")) != 0) return rc;
+  if ((rc = tpx_sock_mr_check(sn, mh, data, size, "isend")) != 0) return rc;
+  pthread_mutex_lock(&m->mu);
+  tpx_sock_req_t *r = req_alloc(m, "isend", &rc);
+  if (r == NULL) {
+    pthread_mutex_unlock(&m->mu);
+    *request = NULL;
+    return rc;
+  }
+  uint64_t seq = r->seq;
+  r->buf = data;
+  r->size = size;
+  tpx_wire_msg_encode(r->hdr, seq, size);
+  size_t per = 0;
+  int np = tpx_sock_nparts(size, m->nsocks, &per);
+  atomic_store_explicit(&r->pending, 1 + np, memory_order_relaxed);
+  for (int j = 0; j < np; j++) {
+    tpx_sock_conn_t *d = &m->conns[1 + tpx_sock_part_sock(seq, j, m->nsocks)];
+    uint64_t head = atomic_load_explicit(&d->parts_head, memory_order_relaxed);
+    tpx_sock_part_t *p = &d->parts[head % TPX_SOCK_RING];
+    size_t off = (size_t)j * per;
+    p->req = r;
+    p->buf = (char *)data + off;
+    p->len = TPX_MIN(per, size - off);
+    p->keep = p->len;
+    p->seq = seq;
+    atomic_store_explicit(&d->parts_head, head + 1, memory_order_release);
+  }
+  atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
+  tpx_sock_io_kick(&m->conns[0]);
+  for (int j = 0; j < np; j++) tpx_sock_io_kick(&m->conns[1 + tpx_sock_part_sock(seq, j, m->nsocks)]);
+  *request = req_token(m, seq);
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
+int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
+                   void **mhandles, void **request) {
+  (void)tags;
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "irecv");
+  if (sn == NULL) return TPX_EINVAL;
+  if (request == NULL) return tpx_err(TPX_EINVAL, "irecv: request pointer is NULL");
+  int rc = 0;
+  tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_RECV, "irecv", &rc);
+  if (m == NULL) return rc;
+  if (n != 1) return tpx_err(TPX_EINVAL, "irecv: n = %d, but this transport takes 1 buffer per receive (maxRecvs 1)", n);
+  if (data == NULL || sizes == NULL)
+    return tpx_err(TPX_EINVAL, "irecv: %s array is NULL", data == NULL ? "data" : "sizes");
+  if ((rc = check_buffer(data[0], sizes[0], "irecv")) != 0) return rc;
+  if ((rc = tpx_sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
+    return rc;
+  pthread_mutex_lock(&m->mu);
+  tpx_sock_req_t *r = req_alloc(m, "irecv", &rc);
+  if (r == NULL) {
+    pthread_mutex_unlock(&m->mu);
+    *request = NULL;
+    return rc;
+  }
+  uint64_t seq = r->seq;
+  r->buf = data[0];
+  r->size = sizes[0];
+  atomic_store_explicit(&r->pending, 1, memory_order_relaxed);
+  atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
+  tpx_sock_io_kick(&m->conns[0]);
+  *request = req_token(m, seq);
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
+int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes,
+                    void **mhandles, void **request) {
+  (void)data;
+  (void)sizes;
+  (void)mhandles;
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "iflush");
+  if (sn == NULL) return TPX_EINVAL;
+  if (request == NULL) return tpx_err(TPX_EINVAL, "iflush: request pointer is NULL");
+  int rc = 0;
+  if (comm_get(sn, comm, TPX_SK_RECV, "iflush", &rc) == NULL) return rc;
+  if (n != 1) return tpx_err(TPX_EINVAL, "iflush: n = %d (maxRecvs 1)", n);
+  *request = NULL; /* host memory: nothing to flush */
+  return 0;
+}
+
+/* ---- test ---------------------------------------------------------------------- */
+
+static void req_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+  r->state = TPX_SR_RELEASED;
+  uint64_t posted = atomic_load_explicit(&m->posted, memory_order_relaxed);
+  while (m->tail < posted && slot(m, m->tail)->state == TPX_SR_RELEASED) {
+    slot(m, m->tail)->state = TPX_SR_FREE;
+    m->tail++;
+  }
+}
+
+static const char *comm_errmsg(tpx_sock_comm_t *m) {
+  if (atomic_load_explicit(&m->errset, memory_order_acquire) == 2) return m->errmsg;
+  return "peer closed";
+}
+
+int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "test");
+  if (sn == NULL) return TPX_EINVAL;
+  if (done == NULL) return tpx_err(TPX_EINVAL, "test: done pointer is NULL");
+  *done = 0;
+  uint64_t t = (uint64_t)(uintptr_t)request;
+  if (request == NULL || (t >> 48) == 0)
+    return tpx_err(TPX_EINVAL, "test: %p is not a request of this transport", request);
+  uint64_t ctok = (((t >> 32) & 0xffffu) << 32) | (t >> 48);
+  int kind = TPX_SK_NONE;
+  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, ctok, TPX_SK_NONE, &kind);
+  if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV))
+    return tpx_err(TPX_EINVAL, "test: request %p belongs to no open comm (comm closed?)", request);
+  pthread_mutex_lock(&m->mu);
+  uint32_t seq32 = (uint32_t)t;
+  tpx_sock_req_t *r = slot(m, seq32);
+  if (r->state != TPX_SR_INFLIGHT || (uint32_t)r->seq != seq32) {
+    pthread_mutex_unlock(&m->mu);
+    return tpx_err(TPX_EINVAL, "test: request %p of %s %s is not in flight (already completed?)",
+                   request, kind_name(kind), m->peer);
+  }
+  if (m->strict && r->seq != m->tail) {
+    unsigned long long head = (unsigned long long)m->tail;
+    pthread_mutex_unlock(&m->mu);
+    return tpx_err(TPX_EINTERNAL,
+                   "test: request %u of %s %s is not the oldest in flight (%llu is); strict mode"
+                   " (TCPX) only tests the head",
+                   seq32, kind_name(kind), m->peer, head);
+  }
+  int closed = m->strict && atomic_load(&m->peer_closed);
+  if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0) {
+    pthread_mutex_unlock(&m->mu);
+    /* TCPX: rc 2 while the peer is gone and the data may still be arriving. */
+    if (closed)
+      return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed, request %u not complete yet",
+                           kind_name(kind), m->peer, seq32);
+    return 0;
+  }
+  int err = atomic_load(&r->err);
+  size_t size = kind == TPX_SK_SEND ? r->size : r->msg_size;
+  size_t cap = r->size;
+  req_release(m, r);
+  pthread_mutex_unlock(&m->mu);
+  if (err == 0 || err == TPX_ETRUNC) {
+    *done = 1;
+    if (sizes && !(m->strict && kind == TPX_SK_RECV)) *sizes = size;
+  }
+  if (err == TPX_ETRUNC)
+    return tpx_err(TPX_ETRUNC, "test: recv comm from %s: message %u of %zu bytes is larger than the"
+                   " posted receive of %zu bytes (excess discarded, comm still usable)",
+                   m->peer, seq32, size, cap);
+  if (err != 0) return tpx_err(err, "test: request %u failed: %s", seq32, comm_errmsg(m));
+  if (closed)
+    return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed; request %u complete",
+                         kind_name(kind), m->peer, seq32);
+  return 0;
+}

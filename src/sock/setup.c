@@ -1,0 +1,547 @@
+/* Connection setup of the built-in transport: listen, connect, accept.
+ *
+ * Nothing here blocks. connect keeps its progress in a heap state whose token
+ * sits in the caller's handle buffer (so the caller must pass the same buffer
+ * on every retry, as NCCL does); accept keeps every half-open connection in
+ * the listen comm, grouped by the connector's random comm id, so several
+ * connectors may be in progress on one listen comm at once. A connection
+ * that does not speak our hello (wire.h) is closed and logged; the listen
+ * comm keeps working. connect completes without waiting for accept: the
+ * hello goes one way only. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sock/sock.h"
+#include "sock/wire.h"
+
+#define STATE_CHECK_KEY 0x7470785f636f6e6eull /* mixes the state token in the handle */
+#define ACCEPTS_PER_CALL 64
+#define MAX_PENDING 4096
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static int set_nodelay(int fd) {
+  int one = 1;
+  return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static uint64_t deadline_after_ms(int ms) { return tpx_now_ns() + (uint64_t)ms * 1000000ull; }
+
+static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks) {
+  memset(h, 0, TPX_WIRE_HELLO_BYTES);
+  tpx_put32(h, TPX_WIRE_HELLO_MAGIC);
+  tpx_put16(h + 4, TPX_WIRE_VERSION);
+  tpx_put16(h + 6, TPX_WIRE_HELLO_BYTES);
+  tpx_put64(h + 8, nonce);
+  tpx_put64(h + 16, comm_id);
+  tpx_put16(h + 24, (uint16_t)index);
+  tpx_put16(h + 26, (uint16_t)nsocks);
+}
+
+/* ---- listen ------------------------------------------------------------------------ */
+
+struct pending_sock {
+  int fd;
+  uint64_t deadline;
+  size_t got;
+  uint8_t hello[TPX_WIRE_HELLO_BYTES];
+  char peer[64];
+};
+
+struct group {
+  uint64_t comm_id;
+  int nsocks;
+  int have;
+  uint64_t deadline;
+  int fds[TPX_SOCK_MAX_NSOCKS + 1];
+  char peer[64];
+};
+
+typedef struct tpx_sock_listen {
+  uint64_t token;
+  int dev;
+  int fd;
+  uint64_t nonce;
+  char addr[64];
+  struct pending_sock *pend;
+  int npend, cap_pend;
+  struct group *groups;
+  int ngroups, cap_groups;
+} tpx_sock_listen_t;
+
+static void group_close(struct group *g) {
+  for (int i = 0; i <= g->nsocks; i++)
+    if (g->fds[i] >= 0) close(g->fds[i]);
+}
+
+void tpx_sock_listen_free(void *obj) {
+  tpx_sock_listen_t *l = obj;
+  if (l->fd >= 0) close(l->fd);
+  for (int i = 0; i < l->npend; i++) close(l->pend[i].fd);
+  for (int i = 0; i < l->ngroups; i++) group_close(&l->groups[i]);
+  free(l->pend);
+  free(l->groups);
+  free(l);
+}
+
+int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "listen");
+  if (sn == NULL) return TPX_EINVAL;
+  if (handle == NULL || listen_comm == NULL)
+    return tpx_err(TPX_EINVAL, "listen: %s is NULL", handle == NULL ? "handle" : "listen_comm");
+  *listen_comm = NULL;
+  if (dev < 0 || dev >= sn->ndev)
+    return tpx_err(TPX_EINVAL, "listen: device %d does not exist (%d devices)", dev, sn->ndev);
+  tpx_sock_dev_t *d = &sn->devs[dev];
+  struct sockaddr_storage sa = d->addr;
+  int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return tpx_err(TPX_ESYSTEM, "listen on %s: socket: %s", d->name, strerror(errno));
+  char as[64];
+  tpx_sock_addr_str(&sa, as, sizeof(as));
+  socklen_t len = tpx_sock_addr_len(&sa);
+  if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 16384) != 0 ||
+      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+    int e = errno;
+    close(fd);
+    return tpx_err(TPX_ESYSTEM, "listen on %s (%s): %s", d->name, as, strerror(e));
+  }
+  tpx_sock_listen_t *l = calloc(1, sizeof(*l));
+  if (l == NULL) {
+    close(fd);
+    return tpx_err(TPX_ENOMEM, "listen: out of memory");
+  }
+  l->dev = dev;
+  l->fd = fd;
+  l->nonce = tpx_sock_random(sn);
+  tpx_sock_addr_str(&sa, l->addr, sizeof(l->addr));
+  l->token = tpx_sock_reg_add(&sn->reg, TPX_SK_LISTEN, l);
+  if (l->token == 0) {
+    tpx_sock_listen_free(l);
+    return tpx_err(TPX_ENOMEM, "listen: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+  }
+  uint8_t *h = handle;
+  memset(h, 0, TPX_NET_HANDLE_BYTES);
+  tpx_put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
+  tpx_put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
+  if (sa.ss_family == AF_INET6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&sa;
+    tpx_put16(h + TPX_WH_FAMILY, 6);
+    memcpy(h + TPX_WH_ADDR, &s6->sin6_addr, 16);
+    memcpy(h + TPX_WH_PORT, &s6->sin6_port, 2);
+    tpx_put32(h + TPX_WH_SCOPE, s6->sin6_scope_id);
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&sa;
+    tpx_put16(h + TPX_WH_FAMILY, 4);
+    memcpy(h + TPX_WH_ADDR, &s4->sin_addr, 4);
+    memcpy(h + TPX_WH_PORT, &s4->sin_port, 2);
+  }
+  tpx_put16(h + TPX_WH_NSOCKS, (uint16_t)sn->cfg.nsocks);
+  tpx_put64(h + TPX_WH_NONCE, l->nonce);
+  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm", l->addr, d->name, sn->cfg.nsocks);
+  *listen_comm = (void *)(uintptr_t)l->token;
+  return 0;
+}
+
+static tpx_sock_listen_t *listen_get(tpx_sock_net_t *sn, void *comm, const char *fn, int *rc) {
+  int kind = TPX_SK_NONE;
+  tpx_sock_listen_t *l = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_LISTEN, &kind);
+  if (l == NULL)
+    *rc = tpx_err(TPX_EINVAL, "%s: %p is not an open listen comm%s", fn, comm,
+                  kind != TPX_SK_NONE ? " (wrong kind of handle)" : "");
+  return l;
+}
+
+int tpx_sock_close_listen(tpx_net_t *net, void *listen_comm) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "closeListen");
+  if (sn == NULL) return TPX_EINVAL;
+  int rc = 0;
+  tpx_sock_listen_t *l = listen_get(sn, listen_comm, "closeListen", &rc);
+  if (l == NULL) return rc;
+  tpx_sock_reg_del(&sn->reg, l->token);
+  if (l->npend + l->ngroups > 0)
+    TPX_DEBUG("sock: closing listen comm %s with %d unidentified and %d incomplete connections",
+              l->addr, l->npend, l->ngroups);
+  tpx_sock_listen_free(l);
+  return 0;
+}
+
+/* ---- connect ---------------------------------------------------------------------- */
+
+enum { CS_CONNECTING = 0, CS_HELLO, CS_DONE };
+
+typedef struct tpx_sock_connect {
+  uint64_t token;
+  int dev;
+  int nsocks;
+  uint64_t nonce, comm_id, deadline;
+  struct sockaddr_storage peer;
+  char peerstr[64];
+  int fds[TPX_SOCK_MAX_NSOCKS + 1];
+  uint8_t st[TPX_SOCK_MAX_NSOCKS + 1];
+  uint8_t off[TPX_SOCK_MAX_NSOCKS + 1];
+} tpx_sock_connect_t;
+
+void tpx_sock_connect_free(void *obj) {
+  tpx_sock_connect_t *s = obj;
+  for (int i = 0; i <= s->nsocks; i++)
+    if (s->fds[i] >= 0) close(s->fds[i]);
+  free(s);
+}
+
+static void connect_end(tpx_sock_net_t *sn, tpx_sock_connect_t *s, uint8_t *h) {
+  tpx_sock_reg_del(&sn->reg, s->token);
+  tpx_sock_connect_free(s);
+  tpx_put64(h + TPX_WH_STATE, 0);
+  tpx_put64(h + TPX_WH_CHECK, 0);
+}
+
+static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_connect_t **out) {
+  int fam = tpx_get16(h + TPX_WH_FAMILY);
+  int nsocks = tpx_get16(h + TPX_WH_NSOCKS);
+  if (fam != 4 && fam != 6)
+    return tpx_err(TPX_EINVAL, "connect: handle has address family %d (not 4 or 6)", fam);
+  if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS)
+    return tpx_err(TPX_EINVAL, "connect: handle asks for %d data sockets (1..%d)", nsocks,
+                   TPX_SOCK_MAX_NSOCKS);
+  tpx_sock_connect_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return tpx_err(TPX_ENOMEM, "connect: out of memory");
+  s->dev = dev;
+  s->nsocks = nsocks;
+  s->nonce = tpx_get64(h + TPX_WH_NONCE);
+  s->comm_id = tpx_sock_random(sn);
+  s->deadline = deadline_after_ms(sn->cfg.connect_timeout_ms);
+  for (int i = 0; i <= nsocks; i++) s->fds[i] = -1;
+  if (fam == 6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&s->peer;
+    s6->sin6_family = AF_INET6;
+    memcpy(&s6->sin6_addr, h + TPX_WH_ADDR, 16);
+    memcpy(&s6->sin6_port, h + TPX_WH_PORT, 2);
+    s6->sin6_scope_id = tpx_get32(h + TPX_WH_SCOPE);
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&s->peer;
+    s4->sin_family = AF_INET;
+    memcpy(&s4->sin_addr, h + TPX_WH_ADDR, 4);
+    memcpy(&s4->sin_port, h + TPX_WH_PORT, 2);
+  }
+  tpx_sock_addr_str(&s->peer, s->peerstr, sizeof(s->peerstr));
+  int rc = 0;
+  for (int i = 0; i <= nsocks && rc == 0; i++) {
+    int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      rc = tpx_err(TPX_ESYSTEM, "connect to %s: socket: %s", s->peerstr, strerror(errno));
+      break;
+    }
+    s->fds[i] = fd;
+    if (set_nodelay(fd) != 0) {
+      rc = tpx_err(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
+      break;
+    }
+    if (connect(fd, (struct sockaddr *)&s->peer, tpx_sock_addr_len(&s->peer)) == 0) {
+      s->st[i] = CS_HELLO;
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+      s->st[i] = CS_CONNECTING;
+    } else {
+      int e = errno;
+      rc = tpx_err(e == ECONNREFUSED || e == ENETUNREACH || e == EHOSTUNREACH ? TPX_EREMOTE : TPX_ESYSTEM,
+                   "connect to %s (socket %d of %d): %s", s->peerstr, i, nsocks + 1, strerror(e));
+    }
+  }
+  if (rc == 0) {
+    s->token = tpx_sock_reg_add(&sn->reg, TPX_SK_CONNECT, s);
+    if (s->token == 0) rc = tpx_err(TPX_ENOMEM, "connect: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+  }
+  if (rc != 0) {
+    tpx_sock_connect_free(s);
+    return rc;
+  }
+  tpx_put64(h + TPX_WH_STATE, s->token);
+  tpx_put64(h + TPX_WH_CHECK, s->token ^ s->nonce ^ STATE_CHECK_KEY);
+  *out = s;
+  return 0;
+}
+
+/* One non-blocking pass. 1 = all sockets connected and hellos sent, 0 = not
+ * yet, < 0 = failed. */
+static int connect_step(tpx_sock_connect_t *s) {
+  struct pollfd pfd[TPX_SOCK_MAX_NSOCKS + 1];
+  int idx[TPX_SOCK_MAX_NSOCKS + 1], np = 0;
+  for (int i = 0; i <= s->nsocks; i++) {
+    if (s->st[i] != CS_CONNECTING) continue;
+    pfd[np].fd = s->fds[i];
+    pfd[np].events = POLLOUT;
+    pfd[np].revents = 0;
+    idx[np++] = i;
+  }
+  if (np > 0) {
+    int n = poll(pfd, (nfds_t)np, 0);
+    if (n < 0 && errno != EINTR)
+      return tpx_err(TPX_ESYSTEM, "connect to %s: poll: %s", s->peerstr, strerror(errno));
+    for (int k = 0; k < np && n > 0; k++) {
+      if (pfd[k].revents == 0) continue;
+      int i = idx[k], err = 0;
+      socklen_t el = sizeof(err);
+      if (getsockopt(s->fds[i], SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+      if (err != 0)
+        return tpx_err(TPX_EREMOTE, "connect to %s (socket %d of %d): %s", s->peerstr, i,
+                       s->nsocks + 1, strerror(err));
+      s->st[i] = CS_HELLO;
+    }
+  }
+  int done = 0;
+  for (int i = 0; i <= s->nsocks; i++) {
+    if (s->st[i] == CS_HELLO) {
+      uint8_t h[TPX_WIRE_HELLO_BYTES];
+      encode_hello(h, s->nonce, s->comm_id, i, s->nsocks);
+      ssize_t n = send(s->fds[i], h + s->off[i], TPX_WIRE_HELLO_BYTES - s->off[i],
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return tpx_err(TPX_EREMOTE, "connect to %s (socket %d of %d): sending hello: %s",
+                       s->peerstr, i, s->nsocks + 1, strerror(errno));
+      if (n > 0) s->off[i] = (uint8_t)(s->off[i] + n);
+      if (s->off[i] == TPX_WIRE_HELLO_BYTES) s->st[i] = CS_DONE;
+    }
+    if (s->st[i] == CS_DONE) done++;
+  }
+  if (done == s->nsocks + 1) return 1;
+  if (tpx_now_ns() > s->deadline)
+    return tpx_err(TPX_ETIMEDOUT, "connect to %s: %d of %d sockets up after the connect timeout",
+                   s->peerstr, done, s->nsocks + 1);
+  return 0;
+}
+
+int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
+                     tpx_net_dev_handle_t *send_dev) {
+  (void)send_dev; /* HOST device type: nothing to fill */
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "connect");
+  if (sn == NULL) return TPX_EINVAL;
+  if (handle == NULL || send_comm == NULL)
+    return tpx_err(TPX_EINVAL, "connect: %s is NULL", handle == NULL ? "handle" : "send_comm");
+  *send_comm = NULL;
+  if (dev < 0 || dev >= sn->ndev)
+    return tpx_err(TPX_EINVAL, "connect: device %d does not exist (%d devices)", dev, sn->ndev);
+  uint8_t *h = handle;
+  if (tpx_get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC)
+    return tpx_err(TPX_EINVAL, "connect: the handle was not made by this transport's listen"
+                   " (magic 0x%08x)", tpx_get32(h + TPX_WH_MAGIC));
+  if (tpx_get16(h + TPX_WH_VERSION) != TPX_WIRE_VERSION)
+    return tpx_err(TPX_EVERSION, "connect: handle version %u, this transport speaks %u",
+                   tpx_get16(h + TPX_WH_VERSION), TPX_WIRE_VERSION);
+  uint64_t tok = tpx_get64(h + TPX_WH_STATE);
+  tpx_sock_connect_t *s = NULL;
+  int rc;
+  if (tok == 0) {
+    if ((rc = connect_start(sn, dev, h, &s)) != 0) return rc;
+  } else {
+    s = tpx_sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
+    if (s == NULL || tpx_get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY) ||
+        s->nonce != tpx_get64(h + TPX_WH_NONCE))
+      return tpx_err(TPX_EINVAL, "connect: the handle carries connect state %#llx that this"
+                     " process does not know (a handle must go back to connect unchanged)",
+                     (unsigned long long)tok);
+    if (s->dev != dev)
+      return tpx_err(TPX_EINVAL, "connect: retried on device %d, started on device %d", dev, s->dev);
+  }
+  rc = connect_step(s);
+  if (rc == 0) return 0;
+  if (rc < 0) {
+    connect_end(sn, s, h);
+    return rc;
+  }
+  /* All sockets up: the fds move into the comm. */
+  int fds[TPX_SOCK_MAX_NSOCKS + 1];
+  for (int i = 0; i <= s->nsocks; i++) {
+    fds[i] = s->fds[i];
+    s->fds[i] = -1;
+  }
+  char peer[64];
+  snprintf(peer, sizeof(peer), "%s", s->peerstr);
+  int nsocks = s->nsocks;
+  uint64_t comm_id = s->comm_id;
+  connect_end(sn, s, h);
+  return tpx_sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, send_comm);
+}
+
+/* ---- accept ----------------------------------------------------------------------- */
+
+static void pend_drop(tpx_sock_listen_t *l, int i, int close_fd) {
+  if (close_fd) close(l->pend[i].fd);
+  l->pend[i] = l->pend[--l->npend];
+}
+
+static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
+  for (int k = 0; k < ACCEPTS_PER_CALL; k++) {
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof(sa);
+    int fd = accept4(l->fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        TPX_WARN("sock: accept on %s: %s", l->addr, strerror(errno));
+      return;
+    }
+    char ps[64];
+    tpx_sock_addr_str(&sa, ps, sizeof(ps));
+    if (l->npend >= MAX_PENDING) {
+      TPX_WARN("sock: listen comm %s: %d connections without a hello; dropping one from %s", l->addr,
+               l->npend, ps);
+      close(fd);
+      continue;
+    }
+    if (l->npend == l->cap_pend) {
+      int cap = l->cap_pend ? 2 * l->cap_pend : 16;
+      struct pending_sock *p = realloc(l->pend, (size_t)cap * sizeof(*p));
+      if (p == NULL) {
+        TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr, ps);
+        close(fd);
+        continue;
+      }
+      l->pend = p;
+      l->cap_pend = cap;
+    }
+    (void)set_nodelay(fd);
+    struct pending_sock *p = &l->pend[l->npend++];
+    memset(p, 0, sizeof(*p));
+    p->fd = fd;
+    p->deadline = deadline_after_ms(sn->cfg.connect_timeout_ms);
+    snprintf(p->peer, sizeof(p->peer), "%s", ps);
+  }
+}
+
+static struct group *group_for(tpx_sock_listen_t *l, uint64_t comm_id, int nsocks, uint64_t deadline) {
+  for (int i = 0; i < l->ngroups; i++)
+    if (l->groups[i].comm_id == comm_id) return &l->groups[i];
+  if (l->ngroups == l->cap_groups) {
+    int cap = l->cap_groups ? 2 * l->cap_groups : 4;
+    struct group *g = realloc(l->groups, (size_t)cap * sizeof(*g));
+    if (g == NULL) return NULL;
+    l->groups = g;
+    l->cap_groups = cap;
+  }
+  struct group *g = &l->groups[l->ngroups++];
+  memset(g, 0, sizeof(*g));
+  g->comm_id = comm_id;
+  g->nsocks = nsocks;
+  g->deadline = deadline;
+  for (int i = 0; i <= TPX_SOCK_MAX_NSOCKS; i++) g->fds[i] = -1;
+  return g;
+}
+
+/* A hello is complete: check it and file the socket. 0 = filed, else the
+ * socket must be dropped (reason logged). */
+static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
+  const uint8_t *h = p->hello;
+  uint32_t magic = tpx_get32(h);
+  if (magic != TPX_WIRE_HELLO_MAGIC) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: not a tpx hello (magic 0x%08x)",
+             l->addr, p->peer, magic);
+    return -1;
+  }
+  unsigned ver = tpx_get16(h + 4), len = tpx_get16(h + 6);
+  if (ver != TPX_WIRE_VERSION || len != TPX_WIRE_HELLO_BYTES) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: wire version %u (we speak %u)",
+             l->addr, p->peer, ver, TPX_WIRE_VERSION);
+    return -1;
+  }
+  if (tpx_get64(h + 8) != l->nonce) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: its handle belongs to another"
+             " listen comm", l->addr, p->peer);
+    return -1;
+  }
+  uint64_t comm_id = tpx_get64(h + 16);
+  int index = tpx_get16(h + 24), nsocks = tpx_get16(h + 26);
+  if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS || index > nsocks) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of %d data sockets",
+             l->addr, p->peer, index, nsocks);
+    return -1;
+  }
+  struct group *g = group_for(l, comm_id, nsocks, p->deadline);
+  if (g == NULL) {
+    TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr, p->peer);
+    return -1;
+  }
+  if (g->nsocks != nsocks || g->fds[index] >= 0) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of comm %016llx is a"
+             " duplicate or disagrees on nsocks (%d vs %d)",
+             l->addr, p->peer, index, (unsigned long long)comm_id, nsocks, g->nsocks);
+    return -1;
+  }
+  g->fds[index] = p->fd;
+  g->have++;
+  if (index == 0) snprintf(g->peer, sizeof(g->peer), "%s", p->peer);
+  return 0;
+}
+
+static void read_hellos(tpx_sock_listen_t *l) {
+  uint64_t now = tpx_now_ns();
+  for (int i = 0; i < l->npend;) {
+    struct pending_sock *p = &l->pend[i];
+    ssize_t n = recv(p->fd, p->hello + p->got, TPX_WIRE_HELLO_BYTES - p->got, MSG_DONTWAIT);
+    if (n > 0) {
+      p->got += (size_t)n;
+      if (p->got < TPX_WIRE_HELLO_BYTES) continue; /* same socket again: more may be there */
+      int filed = hello_file(l, p) == 0;
+      pend_drop(l, i, !filed);
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      TPX_DEBUG("sock: listen comm %s: connection from %s went away before its hello (%s)", l->addr,
+                p->peer, n == 0 ? "closed" : strerror(errno));
+      pend_drop(l, i, 1);
+      continue;
+    }
+    if (now > p->deadline) {
+      TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %d hello bytes before the"
+               " connect timeout; dropped", l->addr, p->peer, p->got, TPX_WIRE_HELLO_BYTES);
+      pend_drop(l, i, 1);
+      continue;
+    }
+    i++;
+  }
+  for (int i = 0; i < l->ngroups;) {
+    struct group *g = &l->groups[i];
+    if (g->have <= g->nsocks && now > g->deadline) {
+      TPX_WARN("sock: listen comm %s: comm %016llx from %s has %d of %d sockets after the connect"
+               " timeout; dropped", l->addr, (unsigned long long)g->comm_id, g->peer, g->have,
+               g->nsocks + 1);
+      group_close(g);
+      l->groups[i] = l->groups[--l->ngroups];
+      continue;
+    }
+    i++;
+  }
+}
+
+int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
+                    tpx_net_dev_handle_t *recv_dev) {
+  (void)recv_dev; /* HOST device type: nothing to fill */
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "accept");
+  if (sn == NULL) return TPX_EINVAL;
+  if (recv_comm == NULL) return tpx_err(TPX_EINVAL, "accept: recv_comm is NULL");
+  *recv_comm = NULL;
+  int rc = 0;
+  tpx_sock_listen_t *l = listen_get(sn, listen_comm, "accept", &rc);
+  if (l == NULL) return rc;
+  accept_new(sn, l);
+  read_hellos(l);
+  for (int i = 0; i < l->ngroups; i++) {
+    struct group *g = &l->groups[i];
+    if (g->have != g->nsocks + 1) continue;
+    struct group done = *g;
+    l->groups[i] = l->groups[--l->ngroups];
+    /* The peer's address as seen on the control socket names the comm. */
+    return tpx_sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
+                                done.peer, recv_comm);
+  }
+  return 0;
+}

@@ -1,0 +1,349 @@
+/* The built-in TCP transport: open/destroy, devices, properties, memory
+ * registration, the per-device I/O pools, and the ops table. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sock/sock.h"
+
+/* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
+ * virtual NICs): a 10 Gbps guess is what NCCL's socket transport uses too. */
+#define DEFAULT_SPEED_MBPS 10000
+
+static const tpx_net_ops_t sock_ops;
+
+tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn) {
+  if (net == NULL || net->ops != &sock_ops || net->impl == NULL) {
+    tpx_err(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
+    return NULL;
+  }
+  return net->impl;
+}
+
+uint64_t tpx_sock_random(tpx_sock_net_t *sn) {
+  /* splitmix64 over a counter seeded from getrandom: unique, unpredictable
+   * enough to tell connections apart (not a security boundary). */
+  uint64_t z = atomic_fetch_add(&sn->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* ---- discovery ------------------------------------------------------------------ */
+
+static void read_pci_path(const char *ifname, char *out, size_t cap) {
+  char path[128], real[PATH_MAX];
+  out[0] = '\0';
+  snprintf(path, sizeof(path), "/sys/class/net/%s/device", ifname);
+  if (realpath(path, real) != NULL && strlen(real) < cap) memcpy(out, real, strlen(real) + 1);
+}
+
+static int read_speed(const char *ifname) {
+  char path[128], buf[32];
+  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifname);
+  FILE *f = fopen(path, "r");
+  int speed = -1;
+  if (f != NULL) {
+    if (fgets(buf, sizeof(buf), f) != NULL) speed = atoi(buf);
+    fclose(f);
+  }
+  if (speed <= 0) {
+    TPX_DEBUG("sock: %s reports no link speed; assuming %d Mbps", ifname, DEFAULT_SPEED_MBPS);
+    speed = DEFAULT_SPEED_MBPS;
+  }
+  return speed;
+}
+
+static int discover(tpx_sock_net_t *sn) {
+  int family = tpx_sock_parse_family(sn->cfg.socket_family);
+  if (family < 0) return family;
+  struct ifaddrs *ifa = NULL;
+  if (getifaddrs(&ifa) != 0) return tpx_err(TPX_ESYSTEM, "sock: getifaddrs: %s", strerror(errno));
+  int n = 0;
+  for (struct ifaddrs *i = ifa; i; i = i->ifa_next) n++;
+  tpx_sock_ifaddr_t *all = calloc((size_t)n + 1, sizeof(*all));
+  tpx_sock_ifaddr_t *sel = calloc(TPX_SOCK_MAX_DEVS, sizeof(*sel));
+  if (all == NULL || sel == NULL) {
+    free(all);
+    free(sel);
+    freeifaddrs(ifa);
+    return tpx_err(TPX_ENOMEM, "sock: out of memory listing interfaces");
+  }
+  int k = 0;
+  for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_name == NULL) continue;
+    int fam = i->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    if (strlen(i->ifa_name) >= TPX_SOCK_IFNAMSIZ) continue;
+    tpx_sock_ifaddr_t *a = &all[k++];
+    snprintf(a->name, sizeof(a->name), "%s", i->ifa_name);
+    a->up = (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_RUNNING) != 0;
+    a->loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+    memcpy(&a->addr, i->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+  }
+  freeifaddrs(ifa);
+  int cnt = tpx_sock_select(sn->cfg.socket_ifname, family, all, k, sel, TPX_SOCK_MAX_DEVS);
+  free(all);
+  if (cnt <= 0) {
+    free(sel);
+    if (cnt < 0) return cnt;
+    return tpx_err(TPX_ENOENT, "sock: no usable interface (up, with an %s address) matches '%s'",
+                   family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "IP",
+                   sn->cfg.socket_ifname[0] ? sn->cfg.socket_ifname : "(default: non-loopback, else lo)");
+  }
+  for (int i = 0; i < cnt; i++) {
+    tpx_sock_dev_t *d = &sn->devs[i];
+    snprintf(d->name, sizeof(d->name), "%s", sel[i].name);
+    d->addr = sel[i].addr;
+    if (d->addr.ss_family == AF_INET6) {
+      struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&d->addr;
+      s6->sin6_port = 0;
+      if (!IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr)) s6->sin6_scope_id = 0;
+    } else {
+      ((struct sockaddr_in *)&d->addr)->sin_port = 0;
+    }
+    read_pci_path(d->name, d->pci_path, sizeof(d->pci_path));
+    d->speed_mbps = read_speed(d->name);
+    pthread_mutex_init(&d->pool_mu, NULL);
+    char as[80];
+    tpx_sock_addr_str(&d->addr, as, sizeof(as));
+    TPX_INFO("sock: device %d = %s (%s), %d Mbps%s%s", i, d->name, as, d->speed_mbps,
+             d->pci_path[0] ? ", " : "", d->pci_path);
+  }
+  sn->ndev = cnt;
+  free(sel);
+  return 0;
+}
+
+/* ---- pools ------------------------------------------------------------------------ */
+
+int tpx_sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out) {
+  tpx_sock_dev_t *d = &sn->devs[dev];
+  int rc = 0;
+  pthread_mutex_lock(&d->pool_mu);
+  if (d->pool == NULL) rc = tpx_sock_pool_create(d->name, sn->cfg.nthreads, &d->pool);
+  if (rc == 0) d->pool_refs++;
+  *out = d->pool;
+  pthread_mutex_unlock(&d->pool_mu);
+  return rc;
+}
+
+void tpx_sock_pool_put(tpx_sock_net_t *sn, int dev) {
+  tpx_sock_dev_t *d = &sn->devs[dev];
+  tpx_sock_pool_t *dead = NULL;
+  pthread_mutex_lock(&d->pool_mu);
+  /* The last comm takes the threads with it: an idle net holds no threads
+   * or descriptors. */
+  if (--d->pool_refs == 0) {
+    dead = d->pool;
+    d->pool = NULL;
+  }
+  pthread_mutex_unlock(&d->pool_mu);
+  tpx_sock_pool_destroy(dead);
+}
+
+/* ---- ops -------------------------------------------------------------------------- */
+
+static int sock_devices(tpx_net_t *net, int *ndev) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "devices");
+  if (sn == NULL) return TPX_EINVAL;
+  if (ndev == NULL) return tpx_err(TPX_EINVAL, "devices: ndev is NULL");
+  *ndev = sn->ndev;
+  return 0;
+}
+
+static int check_dev(tpx_sock_net_t *sn, int dev, const char *fn) {
+  if (dev < 0 || dev >= sn->ndev)
+    return tpx_err(TPX_EINVAL, "%s: device %d does not exist (%d devices)", fn, dev, sn->ndev);
+  return 0;
+}
+
+static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "getProperties");
+  if (sn == NULL) return TPX_EINVAL;
+  int rc = check_dev(sn, dev, "getProperties");
+  if (rc != 0) return rc;
+  if (props == NULL) return tpx_err(TPX_EINVAL, "getProperties: props is NULL");
+  tpx_sock_dev_t *d = &sn->devs[dev];
+  memset(props, 0, sizeof(*props));
+  snprintf(props->name, sizeof(props->name), "%s", d->name);
+  snprintf(props->pci_path, sizeof(props->pci_path), "%s", d->pci_path);
+  props->guid = (uint64_t)dev;
+  props->ptr_support = TPX_PTR_HOST;
+  /* Memory handles are not tied to a comm (see regMr). */
+  props->reg_is_global = 1;
+  props->force_flush = 0;
+  props->speed_mbps = d->speed_mbps;
+  props->port = 0;
+  props->latency_us = 0; /* not measured; NCCL's socket transport reports 0 too */
+  props->max_comms = TPX_SOCK_MAX_OBJECTS;
+  props->max_recvs = 1;
+  props->dev_type = TPX_NET_DEV_HOST;
+  props->dev_version = 0;
+  props->max_p2p_bytes = TPX_SOCK_MAX_MSG;
+  props->max_coll_bytes = TPX_SOCK_MAX_MSG;
+  return 0;
+}
+
+static int mr_comm_check(tpx_sock_net_t *sn, void *comm, const char *fn) {
+  int kind = TPX_SK_NONE;
+  void *obj = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
+  if (obj != NULL && (kind == TPX_SK_SEND || kind == TPX_SK_RECV)) return 0;
+  if (obj != NULL)
+    return tpx_err(TPX_EINVAL, "%s: handle %p is not a send or recv comm", fn, comm);
+  return tpx_err(TPX_EINVAL, "%s: comm %p is not open (closed, NULL, or not from this transport)",
+                 fn, comm);
+}
+
+static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type, void **mhandle) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "regMr");
+  if (sn == NULL) return TPX_EINVAL;
+  if (mhandle == NULL) return tpx_err(TPX_EINVAL, "regMr: mhandle pointer is NULL");
+  *mhandle = NULL;
+  int rc = mr_comm_check(sn, comm, "regMr");
+  if (rc != 0) return rc;
+  if (type == TPX_PTR_CUDA || type == TPX_PTR_DMABUF)
+    return tpx_err(TPX_ENOTSUP, "regMr: %s memory is not supported by the built-in transport"
+                   " (host memory only)", type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF");
+  if (type != TPX_PTR_HOST) return tpx_err(TPX_EINVAL, "regMr: unknown memory type %d", type);
+  if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "regMr: NULL buffer of %zu bytes", size);
+  if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
+    return tpx_err(TPX_EINVAL, "regMr: region %p + %zu wraps the address space", data, size);
+  tpx_sock_mr_t *mr = calloc(1, sizeof(*mr));
+  if (mr == NULL) return tpx_err(TPX_ENOMEM, "regMr: out of memory");
+  mr->base = data;
+  mr->size = size;
+  mr->type = type;
+  uint64_t tok = tpx_sock_reg_add(&sn->reg, TPX_SK_MR, mr);
+  if (tok == 0) {
+    free(mr);
+    return tpx_err(TPX_ENOMEM, "regMr: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+  }
+  *mhandle = (void *)(uintptr_t)tok;
+  return 0;
+}
+
+static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "deregMr");
+  if (sn == NULL) return TPX_EINVAL;
+  int rc = mr_comm_check(sn, comm, "deregMr");
+  if (rc != 0) return rc;
+  int kind = TPX_SK_NONE;
+  tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind);
+  if (mr == NULL)
+    return tpx_err(TPX_EINVAL, "deregMr: %p is not a registered memory handle (%s)", mhandle,
+                   kind != TPX_SK_NONE ? "wrong kind of handle" : "unknown or already deregistered");
+  tpx_sock_reg_del(&sn->reg, (uint64_t)(uintptr_t)mhandle);
+  free(mr);
+  return 0;
+}
+
+int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
+  if (mh == NULL) return 0;
+  tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+  if (mr == NULL)
+    return tpx_err(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
+  if (size == 0) return 0;
+  uintptr_t b = (uintptr_t)mr->base, p = (uintptr_t)data;
+  if (p < b || p - b > mr->size || size > mr->size - (p - b))
+    return tpx_err(TPX_EINVAL, "%s: buffer %p + %zu lies outside its registration %p + %zu", fn,
+                   data, size, (void *)mr->base, mr->size);
+  return 0;
+}
+
+static void sock_destroy(tpx_net_t *net) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "destroy");
+  if (sn == NULL) return;
+  uint32_t it = 0;
+  uint64_t tok;
+  int left[6] = {0};
+  while ((tok = tpx_sock_reg_next(&sn->reg, &it)) != 0) {
+    int kind = TPX_SK_NONE;
+    void *obj = tpx_sock_reg_get(&sn->reg, tok, TPX_SK_NONE, &kind);
+    if (obj == NULL) continue;
+    tpx_sock_reg_del(&sn->reg, tok);
+    if (kind >= 0 && kind < 6) left[kind]++;
+    switch (kind) {
+    case TPX_SK_SEND:
+    case TPX_SK_RECV: tpx_sock_comm_destroy(obj); break;
+    case TPX_SK_LISTEN: tpx_sock_listen_free(obj); break;
+    case TPX_SK_CONNECT: tpx_sock_connect_free(obj); break;
+    case TPX_SK_MR: free(obj); break;
+    default: break;
+    }
+  }
+  if (left[TPX_SK_SEND] + left[TPX_SK_RECV] + left[TPX_SK_LISTEN] + left[TPX_SK_CONNECT] > 0)
+    TPX_DEBUG("sock: destroy closed %d send, %d recv, %d listen comms and %d connects left open",
+              left[TPX_SK_SEND], left[TPX_SK_RECV], left[TPX_SK_LISTEN], left[TPX_SK_CONNECT]);
+  for (int i = 0; i < sn->ndev; i++) {
+    tpx_sock_dev_t *d = &sn->devs[i];
+    tpx_sock_pool_destroy(d->pool); /* NULL unless a comm leaked out of the table */
+    d->pool = NULL;
+    pthread_mutex_destroy(&d->pool_mu);
+  }
+  tpx_sock_reg_fini(&sn->reg);
+  free(sn);
+}
+
+static const tpx_net_ops_t sock_ops = {
+    .devices = sock_devices,
+    .get_properties = sock_get_properties,
+    .listen = tpx_sock_listen,
+    .connect = tpx_sock_connect,
+    .accept = tpx_sock_accept,
+    .reg_mr = sock_reg_mr,
+    .dereg_mr = sock_dereg_mr,
+    .isend = tpx_sock_isend,
+    .irecv = tpx_sock_irecv,
+    .iflush = tpx_sock_iflush,
+    .test = tpx_sock_test,
+    .close_send = tpx_sock_close_send,
+    .close_recv = tpx_sock_close_recv,
+    .close_listen = tpx_sock_close_listen,
+    .get_device_mr = NULL,
+    .irecv_consumed = NULL,
+    .destroy = sock_destroy,
+};
+
+int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
+  if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open_builtin: out is NULL");
+  *out = NULL;
+  if (cfg == NULL) cfg = tpx_config_global();
+  if (cfg->nsocks < 1 || cfg->nsocks > TPX_SOCK_MAX_NSOCKS)
+    return tpx_err(TPX_EINVAL, "sock: nsocks %d outside [1, %d]", cfg->nsocks, TPX_SOCK_MAX_NSOCKS);
+  if (cfg->nthreads < 1 || cfg->nthreads > TPX_SOCK_MAX_THREADS)
+    return tpx_err(TPX_EINVAL, "sock: nthreads %d outside [1, %d]", cfg->nthreads,
+                   TPX_SOCK_MAX_THREADS);
+  if (cfg->sock_unpack)
+    TPX_WARN("sock: TPX_SOCK_UNPACK=1 is not implemented yet; using the HOST device type");
+  tpx_sock_net_t *sn = calloc(1, sizeof(*sn));
+  if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
+  sn->cfg = *cfg;
+  tpx_sock_reg_init(&sn->reg);
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+    seed = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
+  atomic_store(&sn->rng, seed);
+  int rc = discover(sn);
+  if (rc != 0) {
+    tpx_sock_reg_fini(&sn->reg);
+    free(sn);
+    return rc;
+  }
+  sn->pub.ops = &sock_ops;
+  snprintf(sn->pub.name, sizeof(sn->pub.name), "tpx");
+  sn->pub.abi_version = 0;
+  sn->pub.impl = sn;
+  *out = &sn->pub;
+  return 0;
+}

@@ -1,0 +1,339 @@
+/* The built-in TCP transport ("tpx"): internal declarations.
+ *
+ * Layout of the code:
+ *   ifaces.c   interface list parsing/matching, device discovery, sysfs props
+ *   handles.c  the per-net handle table: every object given to the caller
+ *              (listen/send/recv comm, memory handle, connect state, request)
+ *              is an opaque token checked on every call, so unknown, freed and
+ *              wrong-kind handles are reported instead of dereferenced
+ *   sock.c     open/destroy, devices, properties, regMr, the ops table
+ *   setup.c    listen, connect, accept (never block; state kept in the handle
+ *              buffer / the listen comm)
+ *   io.c       the per-device pool of epoll I/O threads
+ *   comm.c     comms, requests, isend/irecv/test, close, per-socket progress
+ *
+ * Data path. A comm has one control socket (conn 0) and nsocks data sockets
+ * (conns 1..nsocks), spread over the device's I/O threads. Per message the
+ * control socket carries a 16-byte header (sequence, size) and, for small
+ * messages, the payload. A larger payload is cut into at most nsocks
+ * contiguous parts by tpx_sock_split(), a pure function of (size, sequence,
+ * nsocks) that both sides evaluate, so each data socket carries its parts in
+ * message order with no framing. On the sender the caller queues the parts
+ * when it posts; on the receiver the control-socket thread queues them once
+ * it has read the header. Each request counts its unfinished parts
+ * (`pending`); the last part to finish completes it.
+ *
+ * Threads. The I/O threads are the only ones touching sockets after setup:
+ * the caller's isend/irecv/test only fill ring slots, queue parts, and kick
+ * (wake) threads. Threads use edge-triggered epoll plus an eventfd, spin a
+ * bounded time after activity, and never spin on idle comms.
+ */
+#ifndef TPX_SOCK_SOCK_H
+#define TPX_SOCK_SOCK_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "tpx/config.h"
+#include "tpx/net.h"
+
+#define TPX_SOCK_MAX_DEVS 32
+#define TPX_SOCK_MAX_NSOCKS 64
+#define TPX_SOCK_MAX_THREADS 64
+/* Request slots per comm: NCCL keeps up to 32 in flight; 64 leaves room. */
+#define TPX_SOCK_RING 64
+/* The GPUDirect-TCPX plugin's request limit, enforced in strict mode. */
+#define TPX_SOCK_STRICT_REQUESTS 16
+/* Messages up to this size travel inline on the control socket. */
+#define TPX_SOCK_INLINE_MAX (16u * 1024u)
+/* Smallest part a data socket carries; parts are 4 KiB multiples. */
+#define TPX_SOCK_MIN_PART (64u * 1024u)
+/* Largest message (NCCL's limit for maxP2pBytes). */
+#define TPX_SOCK_MAX_MSG (1ull << 40)
+/* Objects (comms, memory handles, connect states) alive per net. */
+#define TPX_SOCK_MAX_OBJECTS 65534
+#define TPX_SOCK_IFNAMSIZ 16
+
+/* ---- interface lists (ifaces.c) -------------------------------------------- */
+
+#define TPX_SOCK_IFLIST_MAX 32
+/* NCCL_SOCKET_IFNAME syntax: comma-separated names; leading '^' excludes the
+ * listed names, leading '=' makes them exact names instead of prefixes ("^="
+ * combines both). Empty items are skipped, blanks around items trimmed. */
+typedef struct tpx_sock_iflist {
+  int exclude;
+  int exact;
+  int n;
+  char names[TPX_SOCK_IFLIST_MAX][TPX_SOCK_IFNAMSIZ];
+} tpx_sock_iflist_t;
+
+/* 0, or TPX_EINVAL (too many items, an item longer than an interface name). */
+int tpx_sock_iflist_parse(const char *spec, tpx_sock_iflist_t *out);
+/* 1 when ifname is selected by the list. An empty include list selects
+ * nothing; an empty exclude list ("^") everything. */
+int tpx_sock_iflist_match(const tpx_sock_iflist_t *l, const char *ifname);
+
+/* One usable address of one interface (what getifaddrs gives). */
+typedef struct tpx_sock_ifaddr {
+  char name[TPX_SOCK_IFNAMSIZ];
+  int up;
+  int loopback;
+  struct sockaddr_storage addr; /* AF_INET or AF_INET6, port 0 */
+} tpx_sock_ifaddr_t;
+
+/* Pick devices from a list of interface addresses: spec (may be NULL/empty:
+ * every up non-loopback interface, else loopback), family (0 = IPv4 first,
+ * AF_INET, AF_INET6). One entry per interface, in first-seen order, with its
+ * preferred address (IPv4; else global IPv6; else link-local IPv6; loopback:
+ * 127.0.0.1 or ::1). Returns the count (<= max) or a negative code. Pure. */
+int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
+                    tpx_sock_ifaddr_t *out, int max);
+
+/* Parse TPX_SOCKET_FAMILY: 0, AF_INET, AF_INET6 or TPX_EINVAL. */
+int tpx_sock_parse_family(const char *s);
+
+/* "1.2.3.4:80" / "[::1]:80" */
+void tpx_sock_addr_str(const struct sockaddr_storage *a, char *buf, size_t cap);
+socklen_t tpx_sock_addr_len(const struct sockaddr_storage *a);
+
+/* ---- handle table (handles.c) ---------------------------------------------- */
+
+enum tpx_sock_kind {
+  TPX_SK_NONE = 0,
+  TPX_SK_LISTEN,
+  TPX_SK_SEND,
+  TPX_SK_RECV,
+  TPX_SK_MR,
+  TPX_SK_CONNECT,
+};
+
+struct tpx_sock_reg_entry {
+  _Atomic(void *) obj;
+  _Atomic uint32_t gen; /* bumped on every free */
+  _Atomic int kind;
+  uint32_t next_free;
+};
+
+#define TPX_SOCK_REG_PAGE 1024
+typedef struct tpx_sock_reg {
+  pthread_mutex_t mu;
+  _Atomic(struct tpx_sock_reg_entry *) pages[(TPX_SOCK_MAX_OBJECTS + TPX_SOCK_REG_PAGE) /
+                                              TPX_SOCK_REG_PAGE];
+  _Atomic uint32_t hiwater; /* entries ever handed out */
+  uint32_t free_head;       /* index + 1, 0 = none */
+  int live;
+} tpx_sock_reg_t;
+
+/* Object tokens: bits 0..31 index + 1, bits 32..47 generation, bits 48..63
+ * zero. Request tokens: bits 48..63 comm index + 1, bits 32..47 the comm's
+ * generation, bits 0..31 the request's sequence number. Never NULL, never
+ * 0x1 (NCCL's "optional receive completion" marker). */
+void tpx_sock_reg_init(tpx_sock_reg_t *r);
+void tpx_sock_reg_fini(tpx_sock_reg_t *r);
+uint64_t tpx_sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj); /* 0 when full */
+/* The object for token if alive and of `kind` (TPX_SK_NONE: any), else NULL;
+ * *kind_out (may be NULL) receives its kind. */
+void *tpx_sock_reg_get(tpx_sock_reg_t *r, uint64_t token, int kind, int *kind_out);
+void tpx_sock_reg_del(tpx_sock_reg_t *r, uint64_t token);
+/* Iterate live objects: *it starts at 0; returns the next token or 0. */
+uint64_t tpx_sock_reg_next(tpx_sock_reg_t *r, uint32_t *it);
+
+/* ---- devices and the net (sock.c) ------------------------------------------ */
+
+struct tpx_sock_pool;
+
+typedef struct tpx_sock_dev {
+  char name[TPX_SOCK_IFNAMSIZ];
+  struct sockaddr_storage addr; /* listen address, port 0 */
+  char pci_path[256];
+  int speed_mbps;
+  pthread_mutex_t pool_mu;
+  struct tpx_sock_pool *pool; /* created with the first comm, freed with the last */
+  int pool_refs;
+} tpx_sock_dev_t;
+
+typedef struct tpx_sock_net {
+  tpx_net_t pub; /* pub.impl == this */
+  tpx_config_t cfg;
+  int ndev;
+  tpx_sock_dev_t devs[TPX_SOCK_MAX_DEVS];
+  tpx_sock_reg_t reg;
+  _Atomic uint64_t rng; /* comm ids, nonces */
+} tpx_sock_net_t;
+
+uint64_t tpx_sock_random(tpx_sock_net_t *sn);
+/* The transport state of a tpx_net_t, or NULL (logged) if it is not ours. */
+tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn);
+
+/* ---- I/O threads (io.c) ---------------------------------------------------- */
+
+struct tpx_sock_conn;
+struct tpx_sock_io;
+
+typedef struct tpx_sock_pool {
+  int nthreads;
+  struct tpx_sock_io *thr;
+  _Atomic unsigned next; /* round-robin start for the next comm */
+  pthread_mutex_t mu;    /* with cv: detach acknowledgements */
+  pthread_cond_t cv;
+  char devname[TPX_SOCK_IFNAMSIZ];
+} tpx_sock_pool_t;
+
+int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out);
+struct tpx_sock_io *tpx_sock_pool_thread(tpx_sock_pool_t *p, unsigned i);
+void tpx_sock_pool_destroy(tpx_sock_pool_t *p);
+/* Hand a connected socket to thread `t` (edge-triggered epoll) and kick it. */
+int tpx_sock_io_attach(struct tpx_sock_io *t, struct tpx_sock_conn *c);
+/* Take conns back: when it returns, their threads hold no reference to them.
+ * Synchronous (a round trip to each thread). */
+void tpx_sock_io_detach(struct tpx_sock_conn **cs, int n);
+/* Ask the conn's thread to run its progress function soon. Any thread. */
+void tpx_sock_io_kick(struct tpx_sock_conn *c);
+
+/* Per-thread scratch for discarded (truncated) bytes. */
+#define TPX_SOCK_SCRATCH (64u * 1024u)
+
+/* ---- comms and requests (comm.c) ------------------------------------------- */
+
+struct tpx_sock_comm;
+
+typedef struct tpx_sock_req {
+  /* written by the caller before the request is published */
+  char *buf;
+  size_t size;  /* send: bytes to send; recv: capacity */
+  uint64_t seq;
+  uint8_t hdr[16]; /* send: the encoded message header */
+  /* written by I/O threads */
+  size_t msg_size;      /* recv: size announced by the sender */
+  _Atomic int pending;  /* unfinished parts (control + data); 0 = complete */
+  _Atomic int err;      /* first failure (tpx code), 0 = none */
+  /* caller only */
+  int state; /* TPX_SR_* */
+} tpx_sock_req_t;
+
+enum { TPX_SR_FREE = 0, TPX_SR_INFLIGHT, TPX_SR_RELEASED };
+
+/* One contiguous part of a message on one data socket. */
+typedef struct tpx_sock_part {
+  tpx_sock_req_t *req;
+  char *buf;   /* buffer start + offset */
+  size_t len;  /* bytes on the wire */
+  size_t keep; /* recv: bytes that fit the buffer; the rest is discarded */
+  uint64_t seq;
+} tpx_sock_part_t;
+
+typedef struct tpx_sock_conn {
+  int fd;
+  int index; /* 0 = control, 1..nsocks = data */
+  struct tpx_sock_comm *comm;
+  struct tpx_sock_io *thr;
+  /* kick stack (any thread pushes, the owner pops) */
+  _Atomic int kicked;
+  struct tpx_sock_conn *kick_next;
+  /* the owner thread's run queue */
+  struct tpx_sock_conn *rq_next, *rq_prev;
+  int in_rq;
+  /* data conns: parts queue, single producer (caller or control thread) */
+  tpx_sock_part_t parts[TPX_SOCK_RING];
+  _Atomic uint64_t parts_head; /* producer */
+  _Atomic uint64_t parts_tail; /* consumer */
+  size_t done_bytes;          /* progress in parts[tail] */
+  /* control conn progress (owner thread only) */
+  uint64_t cseq;   /* next message whose header is sent / expected */
+  size_t coff;     /* bytes of that message's control bytes done */
+  uint8_t rhdr[16];
+  int rhdr_done;   /* recv: header parsed, payload pending */
+  /* failure (owner thread) */
+  int dead;        /* tpx code once the socket failed */
+} tpx_sock_conn_t;
+
+typedef struct tpx_sock_comm {
+  tpx_sock_net_t *sn;
+  int kind; /* TPX_SK_SEND or TPX_SK_RECV */
+  int dev;
+  uint64_t token;
+  uint64_t comm_id;
+  int nsocks;
+  int strict;
+  int limit; /* requests in flight */
+  tpx_sock_pool_t *pool;
+  tpx_sock_conn_t *conns; /* nsocks + 1 */
+  char peer[64];
+  /* caller side */
+  pthread_mutex_t mu;
+  uint64_t tail;              /* oldest request not yet released */
+  _Atomic uint64_t posted;    /* next sequence number */
+  /* any thread */
+  _Atomic int peer_closed;    /* a socket saw FIN / RST / error */
+  _Atomic int errset;         /* 0, 1 = being written, 2 = errmsg valid */
+  char errmsg[256];
+  tpx_sock_req_t reqs[TPX_SOCK_RING];
+} tpx_sock_comm_t;
+
+/* Build a comm from connected sockets (fds[0] control); takes the fds (closed
+ * on failure too). Returns its token in *out. */
+int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+                         int *fds, const char *peer, void **out);
+void tpx_sock_comm_destroy(tpx_sock_comm_t *c);
+/* Called by the owner I/O thread after an epoll event or a kick. Returns 1
+ * when the conn wants to run again (budget used up), else 0 (idle, or waiting
+ * for its socket's next edge). */
+int tpx_sock_conn_progress(tpx_sock_conn_t *c, void *scratch);
+
+/* Part j of a message of `size` bytes with sequence `seq`: which data socket
+ * carries it and where. Returns the number of parts (0 = inline). */
+static inline int tpx_sock_nparts(size_t size, int nsocks, size_t *part_bytes) {
+  if (size <= TPX_SOCK_INLINE_MAX) return 0;
+  size_t per = (size + (size_t)nsocks - 1) / (size_t)nsocks;
+  per = (per + 4095) & ~(size_t)4095;
+  if (per < TPX_SOCK_MIN_PART) per = TPX_SOCK_MIN_PART;
+  *part_bytes = per;
+  return (int)((size + per - 1) / per);
+}
+/* Data socket (0-based) carrying part j: rotated by sequence so that small
+ * multi-part messages do not all load socket 0. */
+static inline int tpx_sock_part_sock(uint64_t seq, int j, int nsocks) {
+  return (int)((seq + (uint64_t)j) % (uint64_t)nsocks);
+}
+
+/* ops implemented in comm.c */
+int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
+                   void **request);
+int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
+                   void **mhandles, void **request);
+int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes,
+                    void **mhandles, void **request);
+int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes);
+int tpx_sock_close_send(tpx_net_t *net, void *comm);
+int tpx_sock_close_recv(tpx_net_t *net, void *comm);
+
+/* ops implemented in setup.c */
+int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm);
+int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
+                     tpx_net_dev_handle_t *send_dev);
+int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
+                    tpx_net_dev_handle_t *recv_dev);
+int tpx_sock_close_listen(tpx_net_t *net, void *listen_comm);
+/* destroy helpers */
+void tpx_sock_listen_free(void *listen_obj);
+void tpx_sock_connect_free(void *connect_obj);
+
+/* Memory handles (sock.c). */
+typedef struct tpx_sock_mr {
+  char *base;
+  size_t size;
+  int type;
+} tpx_sock_mr_t;
+/* Check that [data, data+size) lies in memory handle mh (NULL mh: no check). */
+int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size,
+                      const char *fn);
+
+/* Acquire / release the device's I/O pool. */
+int tpx_sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);
+void tpx_sock_pool_put(tpx_sock_net_t *sn, int dev);
+
+#endif

@@ -1,0 +1,98 @@
+/* Wire formats of the built-in TCP transport, defined once.
+ *
+ * All integers are little-endian on the wire (explicit encode/decode below),
+ * addresses and ports are in network order where the socket API wants them.
+ *
+ * 1. The listen handle (TPX_NET_HANDLE_BYTES = 128 bytes), filled by listen and
+ *    carried out of band to the connector:
+ *      0  u32 magic TPX_WIRE_HANDLE_MAGIC
+ *      4  u16 version TPX_WIRE_VERSION
+ *      6  u16 family (4 or 6)
+ *      8  u8  addr[16] (IPv4 in the first 4 bytes), network order
+ *     24  u16 port, network order
+ *     26  u16 nsocks: data sockets per comm chosen by the listener
+ *     28  u32 IPv6 scope id (link-local addresses only)
+ *     32  u64 listen nonce: hellos must quote it
+ *     40  .. 95 zero
+ *     96  u64 connector state (local to the connecting process; 0 from listen)
+ *    104  u64 check word for the connector state
+ *    112  .. 127 zero
+ *
+ * 2. The hello: the first TPX_WIRE_HELLO_BYTES bytes the connector sends on
+ *    each of its nsocks + 1 sockets (index 0 = control, 1..nsocks = data).
+ *      0  u32 magic TPX_WIRE_HELLO_MAGIC
+ *      4  u16 version
+ *      6  u16 length of the hello (TPX_WIRE_HELLO_BYTES)
+ *      8  u64 listen nonce (from the handle)
+ *     16  u64 comm id: random per connect, groups the sockets of one comm
+ *     24  u16 socket index
+ *     26  u16 nsocks
+ *     28  u32 flags (0)
+ *     32  u64 reserved (0)
+ *    Nothing is ever sent back to the connector: a send comm must be able to
+ *    close right after its last send without unread bytes turning its FIN into
+ *    a RST.
+ *
+ * 3. Per message, on the control socket: a header, then the payload when it
+ *    is small (<= TPX_SOCK_INLINE_MAX); larger payloads are split across the
+ *    data sockets by tpx_sock_split() alone, which both sides compute from the
+ *    size, so no per-chunk control messages exist.
+ *      0  u32 magic TPX_WIRE_MSG_MAGIC
+ *      4  u32 sequence number (low 32 bits; checked by the receiver)
+ *      8  u64 size in bytes
+ */
+#ifndef TPX_SOCK_WIRE_H
+#define TPX_SOCK_WIRE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define TPX_WIRE_VERSION 1u
+#define TPX_WIRE_HANDLE_MAGIC 0x4c585054u /* "TPXL" */
+#define TPX_WIRE_HELLO_MAGIC 0x48585054u  /* "TPXH" */
+#define TPX_WIRE_MSG_MAGIC 0x4d585054u    /* "TPXM" */
+
+#define TPX_WIRE_HELLO_BYTES 40
+#define TPX_WIRE_MSG_BYTES 16
+
+/* Offsets in the handle. */
+#define TPX_WH_MAGIC 0
+#define TPX_WH_VERSION 4
+#define TPX_WH_FAMILY 6
+#define TPX_WH_ADDR 8
+#define TPX_WH_PORT 24
+#define TPX_WH_NSOCKS 26
+#define TPX_WH_SCOPE 28
+#define TPX_WH_NONCE 32
+#define TPX_WH_STATE 96
+#define TPX_WH_CHECK 104
+
+static inline void tpx_put16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static inline void tpx_put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void tpx_put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t tpx_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t tpx_get32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint64_t tpx_get64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+static inline void tpx_wire_msg_encode(uint8_t *h, uint64_t seq, uint64_t size) {
+  tpx_put32(h, TPX_WIRE_MSG_MAGIC);
+  tpx_put32(h + 4, (uint32_t)seq);
+  tpx_put64(h + 8, size);
+}
+
+#endif
