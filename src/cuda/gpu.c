@@ -240,6 +240,8 @@ static CUcontext ctx_of(int dev) { return __atomic_load_n(&G.ctx[dev], __ATOMIC_
 int tpx_gpu_device_count(int *n) {
   if (!n) return tpx_err(TPX_EINVAL, "tpx_gpu_device_count: NULL");
   *n = gpu_ndev();
+  /* Not an error (a GPU-less host), but say why for tpx_last_error(). */
+  if (*n == 0) (void)tpx_err_quiet(TPX_ENOTSUP, "%s", G.why);
   return 0;
 }
 

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# One-command GPU test run for a machine with an NVIDIA GPU:
+#   build with CUDA -> GPU layer test (context balance, pointers, events)
+#   -> unpack correctness (all modes, byte for byte) -> compute-sanitizer
+#   memcheck on the unpack test -> unpack benchmark.
+# Every step runs even if an earlier one failed (except after a failed
+# build); the exit status is non-zero if any step failed.
+#
+# Environment:
+#   OUT         folder for the logs (default: <build>/gpu-logs); one log per
+#               step plus summary.txt
+#   BUILD_DIR   build folder (default: build-gpu-run in the repository)
+#   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
+#   STEPS       space-separated subset of: ctx unpack memcheck bench
+#
+# Adding a step: write a function step_<name> below and append <name> to
+# ALL_STEPS; build its target in TARGETS. Keep the number of log files small
+# (the device tool brings back at most 8 files from $OUT).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
+LOGS=${OUT:-$BUILD/gpu-logs}
+ALL_STEPS="ctx unpack memcheck bench"
+STEPS=${STEPS:-$ALL_STEPS}
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench"
+mkdir -p "$LOGS"
+SUMMARY=$LOGS/summary.txt
+: >"$SUMMARY"
+
+export PATH=$PATH:/usr/local/cuda/bin
+export TPX_LOG=${TPX_LOG:-warn}
+failed=0
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# run_step NAME TIMEOUT_S CMD...: output to $LOGS/NAME.log, tail echoed.
+run_step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS rc
+  echo "=== $name: $*"
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  tail -n 60 "$LOGS/$name.log"
+  if [ $rc -eq 0 ]; then
+    note "PASS  $name ($((SECONDS - t0)) s)"
+  elif [ $rc -eq 77 ]; then
+    note "SKIP  $name (no GPU)"
+  else
+    [ $rc -eq 124 ] && note "      $name: timed out after ${limit} s"
+    note "FAIL  $name (exit $rc, $((SECONDS - t0)) s; log $LOGS/$name.log)"
+    failed=1
+  fi
+  return $rc
+}
+
+step_ctx() { run_step ctx 120 "$BUILD/tests/gpu/test_gpu_ctx"; }
+
+step_unpack() { run_step unpack 300 "$BUILD/tests/gpu/test_unpack_gpu"; }
+
+step_memcheck() {
+  local cs
+  cs=$(command -v compute-sanitizer || true)
+  if [ -z "$cs" ]; then
+    note "FAIL  memcheck (compute-sanitizer not found)"
+    failed=1
+    return 1
+  fi
+  # --quick: the sanitizer slows kernels down a lot; the subset still covers
+  # every mode, every misalignment and fragments at both buffer ends.
+  run_step memcheck 300 "$cs" --tool memcheck --leak-check full --error-exitcode 3 \
+    "$BUILD/tests/gpu/test_unpack_gpu" --quick
+}
+
+step_bench() {
+  if [ "${GPU_QUICK:-0}" = 1 ]; then
+    run_step bench 200 "$BUILD/tpx-unpack-bench" --iters 5 --warmup 1 --quick
+  else
+    run_step bench 300 "$BUILD/tpx-unpack-bench"
+  fi
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(uname -n) $(uname -r) $(nproc) cores"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version,pci.bus_id --format=csv,noheader 2>&1 || true
+  nvcc --version 2>&1 | tail -n 2 || true
+  git -C "$ROOT" log -1 --format='commit %h %s' 2>/dev/null || true
+} | tee -a "$SUMMARY"
+
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+t0=$SECONDS
+if ! {
+  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_CUDA=ON &&
+    # shellcheck disable=SC2086
+    cmake --build "$BUILD" -j "$(nproc)" --target $TARGETS
+} >"$LOGS/build.log" 2>&1; then
+  tail -n 60 "$LOGS/build.log"
+  note "FAIL  build (log $LOGS/build.log)"
+  exit 1
+fi
+note "PASS  build ($((SECONDS - t0)) s)"
+
+for s in $STEPS; do
+  "step_$s" || true
+done
+
+echo "=== summary"
+cat "$SUMMARY"
+exit $failed

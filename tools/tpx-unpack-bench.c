@@ -1,0 +1,375 @@
+/* tpx-unpack-bench: the unpack kernel against plain copies of the same bytes.
+ *
+ * A payload of --bytes (default 64 MiB) lies in --frag (default 4 KiB)
+ * fragments scattered over a bounce buffer in shuffled page order, as the
+ * TCPX plugin leaves it. The unpack gathers it into one device buffer:
+ *   (a) bounce in device memory      vs  cudaMemcpy device-to-device,
+ *   (b) bounce in mapped pinned host  vs  cudaMemcpy host-to-device (pinned),
+ * for the kernel (one launch for everything, and per-chunk launches as the
+ * engine issues them, for each descriptor source) and the d2d mode, plus the
+ * host mode once. Times are GPU-side (CUDA events on the unpacker's stream),
+ * medians over --iters runs after --warmup runs; GB/s counts payload bytes
+ * once. Every variant's result is checked byte for byte.
+ * Exit status: 0 ok, 1 a result was wrong or a call failed, 77 no GPU. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef TPX_HAVE_CUDA
+
+int main(void) {
+  printf("tpx-unpack-bench: this build has no GPU support (CUDA was not found at configure time;\n"
+         "configure with -DTPX_CUDA=ON on a machine with nvcc). Nothing measured.\n");
+  return 77;
+}
+
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/gpu.h"
+#include "cuda/unpack.h"
+#include "tpx/error.h"
+
+#define POISON 0xA5
+
+static struct {
+  size_t bytes, frag;
+  int iters, warmup, dev;
+  int skip_slow; /* --quick: no d2d per-fragment / host mode runs */
+} O = {64u << 20, 4096, 20, 3, 0, 0};
+
+static struct {
+  uint32_t nf;           /* fragments */
+  tpx_unpack_meta_t *meta, *meta_map; /* pinned entries and their mapping */
+  tpx_unpack_meta_t *meta_devmem;     /* the same entries in device memory */
+  uint8_t *ref, *want, *got;          /* host: bounce contents, expected, read back */
+  void *bdev, *bpin, *bpin_map, *dst, *dst2;
+  cudaEvent_t t0, t1;
+  int failures;
+} B;
+
+#define CU(call)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+#define TPX(call)                                                                                  \
+  do {                                                                                             \
+    int rc_ = (call);                                                                              \
+    if (rc_ != 0) {                                                                                \
+      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, tpx_strerror(rc_),       \
+              tpx_last_error());                                                                   \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* One timed operation: everything it issues goes to `stream`. */
+typedef void (*op_fn)(void *arg, cudaStream_t stream);
+
+static float time_median_us(op_fn fn, void *arg, cudaStream_t stream, int iters) {
+  float *ms = calloc((size_t)iters, sizeof *ms);
+  if (!ms) exit(1);
+  for (int i = 0; i < O.warmup; i++) fn(arg, stream);
+  CU(cudaStreamSynchronize(stream));
+  for (int i = 0; i < iters; i++) {
+    CU(cudaEventRecord(B.t0, stream));
+    fn(arg, stream);
+    CU(cudaEventRecord(B.t1, stream));
+    CU(cudaEventSynchronize(B.t1));
+    CU(cudaEventElapsedTime(&ms[i], B.t0, B.t1));
+  }
+  qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
+  float med = iters % 2 ? ms[iters / 2] : 0.5f * (ms[iters / 2 - 1] + ms[iters / 2]);
+  free(ms);
+  return med * 1000.0f;
+}
+
+/* ---- baselines ---- */
+
+struct copy_arg {
+  void *dst;
+  const void *src;
+  enum cudaMemcpyKind kind;
+};
+
+static void op_copy(void *a, cudaStream_t s) {
+  struct copy_arg *c = a;
+  CU(cudaMemcpyAsync(c->dst, c->src, O.bytes, c->kind, s));
+}
+
+/* ---- unpack ---- */
+
+struct unpack_arg {
+  tpx_unpacker_t *u;
+  int pinned;     /* bounce in pinned host memory */
+  int devmeta;    /* direct descriptors from device memory */
+  uint32_t chunk; /* fragments per submit */
+  uint32_t inflight; /* the unpacker's max_inflight */
+  uint64_t last;     /* newest ticket */
+};
+
+static void op_unpack(void *a, cudaStream_t s) {
+  (void)s; /* the unpacker's own stream: the caller times on it */
+  struct unpack_arg *x = a;
+  for (uint32_t off = 0; off < B.nf; off += x->chunk) {
+    uint32_t cnt = B.nf - off < x->chunk ? B.nf - off : x->chunk;
+    tpx_unpack_chunk_t c = {
+        .meta = B.meta + off,
+        .meta_dev = (x->devmeta ? B.meta_devmem : B.meta_map) + off,
+        .cnt = cnt,
+        .bounce = x->pinned ? B.bpin_map : B.bdev,
+        .bounce_bytes = O.bytes,
+        .dst = B.dst,
+        .dst_bytes = O.bytes,
+    };
+    int rc;
+    /* Full: wait for the oldest chunk in flight, as the engine would. */
+    while ((rc = tpx_unpack_submit(x->u, &c, &x->last)) == TPX_EAGAIN)
+      TPX(tpx_unpack_wait(x->u, x->last + 1 - x->inflight, 60000));
+    TPX(rc);
+  }
+}
+
+static int verify(const char *what) {
+  CU(cudaMemcpy(B.got, B.dst, O.bytes, cudaMemcpyDeviceToHost));
+  if (memcmp(B.got, B.want, O.bytes) == 0) return 1;
+  size_t i = 0;
+  while (B.got[i] == B.want[i]) i++;
+  fprintf(stderr, "MISMATCH %s: first wrong byte %zu (got %02x want %02x)\n", what, i, B.got[i], B.want[i]);
+  B.failures++;
+  return 0;
+}
+
+struct row {
+  char name[64];
+  float us;
+  double gbs, ratio;
+  int ok;
+};
+
+static struct row rows[64];
+static int nrows;
+
+static double gbs(float us) { return (double)O.bytes / (us * 1e-6) / 1e9; }
+
+static struct row *run_unpack(const char *name, int mode, int desc, int threads, uint32_t chunk, int pinned,
+                              int devmeta, int iters, float base_us) {
+  tpx_unpack_opts_t o;
+  tpx_unpack_opts_default(&o);
+  o.mode = mode;
+  o.desc = desc;
+  o.threads = threads;
+  o.max_frags = chunk;
+  uint32_t nchunks = (B.nf + chunk - 1) / chunk;
+  o.max_inflight = nchunks + 1 > 4096 ? 4096 : nchunks + 1;
+  o.host_stage_bytes = O.bytes;
+  tpx_unpacker_t *u = NULL;
+  TPX(tpx_unpacker_create(O.dev, &o, &u));
+  struct unpack_arg a = {u, pinned, devmeta, chunk, o.max_inflight, 0};
+  CU(cudaMemset(B.dst, POISON, O.bytes));
+  CU(cudaDeviceSynchronize());
+  float us = time_median_us(op_unpack, &a, (cudaStream_t)tpx_unpack_stream(u), iters);
+  TPX(tpx_unpack_sync(u));
+  struct row *r = &rows[nrows++];
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->us = us;
+  r->gbs = gbs(us);
+  r->ratio = base_us / us;
+  r->ok = verify(name);
+  tpx_unpacker_destroy(u);
+  return r;
+}
+
+static struct row *add_base(const char *name, float us) {
+  struct row *r = &rows[nrows++];
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->us = us;
+  r->gbs = gbs(us);
+  r->ratio = 1.0;
+  r->ok = 1;
+  return r;
+}
+
+static size_t parse_size(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*end == 'K' || *end == 'k') v *= 1024;
+  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
+  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
+  return (size_t)v;
+}
+
+static void usage(void) {
+  printf("usage: tpx-unpack-bench [--bytes 64M] [--frag 4K] [--iters 20] [--warmup 3] [--dev 0] [--quick]\n");
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--bytes") && v) O.bytes = parse_size(argv[++i]);
+    else if (!strcmp(a, "--frag") && v) O.frag = parse_size(argv[++i]);
+    else if (!strcmp(a, "--iters") && v) O.iters = atoi(argv[++i]);
+    else if (!strcmp(a, "--warmup") && v) O.warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "--dev") && v) O.dev = atoi(argv[++i]);
+    else if (!strcmp(a, "--quick")) O.skip_slow = 1;
+    else {
+      usage();
+      return strcmp(a, "--help") ? 2 : 0;
+    }
+  }
+  if (O.frag == 0 || O.bytes % O.frag || O.bytes > (1ull << 32) || O.iters < 1 || O.warmup < 0) {
+    fprintf(stderr, "bad sizes: --bytes must be a multiple of --frag and at most 4 GiB\n");
+    return 2;
+  }
+  int ndev = 0;
+  if (tpx_gpu_device_count(&ndev) != 0 || ndev <= O.dev) {
+    printf("tpx-unpack-bench: no GPU %d (%s)\n", O.dev, tpx_last_error());
+    return 77;
+  }
+  TPX(tpx_gpu_retain(O.dev));
+  TPX(tpx_gpu_set_device(O.dev));
+  struct cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, O.dev));
+  char bus[32];
+  TPX(tpx_gpu_pci_bus_id(O.dev, bus, sizeof bus));
+  B.nf = (uint32_t)(O.bytes / O.frag);
+  printf("tpx-unpack-bench: GPU %d %s (%d SMs, %s), %zu MiB in %u fragments of %zu bytes, shuffled pages; "
+         "median of %d after %d warm-up\n",
+         O.dev, prop.name, prop.multiProcessorCount, bus, O.bytes >> 20, B.nf, O.frag, O.iters, O.warmup);
+
+  /* Host reference data and the scattered layout. */
+  B.ref = malloc(O.bytes);
+  B.want = malloc(O.bytes);
+  B.got = malloc(O.bytes);
+  uint32_t *perm = malloc(B.nf * sizeof *perm);
+  if (!B.ref || !B.want || !B.got || !perm) return 1;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < O.bytes; i += 8) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    uint64_t v = x * 2685821657736338717ull;
+    memcpy(B.ref + i, &v, O.bytes - i < 8 ? O.bytes - i : 8);
+  }
+  for (uint32_t i = 0; i < B.nf; i++) perm[i] = i;
+  for (uint32_t i = B.nf; i > 1; i--) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    uint32_t j = (uint32_t)((x * 2685821657736338717ull) % i), t = perm[i - 1];
+    perm[i - 1] = perm[j];
+    perm[j] = t;
+  }
+  TPX(tpx_gpu_host_alloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta));
+  TPX(tpx_gpu_host_dev_ptr(O.dev, B.meta, (void **)&B.meta_map));
+  for (uint32_t i = 0; i < B.nf; i++)
+    B.meta[i] = (tpx_unpack_meta_t){(uint32_t)(perm[i] * O.frag), (uint32_t)O.frag, (uint64_t)i * O.frag};
+  free(perm);
+  TPX(tpx_unpack_cpu(B.want, O.bytes, B.ref, O.bytes, B.meta, B.nf));
+
+  TPX(tpx_gpu_malloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta_devmem));
+  TPX(tpx_gpu_memcpy(O.dev, B.meta_devmem, B.meta, B.nf * sizeof *B.meta));
+  TPX(tpx_gpu_malloc(O.dev, O.bytes, &B.bdev));
+  TPX(tpx_gpu_memcpy(O.dev, B.bdev, B.ref, O.bytes));
+  TPX(tpx_gpu_host_alloc(O.dev, O.bytes, &B.bpin));
+  memcpy(B.bpin, B.ref, O.bytes);
+  TPX(tpx_gpu_host_dev_ptr(O.dev, B.bpin, &B.bpin_map));
+  TPX(tpx_gpu_malloc(O.dev, O.bytes, &B.dst));
+  TPX(tpx_gpu_malloc(O.dev, O.bytes, &B.dst2));
+  CU(cudaEventCreate(&B.t0));
+  CU(cudaEventCreate(&B.t1));
+  cudaStream_t s;
+  CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+  const uint32_t all = B.nf, c4m = (uint32_t)((4u << 20) / O.frag), c512k = (uint32_t)((512u << 10) / O.frag);
+  const int K = TPX_UNPACK_KERNEL, C = TPX_UNPACK_DESC_COPY, M = TPX_UNPACK_DESC_MAPPED,
+            D = TPX_UNPACK_DESC_DIRECT;
+  int slow_iters = O.iters < 5 ? O.iters : 5;
+
+  /* (a) bounce in device memory */
+  struct copy_arg d2d = {B.dst2, B.bdev, cudaMemcpyDeviceToDevice};
+  float base_d = time_median_us(op_copy, &d2d, s, O.iters);
+  int first_a = nrows;
+  add_base("cudaMemcpy D2D (baseline a)", base_d);
+  struct row *ka = run_unpack("kernel 1 launch, desc copy", K, C, 256, all, 0, 0, O.iters, base_d);
+  run_unpack("kernel 1 launch, desc mapped", K, M, 256, all, 0, 0, O.iters, base_d);
+  run_unpack("kernel 1 launch, desc direct (pinned)", K, D, 256, all, 0, 0, O.iters, base_d);
+  struct row *kad = run_unpack("kernel 1 launch, desc in device mem", K, D, 256, all, 0, 1, O.iters, base_d);
+  run_unpack("kernel 1 launch, copy, 128 thr", K, C, 128, all, 0, 0, O.iters, base_d);
+  run_unpack("kernel 1 launch, copy, 512 thr", K, C, 512, all, 0, 0, O.iters, base_d);
+  if (c4m >= 1 && c4m < all) {
+    run_unpack("kernel 4 MiB chunks, desc copy", K, C, 256, c4m, 0, 0, O.iters, base_d);
+    run_unpack("kernel 4 MiB chunks, desc mapped", K, M, 256, c4m, 0, 0, O.iters, base_d);
+    run_unpack("kernel 4 MiB chunks, desc direct", K, D, 256, c4m, 0, 0, O.iters, base_d);
+  }
+  if (c512k >= 1 && c512k < all) {
+    run_unpack("kernel 512 KiB chunks, desc copy", K, C, 256, c512k, 0, 0, O.iters, base_d);
+    run_unpack("kernel 512 KiB chunks, desc mapped", K, M, 256, c512k, 0, 0, O.iters, base_d);
+    run_unpack("kernel 512 KiB chunks, desc direct", K, D, 256, c512k, 0, 0, O.iters, base_d);
+  }
+  if (!O.skip_slow) {
+    run_unpack("d2d mode, 512 KiB chunks", TPX_UNPACK_D2D, 0, 256, c512k ? c512k : 1, 0, 0, slow_iters, base_d);
+    run_unpack("host mode, 4 MiB chunks", TPX_UNPACK_HOST, 0, 256, c4m ? c4m : 1, 0, 0, 2, base_d);
+  }
+  int end_a = nrows;
+
+  /* (b) bounce in mapped pinned host memory */
+  struct copy_arg h2d = {B.dst2, B.bpin, cudaMemcpyHostToDevice};
+  float base_h = time_median_us(op_copy, &h2d, s, O.iters);
+  add_base("cudaMemcpy H2D pinned (baseline b)", base_h);
+  struct row *kb = run_unpack("kernel 1 launch, desc copy", K, C, 256, all, 1, 0, O.iters, base_h);
+  run_unpack("kernel 1 launch, desc mapped", K, M, 256, all, 1, 0, O.iters, base_h);
+  run_unpack("kernel 1 launch, desc in device mem", K, D, 256, all, 1, 1, O.iters, base_h);
+  run_unpack("kernel 1 launch, copy, 512 thr", K, C, 512, all, 1, 0, O.iters, base_h);
+  struct row *kb4 = NULL, *kb512 = NULL;
+  if (c4m >= 1 && c4m < all) {
+    kb4 = run_unpack("kernel 4 MiB chunks, desc copy", K, C, 256, c4m, 1, 0, O.iters, base_h);
+    run_unpack("kernel 4 MiB chunks, desc mapped", K, M, 256, c4m, 1, 0, O.iters, base_h);
+  }
+  if (c512k >= 1 && c512k < all) {
+    kb512 = run_unpack("kernel 512 KiB chunks, desc copy", K, C, 256, c512k, 1, 0, O.iters, base_h);
+    run_unpack("kernel 512 KiB chunks, desc mapped", K, M, 256, c512k, 1, 0, O.iters, base_h);
+    run_unpack("kernel 512 KiB chunks, desc direct", K, D, 256, c512k, 1, 0, O.iters, base_h);
+  }
+  if (!O.skip_slow) {
+    run_unpack("d2d mode, 512 KiB chunks", TPX_UNPACK_D2D, 0, 256, c512k ? c512k : 1, 1, 0, slow_iters, base_h);
+    run_unpack("host mode, 4 MiB chunks", TPX_UNPACK_HOST, 0, 256, c4m ? c4m : 1, 1, 0, 2, base_h);
+  }
+
+  printf("\n%-8s %-40s %10s %9s %7s %s\n", "bounce", "variant", "median us", "GB/s", "ratio", "bytes");
+  for (int i = 0; i < nrows; i++)
+    printf("%-8s %-40s %10.1f %9.1f %7.3f %s\n", (i >= first_a && i < end_a) ? "device" : "pinned",
+           rows[i].name, rows[i].us, rows[i].gbs, rows[i].ratio, rows[i].ok ? "ok" : "WRONG");
+  printf("\n(a) bounce in device memory: kernel %.1f GB/s vs cudaMemcpy D2D %.1f GB/s: ratio %.3f "
+         "(descriptors already on the GPU: %.3f); target >= 0.8: %s\n",
+         ka->gbs, gbs(base_d), ka->ratio, kad->ratio, ka->ratio >= 0.8 ? "met" : "NOT met");
+  printf("(b) bounce in mapped pinned host memory: kernel %.1f GB/s vs cudaMemcpy H2D %.1f GB/s: ratio %.3f "
+         "(4 MiB chunks %.3f, 512 KiB chunks %.3f); target >= 0.8: %s\n",
+         kb->gbs, gbs(base_h), kb->ratio, kb4 ? kb4->ratio : 0.0, kb512 ? kb512->ratio : 0.0,
+         kb->ratio >= 0.8 ? "met" : "NOT met");
+  printf("correctness: %s\n", B.failures ? "FAILED" : "every variant byte-for-byte identical to the CPU gather");
+
+  CU(cudaStreamDestroy(s));
+  CU(cudaEventDestroy(B.t0));
+  CU(cudaEventDestroy(B.t1));
+  TPX(tpx_gpu_free(O.dev, B.dst2));
+  TPX(tpx_gpu_free(O.dev, B.dst));
+  TPX(tpx_gpu_host_free(O.dev, B.bpin));
+  TPX(tpx_gpu_free(O.dev, B.bdev));
+  TPX(tpx_gpu_free(O.dev, B.meta_devmem));
+  TPX(tpx_gpu_host_free(O.dev, B.meta));
+  TPX(tpx_gpu_release(O.dev));
+  free(B.ref);
+  free(B.want);
+  free(B.got);
+  return B.failures ? 1 : 0;
+}
+
+#endif /* TPX_HAVE_CUDA */
