@@ -1,0 +1,146 @@
+/* tpx-info: which net transport would be used, what it sees, and with which
+ * configuration.
+ *
+ *   tpx-info [--plugin SPEC]
+ *
+ * SPEC is what TPX_NET_PLUGIN takes: "" / "tpx" / "builtin" for the built-in
+ * TCP transport, a path to an ncclNet plugin, or a bare name N
+ * (libnccl-net-N.so, e.g. "tcpx"). Without --plugin, TPX_NET_PLUGIN decides.
+ * Exit status: 0, 1 when the transport cannot be opened, 2 on bad usage. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "net/loader.h"
+#include "tpx/config.h"
+#include "tpx/error.h"
+#include "tpx/net.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tpx-info [--plugin SPEC]\n"
+          "  SPEC: \"\", tpx or builtin (the built-in TCP transport), a path to an NCCL net\n"
+          "        plugin, or a name N for libnccl-net-N.so (e.g. tcpx). Default: TPX_NET_PLUGIN.\n");
+}
+
+static const char *ptr_str(int bits, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s%s%s%s", bits & TPX_PTR_HOST ? "HOST " : "", bits & TPX_PTR_CUDA ? "CUDA " : "",
+           bits & TPX_PTR_DMABUF ? "DMABUF " : "", bits == 0 ? "none " : "");
+  size_t n = strlen(buf);
+  if (n) buf[n - 1] = '\0';
+  return buf;
+}
+
+static const char *bytes_str(size_t v, char *buf, size_t cap) {
+  if (v == SIZE_MAX) snprintf(buf, cap, "unlimited");
+  else if (v >= (1ull << 30) && v % (1ull << 30) == 0) snprintf(buf, cap, "%zu GiB", v >> 30);
+  else if (v >= (1ull << 20) && v % (1ull << 20) == 0) snprintf(buf, cap, "%zu MiB", v >> 20);
+  else snprintf(buf, cap, "%zu B", v);
+  return buf;
+}
+
+static int is_loopback_name(const char *name) { return strncmp(name, "lo", 2) == 0; }
+
+int main(int argc, char **argv) {
+  const char *spec = NULL;
+  for (int i = 1; i < argc; i++) {
+    if ((strcmp(argv[i], "--plugin") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
+      spec = argv[++i];
+    } else if (strncmp(argv[i], "--plugin=", 9) == 0) {
+      spec = argv[i] + 9;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "tpx-info: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  const tpx_config_t *cfg = tpx_config_global();
+  const char *shown = spec ? spec : cfg->net_plugin;
+
+  printf("== transport\n");
+  printf("requested      %s%s\n", shown[0] ? shown : "(built-in)",
+         spec ? "  (--plugin)" : "  (TPX_NET_PLUGIN)");
+  tpx_net_t *net = NULL;
+  int rc = tpx_net_open(spec, &net);
+  if (rc != 0) {
+    printf("error          %s\n", tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
+    printf("\n== configuration\n");
+    tpx_config_print(cfg, stdout);
+    return 1;
+  }
+  const char *file = tpx_net_plugin_file(net);
+  printf("name           %s\n", net->name);
+  if (net->abi_version) printf("ncclNet ABI    v%d\n", net->abi_version);
+  else printf("ncclNet ABI    (built in, not loaded through the plugin ABI)\n");
+  printf("file           %s\n", file ? file : "(part of this program)");
+
+  int warnings = 0;
+#define WARNF(...) (printf("WARNING        " __VA_ARGS__), putchar('\n'), warnings++)
+
+  int ndev = 0;
+  rc = net->ops->devices(net, &ndev);
+  if (rc != 0) {
+    printf("error          devices: %s\n", tpx_last_error());
+    ndev = 0;
+  }
+  printf("\n== devices (%d)\n", ndev);
+  int any_unpack = 0, any_cuda = 0;
+  for (int d = 0; d < ndev; d++) {
+    tpx_net_props_t p;
+    if (net->ops->get_properties(net, d, &p) != 0) {
+      printf("[%d] error: %s\n", d, tpx_last_error());
+      continue;
+    }
+    char pb[32], mp[32], mc[32];
+    printf("[%d] %s\n", d, p.name);
+    printf("    pci path       %s\n", p.pci_path[0] ? p.pci_path : "(none: virtual interface)");
+    printf("    guid           0x%llx\n", (unsigned long long)p.guid);
+    printf("    pointers       %s\n", ptr_str(p.ptr_support, pb, sizeof(pb)));
+    printf("    speed          %d Mbps\n", p.speed_mbps);
+    printf("    port           %d\n", p.port);
+    printf("    latency        %.1f us\n", (double)p.latency_us);
+    printf("    max comms      %d\n", p.max_comms);
+    printf("    max recvs      %d (buffers per grouped receive)\n", p.max_recvs);
+    if (p.dev_type == TPX_NET_DEV_UNPACK) printf("    device offload UNPACK v%d\n", p.dev_version);
+    else printf("    device offload none (HOST)\n");
+    printf("    reg is global  %s\n", p.reg_is_global ? "yes" : "no");
+    printf("    force flush    %s\n", p.force_flush ? "yes" : "no");
+    printf("    max p2p bytes  %s\n", bytes_str(p.max_p2p_bytes, mp, sizeof(mp)));
+    printf("    max coll bytes %s\n", bytes_str(p.max_coll_bytes, mc, sizeof(mc)));
+    if (p.dev_type == TPX_NET_DEV_UNPACK) {
+      any_unpack = 1;
+      if (is_loopback_name(p.name))
+        WARNF("device %d (%s) is loopback but the plugin offloads receives (UNPACK): devmem TCP does "
+              "not work over loopback (the receiver fails with \"rx no cmsg\"); use two nodes",
+              d, p.name);
+    }
+    if (p.ptr_support & TPX_PTR_CUDA) any_cuda = 1;
+  }
+
+  printf("\n== checks\n");
+  if (ndev == 0) WARNF("no devices: nothing can be sent (check TPX_SOCKET_IFNAME / the plugin's NIC list)");
+  if (net->abi_version == 7 || net->abi_version == 8)
+    printf("note           ncclNet v%d takes int sizes: at most 2 GiB - 1 per request%s\n",
+           net->abi_version, net->abi_version == 7 ? " and per registration" : "");
+  if (any_unpack && cfg->window > 16)
+    WARNF("TPX_WINDOW=%d but UNPACK plugins such as GPUDirect-TCPX allow 16 requests per comm", cfg->window);
+#ifndef TPX_HAVE_CUDA
+  if (any_cuda || any_unpack)
+    WARNF("the transport takes GPU memory but this build has no CUDA support: host memory only");
+#else
+  (void)any_cuda;
+#endif
+  if (strcmp(net->name, "tpx") == 0 && net->abi_version == 0) {
+    if (cfg->socket_ifname[0] == '\0')
+      printf("note           TPX_SOCKET_IFNAME unset: every up non-loopback interface (else loopback)\n");
+  }
+  if (warnings == 0) printf("ok             no warnings\n");
+
+  printf("\n== configuration\n");
+  tpx_config_print(cfg, stdout);
+  tpx_net_close(net);
+  return 0;
+}
