@@ -1,0 +1,122 @@
+/* Endpoints and peers.
+ *
+ * An endpoint is one process's presence on the network for one GPU (or for
+ * host memory): a transport (the built-in TCP one or an ncclNet plugin), a
+ * control listener on TCP, and the peers connected to it. A peer is one
+ * remote endpoint: a control connection plus `num_channels` data channels,
+ * each a send comm and a recv comm of the transport.
+ *
+ * Lifetimes: tpx_endpoint_create / tpx_endpoint_destroy; peers come from
+ * tpx_connect, tpx_load_remote_conn_info or tpx_accept and are released with
+ * tpx_peer_close (or all at once by tpx_endpoint_destroy). Every call returns 0
+ * or a negative code from tpx/error.h; tpx_last_error() has the detail.
+ *
+ * Threads: all calls are thread-safe. Progress (moving bytes, answering the
+ * peer's control messages, accepting peers) runs on a background thread when
+ * cfg->progress_thread is 1, else inside tpx_progress() and the blocking calls
+ * (tpx_xfer_wait, tpx_connect, tpx_accept).
+ */
+#ifndef TPX_ENDPOINT_H
+#define TPX_ENDPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/config.h"
+#include "tpx/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpx_endpoint tpx_endpoint_t;
+typedef struct tpx_peer tpx_peer_t;
+struct tpx_net;
+
+#define TPX_NAME_MAX 64         /* endpoint names, including the NUL */
+#define TPX_CONN_INFO_MAX 1024  /* upper bound of a connection-info blob */
+#define TPX_PORT_EPHEMERAL (-1) /* tpx_endpoint_params.port: let the kernel pick */
+
+typedef struct tpx_endpoint_params {
+  const tpx_config_t *cfg;  /* NULL: tpx_config_global(). Copied at create. */
+  const char *plugin;       /* NULL: cfg->net_plugin; "" / "tpx" / "builtin": the built-in
+                               transport; else a path or name for tpx_net_open() */
+  struct tpx_net *net;      /* optional transport shared by several endpoints (borrowed,
+                               must outlive the endpoint); overrides `plugin` */
+  const char *name;         /* identity shown to peers (notifications); NULL: "host:pid:gpu" */
+  int gpu;                  /* GPU index (0 for host-only use); selects the port */
+  const char *listen_host;  /* control listener address; NULL: all interfaces */
+  int port;                 /* 0: cfg->port_base + gpu, trying up to cfg->port_span ports
+                               on EADDRINUSE; > 0: exactly this port; TPX_PORT_EPHEMERAL */
+  int no_listen;            /* 1: connect-only endpoint (no listener, no incoming peers) */
+} tpx_endpoint_params_t;
+
+/* Defaults: cfg NULL, plugin NULL, name NULL, gpu 0, port 0, listening. */
+void tpx_endpoint_params_init(tpx_endpoint_params_t *p);
+
+int tpx_endpoint_create(const tpx_endpoint_params_t *p, tpx_endpoint_t **out);
+/* Closes every peer (their unfinished transfers fail with TPX_ECANCELED),
+ * stops the progress thread, releases the transport. NULL ok. Registrations
+ * and transfer handles still alive are released too: do not use them after. */
+void tpx_endpoint_destroy(tpx_endpoint_t *ep);
+
+/* The control port actually bound (after EADDRINUSE retries); 0 if not listening. */
+int tpx_endpoint_port(const tpx_endpoint_t *ep);
+const char *tpx_endpoint_name(const tpx_endpoint_t *ep);
+/* The endpoint's copy of the configuration. */
+const tpx_config_t *tpx_endpoint_config(const tpx_endpoint_t *ep);
+/* Name of the transport in use ("tpx", "GPUDirectTCPX_v7", ...). */
+const char *tpx_endpoint_transport(const tpx_endpoint_t *ep);
+
+/* One progress pass (non-blocking). Needed only without a progress thread;
+ * harmless with one. Returns 0 or a negative code for an endpoint-level failure. */
+int tpx_progress(tpx_endpoint_t *ep);
+
+/* Connection info: an opaque, serialisable blob (name, identity, addresses,
+ * port) that a remote process passes to tpx_load_remote_conn_info. */
+int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len);
+/* Connect to the endpoint the blob describes (tries its addresses in order).
+ * Blocks until the peer is ready or cfg->connect_timeout_ms passed. */
+int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **peer);
+/* Connect to host:port (numeric address or name). Blocks like the above. */
+int tpx_connect(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **peer);
+/* Next peer that connected to us, in arrival order. timeout_ms < 0: wait
+ * forever; 0: poll. TPX_ETIMEDOUT when none arrived in time. */
+int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **peer);
+
+/* Close a peer: unfinished transfers fail with TPX_ECANCELED, the control
+ * connection is shut down gracefully, the transport comms closed. The handle
+ * is invalid afterwards. NULL ok. */
+void tpx_peer_close(tpx_peer_t *peer);
+/* 0 while usable; the error that broke it otherwise (TPX_ECLOSED after the
+ * remote side closed, TPX_ETIMEDOUT, TPX_EREMOTE, ...). */
+int tpx_peer_status(const tpx_peer_t *peer);
+const char *tpx_peer_name(const tpx_peer_t *peer); /* the remote endpoint's name */
+int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index */
+int tpx_peer_num_channels(const tpx_peer_t *peer); /* channels agreed with the peer */
+/* Find a ready peer by the remote endpoint's name; NULL if none. */
+tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name);
+
+/* Notifications: small messages delivered to the remote endpoint in order,
+ * after every write this endpoint posted to that peer before it has landed.
+ * May be empty. */
+#define TPX_NOTIF_MAX 4096
+typedef struct tpx_notif {
+  tpx_peer_t *peer;            /* sender (may already be closing) */
+  char peer_name[TPX_NAME_MAX];/* sender's endpoint name */
+  uint32_t len;
+  unsigned char msg[TPX_NOTIF_MAX];
+} tpx_notif_t;
+
+/* Send a notification (non-blocking). */
+int tpx_notify(tpx_peer_t *peer, const void *msg, size_t len);
+/* Pop the oldest delivered notification: 1 when one was copied to *out, 0 when
+ * none is pending, < 0 on error. */
+int tpx_get_notif(tpx_endpoint_t *ep, tpx_notif_t *out);
+/* Like tpx_get_notif but waits up to timeout_ms (< 0: forever) for one. */
+int tpx_wait_notif(tpx_endpoint_t *ep, int timeout_ms, tpx_notif_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

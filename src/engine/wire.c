@@ -1,0 +1,432 @@
+/* Control-plane frames and blobs: see wire.h for the layouts. */
+#include "engine/wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+void wbuf_free(struct wbuf *b) {
+  free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}
+
+static uint8_t *wb_grow(struct wbuf *b, size_t n) {
+  if (b->oom) return NULL;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = 1;
+      return NULL;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  uint8_t *at = b->p + b->len;
+  b->len += n;
+  return at;
+}
+static void wb_u8(struct wbuf *b, uint8_t v) {
+  uint8_t *p = wb_grow(b, 1);
+  if (p) *p = v;
+}
+static void wb_u16(struct wbuf *b, uint16_t v) {
+  uint8_t *p = wb_grow(b, 2);
+  if (p) le_put16(p, v);
+}
+static void wb_u32(struct wbuf *b, uint32_t v) {
+  uint8_t *p = wb_grow(b, 4);
+  if (p) le_put32(p, v);
+}
+static void wb_u64(struct wbuf *b, uint64_t v) {
+  uint8_t *p = wb_grow(b, 8);
+  if (p) le_put64(p, v);
+}
+static void wb_bytes(struct wbuf *b, const void *src, size_t n) {
+  if (n == 0) return;
+  uint8_t *p = wb_grow(b, n);
+  if (p) memcpy(p, src, n);
+}
+
+/* Frames are built in place: header first, length patched at the end. On
+ * failure the partial frame is dropped so the buffer stays a frame stream. */
+static size_t frame_begin(struct wbuf *b, uint8_t type) {
+  size_t start = b->len;
+  wb_u32(b, WIRE_MAGIC);
+  wb_u8(b, WIRE_VERSION);
+  wb_u8(b, type);
+  wb_u16(b, 0);
+  wb_u32(b, 0);
+  return start;
+}
+static int frame_end(struct wbuf *b, size_t start) {
+  if (b->oom) {
+    b->oom = 0;
+    b->len = start;
+    return tpx_err(TPX_ENOMEM, "control message: out of memory");
+  }
+  size_t plen = b->len - start - WIRE_HDR_BYTES;
+  if (plen > WIRE_MAX_PAYLOAD) {
+    b->len = start;
+    return tpx_err(TPX_EINVAL, "control message of %zu bytes exceeds %u", plen, WIRE_MAX_PAYLOAD);
+  }
+  le_put32(b->p + start + 8, (uint32_t)plen);
+  return 0;
+}
+
+long wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f) {
+  /* Judge the magic as soon as its bytes arrive, so garbage is refused early. */
+  static const uint8_t magic[4] = {'T', 'P', 'X', 'C'};
+  for (size_t i = 0; i < avail && i < 4; i++)
+    if (buf[i] != magic[i]) return tpx_err(TPX_EPROTO, "control stream: bad magic (not a tpx peer?)");
+  if (avail < WIRE_HDR_BYTES) return 0;
+  f->version = buf[4];
+  f->type = buf[5];
+  uint16_t flags = le_get16(buf + 6);
+  f->len = le_get32(buf + 8);
+  if (f->version != WIRE_VERSION)
+    return tpx_err(TPX_EVERSION, "control stream: protocol version %u, we speak %u", f->version,
+                   WIRE_VERSION);
+  if (flags != 0) return tpx_err(TPX_EPROTO, "control stream: unknown frame flags 0x%x", flags);
+  if (f->type == 0 || f->type > MSG_TYPE_MAX)
+    return tpx_err(TPX_EPROTO, "control stream: unknown message type %u", f->type);
+  if (f->len > WIRE_MAX_PAYLOAD)
+    return tpx_err(TPX_EPROTO, "control stream: frame of %u bytes exceeds the %u limit", f->len,
+                   WIRE_MAX_PAYLOAD);
+  if (avail < WIRE_HDR_BYTES + (size_t)f->len) return 0;
+  f->payload = buf + WIRE_HDR_BYTES;
+  return (long)(WIRE_HDR_BYTES + f->len);
+}
+
+/* ---- reader ---- */
+struct rd {
+  const uint8_t *p;
+  size_t len, pos;
+  int bad;
+};
+static const uint8_t *rd_take(struct rd *r, size_t n) {
+  if (r->bad || r->len - r->pos < n) {
+    r->bad = 1;
+    return NULL;
+  }
+  const uint8_t *at = r->p + r->pos;
+  r->pos += n;
+  return at;
+}
+static uint8_t rd_u8(struct rd *r) {
+  const uint8_t *p = rd_take(r, 1);
+  return p ? *p : 0;
+}
+static uint16_t rd_u16(struct rd *r) {
+  const uint8_t *p = rd_take(r, 2);
+  return p ? le_get16(p) : 0;
+}
+static uint32_t rd_u32(struct rd *r) {
+  const uint8_t *p = rd_take(r, 4);
+  return p ? le_get32(p) : 0;
+}
+static uint64_t rd_u64(struct rd *r) {
+  const uint8_t *p = rd_take(r, 8);
+  return p ? le_get64(p) : 0;
+}
+static int rd_done(struct rd *r, const char *what) {
+  if (r->bad) return tpx_err(TPX_EPROTO, "control message %s: truncated", what);
+  if (r->pos != r->len)
+    return tpx_err(TPX_EPROTO, "control message %s: %zu trailing bytes", what, r->len - r->pos);
+  return 0;
+}
+static struct rd rd_of(const struct wire_frame *f) {
+  struct rd r = {f->payload, f->len, 0, 0};
+  return r;
+}
+/* Length-prefixed (u8) string into a NUL-terminated buffer of cap bytes. */
+static int rd_str(struct rd *r, char *out, size_t cap) {
+  uint8_t n = rd_u8(r);
+  const uint8_t *p = rd_take(r, n);
+  if (!p || n >= cap) {
+    r->bad = 1;
+    out[0] = '\0';
+    return -1;
+  }
+  memcpy(out, p, n);
+  out[n] = '\0';
+  if (memchr(out, '\0', n)) r->bad = 1; /* embedded NUL: refuse */
+  return 0;
+}
+static void wb_str(struct wbuf *b, const char *s, size_t max) {
+  size_t n = strnlen(s, max);
+  if (n > 255) n = 255;
+  wb_u8(b, (uint8_t)n);
+  wb_bytes(b, s, n);
+}
+
+/* ---- messages ---- */
+int wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
+  if (h->nch == 0 || h->nch > WIRE_MAX_CHANNELS)
+    return tpx_err(TPX_EINVAL, "hello: %u channels", h->nch);
+  size_t s = frame_begin(b, ack ? MSG_HELLO_ACK : MSG_HELLO);
+  wb_u64(b, h->uuid);
+  wb_u32(b, (uint32_t)h->gpu);
+  wb_u16(b, h->nch);
+  wb_u32(b, h->flags);
+  wb_str(b, h->name, TPX_NAME_MAX - 1);
+  wb_bytes(b, h->handles, (size_t)h->nch * TPX_NET_HANDLE_BYTES);
+  return frame_end(b, s);
+}
+int wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
+  struct rd r = rd_of(f);
+  h->uuid = rd_u64(&r);
+  h->gpu = (int32_t)rd_u32(&r);
+  h->nch = rd_u16(&r);
+  h->flags = rd_u32(&r);
+  rd_str(&r, h->name, sizeof(h->name));
+  if (!r.bad && (h->nch == 0 || h->nch > WIRE_MAX_CHANNELS))
+    return tpx_err(TPX_EPROTO, "hello: channel count %u outside 1..%d", h->nch, WIRE_MAX_CHANNELS);
+  h->handles = rd_take(&r, (size_t)h->nch * TPX_NET_HANDLE_BYTES);
+  return rd_done(&r, "hello");
+}
+
+int wire_put_error(struct wbuf *b, int32_t code, const char *msg) {
+  size_t s = frame_begin(b, MSG_ERROR);
+  wb_u32(b, (uint32_t)code);
+  size_t n = strnlen(msg, WIRE_MAX_ERRMSG);
+  wb_u16(b, (uint16_t)n);
+  wb_bytes(b, msg, n);
+  return frame_end(b, s);
+}
+int wire_get_error(const struct wire_frame *f, struct wire_error *m) {
+  struct rd r = rd_of(f);
+  m->code = (int32_t)rd_u32(&r);
+  uint16_t n = rd_u16(&r);
+  if (n > WIRE_MAX_ERRMSG) r.bad = 1;
+  const uint8_t *p = rd_take(&r, n);
+  m->msg[0] = '\0';
+  if (p) {
+    memcpy(m->msg, p, n);
+    m->msg[n] = '\0';
+  }
+  return rd_done(&r, "error");
+}
+
+int wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
+  size_t s = frame_begin(b, MSG_CTS);
+  wb_u64(b, m->recv_id);
+  wb_u64(b, m->tag);
+  wb_u64(b, m->cap);
+  return frame_end(b, s);
+}
+int wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
+  struct rd r = rd_of(f);
+  m->recv_id = rd_u64(&r);
+  m->tag = rd_u64(&r);
+  m->cap = rd_u64(&r);
+  return rd_done(&r, "cts");
+}
+
+static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHUNK; }
+
+int wire_put_send(struct wbuf *b, const struct wire_send *m) {
+  size_t s = frame_begin(b, MSG_SEND);
+  wb_u64(b, m->recv_id);
+  wb_u64(b, m->len);
+  wb_u16(b, m->first_ch);
+  wb_u32(b, m->chunk);
+  return frame_end(b, s);
+}
+int wire_get_send(const struct wire_frame *f, struct wire_send *m) {
+  struct rd r = rd_of(f);
+  m->recv_id = rd_u64(&r);
+  m->len = rd_u64(&r);
+  m->first_ch = rd_u16(&r);
+  m->chunk = rd_u32(&r);
+  int rc = rd_done(&r, "send");
+  if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err(TPX_EPROTO, "send: chunk size %u", m->chunk);
+  if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
+    rc = tpx_err(TPX_EPROTO, "send: first channel %u", m->first_ch);
+  return rc;
+}
+
+int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len) {
+  if (n > WIRE_MAX_ENTRIES || notif_len > TPX_NOTIF_MAX)
+    return tpx_err(TPX_EINVAL, "%s: %u entries / %u notification bytes over the limits",
+                   type == MSG_WRITE ? "write" : "read", n, notif_len);
+  size_t s = frame_begin(b, (uint8_t)type);
+  wb_u64(b, id);
+  wb_u16(b, first_ch);
+  wb_u32(b, chunk);
+  wb_u32(b, n);
+  uint8_t *p = wb_grow(b, (size_t)n * WIRE_ENTRY_BYTES);
+  if (p) {
+    for (uint32_t i = 0; i < n; i++, p += WIRE_ENTRY_BYTES) {
+      le_put64(p, e[i].region);
+      le_put64(p + 8, e[i].addr);
+      le_put64(p + 16, e[i].len);
+    }
+  }
+  wb_u8(b, notif != NULL);
+  wb_u32(b, notif_len);
+  wb_bytes(b, notif, notif_len);
+  return frame_end(b, s);
+}
+int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
+  const char *what = f->type == MSG_WRITE ? "write" : "read";
+  struct rd r = rd_of(f);
+  m->id = rd_u64(&r);
+  m->first_ch = rd_u16(&r);
+  m->chunk = rd_u32(&r);
+  m->n = rd_u32(&r);
+  if (!r.bad && m->n > WIRE_MAX_ENTRIES)
+    return tpx_err(TPX_EPROTO, "%s: %u entries exceeds %d", what, m->n, WIRE_MAX_ENTRIES);
+  m->entries = rd_take(&r, (size_t)m->n * WIRE_ENTRY_BYTES);
+  m->has_notif = rd_u8(&r);
+  m->notif_len = rd_u32(&r);
+  if (!r.bad && (m->has_notif > 1 || (!m->has_notif && m->notif_len)))
+    return tpx_err(TPX_EPROTO, "%s: inconsistent notification fields", what);
+  if (!r.bad && m->notif_len > TPX_NOTIF_MAX)
+    return tpx_err(TPX_EPROTO, "%s: notification of %u bytes exceeds %d", what, m->notif_len,
+                   TPX_NOTIF_MAX);
+  m->notif = rd_take(&r, m->notif_len);
+  int rc = rd_done(&r, what);
+  if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err(TPX_EPROTO, "%s: chunk size %u", what, m->chunk);
+  if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
+    rc = tpx_err(TPX_EPROTO, "%s: first channel %u", what, m->first_ch);
+  return rc;
+}
+void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
+  const uint8_t *p = entries + (size_t)i * WIRE_ENTRY_BYTES;
+  e->region = le_get64(p);
+  e->addr = le_get64(p + 8);
+  e->len = le_get64(p + 16);
+}
+
+int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m) {
+  size_t s = frame_begin(b, MSG_READ_DATA);
+  wb_u64(b, m->id);
+  wb_u16(b, m->first_ch);
+  return frame_end(b, s);
+}
+int wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
+  struct rd r = rd_of(f);
+  m->id = rd_u64(&r);
+  m->first_ch = rd_u16(&r);
+  int rc = rd_done(&r, "read data");
+  if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
+    rc = tpx_err(TPX_EPROTO, "read data: first channel %u", m->first_ch);
+  return rc;
+}
+
+int wire_put_status(struct wbuf *b, const struct wire_status *m) {
+  size_t s = frame_begin(b, MSG_STATUS);
+  wb_u8(b, m->what);
+  wb_u64(b, m->id);
+  wb_u32(b, (uint32_t)m->status);
+  return frame_end(b, s);
+}
+int wire_get_status(const struct wire_frame *f, struct wire_status *m) {
+  struct rd r = rd_of(f);
+  m->what = rd_u8(&r);
+  m->id = rd_u64(&r);
+  m->status = (int32_t)rd_u32(&r);
+  int rc = rd_done(&r, "status");
+  if (rc == 0 && (m->what < ST_WRITE || m->what > ST_SEND))
+    rc = tpx_err(TPX_EPROTO, "status: unknown kind %u", m->what);
+  if (rc == 0 && (m->status > 0 || m->status < TPX_EUNKNOWN))
+    rc = tpx_err(TPX_EPROTO, "status: code %d out of range", m->status);
+  return rc;
+}
+
+int wire_put_notif(struct wbuf *b, const void *msg, uint32_t len) {
+  if (len > TPX_NOTIF_MAX) return tpx_err(TPX_EINVAL, "notification of %u bytes exceeds %d", len, TPX_NOTIF_MAX);
+  size_t s = frame_begin(b, MSG_NOTIF);
+  wb_u32(b, len);
+  wb_bytes(b, msg, len);
+  return frame_end(b, s);
+}
+int wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
+  struct rd r = rd_of(f);
+  m->len = rd_u32(&r);
+  if (!r.bad && m->len > TPX_NOTIF_MAX)
+    return tpx_err(TPX_EPROTO, "notification of %u bytes exceeds %d", m->len, TPX_NOTIF_MAX);
+  m->msg = rd_take(&r, m->len);
+  return rd_done(&r, "notification");
+}
+
+int wire_put_bye(struct wbuf *b) {
+  size_t s = frame_begin(b, MSG_BYE);
+  return frame_end(b, s);
+}
+
+/* ---- blobs ---- */
+int conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
+  struct wbuf b = {0};
+  wb_u32(&b, BLOB_CONN_MAGIC);
+  wb_u8(&b, BLOB_VERSION);
+  wb_u64(&b, c->uuid);
+  wb_u32(&b, (uint32_t)c->gpu);
+  wb_u16(&b, c->port);
+  wb_str(&b, c->name, TPX_NAME_MAX - 1);
+  int naddr = c->naddr < 0 ? 0 : c->naddr > CONN_MAX_ADDRS ? CONN_MAX_ADDRS : c->naddr;
+  wb_u8(&b, (uint8_t)naddr);
+  for (int i = 0; i < naddr; i++) wb_str(&b, c->addr[i], CONN_ADDR_MAX - 1);
+  int rc = 0;
+  if (b.oom) rc = tpx_err(TPX_ENOMEM, "connection info: out of memory");
+  else if (b.len > cap) rc = tpx_err(TPX_EINVAL, "connection info needs %zu bytes, buffer has %zu", b.len, cap);
+  else {
+    memcpy(buf, b.p, b.len);
+    *len = b.len;
+  }
+  wbuf_free(&b);
+  return rc;
+}
+int conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
+  struct rd r = {buf, len, 0, 0};
+  memset(c, 0, sizeof(*c));
+  if (rd_u32(&r) != BLOB_CONN_MAGIC) return tpx_err(TPX_EPROTO, "connection info: bad magic");
+  uint8_t v = rd_u8(&r);
+  if (v != BLOB_VERSION) return tpx_err(TPX_EVERSION, "connection info: version %u, we read %u", v, BLOB_VERSION);
+  c->uuid = rd_u64(&r);
+  c->gpu = (int32_t)rd_u32(&r);
+  c->port = rd_u16(&r);
+  rd_str(&r, c->name, sizeof(c->name));
+  c->naddr = rd_u8(&r);
+  if (c->naddr > CONN_MAX_ADDRS) return tpx_err(TPX_EPROTO, "connection info: %d addresses", c->naddr);
+  for (int i = 0; i < c->naddr; i++) rd_str(&r, c->addr[i], CONN_ADDR_MAX);
+  if (r.bad || r.pos != r.len) return tpx_err(TPX_EPROTO, "connection info: malformed (%zu bytes)", len);
+  if (c->naddr == 0 || c->port == 0) return tpx_err(TPX_EPROTO, "connection info: no address or port");
+  return 0;
+}
+
+int md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len) {
+  if (cap < MD_BLOB_BYTES) return tpx_err(TPX_EINVAL, "descriptor needs %d bytes, buffer has %zu", MD_BLOB_BYTES, cap);
+  uint8_t *p = buf;
+  le_put32(p, BLOB_MD_MAGIC);
+  p[4] = BLOB_VERSION;
+  p[5] = m->type;
+  le_put32(p + 6, m->access);
+  le_put32(p + 10, (uint32_t)m->device);
+  le_put64(p + 14, m->owner);
+  le_put64(p + 22, m->region);
+  le_put64(p + 30, m->addr);
+  le_put64(p + 38, m->len);
+  *len = MD_BLOB_BYTES;
+  return 0;
+}
+int md_decode(const uint8_t *p, size_t len, struct md_info *m) {
+  if (len < 5 || le_get32(p) != BLOB_MD_MAGIC) return tpx_err(TPX_EPROTO, "memory descriptor: bad magic");
+  if (p[4] != BLOB_VERSION) return tpx_err(TPX_EVERSION, "memory descriptor: version %u, we read %u", p[4], BLOB_VERSION);
+  if (len != MD_BLOB_BYTES) return tpx_err(TPX_EPROTO, "memory descriptor: %zu bytes, expected %d", len, MD_BLOB_BYTES);
+  m->type = p[5];
+  m->access = le_get32(p + 6);
+  m->device = (int32_t)le_get32(p + 10);
+  m->owner = le_get64(p + 14);
+  m->region = le_get64(p + 22);
+  m->addr = le_get64(p + 30);
+  m->len = le_get64(p + 38);
+  if (m->type > 1 || (m->access & ~3u) != 0 || m->len == 0 || m->addr + m->len < m->addr)
+    return tpx_err(TPX_EPROTO, "memory descriptor: invalid fields");
+  return 0;
+}

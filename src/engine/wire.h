@@ -1,0 +1,190 @@
+/* The control-plane wire format: framed, versioned binary messages.
+ *
+ * Byte order: little-endian for every integer, everywhere (frames, connection
+ * info, memory descriptors). Encoders write bytes one at a time, so the host's
+ * own byte order and struct layout never reach the wire.
+ *
+ * Frame: magic u32 "TPXC" | version u8 | type u8 | flags u16 (0) | length u32,
+ * then `length` payload bytes (length <= WIRE_MAX_PAYLOAD). Each payload
+ * layout is below; decoders require the exact length (no trailing bytes) and
+ * bounds every count before using it.
+ */
+#ifndef TPX_ENGINE_WIRE_H
+#define TPX_ENGINE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/endpoint.h"
+#include "tpx/net.h"
+
+#define WIRE_MAGIC 0x43585054u /* bytes 'T' 'P' 'X' 'C' */
+#define WIRE_VERSION 1
+#define WIRE_HDR_BYTES 12
+#define WIRE_MAX_PAYLOAD (1u << 20)
+#define WIRE_MAX_CHANNELS 64
+#define WIRE_ENTRY_BYTES 24
+#define WIRE_MAX_ENTRIES 32768
+#define WIRE_MAX_CHUNK (4u << 20)
+#define WIRE_MAX_ERRMSG 200
+
+enum wire_type {
+  MSG_HELLO = 1,     /* connector -> acceptor: identity, channels, its listen handles */
+  MSG_HELLO_ACK = 2, /* acceptor -> connector: same, channel count agreed */
+  MSG_ERROR = 3,     /* fatal for the connection: code + text, then close */
+  MSG_CTS = 4,       /* receiver posted a recv: id, tag, capacity */
+  MSG_SEND = 5,      /* sender matched a CTS: data follows on the channels */
+  MSG_WRITE = 6,     /* one-sided write: entries (+notif); data follows */
+  MSG_READ = 7,      /* one-sided read request: entries (+notif) */
+  MSG_READ_DATA = 8, /* target accepted a read: data follows */
+  MSG_STATUS = 9,    /* completion/refusal of an id (write ack, read nack, send abort) */
+  MSG_NOTIF = 10,    /* standalone notification */
+  MSG_BYE = 11,      /* graceful close: no more messages from the sender */
+  MSG_TYPE_MAX = 11
+};
+
+/* MSG_STATUS.what: which id space the status refers to. */
+enum wire_status_what { ST_WRITE = 1, ST_READ = 2, ST_SEND = 3 };
+
+struct wire_frame {
+  uint8_t version;
+  uint8_t type;
+  uint32_t len;           /* payload bytes */
+  const uint8_t *payload; /* points into the caller's buffer */
+};
+
+/* Looks at the first `avail` bytes of a stream. Returns 0 when more bytes are
+ * needed, the total frame size (> 0) when a whole frame is there (f filled),
+ * TPX_EPROTO for a bad magic / flags / oversize length, TPX_EVERSION for
+ * another protocol version (f->version set). */
+long wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f);
+
+/* Growable output buffer. Encoders set `oom` on allocation failure. */
+struct wbuf {
+  uint8_t *p;
+  size_t len, cap;
+  int oom;
+};
+void wbuf_free(struct wbuf *b);
+
+struct wire_hello {
+  uint64_t uuid;
+  int32_t gpu;
+  uint16_t nch;
+  uint32_t flags;
+  char name[TPX_NAME_MAX];
+  const uint8_t *handles; /* nch * TPX_NET_HANDLE_BYTES, into the payload */
+};
+struct wire_entry {
+  uint64_t region, addr, len;
+};
+struct wire_rw { /* MSG_WRITE and MSG_READ */
+  uint64_t id;
+  uint16_t first_ch; /* MSG_WRITE only */
+  uint32_t chunk;
+  uint32_t n;
+  const uint8_t *entries; /* n * WIRE_ENTRY_BYTES */
+  uint8_t has_notif; /* a notification (possibly empty) rides along */
+  uint32_t notif_len;
+  const uint8_t *notif;
+};
+struct wire_read_data {
+  uint64_t id;
+  uint16_t first_ch;
+};
+struct wire_send {
+  uint64_t recv_id, len;
+  uint16_t first_ch;
+  uint32_t chunk;
+};
+struct wire_cts {
+  uint64_t recv_id, tag, cap;
+};
+struct wire_status {
+  uint8_t what;
+  uint64_t id;
+  int32_t status;
+};
+struct wire_notif {
+  uint32_t len;
+  const uint8_t *msg;
+};
+struct wire_error {
+  int32_t code;
+  char msg[WIRE_MAX_ERRMSG + 1];
+};
+
+/* Encoders append one whole frame to b; return 0 or TPX_ENOMEM / TPX_EINVAL. */
+int wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h);
+int wire_put_error(struct wbuf *b, int32_t code, const char *msg);
+int wire_put_cts(struct wbuf *b, const struct wire_cts *m);
+int wire_put_send(struct wbuf *b, const struct wire_send *m);
+/* type MSG_WRITE or MSG_READ; entries given as an array; notif NULL: none,
+ * non-NULL with notif_len 0: an empty notification */
+int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len);
+int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m);
+int wire_put_status(struct wbuf *b, const struct wire_status *m);
+int wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
+int wire_put_bye(struct wbuf *b);
+
+/* Decoders: 0 or TPX_EPROTO (detail recorded). */
+int wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
+int wire_get_error(const struct wire_frame *f, struct wire_error *m);
+int wire_get_cts(const struct wire_frame *f, struct wire_cts *m);
+int wire_get_send(const struct wire_frame *f, struct wire_send *m);
+int wire_get_rw(const struct wire_frame *f, struct wire_rw *m);
+int wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m);
+int wire_get_status(const struct wire_frame *f, struct wire_status *m);
+int wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
+void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
+
+/* Little-endian load/store helpers (also used for the blobs). */
+static inline void le_put16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static inline void le_put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void le_put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t le_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t le_get32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t le_get64(const uint8_t *p) {
+  return (uint64_t)le_get32(p) | ((uint64_t)le_get32(p + 4) << 32);
+}
+
+/* Blobs handed to applications (same byte order, own magic). */
+#define BLOB_CONN_MAGIC 0x49585054u /* "TPXI" */
+#define BLOB_MD_MAGIC 0x4d585054u   /* "TPXM" */
+#define BLOB_VERSION 1
+#define CONN_MAX_ADDRS 8
+#define CONN_ADDR_MAX 64
+
+struct conn_info {
+  uint64_t uuid;
+  int32_t gpu;
+  uint16_t port;
+  char name[TPX_NAME_MAX];
+  int naddr;
+  char addr[CONN_MAX_ADDRS][CONN_ADDR_MAX];
+};
+int conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len);
+int conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c);
+
+struct md_info {
+  uint64_t owner; /* owner endpoint uuid */
+  uint64_t region, addr, len;
+  uint32_t access;
+  uint8_t type;
+  int32_t device;
+};
+#define MD_BLOB_BYTES 46
+int md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len);
+int md_decode(const uint8_t *buf, size_t len, struct md_info *m);
+
+#endif

@@ -1,0 +1,39 @@
+/* Helpers for the engine tests: endpoint pairs over loopback, registered
+ * buffers, descriptor exchange. */
+#ifndef TPX_TESTS_ENG_H
+#define TPX_TESTS_ENG_H
+
+#include "testutil.h"
+#include "tpx/tpx.h"
+
+/* Configuration from the environment (so TPX_SOCK_STRICT applies), with
+ * test-friendly overrides. */
+void eng_cfg(tpx_config_t *cfg);
+
+typedef struct eng_pair {
+  tpx_endpoint_t *a, *b; /* a dialled b */
+  tpx_peer_t *ab;        /* a's handle on b */
+  tpx_peer_t *ba;        /* b's handle on a */
+} eng_pair_t;
+
+/* Two endpoints (ephemeral ports), connected. */
+void eng_pair_open(eng_pair_t *p, const tpx_config_t *cfg);
+void eng_pair_close(eng_pair_t *p);
+/* Connect a to b (b listening) and return both peer handles. */
+void eng_connect(tpx_endpoint_t *a, tpx_endpoint_t *b, tpx_peer_t **ab, tpx_peer_t **ba);
+
+typedef struct eng_buf {
+  uint8_t *p;
+  size_t len;
+  tpx_mem_t *mem;
+  tpx_rmem_t *rmem; /* as the peer sees it */
+} eng_buf_t;
+
+/* Allocate len bytes (page aligned), register with access, make the remote view. */
+void eng_buf(tpx_endpoint_t *ep, size_t len, unsigned access, eng_buf_t *b);
+void eng_buf_free(eng_buf_t *b);
+
+/* Wait with a bounded timeout (ms), assert the result code. */
+void eng_wait(tpx_xfer_t *x, int expect);
+
+#endif
