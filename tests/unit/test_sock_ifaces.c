@@ -1,0 +1,219 @@
+/* Built-in transport: NCCL_SOCKET_IFNAME parsing and matching, and the choice
+ * of devices and addresses from a synthetic interface list (pure functions). */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "sock/sock.h"
+#include "test_sock_util.h"
+
+static void test_parse(void **state) {
+  (void)state;
+  tpx_sock_iflist_t l;
+  assert_int_equal(tpx_sock_iflist_parse("eth,ens", &l), 0);
+  assert_int_equal(l.n, 2);
+  assert_false(l.exclude);
+  assert_false(l.exact);
+  assert_string_equal(l.names[0], "eth");
+  assert_string_equal(l.names[1], "ens");
+
+  assert_int_equal(tpx_sock_iflist_parse("^docker,lo", &l), 0);
+  assert_true(l.exclude);
+  assert_false(l.exact);
+  assert_int_equal(l.n, 2);
+
+  assert_int_equal(tpx_sock_iflist_parse("=eth0,eth1", &l), 0);
+  assert_true(l.exact);
+  assert_false(l.exclude);
+
+  assert_int_equal(tpx_sock_iflist_parse("^=eth0", &l), 0);
+  assert_true(l.exact);
+  assert_true(l.exclude);
+  assert_int_equal(l.n, 1);
+
+  /* Blanks and empty items are ignored. */
+  assert_int_equal(tpx_sock_iflist_parse(" eth0 ,, ib0 ,", &l), 0);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(l.names[0], "eth0");
+  assert_string_equal(l.names[1], "ib0");
+
+  assert_int_equal(tpx_sock_iflist_parse("", &l), 0);
+  assert_int_equal(l.n, 0);
+  assert_int_equal(tpx_sock_iflist_parse(NULL, &l), 0);
+  assert_int_equal(l.n, 0);
+
+  /* Too long a name, too many names. */
+  assert_int_equal(tpx_sock_iflist_parse("abcdefghijklmnopq", &l), TPX_EINVAL);
+  char many[400] = "";
+  for (int i = 0; i < TPX_SOCK_IFLIST_MAX + 1; i++) strcat(many, "e,");
+  assert_int_equal(tpx_sock_iflist_parse(many, &l), TPX_EINVAL);
+}
+
+static void test_match(void **state) {
+  (void)state;
+  tpx_sock_iflist_t l;
+  tpx_sock_iflist_parse("eth,ens", &l);
+  assert_true(tpx_sock_iflist_match(&l, "eth0"));
+  assert_true(tpx_sock_iflist_match(&l, "eth12"));
+  assert_true(tpx_sock_iflist_match(&l, "ens5"));
+  assert_false(tpx_sock_iflist_match(&l, "lo"));
+  assert_false(tpx_sock_iflist_match(&l, "et"));
+
+  tpx_sock_iflist_parse("=eth1", &l);
+  assert_true(tpx_sock_iflist_match(&l, "eth1"));
+  assert_false(tpx_sock_iflist_match(&l, "eth10"));
+  assert_false(tpx_sock_iflist_match(&l, "eth"));
+
+  tpx_sock_iflist_parse("^docker,lo", &l);
+  assert_true(tpx_sock_iflist_match(&l, "eth0"));
+  assert_false(tpx_sock_iflist_match(&l, "docker0"));
+  assert_false(tpx_sock_iflist_match(&l, "lo"));
+  assert_false(tpx_sock_iflist_match(&l, "lo2"));
+
+  tpx_sock_iflist_parse("^=eth1", &l);
+  assert_false(tpx_sock_iflist_match(&l, "eth1"));
+  assert_true(tpx_sock_iflist_match(&l, "eth10"));
+  assert_true(tpx_sock_iflist_match(&l, "lo"));
+
+  tpx_sock_iflist_parse("^", &l); /* exclude nothing */
+  assert_true(tpx_sock_iflist_match(&l, "eth0"));
+  tpx_sock_iflist_parse("", &l); /* include nothing */
+  assert_false(tpx_sock_iflist_match(&l, "eth0"));
+}
+
+static tpx_sock_ifaddr_t v4(const char *name, const char *ip, int up, int loop) {
+  tpx_sock_ifaddr_t a;
+  memset(&a, 0, sizeof(a));
+  strcpy(a.name, name);
+  a.up = up;
+  a.loopback = loop;
+  struct sockaddr_in *s = (struct sockaddr_in *)&a.addr;
+  s->sin_family = AF_INET;
+  inet_pton(AF_INET, ip, &s->sin_addr);
+  return a;
+}
+
+static tpx_sock_ifaddr_t v6(const char *name, const char *ip, int up, int loop) {
+  tpx_sock_ifaddr_t a;
+  memset(&a, 0, sizeof(a));
+  strcpy(a.name, name);
+  a.up = up;
+  a.loopback = loop;
+  struct sockaddr_in6 *s = (struct sockaddr_in6 *)&a.addr;
+  s->sin6_family = AF_INET6;
+  inet_pton(AF_INET6, ip, &s->sin6_addr);
+  return a;
+}
+
+static const char *ip_of(const tpx_sock_ifaddr_t *a, char *buf) {
+  char tmp[80];
+  tpx_sock_addr_str(&a->addr, tmp, sizeof(tmp));
+  strcpy(buf, tmp);
+  return buf;
+}
+
+static void test_select(void **state) {
+  (void)state;
+  tpx_sock_ifaddr_t all[] = {
+      v4("lo", "127.0.0.1", 1, 1),          v6("lo", "::1", 1, 1),
+      v6("eth0", "fe80::1", 1, 0),          v4("eth0", "10.0.0.2", 1, 0),
+      v6("eth0", "fd00::2", 1, 0),          v4("eth1", "10.0.1.2", 0, 0), /* down */
+      v6("eth2", "fe80::2", 1, 0),          v6("eth2", "2001:db8::2", 1, 0),
+      v4("docker0", "172.17.0.1", 1, 0),    v4("lo", "127.0.0.2", 1, 1),
+  };
+  int n = (int)TPX_ARRAY_LEN(all);
+  tpx_sock_ifaddr_t out[8];
+  char b[80];
+
+  /* Default: up, non-loopback, first-seen order, IPv4 preferred. */
+  int k = tpx_sock_select(NULL, 0, all, n, out, 8);
+  assert_int_equal(k, 3);
+  assert_string_equal(out[0].name, "eth0");
+  assert_string_equal(ip_of(&out[0], b), "10.0.0.2:0");
+  assert_string_equal(out[1].name, "eth2");
+  assert_string_equal(ip_of(&out[1], b), "[2001:db8::2]:0"); /* global over link-local */
+  assert_string_equal(out[2].name, "docker0");
+
+  /* Only loopback up: the default falls back to lo (127.0.0.1 exactly). */
+  tpx_sock_ifaddr_t only_lo[] = {v4("lo", "127.0.0.2", 1, 1), v4("lo", "127.0.0.1", 1, 1),
+                                 v4("eth0", "10.0.0.2", 0, 0)};
+  k = tpx_sock_select("", 0, only_lo, 3, out, 8);
+  assert_int_equal(k, 1);
+  assert_string_equal(out[0].name, "lo");
+  assert_string_equal(ip_of(&out[0], b), "127.0.0.1:0");
+
+  /* Explicit lists. */
+  k = tpx_sock_select("lo", 0, all, n, out, 8);
+  assert_int_equal(k, 1);
+  assert_string_equal(ip_of(&out[0], b), "127.0.0.1:0");
+  k = tpx_sock_select("lo", AF_INET6, all, n, out, 8);
+  assert_int_equal(k, 1);
+  assert_string_equal(ip_of(&out[0], b), "[::1]:0");
+  k = tpx_sock_select("^docker,lo", 0, all, n, out, 8);
+  assert_int_equal(k, 2);
+  k = tpx_sock_select("=eth", 0, all, n, out, 8);
+  assert_int_equal(k, 0);
+  k = tpx_sock_select("eth", AF_INET, all, n, out, 8);
+  assert_int_equal(k, 1); /* eth1 is down, eth2 has no IPv4 */
+  assert_string_equal(out[0].name, "eth0");
+  k = tpx_sock_select("eth", AF_INET6, all, n, out, 8);
+  assert_int_equal(k, 2);
+  assert_string_equal(ip_of(&out[0], b), "[fd00::2]:0");
+  k = tpx_sock_select("=eth1", 0, all, n, out, 8);
+  assert_int_equal(k, 0); /* down */
+  /* max bounds the output. */
+  k = tpx_sock_select(NULL, 0, all, n, out, 1);
+  assert_int_equal(k, 1);
+  assert_int_equal(tpx_sock_select("abcdefghijklmnopqrstu", 0, all, n, out, 8), TPX_EINVAL);
+}
+
+static void test_family(void **state) {
+  (void)state;
+  assert_int_equal(tpx_sock_parse_family(""), 0);
+  assert_int_equal(tpx_sock_parse_family(NULL), 0);
+  assert_int_equal(tpx_sock_parse_family("AF_INET"), AF_INET);
+  assert_int_equal(tpx_sock_parse_family("af_inet6"), AF_INET6);
+  assert_int_equal(tpx_sock_parse_family("6"), AF_INET6);
+  assert_int_equal(tpx_sock_parse_family("AF_UNIX"), TPX_EINVAL);
+}
+
+/* The real system through the transport: no match -> TPX_ENOENT, lo -> one
+ * device, a bad family -> TPX_EINVAL. */
+static void test_open_ifname(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  ts_cfg(&cfg, 0, 0, 0);
+  tpx_net_t *net = NULL;
+  snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=nosuchif0");
+  assert_int_equal(tpx_net_open_builtin(&cfg, &net), TPX_ENOENT);
+  assert_null(net);
+  snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=lo");
+  snprintf(cfg.socket_family, sizeof(cfg.socket_family), "AF_BOGUS");
+  assert_int_equal(tpx_net_open_builtin(&cfg, &net), TPX_EINVAL);
+  cfg.socket_family[0] = '\0';
+  assert_int_equal(tpx_net_open_builtin(&cfg, &net), 0);
+  int ndev = 0;
+  assert_int_equal(net->ops->devices(net, &ndev), 0);
+  assert_int_equal(ndev, 1);
+  net->ops->destroy(net);
+  /* The default (no list) finds at least one device on any machine. */
+  cfg.socket_ifname[0] = '\0';
+  assert_int_equal(tpx_net_open_builtin(&cfg, &net), 0);
+  assert_int_equal(net->ops->devices(net, &ndev), 0);
+  assert_true(ndev >= 1);
+  for (int i = 0; i < ndev; i++) {
+    tpx_net_props_t p;
+    assert_int_equal(net->ops->get_properties(net, i, &p), 0);
+    assert_true(p.speed_mbps > 0);
+    if (ndev > 1 || strcmp(p.name, "lo") != 0) assert_string_not_equal(p.name, "lo");
+  }
+  net->ops->destroy(net);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse),  cmocka_unit_test(test_match),
+      cmocka_unit_test(test_select), cmocka_unit_test(test_family),
+      cmocka_unit_test(test_open_ifname),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
