@@ -217,10 +217,15 @@ static int poll_ticket(tpx_unpacker_t *u, uint64_t ticket) {
   return q;
 }
 
-/* Retire whatever is already finished (oldest first). Lock held. */
+/* Retire whatever is already finished. The newest first: when it is done,
+ * one query retires everything; else oldest first until one is not done.
+ * Lock held. */
 static int reap(tpx_unpacker_t *u) {
-  while (u->count) {
-    int q = poll_ticket(u, u->retired);
+  if (!u->count) return 0;
+  int q = poll_ticket(u, u->next_ticket - 1);
+  if (q != 0) return q < 0 ? q : 0;
+  while (u->count > 1) {
+    q = poll_ticket(u, u->retired);
     if (q <= 0) return q;
   }
   return 0;
@@ -361,8 +366,11 @@ int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *
   if (c->cnt && (!c->meta || !c->bounce || !c->dst))
     return tpx_err(TPX_EINVAL, "unpack on GPU %d: NULL metadata or buffer", u->dev);
   pthread_mutex_lock(&u->mu);
-  int rc = reap(u);
-  if (rc < 0) goto out;
+  int rc = u->failed;
+  if (rc) goto out;
+  /* Retiring costs event queries: only when the ring is half full (the
+   * caller's own polling retires the rest). */
+  if (u->count >= u->o.max_inflight / 2 && (rc = reap(u)) < 0) goto out;
   if (u->count == u->o.max_inflight) {
     rc = tpx_err_quiet(TPX_EAGAIN, "unpack on GPU %d: %u chunks in flight", u->dev, u->count);
     goto out;
