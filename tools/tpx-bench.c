@@ -1,0 +1,411 @@
+/* tpx-bench: host-memory transfers through the engine.
+ *
+ *   tpx-bench server [--port P] [--host ADDR]          serve one client, then exit
+ *   tpx-bench client HOST [--port P]                    drive the transfers
+ *   tpx-bench loopback                                  both in one process
+ * Options (client/loopback decide, the server follows):
+ *   --size N (K/M/G suffixes, default 64M)  --iters N (20)  --warmup N (2)
+ *   --op write|read|send (write)  --channels N  --chunk N  --latency (4 KiB
+ *   one-way latency: ping-pong, round trip / 2; read: full round trip)
+ *
+ * Bandwidth is bytes moved per second by this one GPU/endpoint pair, GB = 1e9
+ * bytes; with one pair per process "per GPU" and "total" are the same number.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tpx/tpx.h"
+
+struct opts {
+  const char *mode;
+  const char *host;
+  const char *listen_host;
+  int port;
+  size_t size;
+  int iters, warmup;
+  int op; /* TPX_OP_WRITE/READ/SEND */
+  int channels;
+  size_t chunk;
+  int latency;
+  int size_set;
+};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int die(const char *what, int rc) {
+  fprintf(stderr, "tpx-bench: %s: %s (%s)\n", what, tpx_strerror(rc), tpx_last_error());
+  return 1;
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno || end == s) return -1;
+  if (*end == 'k' || *end == 'K') v <<= 10, end++;
+  else if (*end == 'm' || *end == 'M') v <<= 20, end++;
+  else if (*end == 'g' || *end == 'G') v <<= 30, end++;
+  if (*end) return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+static const char *op_name(int op) { return op == TPX_OP_READ ? "read" : op == TPX_OP_SEND ? "send" : "write"; }
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: tpx-bench server [--port P] [--host ADDR]\n"
+          "       tpx-bench client HOST [--port P] [options]\n"
+          "       tpx-bench loopback [options]\n"
+          "options: --size N[K|M|G] --iters N --warmup N --op write|read|send --channels N --chunk N --latency\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o) {
+  memset(o, 0, sizeof(*o));
+  o->size = 64u << 20;
+  o->iters = 20;
+  o->warmup = 2;
+  o->op = TPX_OP_WRITE;
+  if (argc < 2) return -1;
+  o->mode = argv[1];
+  int i = 2;
+  if (strcmp(o->mode, "client") == 0) {
+    if (argc < 3) return -1;
+    o->host = argv[2];
+    i = 3;
+  } else if (strcmp(o->mode, "server") != 0 && strcmp(o->mode, "loopback") != 0) {
+    return -1;
+  }
+  for (; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--latency") == 0) {
+      o->latency = 1;
+      continue;
+    }
+    if (!v) return -1;
+    i++;
+    if (strcmp(a, "--port") == 0) o->port = atoi(v);
+    else if (strcmp(a, "--host") == 0) o->listen_host = v;
+    else if (strcmp(a, "--size") == 0) {
+      if (parse_size(v, &o->size)) return -1;
+      o->size_set = 1;
+    } else if (strcmp(a, "--iters") == 0) o->iters = atoi(v);
+    else if (strcmp(a, "--warmup") == 0) o->warmup = atoi(v);
+    else if (strcmp(a, "--channels") == 0) o->channels = atoi(v);
+    else if (strcmp(a, "--chunk") == 0) {
+      if (parse_size(v, &o->chunk)) return -1;
+    } else if (strcmp(a, "--op") == 0) {
+      if (strcmp(v, "write") == 0) o->op = TPX_OP_WRITE;
+      else if (strcmp(v, "read") == 0) o->op = TPX_OP_READ;
+      else if (strcmp(v, "send") == 0) o->op = TPX_OP_SEND;
+      else return -1;
+    } else return -1;
+  }
+  if (o->latency && !o->size_set) o->size = 4096;
+  if (o->iters < 1 || o->warmup < 0 || o->size == 0) return -1;
+  return 0;
+}
+
+static void make_cfg(const struct opts *o, tpx_config_t *cfg) {
+  tpx_config_from_env(cfg);
+  if (o->channels > 0) cfg->num_channels = o->channels;
+  if (o->chunk > 0) cfg->chunk_bytes = o->chunk;
+}
+
+/* The client tells the server what to do in its first notification:
+ * "CFG <op> <size> <iters> <warmup> <latency>" followed by its buffer's
+ * public descriptor (the server writes back into it in write-latency mode). */
+struct cfgmsg {
+  int op, iters, warmup, latency;
+  size_t size;
+};
+
+static int wait_notif(tpx_endpoint_t *ep, tpx_notif_t *n, const char *what) {
+  int r = tpx_wait_notif(ep, 60000, n);
+  if (r != 1) {
+    fprintf(stderr, "tpx-bench: no %s notification within 60 s\n", what);
+    return -1;
+  }
+  return 0;
+}
+
+static int xwait(tpx_xfer_t *x, const char *what) {
+  int rc = tpx_xfer_wait(x, -1);
+  if (rc) return die(what, rc);
+  return 0;
+}
+
+/* ---------------- server ---------------- */
+static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_mutex_t *mu, pthread_cond_t *cv) {
+  tpx_config_t cfg;
+  make_cfg(o, &cfg);
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.name = "bench-server";
+  p.port = o->port;
+  p.listen_host = o->listen_host;
+  tpx_endpoint_t *ep = NULL;
+  int rc = tpx_endpoint_create(&p, &ep);
+  if (ready_ep) { /* loopback: hand the endpoint (its port) to the client */
+    pthread_mutex_lock(mu);
+    *ready_ep = rc == 0 ? ep : (tpx_endpoint_t *)-1;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
+  }
+  if (rc) return die("endpoint", rc);
+  if (!ready_ep) printf("[SERVER] listening on port %d (transport %s)\n", tpx_endpoint_port(ep), tpx_endpoint_transport(ep));
+  fflush(stdout);
+  tpx_peer_t *peer = NULL;
+  rc = tpx_accept(ep, -1, &peer);
+  if (rc) return die("accept", rc);
+  tpx_notif_t n;
+  int ret = 1;
+  void *buf = NULL;
+  tpx_mem_t *mem = NULL;
+  tpx_rmem_t *cli = NULL;
+  if (wait_notif(ep, &n, "configuration")) goto out;
+  struct cfgmsg c;
+  if (n.len < sizeof(c) + 4 || memcmp(n.msg, "CFG", 4) != 0) {
+    fprintf(stderr, "tpx-bench: bad configuration message\n");
+    goto out;
+  }
+  memcpy(&c, n.msg + 4, sizeof(c));
+  if ((rc = tpx_load_remote_md(n.msg + 4 + sizeof(c), n.len - 4 - sizeof(c), &cli))) {
+    die("client descriptor", rc);
+    goto out;
+  }
+  buf = aligned_alloc(4096, (c.size + 4095) & ~(size_t)4095);
+  if (!buf) {
+    fprintf(stderr, "tpx-bench: cannot allocate %zu bytes\n", c.size);
+    goto out;
+  }
+  memset(buf, 0x5a, c.size);
+  tpx_mem_desc_t d = {buf, c.size, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
+  if ((rc = tpx_mem_register(ep, &d, &mem))) {
+    die("register", rc);
+    goto out;
+  }
+  uint8_t md[TPX_MD_MAX + 4] = "MD";
+  size_t mdl = 0;
+  tpx_mem_get_public_data(mem, md + 4, TPX_MD_MAX, &mdl);
+  if ((rc = tpx_notify(peer, md, mdl + 4))) {
+    die("notify", rc);
+    goto out;
+  }
+  int total = c.iters + c.warmup;
+  if (c.op == TPX_OP_SEND) {
+    tpx_xfer_t *r = NULL, *s = NULL;
+    if ((rc = tpx_xfer_prep_recv(peer, mem, 0, c.size, 1, &r)) ||
+        (c.latency && (rc = tpx_xfer_prep_send(peer, mem, 0, c.size, 2, &s)))) {
+      die("prepare", rc);
+      goto out;
+    }
+    double sum = 0;
+    for (int i = 0; i < total; i++) {
+      double t0 = now_ms();
+      if ((rc = tpx_xfer_post(r)) || xwait(r, "recv")) goto out2;
+      if (c.latency && ((rc = tpx_xfer_post(s)) || xwait(s, "send"))) goto out2;
+      double dt = now_ms() - t0;
+      if (!c.latency && i >= c.warmup && !ready_ep) {
+        sum += dt;
+        printf("[PERF][SERVER] Iter %d time=%.3f ms\n", i - c.warmup, dt);
+      }
+    }
+    if (!c.latency && !ready_ep)
+      printf("[PERF][SERVER] Avg (%d iter): %.3f ms, BW: %.2f GB/s (receiver, per GPU)\n", c.iters,
+             sum / c.iters, c.size / (sum / c.iters * 1e-3) / 1e9);
+  out2:
+    tpx_xfer_free(r);
+    tpx_xfer_free(s);
+  } else if (c.op == TPX_OP_WRITE && c.latency) {
+    tpx_iov_t v = {mem, 0, cli, 0, c.size};
+    tpx_xfer_t *w = NULL;
+    if ((rc = tpx_xfer_prep_write(peer, &v, 1, "p", 1, &w))) {
+      die("prepare", rc);
+      goto out;
+    }
+    for (int i = 0; i < total; i++) {
+      if (wait_notif(ep, &n, "ping")) break;
+      if ((rc = tpx_xfer_post(w)) || xwait(w, "write")) break;
+    }
+    tpx_xfer_free(w);
+  }
+  if (wait_notif(ep, &n, "done") == 0) ret = 0;
+out:
+  if (mem) {
+    tpx_peer_close(peer);
+    peer = NULL;
+    tpx_mem_deregister(mem);
+  }
+  tpx_peer_close(peer);
+  tpx_rmem_free(cli);
+  free(buf);
+  tpx_endpoint_destroy(ep);
+  return ret;
+}
+
+/* ---------------- client ---------------- */
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int run_client(const struct opts *o, const char *host, int port) {
+  tpx_config_t cfg;
+  make_cfg(o, &cfg);
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.name = "bench-client";
+  p.no_listen = 1;
+  tpx_endpoint_t *ep = NULL;
+  int rc = tpx_endpoint_create(&p, &ep);
+  if (rc) return die("endpoint", rc);
+  if (port <= 0) port = cfg.port_base;
+  tpx_peer_t *peer = NULL;
+  int ret = 1;
+  void *buf = aligned_alloc(4096, (o->size + 4095) & ~(size_t)4095);
+  tpx_mem_t *mem = NULL;
+  tpx_rmem_t *srv = NULL;
+  double *t = calloc((size_t)o->iters, sizeof(double));
+  if (!buf || !t) {
+    fprintf(stderr, "tpx-bench: out of memory\n");
+    goto out;
+  }
+  memset(buf, 0xa5, o->size);
+  if ((rc = tpx_connect(ep, host, port, &peer))) {
+    die("connect", rc);
+    goto out;
+  }
+  tpx_mem_desc_t d = {buf, o->size, TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+  if ((rc = tpx_mem_register(ep, &d, &mem))) {
+    die("register", rc);
+    goto out;
+  }
+  uint8_t msg[4 + sizeof(struct cfgmsg) + TPX_MD_MAX] = "CFG";
+  struct cfgmsg c = {o->op, o->iters, o->warmup, o->latency, o->size};
+  memcpy(msg + 4, &c, sizeof(c));
+  size_t mdl = 0;
+  tpx_mem_get_public_data(mem, msg + 4 + sizeof(c), TPX_MD_MAX, &mdl);
+  if ((rc = tpx_notify(peer, msg, 4 + sizeof(c) + mdl))) {
+    die("notify", rc);
+    goto out;
+  }
+  tpx_notif_t n;
+  if (wait_notif(ep, &n, "descriptor")) goto out;
+  if (n.len < 4 || memcmp(n.msg, "MD", 3) != 0 || (rc = tpx_load_remote_md(n.msg + 4, n.len - 4, &srv))) {
+    fprintf(stderr, "tpx-bench: bad descriptor message\n");
+    goto out;
+  }
+  printf("[BENCH] op=%s size=%zu iters=%d channels=%d chunk=%zu transport=%s%s\n", op_name(o->op), o->size,
+         o->iters, tpx_peer_num_channels(peer), cfg.chunk_bytes, tpx_endpoint_transport(ep),
+         o->latency ? " latency" : "");
+  tpx_xfer_t *x = NULL, *r = NULL;
+  tpx_iov_t v = {mem, 0, srv, 0, o->size};
+  if (o->op == TPX_OP_WRITE) rc = tpx_xfer_prep_write(peer, &v, 1, o->latency ? "p" : NULL, o->latency, &x);
+  else if (o->op == TPX_OP_READ) rc = tpx_xfer_prep_read(peer, &v, 1, NULL, 0, &x);
+  else {
+    rc = tpx_xfer_prep_send(peer, mem, 0, o->size, 1, &x);
+    if (rc == 0 && o->latency) rc = tpx_xfer_prep_recv(peer, mem, 0, o->size, 2, &r);
+  }
+  if (rc) {
+    die("prepare", rc);
+    goto out;
+  }
+  int total = o->iters + o->warmup;
+  for (int i = 0; i < total; i++) {
+    double t0 = now_ms();
+    if (o->latency && r && (rc = tpx_xfer_post(r))) break;
+    if ((rc = tpx_xfer_post(x))) break;
+    if ((rc = tpx_xfer_wait(x, -1))) break;
+    if (o->latency && r && (rc = tpx_xfer_wait(r, -1))) break;
+    if (o->latency && o->op == TPX_OP_WRITE && wait_notif(ep, &n, "pong")) {
+      rc = TPX_ETIMEDOUT;
+      break;
+    }
+    double dt = now_ms() - t0;
+    if (i < o->warmup) continue;
+    t[i - o->warmup] = dt;
+    if (!o->latency) printf("[PERF] Iter %d time=%.3f ms\n", i - o->warmup, dt);
+  }
+  tpx_xfer_free(x);
+  tpx_xfer_free(r);
+  if (rc) {
+    die(op_name(o->op), rc);
+    goto out;
+  }
+  double sum = 0;
+  for (int i = 0; i < o->iters; i++) sum += t[i];
+  double avg = sum / o->iters;
+  if (o->latency) {
+    qsort(t, (size_t)o->iters, sizeof(double), cmp_double);
+    double div = o->op == TPX_OP_READ ? 1.0 : 2.0;
+    printf("[PERF] Latency (%d iter, %zu B, %s, %s): avg %.2f us, p50 %.2f us, p99 %.2f us\n", o->iters, o->size,
+           op_name(o->op), o->op == TPX_OP_READ ? "full read round trip" : "one-way = round trip / 2",
+           avg * 1e3 / div, t[o->iters / 2] * 1e3 / div, t[(o->iters * 99) / 100] * 1e3 / div);
+  } else {
+    printf("[PERF] Avg (%d iter): %.3f ms, BW: %.2f GB/s (per GPU; 1 GPU, so also total; GB = 1e9 B)\n",
+           o->iters, avg, o->size / (avg * 1e-3) / 1e9);
+  }
+  fflush(stdout);
+  tpx_notify(peer, "DONE", 4);
+  ret = 0;
+out:
+  tpx_peer_close(peer);
+  if (mem) tpx_mem_deregister(mem);
+  tpx_rmem_free(srv);
+  free(buf);
+  free(t);
+  tpx_endpoint_destroy(ep);
+  return ret;
+}
+
+/* ---------------- loopback ---------------- */
+struct lb {
+  struct opts o;
+  tpx_endpoint_t *ep;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int ret;
+};
+
+static void *server_thread(void *arg) {
+  struct lb *l = arg;
+  l->ret = run_server(&l->o, &l->ep, &l->mu, &l->cv);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  struct opts o;
+  if (parse(argc, argv, &o) != 0) {
+    usage();
+    return 2;
+  }
+  if (strcmp(o.mode, "server") == 0) return run_server(&o, NULL, NULL, NULL);
+  if (strcmp(o.mode, "client") == 0) return run_client(&o, o.host, o.port);
+  struct lb l;
+  memset(&l, 0, sizeof(l));
+  l.o = o;
+  l.o.port = TPX_PORT_EPHEMERAL;
+  l.o.listen_host = "127.0.0.1";
+  pthread_mutex_init(&l.mu, NULL);
+  pthread_cond_init(&l.cv, NULL);
+  pthread_t th;
+  if (pthread_create(&th, NULL, server_thread, &l) != 0) return 1;
+  pthread_mutex_lock(&l.mu);
+  while (!l.ep) pthread_cond_wait(&l.cv, &l.mu);
+  pthread_mutex_unlock(&l.mu);
+  int rc = 1;
+  if (l.ep != (tpx_endpoint_t *)-1) rc = run_client(&o, "127.0.0.1", tpx_endpoint_port(l.ep));
+  pthread_join(th, NULL);
+  return rc ? rc : l.ret;
+}
