@@ -293,8 +293,13 @@ static int warm_up(void) {
   }
   cf_teardown_all(links, N);
   if (cf_sync("warm-up done") != 0 && rc == 0) rc = TPX_ESYSTEM;
-  if (rc) fprintf(stderr, "tpx-conformance: warm-up (8 links, 64 KiB each) failed: rc %d: %s\n",
-                  rc, why);
+  if (rc) {
+    fprintf(stderr, "tpx-conformance: warm-up (8 links, 64 KiB each) failed: rc %d: %s\n", rc,
+            why);
+    if (strstr(why, "no size"))
+      fprintf(stderr, "tpx-conformance: this transport reports no receive sizes (as TCPX and "
+                      "the built-in's strict mode): run with --quirks 1\n");
+  }
   return rc;
 }
 
