@@ -529,12 +529,10 @@ int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   if (p->fn.init_v11) r = p->fn.init_v11(&p->ctx, new_comm_id(), &p->config, logger, NULL);
   else if (p->fn.init_v10) r = p->fn.init_v10(logger, NULL);
   else r = p->fn.init_v7(logger);
-  if (r != NCCLNET_SUCCESS) {
-    int rc = tpx_err(tpx_from_nccl(r), "net plugin %s (%s, v%d): init failed with ncclResult %d",
-                     p->net.name, p->file, p->version, r);
-    tpx_adapt_fini(p);
-    return rc;
-  }
+  if (r != NCCLNET_SUCCESS)
+    return tpx_err(tpx_from_nccl(r), "net plugin %s (%s, v%d): init failed with ncclResult %d",
+                   p->net.name, p->file, p->version, r);
+  p->inited = 1;
   int ndev = 0;
   r = p->fn.devices(&ndev);
   int rc = 0;
@@ -578,11 +576,13 @@ int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   return 0;
 }
 
+/* As NCCL: every successful init is paired with finalize(ctx), whatever ctx is. */
 void tpx_adapt_fini(struct tpx_plugin *p) {
-  if (p->fn.finalize && p->ctx) {
+  if (p->fn.finalize && p->inited) {
     ncclnet_result_t r = p->fn.finalize(p->ctx);
     if (r != NCCLNET_SUCCESS)
       TPX_WARN("net plugin %s: finalize failed with ncclResult %d", p->net.name, r);
   }
   p->ctx = NULL;
+  p->inited = 0;
 }

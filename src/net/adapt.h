@@ -62,7 +62,8 @@ struct tpx_plugin {
   void *dl;
   int version;
   char file[PATH_MAX];
-  void *ctx;                       /* v11 per-"communicator" context */
+  void *ctx;                       /* v11 per-"communicator" context (may be NULL) */
+  int inited;                      /* init succeeded: finalize is owed (v11) */
   ncclnet_comm_config_t config;    /* v10 connect / v11 init */
   int ndev;
   int max_recvs;                   /* max over devices, capped at TPX_NET_MAX_RECVS */
