@@ -334,7 +334,7 @@ static void *progress_main(void *arg) {
 
 /* Wait (lock held) until pred(arg) is true or the deadline passes.
  * Drives progress itself when there is no progress thread. */
-static int ep_wait_until(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline) {
+int ep_wait_until(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline) {
   unsigned spins = 0;
   if (ep->thread_on) ep->waiters++;
   int ok;

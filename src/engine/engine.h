@@ -48,7 +48,8 @@ struct tpx_mem {
   int device;
   unsigned access;
   int internal; /* engine scratch: never reachable by peers */
-  int refs;     /* transfers (prepared or running) using it */
+  int refs;     /* user transfer handles (prepared or running) using it */
+  int irefs;    /* peers' requests being served from / into it */
   uint32_t npieces;
   void ***mh; /* [comm slot] -> mhandle per piece, lazily filled */
   int mh_cap;
@@ -286,6 +287,7 @@ void ep_wake(tpx_endpoint_t *ep);
 void ep_signal(tpx_endpoint_t *ep);
 int ep_pass(tpx_endpoint_t *ep);
 void ep_idle(tpx_endpoint_t *ep, unsigned *spins, int busy);
+int ep_wait_until(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline);
 void ep_deliver_notif(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len);
 int ep_slot_alloc(tpx_endpoint_t *ep, void *comm);
 void ep_slot_release(tpx_endpoint_t *ep, int slot);

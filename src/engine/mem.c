@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "engine/engine.h"
 
 static uint32_t hash_id(uint64_t id) {
@@ -153,10 +154,25 @@ void mem_unregister(struct tpx_mem *m) {
   free(m);
 }
 
+static int no_irefs(tpx_endpoint_t *ep, void *arg) {
+  (void)ep;
+  return ((struct tpx_mem *)arg)->irefs == 0;
+}
+
 int tpx_mem_deregister(tpx_mem_t *m) {
   if (!m) return tpx_err(TPX_EINVAL, "tpx_mem_deregister: NULL");
   tpx_endpoint_t *ep = m->ep;
   pthread_mutex_lock(&ep->lock);
+  /* A peer's write or read may still be finishing on it (the initiator can
+   * see completion before our last send request is reaped): wait for those. */
+  if (m->refs == 0 && m->irefs > 0)
+    ep_wait_until(ep, no_irefs, m, tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms));
+  if (m->irefs > 0) {
+    int refs = m->irefs;
+    pthread_mutex_unlock(&ep->lock);
+    return tpx_err(TPX_EAGAIN, "tpx_mem_deregister: region %llu is still used by %d request(s) of peers",
+                   (unsigned long long)m->id, refs);
+  }
   if (m->refs > 0) {
     int refs = m->refs;
     pthread_mutex_unlock(&ep->lock);

@@ -87,8 +87,11 @@ static void fifo_push(struct tpx_peer *p, struct op *o) {
 
 static void op_release_refs(struct op *o) {
   if (!o->refs_taken) return;
-  for (uint32_t i = 0; i < o->nents; i++)
-    if (o->ents[i].mem) o->ents[i].mem->refs--;
+  for (uint32_t i = 0; i < o->nents; i++) {
+    if (!o->ents[i].mem) continue;
+    if (o->user) o->ents[i].mem->refs--;
+    else o->ents[i].mem->irefs--;
+  }
   o->refs_taken = 0;
 }
 
@@ -322,7 +325,7 @@ static int on_write(struct tpx_peer *p, const struct wire_frame *f) {
       o->ents[i].len = e.len;
     }
   } else {
-    for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->refs++;
+    for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
     o->refs_taken = 1;
   }
   o->total = total;
@@ -369,7 +372,7 @@ static int on_read(struct tpx_peer *p, const struct wire_frame *f) {
       return 0;
     }
   }
-  for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->refs++;
+  for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
   o->refs_taken = 1;
   o->nchunks = plan_nchunks(o->ents, o->nents, o->chunk);
   if (o->nchunks >= MAX_OP_CHUNKS) {
