@@ -17,29 +17,37 @@
 #include "tpx/net.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: tpx-info [--plugin SPEC]\n"
-          "  SPEC: \"\", tpx or builtin (the built-in TCP transport), a path to an NCCL net\n"
-          "        plugin, or a name N for libnccl-net-N.so (e.g. tcpx). Default: TPX_NET_PLUGIN.\n");
+  fprintf(
+      f,
+      "usage: tpx-info [--plugin SPEC]\n"
+      "  SPEC: \"\", tpx or builtin (the built-in TCP transport), a path to an NCCL net\n"
+      "        plugin, or a name N for libnccl-net-N.so (e.g. tcpx). Default: TPX_NET_PLUGIN.\n");
 }
 
 static const char *ptr_str(int bits, char *buf, size_t cap) {
-  snprintf(buf, cap, "%s%s%s%s", bits & TPX_PTR_HOST ? "HOST " : "", bits & TPX_PTR_CUDA ? "CUDA " : "",
-           bits & TPX_PTR_DMABUF ? "DMABUF " : "", bits == 0 ? "none " : "");
+  snprintf(buf, cap, "%s%s%s%s", bits & TPX_PTR_HOST ? "HOST " : "",
+           bits & TPX_PTR_CUDA ? "CUDA " : "", bits & TPX_PTR_DMABUF ? "DMABUF " : "",
+           bits == 0 ? "none " : "");
   size_t n = strlen(buf);
   if (n) buf[n - 1] = '\0';
   return buf;
 }
 
 static const char *bytes_str(size_t v, char *buf, size_t cap) {
-  if (v == SIZE_MAX) snprintf(buf, cap, "unlimited");
-  else if (v >= (1ull << 30) && v % (1ull << 30) == 0) snprintf(buf, cap, "%zu GiB", v >> 30);
-  else if (v >= (1ull << 20) && v % (1ull << 20) == 0) snprintf(buf, cap, "%zu MiB", v >> 20);
-  else snprintf(buf, cap, "%zu B", v);
+  if (v == SIZE_MAX)
+    snprintf(buf, cap, "unlimited");
+  else if (v >= (1ull << 30) && v % (1ull << 30) == 0)
+    snprintf(buf, cap, "%zu GiB", v >> 30);
+  else if (v >= (1ull << 20) && v % (1ull << 20) == 0)
+    snprintf(buf, cap, "%zu MiB", v >> 20);
+  else
+    snprintf(buf, cap, "%zu B", v);
   return buf;
 }
 
-static int is_loopback_name(const char *name) { return strncmp(name, "lo", 2) == 0; }
+static int is_loopback_name(const char *name) {
+  return strncmp(name, "lo", 2) == 0;
+}
 
 int main(int argc, char **argv) {
   const char *spec = NULL;
@@ -73,8 +81,10 @@ int main(int argc, char **argv) {
   }
   const char *file = tpx_net_plugin_file(net);
   printf("name           %s\n", net->name);
-  if (net->abi_version) printf("ncclNet ABI    v%d\n", net->abi_version);
-  else printf("ncclNet ABI    (built in, not loaded through the plugin ABI)\n");
+  if (net->abi_version)
+    printf("ncclNet ABI    v%d\n", net->abi_version);
+  else
+    printf("ncclNet ABI    (built in, not loaded through the plugin ABI)\n");
   printf("file           %s\n", file ? file : "(part of this program)");
 
   int warnings = 0;
@@ -104,8 +114,10 @@ int main(int argc, char **argv) {
     printf("    latency        %.1f us\n", (double)p.latency_us);
     printf("    max comms      %d\n", p.max_comms);
     printf("    max recvs      %d (buffers per grouped receive)\n", p.max_recvs);
-    if (p.dev_type == TPX_NET_DEV_UNPACK) printf("    device offload UNPACK v%d\n", p.dev_version);
-    else printf("    device offload none (HOST)\n");
+    if (p.dev_type == TPX_NET_DEV_UNPACK)
+      printf("    device offload UNPACK v%d\n", p.dev_version);
+    else
+      printf("    device offload none (HOST)\n");
     printf("    reg is global  %s\n", p.reg_is_global ? "yes" : "no");
     printf("    force flush    %s\n", p.force_flush ? "yes" : "no");
     printf("    max p2p bytes  %s\n", bytes_str(p.max_p2p_bytes, mp, sizeof(mp)));
@@ -114,20 +126,23 @@ int main(int argc, char **argv) {
       any_unpack = 1;
       /* Real devmem plugins only: the built-in transport's emulation works anywhere. */
       if (is_loopback_name(p.name) && strcmp(net->name, "tpx") != 0)
-        WARNF("device %d (%s) is loopback but the plugin offloads receives (UNPACK): devmem TCP does "
-              "not work over loopback (the receiver fails with \"rx no cmsg\"); use two nodes",
-              d, p.name);
+        WARNF(
+            "device %d (%s) is loopback but the plugin offloads receives (UNPACK): devmem TCP does "
+            "not work over loopback (the receiver fails with \"rx no cmsg\"); use two nodes",
+            d, p.name);
     }
     if (p.ptr_support & TPX_PTR_CUDA) any_cuda = 1;
   }
 
   printf("\n== checks\n");
-  if (ndev == 0) WARNF("no devices: nothing can be sent (check TPX_SOCKET_IFNAME / the plugin's NIC list)");
+  if (ndev == 0)
+    WARNF("no devices: nothing can be sent (check TPX_SOCKET_IFNAME / the plugin's NIC list)");
   if (net->abi_version == 7 || net->abi_version == 8)
     printf("note           ncclNet v%d takes int sizes: at most 2 GiB - 1 per request%s\n",
            net->abi_version, net->abi_version == 7 ? " and per registration" : "");
   if (any_unpack && cfg->window > 16)
-    WARNF("TPX_WINDOW=%d but UNPACK plugins such as GPUDirect-TCPX allow 16 requests per comm", cfg->window);
+    WARNF("TPX_WINDOW=%d but UNPACK plugins such as GPUDirect-TCPX allow 16 requests per comm",
+          cfg->window);
 #ifndef TPX_HAVE_CUDA
   if (any_cuda || any_unpack)
     WARNF("the transport takes GPU memory but this build has no CUDA support: host memory only");
@@ -136,7 +151,8 @@ int main(int argc, char **argv) {
 #endif
   if (strcmp(net->name, "tpx") == 0 && net->abi_version == 0) {
     if (cfg->socket_ifname[0] == '\0')
-      printf("note           TPX_SOCKET_IFNAME unset: every up non-loopback interface (else loopback)\n");
+      printf("note           TPX_SOCKET_IFNAME unset: every up non-loopback interface (else "
+             "loopback)\n");
   }
   if (warnings == 0) printf("ok             no warnings\n");
 

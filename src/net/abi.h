@@ -42,8 +42,8 @@ enum {
 #define NCCLNET_PTR_HOST 0x1
 #define NCCLNET_PTR_CUDA 0x2
 #define NCCLNET_PTR_DMABUF 0x4
-#define NCCLNET_MAX_REQUESTS 32      /* per comm, NCCL >= 2.19.1 */
-#define NCCLNET_MAX_DEVS_PER_NIC 4   /* vProps.devs[] length, v9..v11 */
+#define NCCLNET_MAX_REQUESTS 32    /* per comm, NCCL >= 2.19.1 */
+#define NCCLNET_MAX_DEVS_PER_NIC 4 /* vProps.devs[] length, v9..v11 */
 /* NCCL rejects maxP2pBytes outside (0, 2^40] at connection setup. */
 #define NCCLNET_MAX_NET_SIZE_BYTES (1ull << 40)
 /* NCCL may store this in *request before irecv (LL/LL128 receives whose
@@ -92,7 +92,7 @@ typedef struct ncclnet_vprops {
 } ncclnet_vprops_t; /* v9, v10, v11 */
 
 typedef struct ncclnet_comm_config {
-  int trafficClass; /* NCCLNET_TRAFFIC_CLASS_UNDEF when unset */
+  int trafficClass;      /* NCCLNET_TRAFFIC_CLASS_UNDEF when unset */
 } ncclnet_comm_config_t; /* v10 (connect), v11 (init) */
 
 typedef struct ncclnet_comm_attr {
@@ -118,9 +118,9 @@ typedef struct ncclnet_props_v7 {
   int ptrSupport; /* NCCLNET_PTR_* bits */
   int speed;      /* Mbps */
   int port;
-  float latency;  /* microseconds */
+  float latency; /* microseconds */
   int maxComms;
-  int maxRecvs;   /* grouped receives per irecv */
+  int maxRecvs; /* grouped receives per irecv */
   int netDeviceType;
   int netDeviceVersion;
 } ncclnet_props_v7_t;
@@ -184,10 +184,12 @@ typedef struct ncclnet_props_v11 {
 /* ---- function signatures shared between versions ----------------------------- */
 typedef ncclnet_result_t ncclnet_devices_fn(int *ndev);
 typedef ncclnet_result_t ncclnet_listen_fn(int dev, void *handle, void **listen_comm);
-typedef ncclnet_result_t ncclnet_listen_ctx_fn(void *ctx, int dev, void *handle, void **listen_comm);
+typedef ncclnet_result_t ncclnet_listen_ctx_fn(void *ctx, int dev, void *handle,
+                                               void **listen_comm);
 typedef ncclnet_result_t ncclnet_accept_fn(void *listen_comm, void **recv_comm,
                                            ncclnet_dev_handle_t **recv_dev);
-typedef ncclnet_result_t ncclnet_regmr_int_fn(void *comm, void *data, int size, int type, void **mh);
+typedef ncclnet_result_t ncclnet_regmr_int_fn(void *comm, void *data, int size, int type,
+                                              void **mh);
 typedef ncclnet_result_t ncclnet_regmr_fn(void *comm, void *data, size_t size, int type, void **mh);
 typedef ncclnet_result_t ncclnet_regmr_dmabuf_fn(void *comm, void *data, size_t size, int type,
                                                  uint64_t offset, int fd, void **mh);
@@ -206,7 +208,8 @@ typedef ncclnet_result_t ncclnet_irecv_ph_fn(void *recv_comm, int n, void **data
                                              int *tags, void **mhs, void **phandles,
                                              void **request);
 typedef ncclnet_result_t ncclnet_iflush_fn(void *recv_comm, int n, void **data, int *sizes,
-                                           void **mhs, void **request); /* int sizes, all versions */
+                                           void **mhs,
+                                           void **request); /* int sizes, all versions */
 typedef ncclnet_result_t ncclnet_test_fn(void *request, int *done, int *sizes); /* all versions */
 typedef ncclnet_result_t ncclnet_close_fn(void *comm);
 typedef ncclnet_result_t ncclnet_get_device_mr_fn(void *comm, void *mh, void **dptr_mh);
@@ -233,7 +236,7 @@ typedef struct ncclnet_v7 {
   ncclnet_close_fn *closeSend;
   ncclnet_close_fn *closeRecv;
   ncclnet_close_fn *closeListen;
-  ncclnet_get_device_mr_fn *getDeviceMr;   /* may be NULL */
+  ncclnet_get_device_mr_fn *getDeviceMr;    /* may be NULL */
   ncclnet_irecv_consumed_fn *irecvConsumed; /* may be NULL */
 } ncclnet_v7_t;
 

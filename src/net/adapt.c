@@ -20,14 +20,22 @@
  * layout, so the plugin can fill it in place. */
 _Static_assert(sizeof(tpx_net_dev_handle_t) == 512, "device handle storage is 512 bytes");
 _Static_assert(_Alignof(tpx_net_dev_handle_t) >= 16, "device handle storage is 16-aligned");
-_Static_assert(offsetof(tpx_net_dev_handle_t, type) == offsetof(ncclnet_dev_handle_t, netDeviceType), "");
-_Static_assert(offsetof(tpx_net_dev_handle_t, version) == offsetof(ncclnet_dev_handle_t, netDeviceVersion), "");
-_Static_assert(offsetof(tpx_net_dev_handle_t, handle) == offsetof(ncclnet_dev_handle_t, handle), "");
+_Static_assert(offsetof(tpx_net_dev_handle_t, type) ==
+                   offsetof(ncclnet_dev_handle_t, netDeviceType),
+               "");
+_Static_assert(offsetof(tpx_net_dev_handle_t, version) ==
+                   offsetof(ncclnet_dev_handle_t, netDeviceVersion),
+               "");
+_Static_assert(offsetof(tpx_net_dev_handle_t, handle) == offsetof(ncclnet_dev_handle_t, handle),
+               "");
 _Static_assert(offsetof(tpx_net_dev_handle_t, size) == offsetof(ncclnet_dev_handle_t, size), "");
 _Static_assert(offsetof(tpx_net_dev_handle_t, needs_proxy_progress) ==
-                   offsetof(ncclnet_dev_handle_t, needsProxyProgress), "");
+                   offsetof(ncclnet_dev_handle_t, needsProxyProgress),
+               "");
 
-static struct tpx_plugin *plug(tpx_net_t *net) { return net ? (struct tpx_plugin *)net->impl : NULL; }
+static struct tpx_plugin *plug(tpx_net_t *net) {
+  return net ? (struct tpx_plugin *)net->impl : NULL;
+}
 
 #define GET_PLUGIN(p, net, what)                                                                   \
   struct tpx_plugin *p = plug(net);                                                                \
@@ -64,10 +72,11 @@ static int check_size(struct tpx_plugin *p, const char *what, size_t size, int i
   if (size > (size_t)SSIZE_MAX)
     return tpx_err(TPX_EINVAL, "%s: size %zu is out of range (a negative value?)", what, size);
   if (int_abi && size > (size_t)INT_MAX)
-    return tpx_err(TPX_EINVAL,
-                   "%s: size %zu exceeds INT_MAX: net plugin %s speaks ncclNet v%d, whose sizes are "
-                   "int; split the buffer",
-                   what, size, p->net.name, p->version);
+    return tpx_err(
+        TPX_EINVAL,
+        "%s: size %zu exceeds INT_MAX: net plugin %s speaks ncclNet v%d, whose sizes are "
+        "int; split the buffer",
+        what, size, p->net.name, p->version);
   return 0;
 }
 
@@ -202,8 +211,10 @@ static int op_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
     r = p->fn.connect_v7(dev, handle, send_comm, slot);
   rc = res(p, "connect", r);
   if (rc == 0 && *send_comm != NULL && send_dev != NULL) {
-    if (*slot == NULL) dev_host(send_dev);
-    else if (*slot != (ncclnet_dev_handle_t *)send_dev) memcpy(send_dev, *slot, sizeof(ncclnet_dev_handle_t));
+    if (*slot == NULL)
+      dev_host(send_dev);
+    else if (*slot != (ncclnet_dev_handle_t *)send_dev)
+      memcpy(send_dev, *slot, sizeof(ncclnet_dev_handle_t));
   }
   return rc;
 }
@@ -212,7 +223,8 @@ static int op_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                      tpx_net_dev_handle_t *recv_dev) {
   GET_PLUGIN(p, net, "accept");
   if (listen_comm == NULL || recv_comm == NULL)
-    return tpx_err(TPX_EINVAL, "accept: %s is NULL", listen_comm == NULL ? "listen_comm" : "recv_comm");
+    return tpx_err(TPX_EINVAL, "accept: %s is NULL",
+                   listen_comm == NULL ? "listen_comm" : "recv_comm");
   ncclnet_dev_handle_t **slot;
   if (p->unpack) {
     if (recv_dev == NULL)
@@ -234,20 +246,23 @@ static int op_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
   *recv_comm = NULL;
   int rc = res(p, "accept", p->fn.accept(listen_comm, recv_comm, slot));
   if (rc == 0 && *recv_comm != NULL && recv_dev != NULL) {
-    if (*slot == NULL) dev_host(recv_dev);
+    if (*slot == NULL)
+      dev_host(recv_dev);
     else if (*slot != (ncclnet_dev_handle_t *)(void *)recv_dev)
       memcpy(recv_dev, *slot, sizeof(ncclnet_dev_handle_t)); /* plugin swapped in its own */
   }
   return rc;
 }
 
-static int op_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type, void **mhandle) {
+static int op_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type,
+                     void **mhandle) {
   GET_PLUGIN(p, net, "reg_mr");
   if (comm == NULL || mhandle == NULL)
     return tpx_err(TPX_EINVAL, "reg_mr: %s is NULL", comm == NULL ? "comm" : "mhandle");
   if (type != TPX_PTR_HOST && type != TPX_PTR_CUDA)
     return tpx_err(TPX_EINVAL, "reg_mr: type %d is neither HOST (1) nor CUDA (2)", type);
-  if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "reg_mr: data is NULL with size %zu", size);
+  if (data == NULL && size > 0)
+    return tpx_err(TPX_EINVAL, "reg_mr: data is NULL with size %zu", size);
   int rc = check_size(p, "reg_mr", size, p->fn.regmr_int != NULL);
   if (rc) return rc;
   *mhandle = NULL;
@@ -267,14 +282,18 @@ static int op_isend(tpx_net_t *net, void *send_comm, void *data, size_t size, in
   GET_PLUGIN(p, net, "isend");
   if (send_comm == NULL || request == NULL)
     return tpx_err(TPX_EINVAL, "isend: %s is NULL", send_comm == NULL ? "send_comm" : "request");
-  if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "isend: data is NULL with size %zu", size);
+  if (data == NULL && size > 0)
+    return tpx_err(TPX_EINVAL, "isend: data is NULL with size %zu", size);
   int rc = check_size(p, "isend", size, p->fn.isend_int != NULL);
   if (rc) return rc;
   *request = NULL;
   ncclnet_result_t r;
-  if (p->fn.isend_int) r = p->fn.isend_int(send_comm, data, (int)size, tag, mhandle, request);
-  else if (p->fn.isend) r = p->fn.isend(send_comm, data, size, tag, mhandle, request);
-  else r = p->fn.isend_ph(send_comm, data, size, tag, mhandle, NULL, request);
+  if (p->fn.isend_int)
+    r = p->fn.isend_int(send_comm, data, (int)size, tag, mhandle, request);
+  else if (p->fn.isend)
+    r = p->fn.isend(send_comm, data, size, tag, mhandle, request);
+  else
+    r = p->fn.isend_ph(send_comm, data, size, tag, mhandle, NULL, request);
   return res(p, "isend", r);
 }
 
@@ -307,9 +326,10 @@ static int op_irecv(tpx_net_t *net, void *recv_comm, int n, void **data, size_t 
   GET_PLUGIN(p, net, "irecv");
   if (recv_comm == NULL || request == NULL || tags == NULL || mhandles == NULL)
     return tpx_err(TPX_EINVAL, "irecv: %s is NULL",
-                   recv_comm == NULL ? "recv_comm" : request == NULL ? "request"
-                                                   : tags == NULL   ? "tags"
-                                                                    : "mhandles");
+                   recv_comm == NULL ? "recv_comm"
+                   : request == NULL ? "request"
+                   : tags == NULL    ? "tags"
+                                     : "mhandles");
   int isz[TPX_NET_MAX_RECVS];
   int rc = check_group(p, "irecv", n, data, sizes, p->fn.irecv_int ? isz : NULL);
   if (rc) return rc;
@@ -332,7 +352,9 @@ static int op_iflush(tpx_net_t *net, void *recv_comm, int n, void **data, size_t
   GET_PLUGIN(p, net, "iflush");
   if (recv_comm == NULL || request == NULL || mhandles == NULL)
     return tpx_err(TPX_EINVAL, "iflush: %s is NULL",
-                   recv_comm == NULL ? "recv_comm" : request == NULL ? "request" : "mhandles");
+                   recv_comm == NULL ? "recv_comm"
+                   : request == NULL ? "request"
+                                     : "mhandles");
   int isz[TPX_NET_MAX_RECVS];
   int rc = check_group(p, "iflush", n, data, sizes, isz);
   if (rc) return rc;
@@ -351,11 +373,13 @@ static int op_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
    * alone (UNPACK plugins write none). */
   int isz[TPX_NET_MAX_RECVS];
   if (sizes)
-    for (int i = 0; i < TPX_NET_MAX_RECVS; i++) isz[i] = SIZE_UNSET;
+    for (int i = 0; i < TPX_NET_MAX_RECVS; i++)
+      isz[i] = SIZE_UNSET;
   *done = 0;
   ncclnet_result_t r = p->fn.test(request, done, sizes ? isz : NULL);
   if (r != NCCLNET_SUCCESS)
-    return tpx_err_quiet(tpx_from_nccl(r), "net plugin %s (v%d): test failed with ncclResult %d (done=%d)",
+    return tpx_err_quiet(tpx_from_nccl(r),
+                         "net plugin %s (v%d): test failed with ncclResult %d (done=%d)",
                          p->net.name, p->version, r, *done);
   if (sizes && *done)
     for (int i = 0; i < p->max_recvs; i++)
@@ -394,7 +418,8 @@ static int op_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **dp
 static int op_irecv_consumed(tpx_net_t *net, void *recv_comm, int n, void *request) {
   GET_PLUGIN(p, net, "irecv_consumed");
   if (recv_comm == NULL || request == NULL)
-    return tpx_err(TPX_EINVAL, "irecv_consumed: %s is NULL", recv_comm == NULL ? "recv_comm" : "request");
+    return tpx_err(TPX_EINVAL, "irecv_consumed: %s is NULL",
+                   recv_comm == NULL ? "recv_comm" : "request");
   if (n < 1 || n > p->max_recvs)
     return tpx_err(TPX_EINVAL, "irecv_consumed: n=%d outside 1..%d", n, p->max_recvs);
   return res(p, "irecvConsumed", p->fn.irecv_consumed(recv_comm, n, request));
@@ -486,21 +511,36 @@ int tpx_adapt_bind(struct tpx_plugin *p, const void *table) {
   }
   /* Entries NCCL calls without checking: a table lacking one is broken. */
   const char *missing = NULL;
-  if (!f->init_v7 && !f->init_v10 && !f->init_v11) missing = "init";
-  else if (!f->devices) missing = "devices";
-  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11) missing = "getProperties";
-  else if (!f->listen && !f->listen_ctx) missing = "listen";
-  else if (!f->connect_v7 && !f->connect_v10 && !f->connect_v11) missing = "connect";
-  else if (!f->accept) missing = "accept";
-  else if (!f->regmr_int && !f->regmr) missing = "regMr";
-  else if (!f->deregmr) missing = "deregMr";
-  else if (!f->isend_int && !f->isend && !f->isend_ph) missing = "isend";
-  else if (!f->irecv_int && !f->irecv && !f->irecv_ph) missing = "irecv";
-  else if (!f->test) missing = "test";
-  else if (!f->close_send) missing = "closeSend";
-  else if (!f->close_recv) missing = "closeRecv";
-  else if (!f->close_listen) missing = "closeListen";
-  else if (p->version == 11 && !f->finalize) missing = "finalize";
+  if (!f->init_v7 && !f->init_v10 && !f->init_v11)
+    missing = "init";
+  else if (!f->devices)
+    missing = "devices";
+  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11)
+    missing = "getProperties";
+  else if (!f->listen && !f->listen_ctx)
+    missing = "listen";
+  else if (!f->connect_v7 && !f->connect_v10 && !f->connect_v11)
+    missing = "connect";
+  else if (!f->accept)
+    missing = "accept";
+  else if (!f->regmr_int && !f->regmr)
+    missing = "regMr";
+  else if (!f->deregmr)
+    missing = "deregMr";
+  else if (!f->isend_int && !f->isend && !f->isend_ph)
+    missing = "isend";
+  else if (!f->irecv_int && !f->irecv && !f->irecv_ph)
+    missing = "irecv";
+  else if (!f->test)
+    missing = "test";
+  else if (!f->close_send)
+    missing = "closeSend";
+  else if (!f->close_recv)
+    missing = "closeRecv";
+  else if (!f->close_listen)
+    missing = "closeListen";
+  else if (p->version == 11 && !f->finalize)
+    missing = "finalize";
   if (missing)
     return tpx_err(TPX_EVERSION, "net plugin %s: ncclNetPlugin_v%d.%s is NULL", p->file, p->version,
                    missing);
@@ -526,9 +566,12 @@ static uint64_t new_comm_id(void) {
 int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   ncclnet_result_t r;
   p->config.trafficClass = NCCLNET_TRAFFIC_CLASS_UNDEF;
-  if (p->fn.init_v11) r = p->fn.init_v11(&p->ctx, new_comm_id(), &p->config, logger, NULL);
-  else if (p->fn.init_v10) r = p->fn.init_v10(logger, NULL);
-  else r = p->fn.init_v7(logger);
+  if (p->fn.init_v11)
+    r = p->fn.init_v11(&p->ctx, new_comm_id(), &p->config, logger, NULL);
+  else if (p->fn.init_v10)
+    r = p->fn.init_v10(logger, NULL);
+  else
+    r = p->fn.init_v7(logger);
   if (r != NCCLNET_SUCCESS)
     return tpx_err(tpx_from_nccl(r), "net plugin %s (%s, v%d): init failed with ncclResult %d",
                    p->net.name, p->file, p->version, r);
@@ -537,7 +580,8 @@ int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   r = p->fn.devices(&ndev);
   int rc = 0;
   if (r != NCCLNET_SUCCESS)
-    rc = tpx_err(tpx_from_nccl(r), "net plugin %s: devices failed with ncclResult %d", p->net.name, r);
+    rc = tpx_err(tpx_from_nccl(r), "net plugin %s: devices failed with ncclResult %d", p->net.name,
+                 r);
   else if (ndev <= 0)
     rc = tpx_err(TPX_ENOENT, "net plugin %s (%s) reports %d devices: no usable NIC", p->net.name,
                  p->file, ndev);

@@ -56,19 +56,19 @@ struct tpx_plugin_fns {
 };
 
 struct tpx_plugin {
-  tpx_net_t net; /* net.impl points back here */
+  tpx_net_t net;     /* net.impl points back here */
   tpx_net_ops_t ops; /* per plugin: optional entries NULL when the plugin lacks them */
   struct tpx_plugin_fns fn;
   void *dl;
   int version;
   char file[PATH_MAX];
-  void *ctx;                       /* v11 per-"communicator" context (may be NULL) */
-  int inited;                      /* init succeeded: finalize is owed (v11) */
-  ncclnet_comm_config_t config;    /* v10 connect / v11 init */
+  void *ctx;                    /* v11 per-"communicator" context (may be NULL) */
+  int inited;                   /* init succeeded: finalize is owed (v11) */
+  ncclnet_comm_config_t config; /* v10 connect / v11 init */
   int ndev;
-  int max_recvs;                   /* max over devices, capped at TPX_NET_MAX_RECVS */
-  int unpack;                      /* device 0 is UNPACK: accept needs a device handle */
-  ncclnet_dev_handle_t *no_dev;    /* a stable slot that stays NULL ("no offload") */
+  int max_recvs;                /* max over devices, capped at TPX_NET_MAX_RECVS */
+  int unpack;                   /* device 0 is UNPACK: accept needs a device handle */
+  ncclnet_dev_handle_t *no_dev; /* a stable slot that stays NULL ("no offload") */
 };
 
 /* Fill p->fn from the table of version p->version; checks required entries.

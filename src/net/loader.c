@@ -39,7 +39,8 @@ static void plugin_log(int level, unsigned long flags, const char *file, int lin
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   size_t n = strlen(msg);
-  while (n > 0 && msg[n - 1] == '\n') msg[--n] = '\0';
+  while (n > 0 && msg[n - 1] == '\n')
+    msg[--n] = '\0';
   tpx_log_emit(lvl, file ? file : "plugin", line, "[plugin] %s", msg);
 }
 
@@ -79,9 +80,9 @@ static int open_library(const char *spec, void **dl_out) {
       return tpx_err(TPX_ESYSTEM, "net plugin '%s': %s exists but cannot be loaded: %s", spec,
                      cands[i], last_err);
   }
-  if (ncand == 1)
-    return tpx_err(TPX_ENOENT, "net plugin '%s' not found: %s", spec, last_err);
-  return tpx_err(TPX_ENOENT, "net plugin '%s' not found (tried %s and %s on the library path, then %s): %s",
+  if (ncand == 1) return tpx_err(TPX_ENOENT, "net plugin '%s' not found: %s", spec, last_err);
+  return tpx_err(TPX_ENOENT,
+                 "net plugin '%s' not found (tried %s and %s on the library path, then %s): %s",
                  spec, cands[0], cands[1], cands[2], last_err);
 }
 
@@ -115,8 +116,10 @@ static int probe(void *dl, const char *file, int max_version, const void **table
   if (len)
     return tpx_err(TPX_EVERSION, "net plugin %s exports only %s; supported: ncclNetPlugin_v%d..v%d",
                    file, found, NCCLNET_MIN_VERSION, max_version);
-  return tpx_err(TPX_ENOSYM, "%s exports no ncclNetPlugin_vN symbol (looked for v%d..v%d): not an "
-                 "NCCL net plugin", file, max_version, NCCLNET_MIN_VERSION);
+  return tpx_err(TPX_ENOSYM,
+                 "%s exports no ncclNetPlugin_vN symbol (looked for v%d..v%d): not an "
+                 "NCCL net plugin",
+                 file, max_version, NCCLNET_MIN_VERSION);
 }
 
 /* ---- open / close ---------------------------------------------------------------------- */

@@ -66,13 +66,13 @@ struct v11_ctx {
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static tpx_net_t *g_net;      /* the transport; read lock-free once set */
+static tpx_net_t *g_net; /* the transport; read lock-free once set */
 static int g_ndev;
-static int g_unpack;          /* device 0 offloads receives */
+static int g_unpack; /* device 0 offloads receives */
 static struct dev_cache g_dev[MAX_DEVS];
-static int g_contexts;        /* live v11 contexts */
-static int g_legacy;          /* initialised through v7..v10 (no finalize there) */
-static int g_live;            /* comms open now (listen + send + recv) */
+static int g_contexts; /* live v11 contexts */
+static int g_legacy;   /* initialised through v7..v10 (no finalize there) */
+static int g_live;     /* comms open now (listen + send + recv) */
 static ncclnet_logger_t g_logger;
 static struct owned_dev *g_owned;
 
@@ -86,8 +86,11 @@ __attribute__((format(printf, 4, 5))) static void nlog(int level, const char *fi
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  if (lg) lg(level, NCCLNET_SUBSYS_INIT | NCCLNET_SUBSYS_NET, file, line, "NET/" PLUGIN_NAME " : %s", msg);
-  else if (level == NCCLNET_LOG_WARN) TPX_WARN("%s", msg);
+  if (lg)
+    lg(level, NCCLNET_SUBSYS_INIT | NCCLNET_SUBSYS_NET, file, line, "NET/" PLUGIN_NAME " : %s",
+       msg);
+  else if (level == NCCLNET_LOG_WARN)
+    TPX_WARN("%s", msg);
 }
 #define NWARN(...) nlog(NCCLNET_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
 #define NINFO(...) nlog(NCCLNET_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
@@ -99,7 +102,9 @@ static ncclnet_result_t nres(const char *what, int rc) {
   return tpx_to_nccl(rc);
 }
 
-static tpx_net_t *net_or_null(void) { return __atomic_load_n(&g_net, __ATOMIC_ACQUIRE); }
+static tpx_net_t *net_or_null(void) {
+  return __atomic_load_n(&g_net, __ATOMIC_ACQUIRE);
+}
 
 #define NET(n, what)                                                                               \
   tpx_net_t *n = net_or_null();                                                                    \
@@ -121,7 +126,8 @@ static ncclnet_result_t open_transport(ncclnet_logger_t logger) {
     int rc = tpx_net_open_builtin(NULL, &net);
     int ndev = 0;
     if (rc == 0) rc = net->ops->devices(net, &ndev);
-    if (rc == 0 && ndev <= 0) rc = tpx_err(TPX_ENOENT, "no network interface matches TPX_SOCKET_IFNAME");
+    if (rc == 0 && ndev <= 0)
+      rc = tpx_err(TPX_ENOENT, "no network interface matches TPX_SOCKET_IFNAME");
     if (ndev > MAX_DEVS) ndev = MAX_DEVS;
     for (int d = 0; rc == 0 && d < ndev; d++) {
       tpx_net_props_t props;
@@ -191,7 +197,9 @@ static ncclnet_result_t init_legacy(ncclnet_logger_t logger) {
   return r;
 }
 
-static ncclnet_result_t x_init_v7(ncclnet_logger_t logger) { return init_legacy(logger); }
+static ncclnet_result_t x_init_v7(ncclnet_logger_t logger) {
+  return init_legacy(logger);
+}
 
 static ncclnet_result_t x_init_v10(ncclnet_logger_t logger, ncclnet_profiler_cb_t prof) {
   (void)prof; /* no profiler events */
@@ -256,7 +264,8 @@ static ncclnet_result_t props_wide(int dev, ncclnet_props_v11_t *w) {
   const tpx_net_props_t *s = &c->props;
   memset(w, 0, sizeof(*w));
   w->name = (char *)c->name;
-  w->pciPath = c->pci[0] ? (char *)c->pci : NULL; /* NULL: a virtual NIC (lo), as NCCL's socket transport */
+  w->pciPath =
+      c->pci[0] ? (char *)c->pci : NULL; /* NULL: a virtual NIC (lo), as NCCL's socket transport */
   w->guid = s->guid;
   w->ptrSupport = s->ptr_support & (NCCLNET_PTR_HOST | NCCLNET_PTR_CUDA); /* no regMrDmaBuf */
   w->regIsGlobal = s->reg_is_global;
@@ -267,7 +276,8 @@ static ncclnet_result_t props_wide(int dev, ncclnet_props_v11_t *w) {
   w->maxComms = s->max_comms > 0 ? s->max_comms : 65536;
   w->maxRecvs = s->max_recvs >= 1 ? (s->max_recvs <= MAX_GROUP ? s->max_recvs : MAX_GROUP) : 1;
   w->netDeviceType = s->dev_type;
-  w->netDeviceVersion = s->dev_type == TPX_NET_DEV_UNPACK ? s->dev_version : NCCLNET_DEVICE_INVALID_VERSION;
+  w->netDeviceVersion =
+      s->dev_type == TPX_NET_DEV_UNPACK ? s->dev_version : NCCLNET_DEVICE_INVALID_VERSION;
   w->vProps.ndevs = 1;
   w->vProps.devs[0] = dev;
   w->maxP2pBytes = clamp_bytes(s->max_p2p_bytes);
@@ -322,7 +332,9 @@ static ncclnet_result_t x_props_v9(int dev, ncclnet_props_v9_t *p) {
   return r;
 }
 
-static ncclnet_result_t x_props_v11(int dev, ncclnet_props_v11_t *p) { return props_wide(dev, p); }
+static ncclnet_result_t x_props_v11(int dev, ncclnet_props_v11_t *p) {
+  return props_wide(dev, p);
+}
 
 /* ---- connection setup ------------------------------------------------------------------------ */
 
@@ -350,7 +362,8 @@ static ncclnet_result_t x_listen_v11(void *ctx, int dev, void *handle, void **li
 
 /* NCCL never asks for send-side offload (its device handle is NULL there),
  * so the send device handle is left as NCCL set it. */
-static ncclnet_result_t x_connect(int dev, void *handle, void **send_comm, ncclnet_dev_handle_t **dh) {
+static ncclnet_result_t x_connect(int dev, void *handle, void **send_comm,
+                                  ncclnet_dev_handle_t **dh) {
   (void)dh;
   NET(n, "connect");
   if (send_comm == NULL) return NCCLNET_INVALID_ARGUMENT;
@@ -456,8 +469,8 @@ static ncclnet_result_t x_isend_v7(void *send_comm, void *data, int size, int ta
   return x_isend(send_comm, data, (size_t)size, tag, mhandle, request);
 }
 
-static ncclnet_result_t x_isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                                    void *phandle, void **request) {
+static ncclnet_result_t x_isend_v10(void *send_comm, void *data, size_t size, int tag,
+                                    void *mhandle, void *phandle, void **request) {
   (void)phandle; /* profiler handle: no events */
   return x_isend(send_comm, data, size, tag, mhandle, request);
 }
@@ -509,7 +522,8 @@ static ncclnet_result_t x_test(void *request, int *done, int *sizes) {
    * entries keep their marker and NCCL's array is left as it was there. */
   size_t s[MAX_GROUP];
   if (sizes)
-    for (int i = 0; i < MAX_GROUP; i++) s[i] = SIZE_MAX;
+    for (int i = 0; i < MAX_GROUP; i++)
+      s[i] = SIZE_MAX;
   *done = 0;
   int rc = n->ops->test(n, request, done, sizes ? s : NULL);
   if (rc != 0) return nres("test", rc);
@@ -533,7 +547,8 @@ static ncclnet_result_t x_irecv_consumed(void *recv_comm, int n_, void *request)
   return nres("irecvConsumed", n->ops->irecv_consumed(n, recv_comm, n_, request));
 }
 
-/* ---- close ------------------------------------------------------------------------------------- */
+/* ---- close -------------------------------------------------------------------------------------
+ */
 
 static void comm_closed(void) {
   if (__atomic_sub_fetch(&g_live, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -569,45 +584,110 @@ static ncclnet_result_t x_close_listen(void *comm) {
   return r;
 }
 
-/* ---- the tables ------------------------------------------------------------------------------- */
+/* ---- the tables -------------------------------------------------------------------------------
+ */
 
-EXPORT ncclnet_v7_t ncclNetPlugin_v7 = {
-    .name = PLUGIN_NAME, .init = x_init_v7, .devices = x_devices, .getProperties = x_props_v7,
-    .listen = x_listen, .connect = x_connect, .accept = x_accept, .regMr = x_regmr_v7,
-    .regMrDmaBuf = NULL, .deregMr = x_deregmr, .isend = x_isend_v7, .irecv = x_irecv_v7,
-    .iflush = x_iflush, .test = x_test, .closeSend = x_close_send, .closeRecv = x_close_recv,
-    .closeListen = x_close_listen, .getDeviceMr = x_get_device_mr,
-    .irecvConsumed = x_irecv_consumed};
+EXPORT ncclnet_v7_t ncclNetPlugin_v7 = {.name = PLUGIN_NAME,
+                                        .init = x_init_v7,
+                                        .devices = x_devices,
+                                        .getProperties = x_props_v7,
+                                        .listen = x_listen,
+                                        .connect = x_connect,
+                                        .accept = x_accept,
+                                        .regMr = x_regmr_v7,
+                                        .regMrDmaBuf = NULL,
+                                        .deregMr = x_deregmr,
+                                        .isend = x_isend_v7,
+                                        .irecv = x_irecv_v7,
+                                        .iflush = x_iflush,
+                                        .test = x_test,
+                                        .closeSend = x_close_send,
+                                        .closeRecv = x_close_recv,
+                                        .closeListen = x_close_listen,
+                                        .getDeviceMr = x_get_device_mr,
+                                        .irecvConsumed = x_irecv_consumed};
 
-EXPORT ncclnet_v8_t ncclNetPlugin_v8 = {
-    .name = PLUGIN_NAME, .init = x_init_v7, .devices = x_devices, .getProperties = x_props_v8,
-    .listen = x_listen, .connect = x_connect, .accept = x_accept, .regMr = x_regmr,
-    .regMrDmaBuf = NULL, .deregMr = x_deregmr, .isend = x_isend_v7, .irecv = x_irecv_v7,
-    .iflush = x_iflush, .test = x_test, .closeSend = x_close_send, .closeRecv = x_close_recv,
-    .closeListen = x_close_listen, .getDeviceMr = x_get_device_mr,
-    .irecvConsumed = x_irecv_consumed};
+EXPORT ncclnet_v8_t ncclNetPlugin_v8 = {.name = PLUGIN_NAME,
+                                        .init = x_init_v7,
+                                        .devices = x_devices,
+                                        .getProperties = x_props_v8,
+                                        .listen = x_listen,
+                                        .connect = x_connect,
+                                        .accept = x_accept,
+                                        .regMr = x_regmr,
+                                        .regMrDmaBuf = NULL,
+                                        .deregMr = x_deregmr,
+                                        .isend = x_isend_v7,
+                                        .irecv = x_irecv_v7,
+                                        .iflush = x_iflush,
+                                        .test = x_test,
+                                        .closeSend = x_close_send,
+                                        .closeRecv = x_close_recv,
+                                        .closeListen = x_close_listen,
+                                        .getDeviceMr = x_get_device_mr,
+                                        .irecvConsumed = x_irecv_consumed};
 
-EXPORT ncclnet_v9_t ncclNetPlugin_v9 = {
-    .name = PLUGIN_NAME, .init = x_init_v7, .devices = x_devices, .getProperties = x_props_v9,
-    .listen = x_listen, .connect = x_connect, .accept = x_accept, .regMr = x_regmr,
-    .regMrDmaBuf = NULL, .deregMr = x_deregmr, .isend = x_isend, .irecv = x_irecv,
-    .iflush = x_iflush, .test = x_test, .closeSend = x_close_send, .closeRecv = x_close_recv,
-    .closeListen = x_close_listen, .getDeviceMr = x_get_device_mr,
-    .irecvConsumed = x_irecv_consumed, .makeVDevice = NULL};
+EXPORT ncclnet_v9_t ncclNetPlugin_v9 = {.name = PLUGIN_NAME,
+                                        .init = x_init_v7,
+                                        .devices = x_devices,
+                                        .getProperties = x_props_v9,
+                                        .listen = x_listen,
+                                        .connect = x_connect,
+                                        .accept = x_accept,
+                                        .regMr = x_regmr,
+                                        .regMrDmaBuf = NULL,
+                                        .deregMr = x_deregmr,
+                                        .isend = x_isend,
+                                        .irecv = x_irecv,
+                                        .iflush = x_iflush,
+                                        .test = x_test,
+                                        .closeSend = x_close_send,
+                                        .closeRecv = x_close_recv,
+                                        .closeListen = x_close_listen,
+                                        .getDeviceMr = x_get_device_mr,
+                                        .irecvConsumed = x_irecv_consumed,
+                                        .makeVDevice = NULL};
 
-EXPORT ncclnet_v10_t ncclNetPlugin_v10 = {
-    .name = PLUGIN_NAME, .init = x_init_v10, .devices = x_devices, .getProperties = x_props_v9,
-    .listen = x_listen, .connect = x_connect_v10, .accept = x_accept, .regMr = x_regmr,
-    .regMrDmaBuf = NULL, .deregMr = x_deregmr, .isend = x_isend_v10, .irecv = x_irecv_v10,
-    .iflush = x_iflush, .test = x_test, .closeSend = x_close_send, .closeRecv = x_close_recv,
-    .closeListen = x_close_listen, .getDeviceMr = x_get_device_mr,
-    .irecvConsumed = x_irecv_consumed, .makeVDevice = NULL};
+EXPORT ncclnet_v10_t ncclNetPlugin_v10 = {.name = PLUGIN_NAME,
+                                          .init = x_init_v10,
+                                          .devices = x_devices,
+                                          .getProperties = x_props_v9,
+                                          .listen = x_listen,
+                                          .connect = x_connect_v10,
+                                          .accept = x_accept,
+                                          .regMr = x_regmr,
+                                          .regMrDmaBuf = NULL,
+                                          .deregMr = x_deregmr,
+                                          .isend = x_isend_v10,
+                                          .irecv = x_irecv_v10,
+                                          .iflush = x_iflush,
+                                          .test = x_test,
+                                          .closeSend = x_close_send,
+                                          .closeRecv = x_close_recv,
+                                          .closeListen = x_close_listen,
+                                          .getDeviceMr = x_get_device_mr,
+                                          .irecvConsumed = x_irecv_consumed,
+                                          .makeVDevice = NULL};
 
-EXPORT ncclnet_v11_t ncclNetPlugin_v11 = {
-    .name = PLUGIN_NAME, .init = x_init_v11, .devices = x_devices, .getProperties = x_props_v11,
-    .listen = x_listen_v11, .connect = x_connect_v11, .accept = x_accept, .regMr = x_regmr,
-    .regMrDmaBuf = NULL, .deregMr = x_deregmr, .isend = x_isend_v10, .irecv = x_irecv_v10,
-    .iflush = x_iflush, .test = x_test, .closeSend = x_close_send, .closeRecv = x_close_recv,
-    .closeListen = x_close_listen, .getDeviceMr = x_get_device_mr,
-    .irecvConsumed = x_irecv_consumed, .makeVDevice = NULL, .finalize = x_finalize,
-    .setNetAttr = x_set_net_attr};
+EXPORT ncclnet_v11_t ncclNetPlugin_v11 = {.name = PLUGIN_NAME,
+                                          .init = x_init_v11,
+                                          .devices = x_devices,
+                                          .getProperties = x_props_v11,
+                                          .listen = x_listen_v11,
+                                          .connect = x_connect_v11,
+                                          .accept = x_accept,
+                                          .regMr = x_regmr,
+                                          .regMrDmaBuf = NULL,
+                                          .deregMr = x_deregmr,
+                                          .isend = x_isend_v10,
+                                          .irecv = x_irecv_v10,
+                                          .iflush = x_iflush,
+                                          .test = x_test,
+                                          .closeSend = x_close_send,
+                                          .closeRecv = x_close_recv,
+                                          .closeListen = x_close_listen,
+                                          .getDeviceMr = x_get_device_mr,
+                                          .irecvConsumed = x_irecv_consumed,
+                                          .makeVDevice = NULL,
+                                          .finalize = x_finalize,
+                                          .setNetAttr = x_set_net_attr};

@@ -9,5 +9,7 @@ EXPORT const struct {
   void *fns[16];
 } ncclNetPlugin_v6 = {"fake_v6", {0}};
 #else
-EXPORT int fake_not_a_plugin(void) { return 0; }
+EXPORT int fake_not_a_plugin(void) {
+  return 0;
+}
 #endif

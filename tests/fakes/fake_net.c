@@ -61,7 +61,8 @@ _Static_assert(sizeof(struct handle) <= NCCLNET_HANDLE_MAXSIZE, "handle fits");
 #define MAGIC 0xfa4e0e7ull
 
 static void push(struct req **q, struct req *r) {
-  while (*q) q = &(*q)->next;
+  while (*q)
+    q = &(*q)->next;
   *q = r;
 }
 
@@ -82,8 +83,10 @@ static void match(struct pipe_ *p) {
 
 static void maybe_free_pipe(struct pipe_ *p) {
   if (!p->send_open && !p->recv_open) {
-    for (struct req *r = p->sends, *n; r; r = n) n = r->next, free(r);
-    for (struct req *r = p->recvs, *n; r; r = n) n = r->next, free(r);
+    for (struct req *r = p->sends, *n; r; r = n)
+      n = r->next, free(r);
+    for (struct req *r = p->recvs, *n; r; r = n)
+      n = r->next, free(r);
     free(p);
   }
 }
@@ -97,7 +100,8 @@ static ncclnet_result_t f_init(int version, ncclnet_logger_t log) {
   fake_stats.logger_set = log != NULL;
   logger = log;
   pthread_mutex_unlock(&mu);
-  if (log) log(NCCLNET_LOG_INFO, NCCLNET_SUBSYS_NET, __FILE__, __LINE__, "fake net v%d init\n", version);
+  if (log)
+    log(NCCLNET_LOG_INFO, NCCLNET_SUBSYS_NET, __FILE__, __LINE__, "fake net v%d init\n", version);
 #ifdef FAKE_INIT_FAIL
   return NCCLNET_SYSTEM_ERROR;
 #else
@@ -114,8 +118,8 @@ static ncclnet_result_t f_devices(int *ndev) {
 /* Fills the fields every version has; returns 0 or an error for a bad dev. */
 #define FILL_PROPS(pr, dev)                                                                        \
   do {                                                                                             \
-    __atomic_add_fetch(&fake_stats.props, 1, __ATOMIC_RELAXED);                                   \
-    if ((dev) < 0 || (dev) > 1) return NCCLNET_INVALID_ARGUMENT;                                  \
+    __atomic_add_fetch(&fake_stats.props, 1, __ATOMIC_RELAXED);                                    \
+    if ((dev) < 0 || (dev) > 1) return NCCLNET_INVALID_ARGUMENT;                                   \
     memset((pr), 0, sizeof(*(pr)));                                                                \
     (pr)->name = (dev) == 0 ? "fake0" : "fake1";                                                   \
     (pr)->pciPath = NULL;                                                                          \
@@ -246,7 +250,8 @@ static ncclnet_result_t f_deregmr(void *comm, void *mh) {
   return NCCLNET_SUCCESS;
 }
 
-static ncclnet_result_t f_isend(void *sc, void *data, size_t size, int tag, void *mh, void **request) {
+static ncclnet_result_t f_isend(void *sc, void *data, size_t size, int tag, void *mh,
+                                void **request) {
   (void)mh;
   struct end *e = sc;
   if (!e || !e->is_send || !request) return NCCLNET_INVALID_ARGUMENT;
@@ -272,7 +277,8 @@ static ncclnet_result_t f_isend(void *sc, void *data, size_t size, int tag, void
   return r;
 }
 
-static ncclnet_result_t f_isend_int(void *sc, void *data, int size, int tag, void *mh, void **request) {
+static ncclnet_result_t f_isend_int(void *sc, void *data, int size, int tag, void *mh,
+                                    void **request) {
   if (size < 0) return NCCLNET_INVALID_ARGUMENT;
   return f_isend(sc, data, (size_t)size, tag, mh, request);
 }
@@ -287,7 +293,8 @@ static ncclnet_result_t f_irecv(void *rc, int n, void **data, size_t *sizes, int
                                 void **request) {
   (void)mhs;
   struct end *e = rc;
-  if (!e || e->is_send || !request || n != 1 || !data || !sizes || !tags) return NCCLNET_INVALID_ARGUMENT;
+  if (!e || e->is_send || !request || n != 1 || !data || !sizes || !tags)
+    return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
   fake_stats.irecv++;
   fake_stats.last_irecv_size = sizes[0];
@@ -317,13 +324,14 @@ static ncclnet_result_t f_irecv_int(void *rc, int n, void **data, int *sizes, in
   return f_irecv(rc, n, data, &s, tags, mhs, request);
 }
 
-static ncclnet_result_t f_irecv_ph(void *rc, int n, void **data, size_t *sizes, int *tags, void **mhs,
-                                   void **ph, void **request) {
+static ncclnet_result_t f_irecv_ph(void *rc, int n, void **data, size_t *sizes, int *tags,
+                                   void **mhs, void **ph, void **request) {
   if (!ph) return NCCLNET_INVALID_ARGUMENT; /* NCCL always passes an array */
   return f_irecv(rc, n, data, sizes, tags, mhs, request);
 }
 
-static ncclnet_result_t f_iflush(void *rc, int n, void **data, int *sizes, void **mhs, void **request) {
+static ncclnet_result_t f_iflush(void *rc, int n, void **data, int *sizes, void **mhs,
+                                 void **request) {
   (void)rc, (void)n, (void)data, (void)sizes, (void)mhs;
   __atomic_add_fetch(&fake_stats.iflush, 1, __ATOMIC_RELAXED);
   *request = NULL; /* nothing to flush for host memory: complete at once */
@@ -340,7 +348,8 @@ static ncclnet_result_t f_test(void *request, int *done, int *sizes) {
   *done = q->done;
   ncclnet_result_t r = q->err;
   if (q->done) {
-    if (sizes && !q->err && !(UNPACK_TYPE && !q->is_send)) sizes[0] = (int)(q->is_send ? q->size : q->got);
+    if (sizes && !q->err && !(UNPACK_TYPE && !q->is_send))
+      sizes[0] = (int)(q->is_send ? q->size : q->got);
     fake_stats.live_reqs--;
     free(q);
   }
@@ -352,8 +361,10 @@ static ncclnet_result_t close_end(void *comm, int is_send) {
   struct end *e = comm;
   if (!e || e->is_send != is_send) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  if (is_send) fake_stats.close_send++, e->p->send_open = 0;
-  else fake_stats.close_recv++, e->p->recv_open = 0;
+  if (is_send)
+    fake_stats.close_send++, e->p->send_open = 0;
+  else
+    fake_stats.close_recv++, e->p->recv_open = 0;
   fake_stats.live_comms--;
   maybe_free_pipe(e->p);
   pthread_mutex_unlock(&mu);
@@ -361,8 +372,12 @@ static ncclnet_result_t close_end(void *comm, int is_send) {
   return NCCLNET_SUCCESS;
 }
 
-static ncclnet_result_t f_close_send(void *c) { return close_end(c, 1); }
-static ncclnet_result_t f_close_recv(void *c) { return close_end(c, 0); }
+static ncclnet_result_t f_close_send(void *c) {
+  return close_end(c, 1);
+}
+static ncclnet_result_t f_close_recv(void *c) {
+  return close_end(c, 0);
+}
 
 static ncclnet_result_t f_close_listen(void *lc) {
   struct lcomm *l = lc;
@@ -402,32 +417,38 @@ static ncclnet_result_t f_irecv_consumed(void *rc, int n, void *request) {
 /* ---- per-version shims and tables ---------------------------------------------------- */
 
 #if defined(FAKE_V7) || defined(FAKE_V8) || defined(FAKE_V9) || defined(FAKE_V10)
-static ncclnet_result_t f_listen_noctx(int dev, void *handle, void **lc) { return f_listen(dev, handle, lc); }
+static ncclnet_result_t f_listen_noctx(int dev, void *handle, void **lc) {
+  return f_listen(dev, handle, lc);
+}
 #endif
 
 #ifdef FAKE_V7
-static ncclnet_result_t f_init7(ncclnet_logger_t l) { return f_init(7, l); }
+static ncclnet_result_t f_init7(ncclnet_logger_t l) {
+  return f_init(7, l);
+}
 static ncclnet_result_t f_props7(int dev, ncclnet_props_v7_t *p) {
   FILL_PROPS(p, dev);
   return NCCLNET_SUCCESS;
 }
 EXPORT const ncclnet_v7_t ncclNetPlugin_v7 = {
-    "fake_v7", f_init7, f_devices, f_props7, f_listen_noctx, f_connect, f_accept, f_regmr_int, NULL,
-    f_deregmr, f_isend_int, f_irecv_int, f_iflush, f_test, f_close_send, f_close_recv,
-    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
+    "fake_v7",    f_init7,      f_devices,      f_props7,      f_listen_noctx, f_connect, f_accept,
+    f_regmr_int,  NULL,         f_deregmr,      f_isend_int,   f_irecv_int,    f_iflush,  f_test,
+    f_close_send, f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
 #endif
 
 #ifdef FAKE_V8
-static ncclnet_result_t f_init8(ncclnet_logger_t l) { return f_init(8, l); }
+static ncclnet_result_t f_init8(ncclnet_logger_t l) {
+  return f_init(8, l);
+}
 static ncclnet_result_t f_props8(int dev, ncclnet_props_v8_t *p) {
   FILL_PROPS(p, dev);
   p->regIsGlobal = 1;
   return NCCLNET_SUCCESS;
 }
 EXPORT const ncclnet_v8_t ncclNetPlugin_v8 = {
-    "fake_v8", f_init8, f_devices, f_props8, f_listen_noctx, f_connect, f_accept, f_regmr, NULL,
-    f_deregmr, f_isend_int, f_irecv_int, f_iflush, f_test, f_close_send, f_close_recv,
-    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
+    "fake_v8",    f_init8,      f_devices,      f_props8,      f_listen_noctx, f_connect, f_accept,
+    f_regmr,      NULL,         f_deregmr,      f_isend_int,   f_irecv_int,    f_iflush,  f_test,
+    f_close_send, f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
 #endif
 
 #if defined(FAKE_V9) || defined(FAKE_V10) || defined(FAKE_V11)
@@ -448,11 +469,13 @@ static ncclnet_result_t f_props9(int dev, ncclnet_props_v9_t *p) {
 #endif
 
 #ifdef FAKE_V9
-static ncclnet_result_t f_init9(ncclnet_logger_t l) { return f_init(9, l); }
+static ncclnet_result_t f_init9(ncclnet_logger_t l) {
+  return f_init(9, l);
+}
 EXPORT const ncclnet_v9_t ncclNetPlugin_v9 = {
-    "fake_v9", f_init9, f_devices, f_props9, f_listen_noctx, f_connect, f_accept, f_regmr, NULL,
-    f_deregmr, f_isend, f_irecv, f_iflush, f_test, f_close_send, f_close_recv, f_close_listen,
-    GET_DEVICE_MR, IRECV_CONSUMED, NULL};
+    "fake_v9",    f_init9,      f_devices,      f_props9,      f_listen_noctx, f_connect, f_accept,
+    f_regmr,      NULL,         f_deregmr,      f_isend,       f_irecv,        f_iflush,  f_test,
+    f_close_send, f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL};
 #endif
 
 #ifdef FAKE_V10
@@ -467,9 +490,10 @@ static ncclnet_result_t f_connect10(int dev, ncclnet_comm_config_t *cfg, void *h
   return f_connect(dev, handle, sc, dh);
 }
 EXPORT const ncclnet_v10_t ncclNetPlugin_v10 = {
-    "fake_v10", f_init10, f_devices, f_props9, f_listen_noctx, f_connect10, f_accept, f_regmr,
-    NULL, f_deregmr, f_isend_ph, f_irecv_ph, f_iflush, f_test, f_close_send, f_close_recv,
-    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL};
+    "fake_v10",   f_init10,       f_devices,     f_props9,       f_listen_noctx,
+    f_connect10,  f_accept,       f_regmr,       NULL,           f_deregmr,
+    f_isend_ph,   f_irecv_ph,     f_iflush,      f_test,         f_close_send,
+    f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL};
 #endif
 
 #ifdef FAKE_V11
@@ -509,7 +533,8 @@ static ncclnet_result_t f_set_net_attr(void *ctx, ncclnet_attr_t *attr) {
   return NCCLNET_SUCCESS;
 }
 EXPORT const ncclnet_v11_t ncclNetPlugin_v11 = {
-    "fake_v11", f_init11, f_devices, f_props11, f_listen11, f_connect11, f_accept, f_regmr, NULL,
-    f_deregmr, f_isend_ph, f_irecv_ph, f_iflush, f_test, f_close_send, f_close_recv,
-    f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL, f_finalize, f_set_net_attr};
+    "fake_v11",     f_init11, f_devices,    f_props11,     f_listen11,     f_connect11,
+    f_accept,       f_regmr,  NULL,         f_deregmr,     f_isend_ph,     f_irecv_ph,
+    f_iflush,       f_test,   f_close_send, f_close_recv,  f_close_listen, GET_DEVICE_MR,
+    IRECV_CONSUMED, NULL,     f_finalize,   f_set_net_attr};
 #endif

@@ -34,7 +34,8 @@ static struct fake_stats *hold(const char *name, void **dl) {
 }
 
 static void assert_error_mentions(const char *what) {
-  if (strstr(tpx_last_error(), what) == NULL) fail_msg("last error '%s' lacks '%s'", tpx_last_error(), what);
+  if (strstr(tpx_last_error(), what) == NULL)
+    fail_msg("last error '%s' lacks '%s'", tpx_last_error(), what);
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */
@@ -95,7 +96,8 @@ static void test_init_fails(void **state) {
   void *dl;
   struct fake_stats *st = hold("fake-initfail", &dl);
   tpx_net_t *net = NULL;
-  assert_int_equal(tpx_net_open(fake_path("fake-initfail"), &net), TPX_ESYSTEM); /* ncclSystemError */
+  assert_int_equal(tpx_net_open(fake_path("fake-initfail"), &net),
+                   TPX_ESYSTEM); /* ncclSystemError */
   assert_null(net);
   assert_error_mentions("init failed");
   assert_int_equal(st->init, 1);
@@ -152,7 +154,8 @@ static void test_bare_name_search(void **state) {
   tpx_net_close(net);
 }
 
-/* ---- each adapter end to end ------------------------------------------------------------------- */
+/* ---- each adapter end to end -------------------------------------------------------------------
+ */
 
 static void exercise(const char *fake, int version) {
   void *dl;
@@ -240,11 +243,26 @@ static void exercise(const char *fake, int version) {
   dlclose(dl);
 }
 
-static void test_adapter_v7(void **state) { (void)state; exercise("fake-v7", 7); }
-static void test_adapter_v8(void **state) { (void)state; exercise("fake-v8", 8); }
-static void test_adapter_v9(void **state) { (void)state; exercise("fake-v9", 9); }
-static void test_adapter_v10(void **state) { (void)state; exercise("fake-v10", 10); }
-static void test_adapter_v11(void **state) { (void)state; exercise("fake-v11", 11); }
+static void test_adapter_v7(void **state) {
+  (void)state;
+  exercise("fake-v7", 7);
+}
+static void test_adapter_v8(void **state) {
+  (void)state;
+  exercise("fake-v8", 8);
+}
+static void test_adapter_v9(void **state) {
+  (void)state;
+  exercise("fake-v9", 9);
+}
+static void test_adapter_v10(void **state) {
+  (void)state;
+  exercise("fake-v10", 10);
+}
+static void test_adapter_v11(void **state) {
+  (void)state;
+  exercise("fake-v11", 11);
+}
 
 /* ---- size limits ---------------------------------------------------------------------------- */
 
@@ -308,11 +326,21 @@ static void int_limits(const char *fake, int version) {
   dlclose(dl);
 }
 
-static void test_int_limits_v7(void **state) { (void)state; int_limits("fake-v7", 7); }
-static void test_int_limits_v8(void **state) { (void)state; int_limits("fake-v8", 8); }
-static void test_int_limits_v11(void **state) { (void)state; int_limits("fake-v11", 11); }
+static void test_int_limits_v7(void **state) {
+  (void)state;
+  int_limits("fake-v7", 7);
+}
+static void test_int_limits_v8(void **state) {
+  (void)state;
+  int_limits("fake-v8", 8);
+}
+static void test_int_limits_v11(void **state) {
+  (void)state;
+  int_limits("fake-v11", 11);
+}
 
-/* ---- argument validation ---------------------------------------------------------------------- */
+/* ---- argument validation ----------------------------------------------------------------------
+ */
 
 static void test_argument_checks(void **state) {
   (void)state;
@@ -357,7 +385,8 @@ static void test_argument_checks(void **state) {
   assert_int_equal(o->isend(net, p.sc, NULL, 8, 0, NULL, &req), TPX_EINVAL);
   assert_int_equal(o->irecv(net, p.rc, 0, data, sizes, tags, mhs, &req), TPX_EINVAL);
   assert_int_equal(o->irecv(net, p.rc, -1, data, sizes, tags, mhs, &req), TPX_EINVAL);
-  assert_int_equal(o->irecv(net, p.rc, 2, data, sizes, tags, mhs, &req), TPX_EINVAL); /* maxRecvs 1 */
+  assert_int_equal(o->irecv(net, p.rc, 2, data, sizes, tags, mhs, &req),
+                   TPX_EINVAL); /* maxRecvs 1 */
   assert_error_mentions("maxRecvs");
   assert_int_equal(o->irecv(net, p.rc, 1, NULL, sizes, tags, mhs, &req), TPX_EINVAL);
   assert_int_equal(o->irecv(net, p.rc, 1, data, NULL, tags, mhs, &req), TPX_EINVAL);
@@ -376,7 +405,8 @@ static void test_argument_checks(void **state) {
   dlclose(dl);
 }
 
-/* ---- back-pressure ------------------------------------------------------------------------------ */
+/* ---- back-pressure ------------------------------------------------------------------------------
+ */
 
 static void test_backpressure(void **state) {
   (void)state;
@@ -412,7 +442,8 @@ static void test_backpressure(void **state) {
   dlclose(dl);
 }
 
-/* ---- device offload (UNPACK) ---------------------------------------------------------------------- */
+/* ---- device offload (UNPACK)
+ * ---------------------------------------------------------------------- */
 
 static void test_unpack_device_handle(void **state) {
   (void)state;
@@ -478,7 +509,8 @@ static void ensure_library_path(char **argv) {
   if (getenv("TPX_TEST_LOADER_REEXEC")) return; /* already tried: run, and let the test report it */
   char val[8192];
   snprintf(val, sizeof(val), "%s%s%s", TPX_FAKES_DIR, cur && cur[0] ? ":" : "", cur ? cur : "");
-  if (setenv("LD_LIBRARY_PATH", val, 1) != 0 || setenv("TPX_TEST_LOADER_REEXEC", "1", 1) != 0) return;
+  if (setenv("LD_LIBRARY_PATH", val, 1) != 0 || setenv("TPX_TEST_LOADER_REEXEC", "1", 1) != 0)
+    return;
   execv("/proc/self/exe", argv);
   perror("test_loader: re-exec with LD_LIBRARY_PATH failed");
 }

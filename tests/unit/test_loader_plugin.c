@@ -49,7 +49,8 @@ static void through_loader(int version) {
   if (rc) fail_msg("connect v%d: %s", version, tpx_last_error());
   assert_int_equal(p.rdev.type, TPX_NET_DEV_HOST); /* no offload on the HOST path */
   tl_transfer(net, &p, 1 * MIB, 1 * MIB, 100 + (uint32_t)version);
-  tl_transfer(net, &p, 100, 1 * MIB, 200 + (uint32_t)version); /* receive buffer larger than the send */
+  tl_transfer(net, &p, 100, 1 * MIB,
+              200 + (uint32_t)version); /* receive buffer larger than the send */
   tl_transfer(net, &p, 3 * MIB + 17, 4 * MIB, 300 + (uint32_t)version);
   tl_close(net, &p);
   tpx_net_close(net);
@@ -63,10 +64,22 @@ static void test_plugin_v11_default(void **state) {
   tpx_net_close(net);
   through_loader(11);
 }
-static void test_plugin_v10(void **state) { (void)state; through_loader(10); }
-static void test_plugin_v9(void **state) { (void)state; through_loader(9); }
-static void test_plugin_v8(void **state) { (void)state; through_loader(8); }
-static void test_plugin_v7(void **state) { (void)state; through_loader(7); }
+static void test_plugin_v10(void **state) {
+  (void)state;
+  through_loader(10);
+}
+static void test_plugin_v9(void **state) {
+  (void)state;
+  through_loader(9);
+}
+static void test_plugin_v8(void **state) {
+  (void)state;
+  through_loader(8);
+}
+static void test_plugin_v7(void **state) {
+  (void)state;
+  through_loader(7);
+}
 
 static void test_builtin_specs(void **state) {
   (void)state;
@@ -88,7 +101,8 @@ static void test_builtin_specs(void **state) {
 /* ---- the v11 table as NCCL 2.28 uses it ---------------------------------------------------- */
 
 static int log_calls;
-static void nccl_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static void nccl_logger(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                        ...) {
   (void)level, (void)flags, (void)file, (void)line, (void)fmt;
   log_calls++;
 }
@@ -217,12 +231,9 @@ static void test_v11_table_like_nccl(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_builtin_specs),
-      cmocka_unit_test(test_plugin_v11_default),
-      cmocka_unit_test(test_plugin_v10),
-      cmocka_unit_test(test_plugin_v9),
-      cmocka_unit_test(test_plugin_v8),
-      cmocka_unit_test(test_plugin_v7),
+      cmocka_unit_test(test_builtin_specs),       cmocka_unit_test(test_plugin_v11_default),
+      cmocka_unit_test(test_plugin_v10),          cmocka_unit_test(test_plugin_v9),
+      cmocka_unit_test(test_plugin_v8),           cmocka_unit_test(test_plugin_v7),
       cmocka_unit_test(test_v11_table_like_nccl),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,7 +36,8 @@ static inline int tl_connect(tpx_net_t *net, int dev, struct tl_pair *p, int use
   if (rc) return rc;
   uint64_t end = tl_now() + TL_DEADLINE_NS;
   for (int i = 0; i < TL_MAX_SPINS && (p->sc == NULL || p->rc == NULL); i++) {
-    if (p->sc == NULL && (rc = net->ops->connect(net, dev, p->handle, &p->sc, &p->sdev)) != 0) return rc;
+    if (p->sc == NULL && (rc = net->ops->connect(net, dev, p->handle, &p->sc, &p->sdev)) != 0)
+      return rc;
     if (p->rc == NULL &&
         (rc = net->ops->accept(net, p->lc, &p->rc, use_rdev ? &p->rdev : NULL)) != 0)
       return rc;
@@ -67,7 +68,8 @@ static inline int tl_wait(tpx_net_t *net, void *req, size_t *size) {
 }
 
 /* Posts a send that may meet back-pressure (request NULL) a bounded number of times. */
-static inline int tl_isend(tpx_net_t *net, void *sc, void *buf, size_t len, int tag, void *mh, void **req) {
+static inline int tl_isend(tpx_net_t *net, void *sc, void *buf, size_t len, int tag, void *mh,
+                           void **req) {
   for (int i = 0; i < TL_MAX_SPINS; i++) {
     int rc = net->ops->isend(net, sc, buf, len, tag, mh, req);
     if (rc || *req) return rc;
@@ -76,7 +78,8 @@ static inline int tl_isend(tpx_net_t *net, void *sc, void *buf, size_t len, int 
   return TPX_ETIMEDOUT;
 }
 
-static inline int tl_irecv(tpx_net_t *net, void *rc, void *buf, size_t len, int tag, void *mh, void **req) {
+static inline int tl_irecv(tpx_net_t *net, void *rc, void *buf, size_t len, int tag, void *mh,
+                           void **req) {
   void *data[1] = {buf};
   size_t sizes[1] = {len};
   int tags[1] = {tag};
@@ -91,7 +94,8 @@ static inline int tl_irecv(tpx_net_t *net, void *rc, void *buf, size_t len, int 
 
 /* One message of `len` pattern bytes from sc to rc (receive buffer rlen >=
  * len); checks the bytes and the reported sizes. */
-static inline void tl_transfer(tpx_net_t *net, struct tl_pair *p, size_t len, size_t rlen, uint32_t seed) {
+static inline void tl_transfer(tpx_net_t *net, struct tl_pair *p, size_t len, size_t rlen,
+                               uint32_t seed) {
   uint8_t *s = malloc(len ? len : 1), *r = malloc(rlen ? rlen : 1);
   assert_non_null(s);
   assert_non_null(r);
