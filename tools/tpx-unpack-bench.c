@@ -59,6 +59,9 @@ static struct {
   CUresult (*wait_value)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   uint32_t *gate;
   void *gate_dev;
+  /* several streams are timed from a separate stream, forked and joined */
+  cudaStream_t tstream;
+  cudaEvent_t join[TPX_UNPACK_MAX_STREAMS];
 } B;
 
 #define CU(call)                                                                                   \
@@ -85,33 +88,44 @@ static int cmp_float(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* One timed operation: everything it issues goes to `stream`; `post` (may
- * be NULL) runs after each, untimed. */
-typedef void (*op_fn)(void *arg, cudaStream_t stream);
+/* One timed operation: everything it issues goes to `streams` (n of them);
+ * `post` (may be NULL) runs after each, untimed. With one stream the events
+ * and the gate sit on that stream; with several, on a timing stream that
+ * the others fork from and join back into. */
+typedef void (*op_fn)(void *arg);
 typedef void (*post_fn)(void *arg);
 
-static float time_median_us(op_fn fn, post_fn post, void *arg, cudaStream_t stream, int iters, int gated) {
+static float time_median_us(op_fn fn, post_fn post, void *arg, cudaStream_t *streams, int n, int iters,
+                            int gated) {
   float *ms = calloc((size_t)iters, sizeof *ms);
   if (!ms) exit(1);
   if (gated && !B.wait_value) gated = 0;
+  cudaStream_t t = n == 1 ? streams[0] : B.tstream;
   for (int i = 0; i < O.warmup; i++) {
-    fn(arg, stream);
-    CU(cudaStreamSynchronize(stream));
+    fn(arg);
+    for (int k = 0; k < n; k++) CU(cudaStreamSynchronize(streams[k]));
     if (post) post(arg);
   }
   for (int i = 0; i < iters; i++) {
     if (gated) {
       __atomic_store_n(B.gate, 0, __ATOMIC_SEQ_CST);
-      CUresult r = B.wait_value((CUstream)stream, (CUdeviceptr)(uintptr_t)B.gate_dev, 1, CU_STREAM_WAIT_VALUE_GEQ);
+      CUresult r = B.wait_value((CUstream)t, (CUdeviceptr)(uintptr_t)B.gate_dev, 1, CU_STREAM_WAIT_VALUE_GEQ);
       if (r != CUDA_SUCCESS) {
         fprintf(stderr, "cuStreamWaitValue32 failed (%d): timing without the gate\n", (int)r);
         B.wait_value = NULL;
         gated = 0;
       }
     }
-    CU(cudaEventRecord(B.t0, stream));
-    fn(arg, stream);
-    CU(cudaEventRecord(B.t1, stream));
+    CU(cudaEventRecord(B.t0, t));
+    if (n > 1)
+      for (int k = 0; k < n; k++) CU(cudaStreamWaitEvent(streams[k], B.t0, 0));
+    fn(arg);
+    if (n > 1)
+      for (int k = 0; k < n; k++) {
+        CU(cudaEventRecord(B.join[k], streams[k]));
+        CU(cudaStreamWaitEvent(t, B.join[k], 0));
+      }
+    CU(cudaEventRecord(B.t1, t));
     if (gated) __atomic_store_n(B.gate, 1, __ATOMIC_SEQ_CST);
     CU(cudaEventSynchronize(B.t1));
     CU(cudaEventElapsedTime(&ms[i], B.t0, B.t1));
@@ -129,11 +143,12 @@ struct copy_arg {
   void *dst;
   const void *src;
   enum cudaMemcpyKind kind;
+  cudaStream_t s;
 };
 
-static void op_copy(void *a, cudaStream_t s) {
+static void op_copy(void *a) {
   struct copy_arg *c = a;
-  CU(cudaMemcpyAsync(c->dst, c->src, O.bytes, c->kind, s));
+  CU(cudaMemcpyAsync(c->dst, c->src, O.bytes, c->kind, c->s));
 }
 
 /* ---- unpack ---- */
@@ -147,8 +162,7 @@ struct unpack_arg {
   uint64_t last;     /* newest ticket */
 };
 
-static void op_unpack(void *a, cudaStream_t s) {
-  (void)s; /* the unpacker's own stream: the caller times on it */
+static void op_unpack(void *a) {
   struct unpack_arg *x = a;
   for (uint32_t off = 0; off < B.nf; off += x->chunk) {
     uint32_t cnt = B.nf - off < x->chunk ? B.nf - off : x->chunk;
@@ -196,13 +210,15 @@ static int nrows;
 
 static double gbs(float us) { return (double)O.bytes / (us * 1e-6) / 1e9; }
 
-static struct row *run_unpack(const char *name, int mode, int desc, int threads, uint32_t chunk, int pinned,
-                              int devmeta, int iters, float base_us, float base_e2e_us) {
+static struct row *run_unpack(const char *name, int mode, int desc, int threads, int nstreams, int batch,
+                              uint32_t chunk, int pinned, int devmeta, int iters, float base_us, float base_e2e_us) {
   tpx_unpack_opts_t o;
   tpx_unpack_opts_default(&o);
   o.mode = mode;
   o.desc = desc;
   o.threads = threads;
+  o.nstreams = nstreams;
+  o.d2d_batch = batch;
   o.max_frags = chunk;
   uint32_t nchunks = (B.nf + chunk - 1) / chunk;
   o.max_inflight = nchunks + 1 > 4096 ? 4096 : nchunks + 1;
@@ -212,7 +228,9 @@ static struct row *run_unpack(const char *name, int mode, int desc, int threads,
   struct unpack_arg a = {u, pinned, devmeta, chunk, o.max_inflight, 0};
   CU(cudaMemset(B.dst, POISON, O.bytes));
   CU(cudaDeviceSynchronize());
-  cudaStream_t us_stream = (cudaStream_t)tpx_unpack_stream(u);
+  cudaStream_t ustreams[TPX_UNPACK_MAX_STREAMS];
+  int ns = tpx_unpack_nstreams(u);
+  for (int i = 0; i < ns; i++) ustreams[i] = (cudaStream_t)tpx_unpack_stream_at(u, i);
   /* Gate only what cannot block in submit: the kernel mode with a bounded
    * number of queued operations (d2d queues one copy per fragment and the
    * host mode synchronises, which would deadlock on a closed gate). */
@@ -220,10 +238,10 @@ static struct row *run_unpack(const char *name, int mode, int desc, int threads,
   struct row *r = &rows[nrows++];
   memset(r, 0, sizeof *r);
   snprintf(r->name, sizeof r->name, "%s", name);
-  r->e2e_us = time_median_us(op_unpack, post_unpack, &a, us_stream, iters, 0);
+  r->e2e_us = time_median_us(op_unpack, post_unpack, &a, ustreams, ns, iters, 0);
   r->e2e_ratio = base_e2e_us / r->e2e_us;
   if (gate && B.wait_value) {
-    r->us = time_median_us(op_unpack, post_unpack, &a, us_stream, iters, 1);
+    r->us = time_median_us(op_unpack, post_unpack, &a, ustreams, ns, iters, 1);
     r->gbs = gbs(r->us);
     r->ratio = base_us / r->us;
   }
@@ -331,6 +349,8 @@ int main(int argc, char **argv) {
   CU(cudaEventCreate(&B.t1));
   cudaStream_t s;
   CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CU(cudaStreamCreateWithFlags(&B.tstream, cudaStreamNonBlocking));
+  for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) CU(cudaEventCreateWithFlags(&B.join[i], cudaEventDisableTiming));
 
   /* The gate (see the top): a pinned flag and the driver's stream wait. */
   TPX(tpx_gpu_host_alloc(O.dev, 64, (void **)&B.gate));
@@ -340,36 +360,45 @@ int main(int argc, char **argv) {
     B.wait_value = NULL;
   if (!B.wait_value) printf("note: cuStreamWaitValue32 unavailable: GPU-alone times not measured\n");
 
+  const int K = TPX_UNPACK_KERNEL, C = TPX_UNPACK_DESC_COPY, M = TPX_UNPACK_DESC_MAPPED,
+            D = TPX_UNPACK_DESC_DIRECT, P = TPX_UNPACK_DESC_PARAM;
   const struct variant {
     const char *name;
-    int mode, desc, threads;
+    int mode, desc, threads, nstreams, batch;
     uint32_t chunk_bytes; /* 0: everything in one chunk */
     int devmeta, slow;
   } variants[] = {
-      {"kernel 1 launch, desc copy", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 256, 0, 0, 0},
-      {"kernel 1 launch, desc mapped", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_MAPPED, 256, 0, 0, 0},
-      {"kernel 1 launch, desc direct (pinned)", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_DIRECT, 256, 0, 0, 0},
-      {"kernel 1 launch, desc in device memory", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_DIRECT, 256, 0, 1, 0},
-      {"kernel 1 launch, desc copy, 128 thr", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 128, 0, 0, 0},
-      {"kernel 1 launch, desc copy, 512 thr", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 512, 0, 0, 0},
-      {"kernel 4 MiB chunks, desc copy", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 256, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, desc mapped", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_MAPPED, 256, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, desc direct", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_DIRECT, 256, 4u << 20, 0, 0},
-      {"kernel 512 KiB chunks, desc copy", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 256, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, desc mapped", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_MAPPED, 256, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, desc direct", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_DIRECT, 256, 512u << 10, 0, 0},
-      {"d2d mode, 512 KiB chunks", TPX_UNPACK_D2D, 0, 256, 512u << 10, 0, 1},
-      {"host mode, 4 MiB chunks", TPX_UNPACK_HOST, 0, 256, 4u << 20, 0, 1},
+      {"kernel 1 launch, desc copy", K, C, 256, 1, 0, 0, 0, 0},
+      {"kernel 1 launch, desc mapped", K, M, 256, 1, 0, 0, 0, 0},
+      {"kernel 1 launch, desc direct (pinned)", K, D, 256, 1, 0, 0, 0, 0},
+      {"kernel 1 launch, desc in device memory", K, D, 256, 1, 0, 0, 1, 0},
+      {"kernel 1 launch, desc mapped, 512 thr", K, M, 512, 1, 0, 0, 0, 0},
+      {"kernel 4 MiB chunks, copy, 1 stream", K, C, 256, 1, 0, 4u << 20, 0, 0},
+      {"kernel 4 MiB chunks, mapped, 1 stream", K, M, 256, 1, 0, 4u << 20, 0, 0},
+      {"kernel 4 MiB chunks, param, 1 stream", K, P, 256, 1, 0, 4u << 20, 0, 0},
+      {"kernel 4 MiB chunks, param, 2 streams", K, P, 256, 2, 0, 4u << 20, 0, 0},
+      {"kernel 4 MiB chunks, param, 4 streams", K, P, 256, 4, 0, 4u << 20, 0, 0},
+      {"kernel 4 MiB chunks, mapped, 2 streams", K, M, 256, 2, 0, 4u << 20, 0, 0},
+      {"kernel 512 KiB chunks, mapped, 1 stream", K, M, 256, 1, 0, 512u << 10, 0, 0},
+      {"kernel 512 KiB chunks, param, 1 stream", K, P, 256, 1, 0, 512u << 10, 0, 0},
+      {"kernel 512 KiB chunks, param, 2 streams", K, P, 256, 2, 0, 512u << 10, 0, 0},
+      {"kernel 512 KiB chunks, param, 4 streams", K, P, 256, 4, 0, 512u << 10, 0, 0},
+      {"kernel 512 KiB chunks, mapped, 4 streams", K, M, 256, 4, 0, 512u << 10, 0, 0},
+      {"kernel 512 KiB chunks, direct, 2 streams", K, D, 256, 2, 0, 512u << 10, 0, 0},
+      {"d2d 512 KiB chunks, batched, 2 streams", TPX_UNPACK_D2D, 0, 256, 2, 1, 512u << 10, 0, 1},
+      {"d2d 512 KiB chunks, per fragment, 1 stream", TPX_UNPACK_D2D, 0, 256, 1, 0, 512u << 10, 0, 1},
+      {"host mode, 4 MiB chunks", TPX_UNPACK_HOST, 0, 256, 1, 0, 4u << 20, 0, 1},
   };
   const int nvar = (int)(sizeof variants / sizeof variants[0]);
-  struct row *key[2][3] = {{NULL}}; /* [bounce][1 launch, 4 MiB, 512 KiB], desc copy */
+  /* [bounce][1 launch, 4 MiB, 512 KiB]: the default descriptors and streams */
+  struct row *key[2][3] = {{NULL}};
   float base_gpu[2], base_e2e[2];
   int first_row[2];
   for (int pinned = 0; pinned < 2; pinned++) {
     struct copy_arg cp = {B.dst2, pinned ? B.bpin : B.bdev,
-                          pinned ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice};
-    base_e2e[pinned] = time_median_us(op_copy, NULL, &cp, s, O.iters, 0);
-    base_gpu[pinned] = B.wait_value ? time_median_us(op_copy, NULL, &cp, s, O.iters, 1) : base_e2e[pinned];
+                          pinned ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, s};
+    base_e2e[pinned] = time_median_us(op_copy, NULL, &cp, &s, 1, O.iters, 0);
+    base_gpu[pinned] = B.wait_value ? time_median_us(op_copy, NULL, &cp, &s, 1, O.iters, 1) : base_e2e[pinned];
     first_row[pinned] = nrows;
     add_base(pinned ? "cudaMemcpy H2D from pinned (baseline b)" : "cudaMemcpy D2D (baseline a)",
              base_gpu[pinned], base_e2e[pinned]);
@@ -379,9 +408,14 @@ int main(int argc, char **argv) {
       uint32_t chunk = va->chunk_bytes ? (uint32_t)(va->chunk_bytes / O.frag) : B.nf;
       if (chunk == 0 || (va->chunk_bytes && chunk >= B.nf)) continue;
       int iters = va->mode == TPX_UNPACK_HOST ? 2 : va->slow ? (O.iters < 5 ? O.iters : 5) : O.iters;
-      struct row *r = run_unpack(va->name, va->mode, va->desc, va->threads, chunk, pinned, va->devmeta, iters,
-                                 base_gpu[pinned], base_e2e[pinned]);
-      if (va->mode == TPX_UNPACK_KERNEL && va->desc == TPX_UNPACK_DESC_COPY && va->threads == 256)
+      struct row *r = run_unpack(va->name, va->mode, va->desc, va->threads, va->nstreams, va->batch, chunk,
+                                 pinned, va->devmeta, iters, base_gpu[pinned], base_e2e[pinned]);
+      /* The defaults: one launch reads mapped entries (more than PARAM_MAX
+       * of them); chunks pass them as parameters over the default streams. */
+      if (va->mode == K && va->threads == 256 && !va->devmeta &&
+          ((va->chunk_bytes == 0 && va->desc == M) ||
+           (va->chunk_bytes && va->desc == TPX_UNPACK_DESC_DEFAULT &&
+            va->nstreams == TPX_UNPACK_NSTREAMS_DEFAULT)))
         key[pinned][va->chunk_bytes == 0 ? 0 : va->chunk_bytes == (4u << 20) ? 1 : 2] = r;
     }
   }
@@ -407,9 +441,10 @@ int main(int argc, char **argv) {
     struct row *k = key[p][0];
     if (!k) continue;
     double ratio = k->us > 0 ? k->ratio : k->e2e_ratio;
-    printf("%s: kernel %.1f GB/s vs copy %.1f GB/s: ratio %.3f (e2e %.3f; 4 MiB chunks %.3f, 512 KiB chunks "
-           "%.3f); target >= 0.8: %s\n",
+    printf("%s: kernel (one launch, mapped entries) %.1f GB/s vs copy %.1f GB/s: ratio %.3f (e2e %.3f; "
+           "chunks with the default %s entries over %d streams: 4 MiB %.3f, 512 KiB %.3f); target >= 0.8: %s\n",
            label[p], k->us > 0 ? k->gbs : gbs(k->e2e_us), gbs(base_gpu[p]), ratio, k->e2e_ratio,
+           tpx_unpack_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
            key[p][1] ? (key[p][1]->us > 0 ? key[p][1]->ratio : key[p][1]->e2e_ratio) : 0.0,
            key[p][2] ? (key[p][2]->us > 0 ? key[p][2]->ratio : key[p][2]->e2e_ratio) : 0.0,
            ratio >= 0.8 ? "met" : "NOT met");
@@ -417,6 +452,8 @@ int main(int argc, char **argv) {
   printf("correctness: %s\n", B.failures ? "FAILED" : "every variant byte-for-byte identical to the CPU gather");
 
   CU(cudaStreamDestroy(s));
+  CU(cudaStreamDestroy(B.tstream));
+  for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) CU(cudaEventDestroy(B.join[i]));
   CU(cudaEventDestroy(B.t0));
   CU(cudaEventDestroy(B.t1));
   TPX(tpx_gpu_free(O.dev, B.dst2));

@@ -1,5 +1,5 @@
-/* The GPU unpacker: one stream, pooled events, persistent descriptor buffers.
- * See unpack.h. The kernel itself is in unpack_kernel.cu. */
+/* The GPU unpacker: persistent streams, pooled events, persistent descriptor
+ * buffers. See unpack.h. The kernel itself is in unpack_kernel.cu. */
 #include "cuda/unpack.h"
 
 #include <pthread.h>
@@ -15,10 +15,12 @@
 void tpx_unpack_opts_default(tpx_unpack_opts_t *o) {
   memset(o, 0, sizeof *o);
   o->mode = TPX_UNPACK_KERNEL;
-  o->desc = TPX_UNPACK_DESC_COPY;
+  o->desc = TPX_UNPACK_DESC_DEFAULT;
   o->max_frags = TPX_UNPACK_MAX_FRAGS;
   o->max_inflight = 32;
   o->threads = 256;
+  o->nstreams = TPX_UNPACK_NSTREAMS_DEFAULT;
+  o->d2d_batch = 1;
   o->host_stage_bytes = 4u << 20;
 }
 
@@ -56,6 +58,15 @@ void *tpx_unpack_stream(tpx_unpacker_t *u) {
   (void)u;
   return NULL;
 }
+int tpx_unpack_nstreams(const tpx_unpacker_t *u) {
+  (void)u;
+  return 0;
+}
+void *tpx_unpack_stream_at(tpx_unpacker_t *u, int i) {
+  (void)u;
+  (void)i;
+  return NULL;
+}
 int tpx_unpack_device(const tpx_unpacker_t *u) {
   (void)u;
   return -1;
@@ -83,16 +94,24 @@ struct inflight {
 struct tpx_unpacker {
   int dev;
   tpx_unpack_opts_t o;
-  tpx_gpu_stream_t *stream;
-  cudaStream_t cs;
+  int ns;                                     /* streams in use */
+  tpx_gpu_stream_t *streams[TPX_UNPACK_MAX_STREAMS];
+  cudaStream_t cs[TPX_UNPACK_MAX_STREAMS];
   tpx_gpu_evpool_t *pool;
   int max_blocks;
   /* kernel mode: pinned staging ring of max_inflight slots x max_frags
    * entries (slot = ticket % max_inflight, free again once its ticket has
-   * retired), its device mapping, and the device copy of the entries. */
+   * retired), its device mapping, and (desc=copy) a device ring of the same
+   * shape; desc=param: a host scratch block of TPX_UNPACK_PARAM_MAX. */
   tpx_unpack_meta_t *stage;
   tpx_unpack_meta_t *stage_dev;
   tpx_unpack_meta_t *desc_dev;
+  tpx_unpack_meta_t *param;
+  /* d2d batch arrays (max_frags each) */
+  void **b_dst;
+  const void **b_src;
+  size_t *b_len;
+  int batch_ok; /* cudaMemcpyBatchAsync usable (cleared on its first refusal) */
   /* host mode */
   unsigned char *host_stage;
   size_t host_stage_bytes;
@@ -101,7 +120,7 @@ struct tpx_unpacker {
   uint32_t head, count;
   uint64_t next_ticket; /* next ticket to hand out */
   uint64_t retired;     /* every ticket < retired is done */
-  int failed;           /* sticky: the stream's work failed */
+  int failed;           /* sticky: the GPU work failed */
   pthread_mutex_t mu;
   tpx_unpack_stats_t st;
 };
@@ -115,8 +134,22 @@ static void free_buffers(tpx_unpacker_t *u) {
   if (u->stage) tpx_gpu_host_free(u->dev, u->stage);
   if (u->desc_dev) tpx_gpu_free(u->dev, u->desc_dev);
   if (u->host_stage) tpx_gpu_host_free(u->dev, u->host_stage);
-  u->stage = u->stage_dev = u->desc_dev = NULL;
+  free(u->param);
+  free(u->b_dst);
+  free((void *)u->b_src);
+  free(u->b_len);
+  u->stage = u->stage_dev = u->desc_dev = u->param = NULL;
   u->host_stage = NULL;
+  u->b_dst = NULL;
+  u->b_src = NULL;
+  u->b_len = NULL;
+}
+
+static void destroy_streams(tpx_unpacker_t *u) {
+  for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) {
+    tpx_gpu_stream_destroy(u->streams[i]);
+    u->streams[i] = NULL;
+  }
 }
 
 int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
@@ -125,17 +158,24 @@ int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t *
   tpx_unpack_opts_t o;
   tpx_unpack_opts_default(&o);
   if (opts) {
+    tpx_unpack_opts_t d = o;
     o = *opts;
-    if (!o.max_frags) o.max_frags = TPX_UNPACK_MAX_FRAGS;
-    if (!o.max_inflight) o.max_inflight = 32;
-    if (!o.threads) o.threads = 256;
-    if (!o.host_stage_bytes) o.host_stage_bytes = 4u << 20;
+    if (!o.max_frags) o.max_frags = d.max_frags;
+    if (!o.max_inflight) o.max_inflight = d.max_inflight;
+    if (!o.threads) o.threads = d.threads;
+    if (!o.nstreams) o.nstreams = d.nstreams;
+    if (o.d2d_batch < 0) o.d2d_batch = d.d2d_batch;
+    if (!o.host_stage_bytes) o.host_stage_bytes = d.host_stage_bytes;
   }
   if (o.mode < TPX_UNPACK_KERNEL || o.mode > TPX_UNPACK_HOST || o.desc < TPX_UNPACK_DESC_COPY ||
-      o.desc > TPX_UNPACK_DESC_DIRECT || o.threads % 32 || o.threads > TPX_UNPACK_KERNEL_MAX_THREADS ||
-      o.max_frags > (1u << 24) || o.max_inflight > 4096)
-    return tpx_err(TPX_EINVAL, "unpack on GPU %d: bad options (mode %d desc %d threads %d frags %u inflight %u)",
-                   dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight);
+      o.desc > TPX_UNPACK_DESC_PARAM || o.threads % 32 || o.threads > TPX_UNPACK_KERNEL_MAX_THREADS ||
+      o.max_frags > (1u << 24) || o.max_inflight > 4096 || o.nstreams < 1 ||
+      o.nstreams > TPX_UNPACK_MAX_STREAMS)
+    return tpx_err(TPX_EINVAL,
+                   "unpack on GPU %d: bad options (mode %d desc %d threads %d frags %u inflight %u streams %d)",
+                   dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight, o.nstreams);
+  /* The host mode reuses one staging buffer: one stream keeps it ordered. */
+  if (o.mode == TPX_UNPACK_HOST) o.nstreams = 1;
   int rc = tpx_gpu_retain(dev);
   if (rc) return rc;
   tpx_unpacker_t *u = calloc(1, sizeof *u);
@@ -148,40 +188,53 @@ int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t *
   }
   u->dev = dev;
   u->o = o;
+  u->ns = o.nstreams;
   u->ring = ring;
   pthread_mutex_init(&u->mu, NULL);
 
   tpx_gpu_guard_t g;
-  rc = tpx_gpu_stream_create(dev, &u->stream);
+  for (int i = 0; i < u->ns && !rc; i++) {
+    rc = tpx_gpu_stream_create(dev, &u->streams[i]);
+    if (!rc) u->cs[i] = (cudaStream_t)tpx_gpu_stream_handle(u->streams[i]);
+  }
   if (!rc) rc = tpx_gpu_evpool_create(dev, (int)TPX_MIN(o.max_inflight, 64u), &u->pool);
   if (!rc) rc = tpx_gpu_guard_enter(dev, &g);
   if (rc) goto fail;
-  u->cs = (cudaStream_t)tpx_gpu_stream_handle(u->stream);
+  const size_t ring_bytes = (size_t)o.max_inflight * o.max_frags * sizeof(tpx_unpack_meta_t);
   if (o.mode == TPX_UNPACK_KERNEL) {
     cudaError_t e = tpx_unpack_kernel_max_blocks(o.threads, &u->max_blocks);
     if (e != cudaSuccess) rc = cuda_fail(e, "occupancy query", dev);
-    size_t stage_bytes = (size_t)o.max_inflight * o.max_frags * sizeof(tpx_unpack_meta_t);
     if (!rc && o.desc != TPX_UNPACK_DESC_DIRECT) {
-      rc = tpx_gpu_host_alloc(dev, stage_bytes, (void **)&u->stage);
+      rc = tpx_gpu_host_alloc(dev, ring_bytes, (void **)&u->stage);
       if (!rc) rc = tpx_gpu_host_dev_ptr(dev, u->stage, (void **)&u->stage_dev);
     }
-    if (!rc && o.desc == TPX_UNPACK_DESC_COPY)
-      rc = tpx_gpu_malloc(dev, (size_t)o.max_frags * sizeof(tpx_unpack_meta_t), (void **)&u->desc_dev);
-  } else if (o.mode == TPX_UNPACK_HOST) {
+    if (!rc && o.desc == TPX_UNPACK_DESC_COPY) rc = tpx_gpu_malloc(dev, ring_bytes, (void **)&u->desc_dev);
+    if (!rc && o.desc == TPX_UNPACK_DESC_PARAM) {
+      u->param = aligned_alloc(16, TPX_UNPACK_PARAM_MAX * sizeof(tpx_unpack_meta_t));
+      if (!u->param) rc = tpx_err(TPX_ENOMEM, "unpack on GPU %d: parameter block", dev);
+      else memset(u->param, 0, TPX_UNPACK_PARAM_MAX * sizeof(tpx_unpack_meta_t));
+    }
+  } else if (o.mode == TPX_UNPACK_D2D) {
+    u->batch_ok = o.d2d_batch;
+    u->b_dst = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_dst);
+    u->b_src = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_src);
+    u->b_len = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_len);
+    if (!u->b_dst || !u->b_src || !u->b_len) rc = tpx_err(TPX_ENOMEM, "unpack on GPU %d: batch arrays", dev);
+  } else {
     rc = tpx_gpu_host_alloc(dev, o.host_stage_bytes, (void **)&u->host_stage);
     if (!rc) u->host_stage_bytes = o.host_stage_bytes;
   }
   tpx_gpu_guard_leave(&g);
   if (rc) goto fail;
-  TPX_DEBUG("unpack on GPU %d: mode %s, descriptors %s, %u frags/chunk, %d threads, %d blocks max", dev,
-            tpx_unpack_mode_name(o.mode), tpx_unpack_desc_name(o.desc), o.max_frags, o.threads,
-            u->max_blocks);
+  TPX_DEBUG("unpack on GPU %d: mode %s, descriptors %s, %u frags/chunk, %d threads, %d blocks max, %d streams",
+            dev, tpx_unpack_mode_name(o.mode), tpx_unpack_desc_name(o.desc), o.max_frags, o.threads,
+            u->max_blocks, u->ns);
   *out = u;
   return 0;
 fail:
   free_buffers(u);
   tpx_gpu_evpool_destroy(u->pool);
-  tpx_gpu_stream_destroy(u->stream);
+  destroy_streams(u);
   pthread_mutex_destroy(&u->mu);
   free(u->ring);
   free(u);
@@ -189,8 +242,8 @@ fail:
   return rc;
 }
 
-/* Retire finished chunks from the oldest on. Lock held. */
-static int retire_upto(tpx_unpacker_t *u, uint64_t upto) {
+/* Retire tickets < upto (all known finished). Lock held. */
+static void retire_upto(tpx_unpacker_t *u, uint64_t upto) {
   while (u->count && u->retired < upto) {
     struct inflight *f = &u->ring[u->head];
     tpx_gpu_event_put(u->pool, f->ev);
@@ -199,32 +252,40 @@ static int retire_upto(tpx_unpacker_t *u, uint64_t upto) {
     u->head = (u->head + 1) % u->o.max_inflight;
     u->count--;
   }
-  return 0;
 }
 
-/* Poll the ticket's event; done implies every earlier one is done (one
- * stream, in order). Lock held. Returns 1/0/<0. */
+static tpx_gpu_event_t *event_of(tpx_unpacker_t *u, uint64_t ticket) {
+  return u->ring[(u->head + (ticket - u->retired)) % u->o.max_inflight].ev;
+}
+
+/* 1 if ticket and every earlier one are done (retiring them), 0 if not yet,
+ * < 0 if the GPU work failed. Lock held; ticket < next_ticket. */
 static int poll_ticket(tpx_unpacker_t *u, uint64_t ticket) {
   if (u->failed) return u->failed;
   if (ticket < u->retired) return 1;
-  uint32_t idx = (uint32_t)((u->head + (ticket - u->retired)) % u->o.max_inflight);
-  int q = tpx_gpu_event_query(u->ring[idx].ev);
-  if (q < 0) {
-    u->failed = q;
+  if (u->ns == 1) {
+    /* One stream runs in order: this ticket done means all earlier are. */
+    int q = tpx_gpu_event_query(event_of(u, ticket));
+    if (q < 0) return u->failed = q;
+    if (q == 1) retire_upto(u, ticket + 1);
     return q;
   }
-  if (q == 1) retire_upto(u, ticket + 1);
-  return q;
+  /* Several streams: chunks may finish out of order; report in order. */
+  while (u->retired <= ticket) {
+    int q = tpx_gpu_event_query(event_of(u, u->retired));
+    if (q < 0) return u->failed = q;
+    if (q == 0) return 0;
+    retire_upto(u, u->retired + 1);
+  }
+  return 1;
 }
 
-/* Retire whatever is already finished. The newest first: when it is done,
- * one query retires everything; else oldest first until one is not done.
- * Lock held. */
+/* Retire whatever is already finished. Lock held. */
 static int reap(tpx_unpacker_t *u) {
   if (!u->count) return 0;
-  int q = poll_ticket(u, u->next_ticket - 1);
-  if (q != 0) return q < 0 ? q : 0;
-  while (u->count > 1) {
+  int q = poll_ticket(u, u->next_ticket - 1); /* one query when all are done */
+  if (q != 0 || u->ns > 1) return q < 0 ? q : 0;
+  while (u->count > 1) { /* one stream: oldest first until one is not done */
     q = poll_ticket(u, u->retired);
     if (q <= 0) return q;
   }
@@ -238,13 +299,18 @@ static uint32_t slice_shift_for(uint32_t max_len) {
 }
 
 /* Kernel mode. Lock held, context current. */
-static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t ticket) {
+static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t ticket, cudaStream_t cs) {
   const tpx_unpack_meta_t *entries = c->meta;
   const tpx_unpack_meta_t *desc = c->meta_dev;
-  if (u->o.desc != TPX_UNPACK_DESC_DIRECT) {
-    /* Validate the staged copy, so what is checked is what the GPU reads. */
-    tpx_unpack_meta_t *slot = u->stage + (ticket % u->o.max_inflight) * u->o.max_frags;
-    memcpy(slot, c->meta, (size_t)c->cnt * sizeof *slot);
+  const size_t bytes = (size_t)c->cnt * sizeof *entries;
+  const int param = u->o.desc == TPX_UNPACK_DESC_PARAM && c->cnt <= TPX_UNPACK_PARAM_MAX;
+  tpx_unpack_meta_t *slot = NULL;
+  if (param) {
+    memcpy(u->param, c->meta, bytes);
+    entries = u->param;
+  } else if (u->o.desc != TPX_UNPACK_DESC_DIRECT) {
+    slot = u->stage + (ticket % u->o.max_inflight) * u->o.max_frags;
+    memcpy(slot, c->meta, bytes);
     entries = slot;
     desc = u->stage_dev + (slot - u->stage);
   } else if (!desc) {
@@ -252,48 +318,72 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
   }
   uint32_t max_len = 0;
   uint64_t total = 0;
+  /* Validate the copy when there is one: what is checked is what runs. */
   int rc = tpx_unpack_validate(entries, c->cnt, c->bounce_bytes, c->dst_bytes, &max_len, &total);
   if (rc) return rc;
-  if (u->o.desc == TPX_UNPACK_DESC_COPY && c->cnt) {
-    cudaError_t e = cudaMemcpyAsync(u->desc_dev, entries, (size_t)c->cnt * sizeof *entries,
-                                    cudaMemcpyHostToDevice, u->cs);
-    if (e != cudaSuccess) return cuda_fail(e, "descriptor copy", u->dev);
-    desc = u->desc_dev;
+  const uint32_t shift = slice_shift_for(max_len);
+  cudaError_t e;
+  if (param) {
+    e = tpx_unpack_kernel_launch_param(entries, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
+  } else {
+    if (u->o.desc == TPX_UNPACK_DESC_COPY && c->cnt) {
+      tpx_unpack_meta_t *dslot = u->desc_dev + (slot - u->stage);
+      e = cudaMemcpyAsync(dslot, slot, bytes, cudaMemcpyHostToDevice, cs);
+      if (e != cudaSuccess) return cuda_fail(e, "descriptor copy", u->dev);
+      desc = dslot;
+    }
+    e = tpx_unpack_kernel_launch(desc, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
   }
-  cudaError_t e = tpx_unpack_kernel_launch(desc, c->cnt, slice_shift_for(max_len), c->bounce, c->dst,
-                                           u->o.threads, u->max_blocks, u->cs);
   if (e != cudaSuccess) return cuda_fail(e, "kernel launch", u->dev);
   u->st.launches++;
   u->st.bytes += total;
   return 0;
 }
 
-/* d2d mode: one async copy per run of fragments contiguous on both sides. */
-static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
+/* d2d mode: one copy per run of fragments contiguous on both sides, issued
+ * as one batch per chunk where the runtime supports it. */
+static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream_t cs) {
   uint64_t total = 0;
   int rc = tpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
   if (rc) return rc;
   const unsigned char *src = c->bounce;
   unsigned char *dst = c->dst;
-  uint64_t s = 0, d = 0, n = 0;
-  for (uint32_t i = 0; i <= c->cnt; i++) {
-    if (i < c->cnt) {
-      const tpx_unpack_meta_t m = c->meta[i];
-      if (n && m.src_off == s + n && m.dst_off == d + n) {
-        n += m.len;
-        continue;
-      }
+  size_t n = 0;
+  for (uint32_t i = 0; i < c->cnt; i++) {
+    const tpx_unpack_meta_t m = c->meta[i];
+    if (!m.len) continue;
+    if (n && (const unsigned char *)u->b_src[n - 1] + u->b_len[n - 1] == src + m.src_off &&
+        (unsigned char *)u->b_dst[n - 1] + u->b_len[n - 1] == dst + m.dst_off) {
+      u->b_len[n - 1] += m.len;
+      continue;
     }
-    if (n) {
-      cudaError_t e = cudaMemcpyAsync(dst + d, src + s, n, cudaMemcpyDefault, u->cs);
-      if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync", u->dev);
+    u->b_src[n] = src + m.src_off;
+    u->b_dst[n] = dst + m.dst_off;
+    u->b_len[n] = m.len;
+    n++;
+  }
+  if (n > 1 && u->batch_ok) {
+    struct cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t idx = 0;
+    cudaError_t e = cudaMemcpyBatchAsync((void *const *)u->b_dst, (const void *const *)u->b_src, u->b_len, n,
+                                         &attr, &idx, 1, cs);
+    if (e == cudaSuccess) {
       u->st.launches++;
+      u->st.bytes += total;
+      return 0;
     }
-    if (i < c->cnt) {
-      s = c->meta[i].src_off;
-      d = c->meta[i].dst_off;
-      n = c->meta[i].len;
-    }
+    /* Not supported here (or refused these operands): per-run copies from now on. */
+    TPX_INFO("unpack on GPU %d: cudaMemcpyBatchAsync unavailable (%s); one copy per fragment run", u->dev,
+             cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    u->batch_ok = 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    cudaError_t e = cudaMemcpyAsync(u->b_dst[i], u->b_src[i], u->b_len[i], cudaMemcpyDefault, cs);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync", u->dev);
+    u->st.launches++;
   }
   u->st.bytes += total;
   return 0;
@@ -301,7 +391,7 @@ static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
 
 /* host mode (debug): bounce -> pinned host staging laid out like the
  * destination span, then staging -> destination, per contiguous run. */
-static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
+static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream_t cs) {
   uint64_t total = 0;
   int rc = tpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
   if (rc || c->cnt == 0) return rc;
@@ -314,7 +404,7 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
   if (hi == 0) return 0;
   /* The staging buffer is reused: the previous chunk's copies out of it
    * must have finished. Debug mode, so simply wait. */
-  cudaError_t e = cudaStreamSynchronize(u->cs);
+  cudaError_t e = cudaStreamSynchronize(cs);
   if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", u->dev);
   if (hi - lo > u->host_stage_bytes) {
     tpx_gpu_host_free(u->dev, u->host_stage);
@@ -329,10 +419,10 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
   for (uint32_t i = 0; i < c->cnt; i++) {
     const tpx_unpack_meta_t m = c->meta[i];
     if (!m.len) continue;
-    e = cudaMemcpyAsync(u->host_stage + (m.dst_off - lo), src + m.src_off, m.len, cudaMemcpyDefault, u->cs);
+    e = cudaMemcpyAsync(u->host_stage + (m.dst_off - lo), src + m.src_off, m.len, cudaMemcpyDefault, cs);
     if (e != cudaSuccess) return cuda_fail(e, "copy to host staging", u->dev);
   }
-  e = cudaStreamSynchronize(u->cs);
+  e = cudaStreamSynchronize(cs);
   if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", u->dev);
   /* Only bytes some entry covers are written back (holes stay untouched). */
   uint64_t d = 0, n = 0;
@@ -346,7 +436,7 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c) {
       }
     }
     if (n) {
-      e = cudaMemcpyAsync(dst + d, u->host_stage + (d - lo), n, cudaMemcpyDefault, u->cs);
+      e = cudaMemcpyAsync(dst + d, u->host_stage + (d - lo), n, cudaMemcpyDefault, cs);
       if (e != cudaSuccess) return cuda_fail(e, "copy from host staging", u->dev);
       u->st.launches++;
     }
@@ -385,13 +475,14 @@ int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *
     goto out;
   }
   const uint64_t t = u->next_ticket;
+  const int si = (int)(t % (uint64_t)u->ns);
   switch (u->o.mode) {
-    case TPX_UNPACK_KERNEL: rc = submit_kernel(u, c, t); break;
-    case TPX_UNPACK_D2D: rc = submit_d2d(u, c); break;
-    default: rc = submit_host(u, c); break;
+    case TPX_UNPACK_KERNEL: rc = submit_kernel(u, c, t, u->cs[si]); break;
+    case TPX_UNPACK_D2D: rc = submit_d2d(u, c, u->cs[si]); break;
+    default: rc = submit_host(u, c, u->cs[si]); break;
   }
   tpx_gpu_guard_leave(&g);
-  if (!rc) rc = tpx_gpu_event_record(ev, u->stream);
+  if (!rc) rc = tpx_gpu_event_record(ev, u->streams[si]);
   if (rc) {
     tpx_gpu_event_put(u->pool, ev);
     goto out;
@@ -437,19 +528,21 @@ int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
 
 int tpx_unpack_sync(tpx_unpacker_t *u) {
   if (!u) return tpx_err(TPX_EINVAL, "tpx_unpack_sync: NULL");
-  int rc = tpx_gpu_stream_sync(u->stream);
+  int rc = 0;
+  for (int i = 0; i < u->ns && !rc; i++) rc = tpx_gpu_stream_sync(u->streams[i]);
   pthread_mutex_lock(&u->mu);
   if (rc && !u->failed) u->failed = rc;
-  if (!rc) rc = reap(u);
-  if (!rc && u->count) rc = tpx_err(TPX_EINTERNAL, "unpack on GPU %d: %u chunks pending after sync", u->dev, u->count);
+  if (!rc && u->count) rc = poll_ticket(u, u->next_ticket - 1);
+  if (rc == 0 && u->count)
+    rc = tpx_err(TPX_EINTERNAL, "unpack on GPU %d: %u chunks pending after sync", u->dev, u->count);
   pthread_mutex_unlock(&u->mu);
   return rc < 0 ? rc : 0;
 }
 
 void tpx_unpacker_destroy(tpx_unpacker_t *u) {
   if (!u) return;
-  if (tpx_gpu_stream_sync(u->stream))
-    TPX_WARN("unpack on GPU %d: teardown with failed GPU work", u->dev);
+  for (int i = 0; i < u->ns; i++)
+    if (tpx_gpu_stream_sync(u->streams[i])) TPX_WARN("unpack on GPU %d: teardown with failed GPU work", u->dev);
   while (u->count) { /* return every event, finished or not */
     tpx_gpu_event_put(u->pool, u->ring[u->head].ev);
     u->head = (u->head + 1) % u->o.max_inflight;
@@ -457,7 +550,7 @@ void tpx_unpacker_destroy(tpx_unpacker_t *u) {
   }
   free_buffers(u);
   tpx_gpu_evpool_destroy(u->pool);
-  tpx_gpu_stream_destroy(u->stream);
+  destroy_streams(u);
   pthread_mutex_destroy(&u->mu);
   int dev = u->dev;
   free(u->ring);
@@ -465,7 +558,11 @@ void tpx_unpacker_destroy(tpx_unpacker_t *u) {
   tpx_gpu_release(dev);
 }
 
-void *tpx_unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs : NULL; }
+void *tpx_unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs[0] : NULL; }
+int tpx_unpack_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
+void *tpx_unpack_stream_at(tpx_unpacker_t *u, int i) {
+  return (u && i >= 0 && i < u->ns) ? (void *)u->cs[i] : NULL;
+}
 int tpx_unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : -1; }
 
 void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {

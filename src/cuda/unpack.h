@@ -60,24 +60,30 @@ typedef struct tpx_unpack_dev_handle {
 
 enum tpx_unpack_mode { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D = 1, TPX_UNPACK_HOST = 2 };
 
-/* Where the kernel reads the entries from. */
+/* Where the kernel reads the entries from. In every mode but DIRECT the CPU
+ * copies the entries once and validates the copy, so what is checked is what
+ * the GPU reads, and the caller may reuse its entries when submit returns. */
 enum tpx_unpack_desc {
-  /* Entries copied by the CPU into a pinned staging ring (validated on the
-   * way), then one async copy into a persistent device buffer. Default. */
+  /* Copied into a pinned staging ring, then one async copy per chunk into a
+   * persistent device buffer ring; the kernel reads device memory. */
   TPX_UNPACK_DESC_COPY = 0,
-  /* Entries copied into the pinned staging ring; the kernel reads them there
-   * through the mapping (no extra copy on the stream). */
+  /* Copied into the pinned staging ring; the kernel reads them there through
+   * the mapping (no copy on the stream). */
   TPX_UNPACK_DESC_MAPPED = 1,
   /* The kernel reads the caller's entries in place (chunk.meta_dev); no CPU
    * copy. The caller keeps them unchanged until the ticket completes (true
    * for the plugin's slots: they are reused only after irecvConsumed). */
-  TPX_UNPACK_DESC_DIRECT = 2
+  TPX_UNPACK_DESC_DIRECT = 2,
+  /* Passed by value in the kernel launch's parameters (up to 2040 entries;
+   * larger chunks fall back to MAPPED): no copy on the stream and no
+   * dependent read over PCIe. */
+  TPX_UNPACK_DESC_PARAM = 3
 };
 
 /* "kernel" | "d2d" | "host" (case-insensitive) -> TPX_UNPACK_*; TPX_EINVAL else. */
 int tpx_unpack_mode_parse(const char *s, int *mode);
 const char *tpx_unpack_mode_name(int mode);
-int tpx_unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" */
+int tpx_unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" | "param" */
 const char *tpx_unpack_desc_name(int desc);
 
 /* Check every entry: src_off + len <= bounce_bytes and dst_off + len <=
@@ -96,12 +102,19 @@ int tpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounc
 
 typedef struct tpx_unpack_opts {
   int mode;               /* TPX_UNPACK_*; default kernel */
-  int desc;               /* TPX_UNPACK_DESC_*; default copy */
+  int desc;               /* TPX_UNPACK_DESC_*; default TPX_UNPACK_DESC_DEFAULT */
   uint32_t max_frags;     /* entries per chunk; 0 -> 2048 */
   uint32_t max_inflight;  /* chunks submitted and not yet completed; 0 -> 32 */
-  int threads;            /* kernel block size (multiple of 32, <= 1024); 0 -> 256 */
+  int threads;            /* kernel block size (multiple of 32, <= 512); 0 -> 256 */
+  int nstreams;           /* streams chunks rotate over (1..8; host mode: 1); 0 -> default */
+  int d2d_batch;          /* d2d: 1 = one cudaMemcpyBatchAsync per chunk, 0 = one
+                             cudaMemcpyAsync per run; -1 -> default (batch) */
   size_t host_stage_bytes; /* host mode: initial staging size; 0 -> 4 MiB (grows) */
 } tpx_unpack_opts_t;
+
+#define TPX_UNPACK_DESC_DEFAULT TPX_UNPACK_DESC_PARAM
+#define TPX_UNPACK_NSTREAMS_DEFAULT 2
+#define TPX_UNPACK_MAX_STREAMS 8
 
 void tpx_unpack_opts_default(tpx_unpack_opts_t *o);
 
@@ -126,12 +139,14 @@ typedef struct tpx_unpack_chunk {
 
 /* Queue the unpack of one chunk. On success *ticket identifies it (tickets
  * count up from 0 per unpacker). The entries may be overwritten once this
- * returns, except with DESC_DIRECT. TPX_EAGAIN when max_inflight chunks are
+ * returns, except with DESC_DIRECT. Consecutive chunks go to the unpacker's
+ * streams in turn, so they may run concurrently on the GPU; completion is
+ * still reported in ticket order. TPX_EAGAIN when max_inflight chunks are
  * still running (poll, then retry); TPX_EPROTO for a bad entry (nothing
  * queued). */
 int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket);
 
-/* Non-blocking: 1 if chunk `ticket` (and so every earlier one) has been
+/* Non-blocking: 1 if chunk `ticket` and every earlier one have been
  * unpacked, 0 if not yet; TPX_EINVAL for a ticket never issued; TPX_ECUDA if
  * the GPU work failed. */
 int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket);
@@ -143,8 +158,11 @@ int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms);
 /* Everything submitted so far is done when this returns 0. */
 int tpx_unpack_sync(tpx_unpacker_t *u);
 
-/* The unpacker's stream (cudaStream_t), e.g. for timing events. */
+/* The unpacker's streams (cudaStream_t), e.g. for timing events: stream i
+ * of tpx_unpack_nstreams; tpx_unpack_stream is stream 0. */
 void *tpx_unpack_stream(tpx_unpacker_t *u);
+int tpx_unpack_nstreams(const tpx_unpacker_t *u);
+void *tpx_unpack_stream_at(tpx_unpacker_t *u, int i);
 int tpx_unpack_device(const tpx_unpacker_t *u);
 
 typedef struct tpx_unpack_stats {

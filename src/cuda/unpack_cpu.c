@@ -14,7 +14,7 @@ _Static_assert(offsetof(tpx_unpack_meta_block_t, cnt) == 16 * 2048 * 16, "meta b
 _Static_assert(sizeof(tpx_unpack_dev_handle_t) == 24, "device handle is 24 bytes");
 
 static const char *const mode_names[] = {"kernel", "d2d", "host"};
-static const char *const desc_names[] = {"copy", "mapped", "direct"};
+static const char *const desc_names[] = {"copy", "mapped", "direct", "param"};
 
 static int parse_name(const char *s, const char *const *names, int n, int *out, const char *what) {
   if (!s || !out) return tpx_err(TPX_EINVAL, "%s: NULL", what);
@@ -36,11 +36,11 @@ const char *tpx_unpack_mode_name(int mode) {
 }
 
 int tpx_unpack_desc_parse(const char *s, int *desc) {
-  return parse_name(s, desc_names, 3, desc, "unpack descriptors (copy|mapped|direct)");
+  return parse_name(s, desc_names, 4, desc, "unpack descriptors (copy|mapped|direct|param)");
 }
 
 const char *tpx_unpack_desc_name(int desc) {
-  return (desc >= 0 && desc < 3) ? desc_names[desc] : "?";
+  return (desc >= 0 && desc < 4) ? desc_names[desc] : "?";
 }
 
 int tpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,

@@ -88,17 +88,22 @@ __device__ __forceinline__ void warp_copy(const uint8_t *s, uint8_t *d, uint64_t
   if (lane < n - done) d[done + lane] = s[done + lane];
 }
 
-__global__ void __launch_bounds__(TPX_UNPACK_KERNEL_MAX_THREADS)
-    unpack_kernel(const tpx_unpack_meta_t *__restrict__ desc, uint32_t cnt, uint32_t slice_shift,
-                  const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
+// The work loop shared by both kernels: desc points to global memory (device
+// or host-mapped) or into the kernel's parameter space.
+__device__ __forceinline__ void unpack_body(const uint4 *desc, uint32_t cnt, uint32_t slice_shift,
+                                            const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
   const unsigned lane = threadIdx.x & 31u;
   const uint64_t warps_per_block = blockDim.x >> 5;
   const uint64_t units = static_cast<uint64_t>(cnt) << slice_shift;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * warps_per_block;
   const uint64_t slice_mask = (1ull << slice_shift) - 1;
-  for (uint64_t w = blockIdx.x * warps_per_block + (threadIdx.x >> 5); w < units; w += stride) {
-    // One 16-byte load of the entry per lane; lanes read the same address.
-    const uint4 m = reinterpret_cast<const uint4 *>(desc)[w >> slice_shift];
+  uint64_t w = blockIdx.x * warps_per_block + (threadIdx.x >> 5);
+  // Entries are fetched one unit ahead, so a slow (host-mapped) descriptor
+  // read overlaps the previous fragment's copy. Lanes read the same address.
+  uint4 next = w < units ? desc[w >> slice_shift] : make_uint4(0, 0, 0, 0);
+  for (; w < units; w += stride) {
+    const uint4 m = next;
+    if (w + stride < units) next = desc[(w + stride) >> slice_shift];
     const uint64_t len = m.y;
     const uint64_t dst_off = static_cast<uint64_t>(m.z) | (static_cast<uint64_t>(m.w) << 32);
     uint64_t b = 0, e = len;
@@ -114,18 +119,47 @@ __global__ void __launch_bounds__(TPX_UNPACK_KERNEL_MAX_THREADS)
   }
 }
 
+__global__ void __launch_bounds__(TPX_UNPACK_KERNEL_MAX_THREADS)
+    unpack_kernel(const tpx_unpack_meta_t *__restrict__ desc, uint32_t cnt, uint32_t slice_shift,
+                  const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
+  unpack_body(reinterpret_cast<const uint4 *>(desc), cnt, slice_shift, src, dst);
+}
+
+// Entries passed by value in the launch itself (kernel parameters may be up
+// to 32764 bytes on Volta and newer since CUDA 12.1): no descriptor copy on
+// the stream and no dependent read over PCIe before the first data load.
+template <int N>
+struct ParamDesc {
+  tpx_unpack_meta_t e[N];
+};
+
+template <int N>
+__global__ void __launch_bounds__(TPX_UNPACK_KERNEL_MAX_THREADS)
+    unpack_kernel_param(const __grid_constant__ ParamDesc<N> d, uint32_t cnt, uint32_t slice_shift,
+                        const uint8_t *__restrict__ src, uint8_t *__restrict__ dst) {
+  unpack_body(reinterpret_cast<const uint4 *>(&d.e[0]), cnt, slice_shift, src, dst);
+}
+
+static_assert(sizeof(ParamDesc<TPX_UNPACK_PARAM_MAX>) + 32 <= 32764, "kernel parameter limit");
+
+uint64_t grid_for(uint32_t cnt, uint32_t slice_shift, int threads, int blocks_cap) {
+  const uint64_t warps = static_cast<uint64_t>(threads / 32);
+  const uint64_t units = static_cast<uint64_t>(cnt) << slice_shift;
+  uint64_t blocks = (units + warps - 1) / warps;
+  return blocks > static_cast<uint64_t>(blocks_cap) ? static_cast<uint64_t>(blocks_cap) : blocks;
+}
+
+bool bad_shape(int threads, int blocks_cap) {
+  return threads < 32 || threads > TPX_UNPACK_KERNEL_MAX_THREADS || threads % 32 || blocks_cap < 1;
+}
+
 }  // namespace
 
 extern "C" int tpx_unpack_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t cnt,
                                         uint32_t slice_shift, const void *src, void *dst,
                                         int threads, int blocks_cap, void *stream) {
   if (cnt == 0) return cudaSuccess;
-  if (threads < 32 || threads > TPX_UNPACK_KERNEL_MAX_THREADS || threads % 32 || blocks_cap < 1)
-    return cudaErrorInvalidValue;
-  const uint64_t warps = static_cast<uint64_t>(threads / 32);
-  const uint64_t units = static_cast<uint64_t>(cnt) << slice_shift;
-  uint64_t blocks = (units + warps - 1) / warps;
-  if (blocks > static_cast<uint64_t>(blocks_cap)) blocks = static_cast<uint64_t>(blocks_cap);
+  if (bad_shape(threads, blocks_cap)) return cudaErrorInvalidValue;
   const tpx_unpack_meta_t *a_desc = desc;
   uint32_t a_cnt = cnt, a_shift = slice_shift;
   const uint8_t *a_src = static_cast<const uint8_t *>(src);
@@ -134,8 +168,29 @@ extern "C" int tpx_unpack_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t 
   // cudaLaunchKernel reports launch errors directly: no reliance on the
   // thread's sticky last-error state.
   return cudaLaunchKernel(reinterpret_cast<const void *>(unpack_kernel),
-                          dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(threads)),
-                          args, 0, static_cast<cudaStream_t>(stream));
+                          dim3(static_cast<unsigned>(grid_for(cnt, slice_shift, threads, blocks_cap))),
+                          dim3(static_cast<unsigned>(threads)), args, 0, static_cast<cudaStream_t>(stream));
+}
+
+extern "C" int tpx_unpack_kernel_launch_param(const tpx_unpack_meta_t *entries, uint32_t cnt,
+                                              uint32_t slice_shift, const void *src, void *dst,
+                                              int threads, int blocks_cap, void *stream) {
+  if (cnt == 0) return cudaSuccess;
+  if (bad_shape(threads, blocks_cap) || cnt > TPX_UNPACK_PARAM_MAX) return cudaErrorInvalidValue;
+  // The smallest instantiation that holds cnt entries: the launch copies the
+  // whole parameter block, so small chunks pay for small blocks. The caller's
+  // buffer holds TPX_UNPACK_PARAM_MAX entries (the tail is never read).
+  const void *fn;
+  if (cnt <= 64) fn = reinterpret_cast<const void *>(unpack_kernel_param<64>);
+  else if (cnt <= 256) fn = reinterpret_cast<const void *>(unpack_kernel_param<256>);
+  else if (cnt <= 1024) fn = reinterpret_cast<const void *>(unpack_kernel_param<1024>);
+  else fn = reinterpret_cast<const void *>(unpack_kernel_param<TPX_UNPACK_PARAM_MAX>);
+  uint32_t a_cnt = cnt, a_shift = slice_shift;
+  const uint8_t *a_src = static_cast<const uint8_t *>(src);
+  uint8_t *a_dst = static_cast<uint8_t *>(dst);
+  void *args[] = {const_cast<tpx_unpack_meta_t *>(entries), &a_cnt, &a_shift, &a_src, &a_dst};
+  return cudaLaunchKernel(fn, dim3(static_cast<unsigned>(grid_for(cnt, slice_shift, threads, blocks_cap))),
+                          dim3(static_cast<unsigned>(threads)), args, 0, static_cast<cudaStream_t>(stream));
 }
 
 extern "C" int tpx_unpack_kernel_max_blocks(int threads, int *blocks) {

@@ -1,5 +1,6 @@
 /* Unpack on a real GPU, byte for byte against the CPU gather: every mode
- * (kernel with each descriptor source and block size, d2d, host), bounce in
+ * (kernel with each descriptor source, block size and stream count, d2d
+ * batched and per run, host), bounce in
  * device memory and in mapped pinned host memory, random fragments in
  * shuffled pages, every source/destination misalignment, odd lengths, large
  * (sliced) fragments, fragments touching the ends of both buffers, empty
@@ -43,18 +44,21 @@ static struct {
 
 struct config {
   const char *name;
-  int mode, desc, threads;
+  int mode, desc, threads, nstreams, d2d_batch;
   tpx_unpacker_t *u;
 };
 
 static struct config configs[] = {
-    {"kernel/copy/256", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 256, NULL},
-    {"kernel/mapped/256", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_MAPPED, 256, NULL},
-    {"kernel/direct/256", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_DIRECT, 256, NULL},
-    {"kernel/copy/64", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 64, NULL},
-    {"kernel/copy/512", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 512, NULL},
-    {"d2d", TPX_UNPACK_D2D, 0, 0, NULL},
-    {"host", TPX_UNPACK_HOST, 0, 0, NULL},
+    {"kernel/copy/256/1s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 256, 1, 0, NULL},
+    {"kernel/mapped/256/1s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_MAPPED, 256, 1, 0, NULL},
+    {"kernel/direct/256/2s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_DIRECT, 256, 2, 0, NULL},
+    {"kernel/param/256/1s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_PARAM, 256, 1, 0, NULL},
+    {"kernel/param/256/4s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_PARAM, 256, 4, 0, NULL},
+    {"kernel/param/64/2s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_PARAM, 64, 2, 0, NULL},
+    {"kernel/copy/512/3s", TPX_UNPACK_KERNEL, TPX_UNPACK_DESC_COPY, 512, 3, 0, NULL},
+    {"d2d/batch/2s", TPX_UNPACK_D2D, 0, 0, 2, 1, NULL},
+    {"d2d/per-run/1s", TPX_UNPACK_D2D, 0, 0, 1, 0, NULL},
+    {"host", TPX_UNPACK_HOST, 0, 0, 1, 0, NULL},
 };
 #define NCONFIG (int)(sizeof configs / sizeof configs[0])
 
@@ -232,6 +236,7 @@ static void test_empty_and_refused(void) {
   }
   /* Direct descriptors need the device address of the entries. */
   struct config *c = &configs[2];
+  CHECK(c->desc == TPX_UNPACK_DESC_DIRECT, "configs[2] is the direct one");
   tpx_unpack_chunk_t ch = {.meta = E.meta, .meta_dev = NULL, .cnt = 1, .bounce = E.bdev,
                            .bounce_bytes = BOUNCE_BYTES, .dst = E.dst, .dst_bytes = DST_BYTES};
   uint64_t t;
@@ -330,6 +335,8 @@ int main(int argc, char **argv) {
     o.mode = configs[i].mode;
     o.desc = configs[i].desc;
     if (configs[i].threads) o.threads = configs[i].threads;
+    o.nstreams = configs[i].nstreams;
+    o.d2d_batch = configs[i].d2d_batch;
     o.max_inflight = 16;
     o.host_stage_bytes = 1 << 20; /* small on purpose: grows on demand */
     MUST(tpx_unpacker_create(dev, &o, &configs[i].u));

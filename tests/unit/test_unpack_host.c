@@ -224,12 +224,17 @@ static void test_names(void **state) {
   assert_int_equal(v, TPX_UNPACK_DESC_MAPPED);
   assert_int_equal(tpx_unpack_desc_parse("direct", &v), 0);
   assert_int_equal(v, TPX_UNPACK_DESC_DIRECT);
+  assert_int_equal(tpx_unpack_desc_parse("PARAM", &v), 0);
+  assert_int_equal(v, TPX_UNPACK_DESC_PARAM);
+  assert_string_equal(tpx_unpack_desc_name(TPX_UNPACK_DESC_PARAM), "param");
   assert_int_equal(tpx_unpack_desc_parse("zero", &v), TPX_EINVAL);
   assert_string_equal(tpx_unpack_desc_name(TPX_UNPACK_DESC_COPY), "copy");
   tpx_unpack_opts_t o;
   tpx_unpack_opts_default(&o);
   assert_int_equal(o.mode, TPX_UNPACK_KERNEL);
   assert_int_equal(o.max_frags, TPX_UNPACK_MAX_FRAGS);
+  assert_int_equal(o.desc, TPX_UNPACK_DESC_DEFAULT);
+  assert_true(o.nstreams >= 1 && o.nstreams <= TPX_UNPACK_MAX_STREAMS);
 }
 
 /* Host pointers are host pointers in every build; without a GPU (or without
