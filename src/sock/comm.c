@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <sched.h>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -41,6 +42,7 @@
 #define CTRL_BUDGET 8
 #define DATA_BUDGET 4
 #define CTRL_BATCH 32 /* messages per control sendmsg */
+#define TEST_YIELD_AFTER 4 /* consecutive unfinished tests before test() yields */
 
 static inline tpx_sock_req_t *slot(tpx_sock_comm_t *m, uint64_t seq) {
   return &m->reqs[seq % TPX_SOCK_RING];
@@ -589,13 +591,21 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   }
   int closed = m->strict && atomic_load(&m->peer_closed);
   if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0) {
+    int yield = ++m->misses >= TEST_YIELD_AFTER;
     pthread_mutex_unlock(&m->mu);
+    /* Callers poll test() in a tight loop (NCCL's proxy thread does). On a
+     * machine with few cores that loop takes the CPU from the I/O threads
+     * doing the work: measured on 2 cores, 64 MiB loopback went from ~2.5 to
+     * ~6.5 GB/s with this yield. Not blocking: it returns at once when
+     * nothing else wants the CPU. */
+    if (yield) sched_yield();
     /* TCPX: rc 2 while the peer is gone and the data may still be arriving. */
     if (closed)
       return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed, request %u not complete yet",
                            kind_name(kind), m->peer, seq32);
     return 0;
   }
+  m->misses = 0;
   int err = atomic_load(&r->err);
   size_t size = kind == TPX_SK_SEND ? r->size : r->msg_size;
   size_t cap = r->size;

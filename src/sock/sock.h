@@ -178,6 +178,7 @@ typedef struct tpx_sock_pool {
   int nthreads;
   struct tpx_sock_io *thr;
   _Atomic unsigned next; /* round-robin start for the next comm */
+  uint64_t spin_ns;      /* spin after activity before sleeping */
   pthread_mutex_t mu;    /* with cv: detach acknowledgements */
   pthread_cond_t cv;
   char devname[TPX_SOCK_IFNAMSIZ];
@@ -266,6 +267,7 @@ typedef struct tpx_sock_comm {
   /* caller side */
   pthread_mutex_t mu;
   uint64_t tail;              /* oldest request not yet released */
+  unsigned misses;            /* consecutive tests that found nothing done */
   _Atomic uint64_t posted;    /* next sequence number */
   /* any thread */
   _Atomic int peer_closed;    /* a socket saw FIN / RST / error */
