@@ -486,6 +486,53 @@ void t_peer_close_send_side(void **state) {
   }
 }
 
+void t_peer_close_mid_message(void **state) {
+  cf_fix_t *fx = fix(state);
+  cf_link_t *l = &fx->links[0];
+  size_t sz = cap(16 * MiB);
+  cf_msg_t m = {.send_size = sz, .recv_size = sz, .seed = cf_seed(0, 0)};
+  cf_side_t *snd = cf_side_new(l, 1, &m, 1), *rcv = cf_side_new(l, 0, &m, 1);
+  cf_side_t *both[2] = {rcv, snd};
+  cf_poll(both, 2); /* both posted: the bytes start to flow */
+  assert_sides_ok(both, 2);
+  assert_int_equal(cf_sync("transfer started"), 0);
+  int sent_done = snd && cf_side_finished(snd);
+  if (l->me_send) {
+    /* close with the send still in flight (usually): the receiver must not
+     * report a complete message it did not get */
+    int rc = cf_link_close_send(l);
+    cf_note("peer_close_mid_message: closeSend with the %zu B send %s: rc %d", sz,
+            sent_done ? "already complete" : "outstanding", rc);
+  }
+  if (rcv) {
+    rcv->tolerate_close = 0; /* done=1 must mean all bytes; an error is fine */
+    int rc = cf_drive(&rcv, 1, NULL, G.o.timeout_ms);
+    if (rc != 0)
+      fail_msg("the sender closed mid-message, but the receive's test reported nothing within "
+               "%d ms (a hang)",
+               G.o.timeout_ms);
+    if (rcv->err_rc == CF_EDATA || rcv->err_rc == CF_EHARNESS) fail_msg("%s", rcv->err_msg);
+    cf_note("peer_close_mid_message: receive %s (rc %d %s)",
+            rcv->err_rc ? "failed" : "completed with every byte intact", rcv->err_rc,
+            tpx_strerror(rcv->err_rc));
+  }
+}
+
+void t_many_comms(void **state) {
+  cf_fix_t *fx = fix(state);
+  cf_side_t *sides[2 * CF_MAX_LINKS];
+  cf_msg_t m[CF_MAX_LINKS];
+  int k = 0;
+  for (int i = 0; i < fx->nlinks; i++) {
+    m[i] = (cf_msg_t){.send_size = 4097 + (size_t)i, .recv_size = 4097 + (size_t)i,
+                      .seed = cf_seed(i, 0)};
+    k = add_pair(sides, k, &fx->links[i], &m[i], 1);
+  }
+  drive_ok(sides, k, NULL);
+  cf_note("many_comms: %d links (%d comms, half each way) set up at once, one message each",
+          fx->nlinks, 2 * fx->nlinks);
+}
+
 void t_close_after_last_send(void **state) {
   cf_fix_t *fx = fix(state);
   cf_link_t *l = &fx->links[0];

@@ -25,6 +25,8 @@ void t_short_send(void **state);
 void t_peer_close_recv_side(void **state);
 void t_peer_close_send_side(void **state);
 void t_close_after_last_send(void **state);
+void t_peer_close_mid_message(void **state);
+void t_many_comms(void **state);
 void t_regmr_host(void **state);
 void t_regmr_cuda(void **state);
 void t_grouped_recv(void **state);

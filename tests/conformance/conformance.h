@@ -23,7 +23,7 @@ enum cf_dir { CF_C2S = 0, CF_S2C = 1 };
 /* The harness failed to allocate or register a buffer. */
 #define CF_EHARNESS 1002
 
-#define CF_MAX_LINKS 16
+#define CF_MAX_LINKS 32
 
 typedef struct cf_opts {
   const char *plugin;    /* spec for tpx_net_open; NULL = TPX_NET_PLUGIN / built-in */
