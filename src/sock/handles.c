@@ -8,8 +8,11 @@
 
 #include "sock/sock.h"
 
-void tpx_sock_reg_init(tpx_sock_reg_t *r) {
+void tpx_sock_reg_init(tpx_sock_reg_t *r, uint32_t salt) {
   memset(r, 0, sizeof(*r));
+  /* Generations start at a per-net value: handles are not small integers,
+   * and a handle of another net rarely passes the check. */
+  r->salt = salt & 0xffffu;
   pthread_mutex_init(&r->mu, NULL);
 }
 
@@ -44,6 +47,7 @@ uint64_t tpx_sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj) {
       }
       atomic_store_explicit(&r->pages[idx / TPX_SOCK_REG_PAGE], page, memory_order_release);
     }
+    atomic_store(&entry(r, idx)->gen, r->salt);
     atomic_store(&r->hiwater, idx + 1);
   }
   struct tpx_sock_reg_entry *e = entry(r, idx);

@@ -329,11 +329,11 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   tpx_sock_net_t *sn = calloc(1, sizeof(*sn));
   if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
-  tpx_sock_reg_init(&sn->reg);
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
     seed = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
   atomic_store(&sn->rng, seed);
+  tpx_sock_reg_init(&sn->reg, (uint32_t)tpx_sock_random(sn) | 0x100u);
   int rc = discover(sn);
   if (rc != 0) {
     tpx_sock_reg_fini(&sn->reg);

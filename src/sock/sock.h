@@ -125,6 +125,7 @@ typedef struct tpx_sock_reg {
                                               TPX_SOCK_REG_PAGE];
   _Atomic uint32_t hiwater; /* entries ever handed out */
   uint32_t free_head;       /* index + 1, 0 = none */
+  uint32_t salt;            /* first generation of new entries (per net) */
   int live;
 } tpx_sock_reg_t;
 
@@ -132,7 +133,7 @@ typedef struct tpx_sock_reg {
  * zero. Request tokens: bits 48..63 comm index + 1, bits 32..47 the comm's
  * generation, bits 0..31 the request's sequence number. Never NULL, never
  * 0x1 (NCCL's "optional receive completion" marker). */
-void tpx_sock_reg_init(tpx_sock_reg_t *r);
+void tpx_sock_reg_init(tpx_sock_reg_t *r, uint32_t salt);
 void tpx_sock_reg_fini(tpx_sock_reg_t *r);
 uint64_t tpx_sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj); /* 0 when full */
 /* The object for token if alive and of `kind` (TPX_SK_NONE: any), else NULL;
