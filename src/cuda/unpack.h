@@ -113,7 +113,7 @@ typedef struct tpx_unpack_opts {
 } tpx_unpack_opts_t;
 
 #define TPX_UNPACK_DESC_DEFAULT TPX_UNPACK_DESC_PARAM
-#define TPX_UNPACK_NSTREAMS_DEFAULT 2
+#define TPX_UNPACK_NSTREAMS_DEFAULT 4
 #define TPX_UNPACK_MAX_STREAMS 8
 
 void tpx_unpack_opts_default(tpx_unpack_opts_t *o);
