@@ -106,7 +106,8 @@ typedef struct cf_side {
   char err_msg[256];
   int max_inflight, backpressure;
   int sizes_null;      /* pass sizes = NULL to test */
-  int tolerate_close;  /* TCPX: rc -2 with done=1 is data delivered; done=0 keep polling */
+  int close_ends_it;   /* this case expects the peer's close to end the request: with quirks
+                        * on, rc -2 with done=0 is then the error, not "keep polling" */
   int close_rc_done, close_rc_transient; /* how often that happened */
   int unverified;      /* receives whose bytes could not be checked (UNPACK) */
   int no_size;         /* receives that reported no size (quirks) */
