@@ -1,9 +1,12 @@
 /* Built-in transport: the data path over loopback. Sizes from 0 B to 64 MiB
  * checked byte for byte, many requests in flight, back-pressure, truncation,
  * shorter sends, several socket/thread layouts, IPv6, and no fd leaks. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "sock/sock.h"
 #include "test_sock_util.h"
@@ -319,6 +322,51 @@ static void test_properties(void **state) {
   net->ops->destroy(net);
 }
 
+
+static int count_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+static double cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A small pool per device (nthreads, however many comms), gone with the last
+ * comm; and idle comms cost no CPU: the I/O threads sleep in epoll_wait. */
+#define IDLE_PAIRS 16
+static void test_threads_and_idle(void **state) {
+  (void)state;
+  int base = count_threads();
+  tpx_net_t *net = ts_open(0, 4, 2);
+  assert_int_equal(count_threads(), base); /* pools are created lazily */
+  void *s[IDLE_PAIRS], *r[IDLE_PAIRS];
+  for (int i = 0; i < IDLE_PAIRS; i++) ts_pair(net, &s[i], &r[i]);
+  assert_int_equal(count_threads(), base + 2);
+  for (int i = 0; i < IDLE_PAIRS; i++) ts_xfer(net, s[i], r[i], 200000, 200000, (uint32_t)i);
+  /* 16 pairs x 5 sockets x 2 ends, all idle: so is the process. */
+  usleep(50000);
+  double c0 = cpu_seconds();
+  usleep(500000);
+  double used = cpu_seconds() - c0;
+  if (used > 0.1) fail_msg("idle comms used %.3f s of CPU in 0.5 s", used);
+  for (int i = 0; i < IDLE_PAIRS; i++) {
+    assert_int_equal(net->ops->close_send(net, s[i]), 0);
+    assert_int_equal(net->ops->close_recv(net, r[i]), 0);
+  }
+  assert_int_equal(count_threads(), base);
+  net->ops->destroy(net);
+  assert_int_equal(count_threads(), base);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_properties, setup, teardown),
@@ -331,6 +379,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_many_comms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_registered_bidir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_threads_and_idle, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
