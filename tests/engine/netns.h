@@ -1,0 +1,60 @@
+/* Network-namespace fixtures for the engine tests: two namespaces joined by
+ * several veth links (198.18.<k>.1/24 on side A, 198.18.<k>.2/24 on side B,
+ * k = 1..n, inside 198.18.0.0/15 only), entering a namespace from a forked
+ * child, interface byte counters, and link up/down. Built with `ip` from
+ * iproute2 (fork/exec, exit codes checked). Names carry the creator's pid so
+ * concurrent runs never collide; namespaces left by a killed run are removed
+ * by the next one. */
+#ifndef TPX_TESTS_NETNS_H
+#define TPX_TESTS_NETNS_H
+
+#include <stdint.h>
+
+#define NN_MAX_LINKS 8
+#define NN_NAME 16 /* IFNAMSIZ: 15 characters + NUL */
+
+typedef struct nn_topo {
+  int nlinks;
+  int pid;                              /* creator; only it tears down */
+  char ns[2][32];                       /* [0] side A, [1] side B */
+  char ifname[2][NN_MAX_LINKS][NN_NAME];/* [side][k-1] */
+  char addr[2][NN_MAX_LINKS][20];       /* "198.18.k.1" / "198.18.k.2" */
+  int created[2];                       /* namespace exists */
+} nn_topo_t;
+
+/* Outcomes of nn_topo_create. */
+#define NN_OK 0
+#define NN_SKIP 1 /* not permitted here (EPERM) or `ip` missing: *why says which */
+#define NN_FAIL (-1)
+
+/* Run `ip` with the space-separated arguments formatted from fmt; its stdout
+ * is discarded unless quiet is 0. Returns its exit status (127: not found,
+ * -1: could not run it). */
+int nn_ip(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Build the topology with nlinks (1..NN_MAX_LINKS) links, lo and every link
+ * up. On NN_FAIL whatever was made is torn down again. */
+int nn_topo_create(nn_topo_t *t, int nlinks, const char **why);
+/* Delete both namespaces (which deletes the veths). Safe to repeat; does
+ * nothing in a process other than the creator. Returns 0 when nothing of
+ * the topology is left. */
+int nn_topo_destroy(nn_topo_t *t);
+/* Delete namespaces named by this fixture whose creating process is gone. */
+void nn_reap_stale(void);
+
+/* In a forked, single-threaded child: move into the namespace and mount a
+ * private /sys of it (so /sys/class/net shows its interfaces). Returns 0, or
+ * -1 with a message on stderr. */
+int nn_enter(const char *ns);
+/* Byte counter of an interface of the current namespace: which is "tx_bytes"
+ * or "rx_bytes". Reads /sys/class/net/<if>/statistics (or /proc/self/net/dev
+ * when nn_enter could not mount /sys). Returns 0 or -1. */
+int nn_counter(const char *ifname, const char *which, uint64_t *out);
+/* Wait until an interface of the current namespace is up and running (the
+ * kernel marks a veth running a little after `ip link set up`, and the
+ * transport skips interfaces that are not). Returns 0, or -1 on timeout. */
+int nn_wait_running(const char *ifname, int timeout_ms);
+/* Set an interface of the current namespace up or down (ioctl: immediate). */
+int nn_link_set(const char *ifname, int up);
+
+#endif

@@ -1,0 +1,462 @@
+/* Four NICs: two network namespaces joined by four veth links, each link one
+ * net device of the built-in transport (socket_ifname lists the four veths,
+ * 8 channels spread round robin over them). Two forked processes, one per
+ * namespace, run writes, send/recv both ways and a read of 64 MiB; every byte
+ * is checked, and the interface byte counters of each namespace show that
+ * each of the four links carried at least a tenth of every phase's payload in
+ * the direction of the data. Then one link goes down in the middle of a write:
+ * the write fails with an error within the deadline (TPX_TIMEOUT_MS) instead
+ * of hanging, and both processes tear down cleanly.
+ *
+ * Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2; skipped otherwise.
+ * Addresses: 198.18.<k>.1 (side A) <-> 198.18.<k>.2 (side B), k = 1..4. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eng.h"
+#include "netns.h"
+
+#define NLINK 4
+#define NCH 8 /* two channels per link */
+#define SIZE (64u << 20)
+#define WRITES 3
+#define TIMEOUT_MS 3000 /* TPX_TIMEOUT_MS of both sides */
+#define CTRL_PORT 41000 /* fixed: nothing else lives in these namespaces */
+#define STEP_MS 60000   /* bound of any one wait for the other side */
+#define CHILD_LIMIT_MS 200000
+#define DOWN_LINK 2 /* index of the link taken down (not link 0: control plane) */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---------------- the two sides (forked children, no cmocka asserts) ---------------- */
+
+struct side {
+  const nn_topo_t *t;
+  int me;          /* 0: A (connects, drives), 1: B (listens) */
+  char tag;        /* 'A' / 'B' */
+  tpx_endpoint_t *ep;
+  tpx_peer_t *peer;
+  uint8_t *buf;
+  tpx_mem_t *mem;
+  tpx_rmem_t *remote; /* A: B's buffer */
+};
+
+#define CK(s, cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "[netns %c] FAILED at line %d: ", (s)->tag, __LINE__);  \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, " (last error: %s)\n", tpx_last_error());               \
+      fflush(NULL);                                                            \
+      _exit(10); /* no cleanup: the parent kills and deletes everything */     \
+    }                                                                          \
+  } while (0)
+
+struct snap {
+  uint64_t tx[NLINK], rx[NLINK];
+};
+
+static void snap(struct side *s, struct snap *o) {
+  for (int k = 0; k < NLINK; k++) {
+    CK(s, nn_counter(s->t->ifname[s->me][k], "tx_bytes", &o->tx[k]) == 0, "tx counter of %s",
+       s->t->ifname[s->me][k]);
+    CK(s, nn_counter(s->t->ifname[s->me][k], "rx_bytes", &o->rx[k]) == 0, "rx counter of %s",
+       s->t->ifname[s->me][k]);
+  }
+}
+
+/* Each link carried >= 10% of the payload in the data's direction, as this
+ * side's counters see it (tx when sending, rx when receiving); the links
+ * together at least all of it. */
+static void check_spread(struct side *s, const char *phase, const struct snap *a, const struct snap *b,
+                         int sending, uint64_t payload) {
+  uint64_t sum = 0;
+  char line[256];
+  int off = snprintf(line, sizeof(line), "[netns %c] %-12s %s:", s->tag, phase, sending ? "tx" : "rx");
+  for (int k = 0; k < NLINK; k++) {
+    uint64_t d = sending ? b->tx[k] - a->tx[k] : b->rx[k] - a->rx[k];
+    sum += d;
+    off += snprintf(line + off, sizeof(line) - (size_t)off, " %s %.1f%%", s->t->ifname[s->me][k],
+                    100.0 * (double)d / (double)payload);
+  }
+  printf("%s\n", line);
+  fflush(stdout);
+  for (int k = 0; k < NLINK; k++) {
+    uint64_t d = sending ? b->tx[k] - a->tx[k] : b->rx[k] - a->rx[k];
+    CK(s, d >= payload / 10, "%s: link %s carried %" PRIu64 " bytes %s, less than 10%% of %" PRIu64, phase,
+       s->t->ifname[s->me][k], d, sending ? "out" : "in", payload);
+  }
+  CK(s, sum >= payload, "%s: the links carried %" PRIu64 " bytes, less than the payload %" PRIu64, phase, sum,
+     payload);
+}
+
+static void notify(struct side *s, const char *msg) {
+  int rc = tpx_notify(s->peer, msg, strlen(msg));
+  CK(s, rc == 0, "notify '%s': %s", msg, tpx_strerror(rc));
+}
+
+static void expect(struct side *s, const char *want) {
+  tpx_notif_t n;
+  int rc = tpx_wait_notif(s->ep, STEP_MS, &n);
+  CK(s, rc == 1, "waiting for notification '%s': %s", want, rc == 0 ? "none" : tpx_strerror(rc));
+  CK(s, n.len == strlen(want) && memcmp(n.msg, want, n.len) == 0, "notification '%.*s', expected '%s'",
+     (int)n.len, (const char *)n.msg, want);
+}
+
+static void finish(struct side *s, tpx_xfer_t *x, const char *what) {
+  int rc = tpx_xfer_wait(x, STEP_MS);
+  CK(s, rc == 0, "%s: %s", what, tpx_strerror(rc));
+}
+
+static void verify(struct side *s, uint32_t seed, const char *what) {
+  size_t bad = tu_check(s->buf, SIZE, seed, 0);
+  CK(s, bad == SIZE_MAX, "%s: byte %zu differs", what, bad);
+}
+
+static void open_side(struct side *s, int ready_fd) {
+  tpx_config_t cfg;
+  eng_cfg(&cfg); /* the environment (strict mode), then ours */
+  int off = snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=");
+  for (int k = 0; k < NLINK; k++)
+    off += snprintf(cfg.socket_ifname + off, sizeof(cfg.socket_ifname) - (size_t)off, "%s%s", k ? "," : "",
+                    s->t->ifname[s->me][k]);
+  cfg.num_channels = NCH;
+  cfg.timeout_ms = TIMEOUT_MS;
+  cfg.progress_thread = 1;
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.name = s->me ? "nsB" : "nsA";
+  if (s->me) {
+    p.listen_host = s->t->addr[1][0];
+    p.port = CTRL_PORT;
+  } else {
+    p.no_listen = 1;
+  }
+  int rc = tpx_endpoint_create(&p, &s->ep);
+  CK(s, rc == 0, "endpoint create (ifname '%s'): %s", cfg.socket_ifname, tpx_strerror(rc));
+  CK(s, strcmp(tpx_endpoint_transport(s->ep), "tpx") == 0, "transport %s", tpx_endpoint_transport(s->ep));
+  s->buf = aligned_alloc(4096, SIZE);
+  CK(s, s->buf != NULL, "out of memory");
+  memset(s->buf, 0, SIZE);
+  tpx_mem_desc_t d = {s->buf, SIZE, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
+  rc = tpx_mem_register(s->ep, &d, &s->mem);
+  CK(s, rc == 0, "register: %s", tpx_strerror(rc));
+  if (s->me) { /* B: listening; tell A, take its connection, hand it our buffer */
+    char c = 'r';
+    CK(s, write(ready_fd, &c, 1) == 1, "ready pipe");
+    rc = tpx_accept(s->ep, STEP_MS, &s->peer);
+    CK(s, rc == 0, "accept: %s", tpx_strerror(rc));
+    uint8_t md[TPX_MD_MAX + 2] = "MD";
+    size_t ml = 0;
+    rc = tpx_mem_get_public_data(s->mem, md + 2, TPX_MD_MAX, &ml);
+    CK(s, rc == 0, "public data: %s", tpx_strerror(rc));
+    rc = tpx_notify(s->peer, md, ml + 2);
+    CK(s, rc == 0, "notify descriptor: %s", tpx_strerror(rc));
+  } else {
+    struct pollfd pf = {ready_fd, POLLIN, 0};
+    char c = 0;
+    CK(s, poll(&pf, 1, STEP_MS) == 1 && read(ready_fd, &c, 1) == 1 && c == 'r', "B never got ready");
+    rc = tpx_connect(s->ep, s->t->addr[1][0], CTRL_PORT, &s->peer);
+    CK(s, rc == 0, "connect to %s:%d: %s", s->t->addr[1][0], CTRL_PORT, tpx_strerror(rc));
+    tpx_notif_t n;
+    rc = tpx_wait_notif(s->ep, STEP_MS, &n);
+    CK(s, rc == 1 && n.len > 2 && memcmp(n.msg, "MD", 2) == 0, "no descriptor from B");
+    rc = tpx_load_remote_md(n.msg + 2, n.len - 2, &s->remote);
+    CK(s, rc == 0, "load descriptor: %s", tpx_strerror(rc));
+  }
+  CK(s, tpx_peer_num_channels(s->peer) == NCH, "%d channels", tpx_peer_num_channels(s->peer));
+}
+
+static void close_side(struct side *s) {
+  double t0 = now_ms();
+  tpx_peer_close(s->peer);
+  tpx_rmem_free(s->remote);
+  int rc = tpx_mem_deregister(s->mem);
+  CK(s, rc == 0, "deregister: %s", tpx_strerror(rc));
+  tpx_endpoint_destroy(s->ep);
+  free(s->buf);
+  printf("[netns %c] teardown %.0f ms\n", s->tag, now_ms() - t0);
+}
+
+/* Phases, A's view. Each side checks its own counters. */
+static void run_a(struct side *s) {
+  struct snap b0, b1;
+  tpx_xfer_t *x = NULL;
+  int rc;
+  /* 1. writes A -> B */
+  expect(s, "W?");
+  snap(s, &b0);
+  for (int i = 0; i < WRITES; i++) {
+    char nt[8];
+    snprintf(nt, sizeof(nt), "W%d", i);
+    tu_fill(s->buf, SIZE, 100 + (uint32_t)i, 0);
+    rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, nt, strlen(nt), &x);
+    CK(s, rc == 0, "post write %d: %s", i, tpx_strerror(rc));
+    finish(s, x, "write");
+    tpx_xfer_free(x);
+    expect(s, "ok");
+  }
+  snap(s, &b1);
+  check_spread(s, "write A->B", &b0, &b1, 1, (uint64_t)WRITES * SIZE);
+  /* 2. send A -> B */
+  expect(s, "S?");
+  snap(s, &b0);
+  tu_fill(s->buf, SIZE, 200, 0);
+  rc = tpx_send(s->peer, s->mem, 0, SIZE, 5, &x);
+  CK(s, rc == 0, "post send: %s", tpx_strerror(rc));
+  finish(s, x, "send");
+  tpx_xfer_free(x);
+  expect(s, "ok");
+  snap(s, &b1);
+  check_spread(s, "send A->B", &b0, &b1, 1, SIZE);
+  /* 3. send B -> A */
+  snap(s, &b0);
+  memset(s->buf, 0, SIZE);
+  rc = tpx_recv(s->peer, s->mem, 0, SIZE, 6, &x);
+  CK(s, rc == 0, "post recv: %s", tpx_strerror(rc));
+  notify(s, "R?");
+  finish(s, x, "recv");
+  CK(s, tpx_xfer_received(x) == SIZE, "received %zu bytes", tpx_xfer_received(x));
+  tpx_xfer_free(x);
+  verify(s, 300, "send B->A");
+  snap(s, &b1);
+  notify(s, "ok");
+  check_spread(s, "send B->A", &b0, &b1, 0, SIZE);
+  /* 4. read: A pulls B's buffer */
+  expect(s, "D?");
+  snap(s, &b0);
+  memset(s->buf, 0, SIZE);
+  rc = tpx_read(s->peer, s->mem, 0, s->remote, 0, SIZE, &x);
+  CK(s, rc == 0, "post read: %s", tpx_strerror(rc));
+  finish(s, x, "read");
+  tpx_xfer_free(x);
+  verify(s, 400, "read B->A");
+  snap(s, &b1);
+  notify(s, "ok");
+  check_spread(s, "read B->A", &b0, &b1, 0, SIZE);
+
+  /* 5. a link goes down in the middle of a write */
+  expect(s, "X?");
+  const char *dev = s->t->ifname[0][DOWN_LINK];
+  tu_fill(s->buf, SIZE, 500, 0);
+  int mid = 0;
+  double t_down = 0;
+  for (int attempt = 0; attempt < 5 && !mid; attempt++) {
+    uint64_t c0 = 0, c = 0;
+    CK(s, nn_counter(dev, "tx_bytes", &c0) == 0, "counter");
+    rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, NULL, 0, &x);
+    CK(s, rc == 0, "post write: %s", tpx_strerror(rc));
+    /* Down as soon as the link moved some of this write, unless it finished. */
+    double until = now_ms() + 5000;
+    while (now_ms() < until) {
+      CK(s, nn_counter(dev, "tx_bytes", &c) == 0, "counter");
+      if (c - c0 >= (1u << 20)) break;
+    }
+    CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
+    t_down = now_ms();
+    rc = tpx_xfer_test(x);
+    if (rc == TPX_EINPROGRESS) {
+      mid = 1;
+      printf("[netns A] %s down after %.1f MiB on it, write in flight\n", dev, (double)(c - c0) / (1 << 20));
+      break;
+    }
+    /* Finished first: the test is about a transfer in flight; try again. */
+    CK(s, rc == 0, "write before the link went down: %s", tpx_strerror(rc));
+    tpx_xfer_free(x);
+    x = NULL;
+    CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
+  }
+  if (!mid) { /* never caught it in flight: down first, then post */
+    printf("[netns A] writes outran the link-down; posting with %s already down\n", dev);
+    CK(s, nn_link_set(dev, 0) == 0, "set %s down", dev);
+    t_down = now_ms();
+    rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, NULL, 0, &x);
+    CK(s, rc == 0, "post write: %s", tpx_strerror(rc));
+  }
+  double until = t_down + 4 * TIMEOUT_MS + 10000;
+  while ((rc = tpx_xfer_test(x)) == TPX_EINPROGRESS && now_ms() < until) usleep(1000);
+  double took = now_ms() - t_down;
+  char detail[512];
+  snprintf(detail, sizeof(detail), "%s", tpx_last_error());
+  printf("[netns A] write over a dead link: %s after %.0f ms: %s\n", tpx_strerror(rc), took, detail);
+  CK(s, rc != TPX_EINPROGRESS, "write still in flight %.0f ms after %s went down", took, dev);
+  CK(s, rc < 0, "write over a dead link succeeded");
+  /* The per-request deadline plus slack for a loaded machine. */
+  CK(s, took <= TIMEOUT_MS + 3000, "error after %.0f ms, deadline %d ms", took, TIMEOUT_MS);
+  CK(s, tpx_peer_status(s->peer) != 0, "peer still reported usable");
+  tpx_xfer_free(x);
+}
+
+static void run_b(struct side *s) {
+  struct snap b0, b1;
+  tpx_xfer_t *x = NULL;
+  int rc;
+  /* 1. writes A -> B, each verified before the next */
+  snap(s, &b0);
+  notify(s, "W?");
+  for (int i = 0; i < WRITES; i++) {
+    char nt[8];
+    snprintf(nt, sizeof(nt), "W%d", i);
+    expect(s, nt);
+    verify(s, 100 + (uint32_t)i, "write A->B");
+    if (i == WRITES - 1) snap(s, &b1);
+    notify(s, "ok");
+  }
+  check_spread(s, "write A->B", &b0, &b1, 0, (uint64_t)WRITES * SIZE);
+  /* 2. send A -> B */
+  snap(s, &b0);
+  memset(s->buf, 0, SIZE);
+  rc = tpx_recv(s->peer, s->mem, 0, SIZE, 5, &x);
+  CK(s, rc == 0, "post recv: %s", tpx_strerror(rc));
+  notify(s, "S?");
+  finish(s, x, "recv");
+  CK(s, tpx_xfer_received(x) == SIZE, "received %zu bytes", tpx_xfer_received(x));
+  tpx_xfer_free(x);
+  verify(s, 200, "send A->B");
+  snap(s, &b1);
+  notify(s, "ok");
+  check_spread(s, "send A->B", &b0, &b1, 0, SIZE);
+  /* 3. send B -> A */
+  expect(s, "R?");
+  snap(s, &b0);
+  tu_fill(s->buf, SIZE, 300, 0);
+  rc = tpx_send(s->peer, s->mem, 0, SIZE, 6, &x);
+  CK(s, rc == 0, "post send: %s", tpx_strerror(rc));
+  finish(s, x, "send");
+  tpx_xfer_free(x);
+  expect(s, "ok");
+  snap(s, &b1);
+  check_spread(s, "send B->A", &b0, &b1, 1, SIZE);
+  /* 4. A reads our buffer */
+  tu_fill(s->buf, SIZE, 400, 0);
+  snap(s, &b0);
+  notify(s, "D?");
+  expect(s, "ok");
+  snap(s, &b1);
+  check_spread(s, "read B->A", &b0, &b1, 1, SIZE);
+
+  /* 5. link down under a write: our side of the peer must fail too, in time */
+  notify(s, "X?");
+  double until = now_ms() + 4 * TIMEOUT_MS + 10000 + 5 * 5000;
+  while ((rc = tpx_peer_status(s->peer)) == 0 && now_ms() < until) {
+    tpx_notif_t n;
+    (void)tpx_wait_notif(s->ep, 50, &n); /* drain; A sends none here */
+  }
+  printf("[netns B] peer status after the link went down: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
+  CK(s, rc != 0, "peer still usable long after a link went down");
+}
+
+static void side_main(const nn_topo_t *t, int me, int ready_fd) {
+  struct side s;
+  memset(&s, 0, sizeof(s));
+  s.t = t;
+  s.me = me;
+  s.tag = me ? 'B' : 'A';
+  CK(&s, nn_enter(t->ns[me]) == 0, "cannot enter %s", t->ns[me]);
+  for (int k = 0; k < NLINK; k++)
+    CK(&s, nn_wait_running(t->ifname[me][k], 10000) == 0, "%s not running after 10 s", t->ifname[me][k]);
+  open_side(&s, ready_fd);
+  double t0 = now_ms();
+  if (me) run_b(&s);
+  else run_a(&s);
+  printf("[netns %c] phases %.0f ms\n", s.tag, now_ms() - t0);
+  close_side(&s);
+  close(ready_fd);
+  fflush(NULL);
+  exit(0); /* exit, not _exit: the leak checker of sanitizer builds runs */
+}
+
+/* ---------------- the parent: topology, children, bounded wait ---------------- */
+
+static nn_topo_t topo;
+
+static void cleanup_at_exit(void) { nn_topo_destroy(&topo); }
+
+static int teardown(void **state) {
+  (void)state;
+  int rc = nn_topo_destroy(&topo);
+  assert_int_equal(rc, 0);
+  /* Nothing left: both namespaces gone (their veths with them). */
+  for (int s = 0; s < 2; s++) {
+    char path[96];
+    snprintf(path, sizeof(path), "/run/netns/%s", topo.ns[s]);
+    if (topo.ns[s][0]) assert_int_not_equal(access(path, F_OK), 0);
+  }
+  return 0;
+}
+
+static void test_four_nics(void **state) {
+  (void)state;
+  const char *why = "";
+  double t0 = now_ms();
+  int rc = nn_topo_create(&topo, NLINK, &why);
+  if (rc == NN_SKIP) {
+    print_message("SKIPPED: %s\n", why);
+    skip();
+  }
+  if (rc != NN_OK) fail_msg("%s", why);
+  print_message("namespaces %s / %s, links %s..%s, built in %.0f ms\n", topo.ns[0], topo.ns[1],
+                topo.ifname[0][0], topo.ifname[0][NLINK - 1], now_ms() - t0);
+  fflush(stdout);
+  fflush(stderr);
+  int pfd[2];
+  assert_int_equal(pipe(pfd), 0);
+  pid_t kid[2];
+  for (int me = 1; me >= 0; me--) { /* B first: it listens */
+    kid[me] = fork();
+    assert_true(kid[me] >= 0);
+    if (kid[me] == 0) {
+      close(pfd[me ? 0 : 1]);
+      side_main(&topo, me, pfd[me ? 1 : 0]);
+    }
+  }
+  close(pfd[0]);
+  close(pfd[1]);
+  int st[2] = {-1, -1}, hung[2] = {0, 0}, left = 2;
+  double until = now_ms() + CHILD_LIMIT_MS;
+  while (left > 0 && now_ms() < until) {
+    for (int i = 0; i < 2; i++) {
+      if (st[i] != -1) continue;
+      int s;
+      pid_t w = waitpid(kid[i], &s, WNOHANG);
+      if (w == kid[i]) st[i] = s, left--;
+    }
+    if (left) usleep(20000);
+  }
+  for (int i = 0; i < 2; i++) {
+    if (st[i] != -1) continue;
+    fprintf(stderr, "[netns] side %c still running after %d ms: killed\n", "AB"[i], CHILD_LIMIT_MS);
+    kill(kid[i], SIGKILL);
+    while (waitpid(kid[i], &st[i], 0) < 0 && errno == EINTR) {
+    }
+    hung[i] = 1;
+  }
+  print_message("both sides done in %.0f ms\n", now_ms() - t0);
+  for (int i = 0; i < 2; i++) {
+    if (hung[i]) fail_msg("side %c hung", "AB"[i]);
+    if (WIFSIGNALED(st[i])) fail_msg("side %c died of signal %d", "AB"[i], WTERMSIG(st[i]));
+    if (WEXITSTATUS(st[i]) != 0) fail_msg("side %c failed (exit %d)", "AB"[i], WEXITSTATUS(st[i]));
+  }
+}
+
+int main(void) {
+  atexit(cleanup_at_exit);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_four_nics, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
