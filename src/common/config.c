@@ -49,8 +49,15 @@ static const struct var vars[] = {
 void tpx_config_defaults(tpx_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->log_level = TPX_LOG_WARN;
+  /* Built-in transport. 8 I/O threads per device, shared by all its comms:
+   * in one process the two ends of a loopback comm share the pool, and 4
+   * threads left each thread carrying a send and a receive socket (7.97 GB/s
+   * at 64 MiB on a 32-core H200 host vs 13.56 with 8, docs/BENCHMARKS.md);
+   * idle threads sleep, and on 2 cores 4 vs 8 threads measured the same.
+   * 4 data sockets per comm: 8 gained nothing at 64 MiB on 2 cores and cost
+   * 10-20% at the engine's 512 KiB chunks. */
   cfg->nsocks = 4;
-  cfg->nthreads = 4;
+  cfg->nthreads = 8;
   cfg->num_channels = 4;
   cfg->chunk_bytes = 512 * 1024;
   cfg->window = 16;
