@@ -339,10 +339,9 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
     conns[i].comm = m;
   }
   int rc = tpx_sock_pool_get(sn, dev, &m->pool);
-  if (rc == 0) {
-    unsigned start = atomic_fetch_add(&m->pool->next, 1);
-    for (int i = 0; i < n && rc == 0; i++)
-      rc = tpx_sock_io_attach(tpx_sock_pool_thread(m->pool, start + (unsigned)i), &conns[i]);
+  for (int i = 0; i < n && rc == 0; i++) {
+    conns[i].placed = tpx_sock_pool_pick(m->pool, i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA);
+    rc = tpx_sock_io_attach(conns[i].placed, &conns[i]);
   }
   if (rc == 0) {
     m->token = tpx_sock_reg_add(&sn->reg, kind, m);
@@ -368,8 +367,10 @@ void tpx_sock_comm_destroy(tpx_sock_comm_t *m) {
   for (int i = 0; i < n; i++) list[i] = &m->conns[i];
   tpx_sock_io_detach(list, 1);
   tpx_sock_io_detach(list + 1, n - 1);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     if (m->conns[i].fd >= 0) close(m->conns[i].fd);
+    if (m->conns[i].placed) tpx_sock_pool_unpick(m->conns[i].placed, i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA);
+  }
   if (m->pool) tpx_sock_pool_put(m->sn, m->dev);
   uint64_t inflight = atomic_load(&m->posted) - m->tail;
   if (inflight > 0)

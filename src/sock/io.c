@@ -54,6 +54,7 @@ typedef struct tpx_sock_io {
   struct detach_cmd *cmds;
   _Atomic int cmd_pending;
   tpx_sock_conn_t *rq_head, *rq_tail; /* owner only */
+  int load; /* weight of the sockets placed here (pool->mu) */
   void *scratch;
 } tpx_sock_io_t;
 
@@ -277,8 +278,28 @@ void tpx_sock_pool_destroy(tpx_sock_pool_t *p) {
   free(p);
 }
 
-tpx_sock_io_t *tpx_sock_pool_thread(tpx_sock_pool_t *p, unsigned i) {
-  return &p->thr[i % (unsigned)p->nthreads];
+/* Placement: each socket goes to the thread with the least load (data
+ * sockets weigh TPX_SOCK_W_DATA, control sockets TPX_SOCK_W_CTRL), ties broken
+ * from a rotating start. A comm's data sockets thus land on different threads,
+ * and with more threads than one comm's sockets the two ends of a loopback
+ * pair in one process do not share threads. */
+tpx_sock_io_t *tpx_sock_pool_pick(tpx_sock_pool_t *p, int weight) {
+  pthread_mutex_lock(&p->mu);
+  unsigned start = p->next++;
+  int best = -1;
+  for (int k = 0; k < p->nthreads; k++) {
+    int i = (int)((start + (unsigned)k) % (unsigned)p->nthreads);
+    if (best < 0 || p->thr[i].load < p->thr[best].load) best = i;
+  }
+  p->thr[best].load += weight;
+  pthread_mutex_unlock(&p->mu);
+  return &p->thr[best];
+}
+
+void tpx_sock_pool_unpick(tpx_sock_io_t *t, int weight) {
+  pthread_mutex_lock(&t->pool->mu);
+  t->load -= weight;
+  pthread_mutex_unlock(&t->pool->mu);
 }
 
 int tpx_sock_io_attach(tpx_sock_io_t *t, tpx_sock_conn_t *c) {

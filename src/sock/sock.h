@@ -178,15 +178,19 @@ struct tpx_sock_io;
 typedef struct tpx_sock_pool {
   int nthreads;
   struct tpx_sock_io *thr;
-  _Atomic unsigned next; /* round-robin start for the next comm */
+  unsigned next;         /* rotating tie-break for placement (mu) */
   uint64_t spin_ns;      /* spin after activity before sleeping */
-  pthread_mutex_t mu;    /* with cv: detach acknowledgements */
+  pthread_mutex_t mu;    /* placement; with cv: detach acknowledgements */
   pthread_cond_t cv;
   char devname[TPX_SOCK_IFNAMSIZ];
 } tpx_sock_pool_t;
 
 int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out);
-struct tpx_sock_io *tpx_sock_pool_thread(tpx_sock_pool_t *p, unsigned i);
+/* Choose the thread for a new socket of `weight` / give its weight back. */
+#define TPX_SOCK_W_CTRL 1
+#define TPX_SOCK_W_DATA 4
+struct tpx_sock_io *tpx_sock_pool_pick(tpx_sock_pool_t *p, int weight);
+void tpx_sock_pool_unpick(struct tpx_sock_io *t, int weight);
 void tpx_sock_pool_destroy(tpx_sock_pool_t *p);
 /* Hand a connected socket to thread `t` (edge-triggered epoll) and kick it. */
 int tpx_sock_io_attach(struct tpx_sock_io *t, struct tpx_sock_conn *c);
@@ -233,6 +237,7 @@ typedef struct tpx_sock_conn {
   int index; /* 0 = control, 1..nsocks = data */
   struct tpx_sock_comm *comm;
   struct tpx_sock_io *thr;
+  struct tpx_sock_io *placed; /* thread whose load counts this socket */
   /* kick stack (any thread pushes, the owner pops) */
   _Atomic int kicked;
   struct tpx_sock_conn *kick_next;
