@@ -299,6 +299,23 @@ static void run_a(struct side *s) {
   CK(s, took <= TIMEOUT_MS + 3000, "error after %.0f ms, deadline %d ms", took, TIMEOUT_MS);
   CK(s, tpx_peer_status(s->peer) != 0, "peer still reported usable");
   tpx_xfer_free(x);
+
+  /* 6. the endpoint survives: link up again, a new peer, all four links used */
+  tpx_peer_close(s->peer);
+  s->peer = NULL;
+  CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
+  CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
+  rc = tpx_connect(s->ep, s->t->addr[1][0], CTRL_PORT, &s->peer);
+  CK(s, rc == 0, "reconnect: %s", tpx_strerror(rc));
+  snap(s, &b0);
+  tu_fill(s->buf, SIZE, 600, 0);
+  rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, "Y", 1, &x);
+  CK(s, rc == 0, "post write: %s", tpx_strerror(rc));
+  finish(s, x, "write after recovery");
+  tpx_xfer_free(x);
+  expect(s, "ok");
+  snap(s, &b1);
+  check_spread(s, "write again", &b0, &b1, 1, SIZE);
 }
 
 static void run_b(struct side *s) {
@@ -358,6 +375,18 @@ static void run_b(struct side *s) {
   }
   printf("[netns B] peer status after the link went down: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
   CK(s, rc != 0, "peer still usable long after a link went down");
+
+  /* 6. A comes back as a new peer over the repaired link */
+  tpx_peer_close(s->peer);
+  s->peer = NULL;
+  snap(s, &b0); /* before A can start: it writes as soon as it is connected */
+  rc = tpx_accept(s->ep, STEP_MS, &s->peer);
+  CK(s, rc == 0, "accept again: %s", tpx_strerror(rc));
+  expect(s, "Y");
+  verify(s, 600, "write after recovery");
+  snap(s, &b1);
+  notify(s, "ok");
+  check_spread(s, "write again", &b0, &b1, 0, SIZE);
 }
 
 static void side_main(const nn_topo_t *t, int me, int ready_fd) {
