@@ -41,6 +41,8 @@ typedef struct tpx_config {
   char unpack[16];         /* TPX_UNPACK: kernel|d2d|host */
   int progress_thread;     /* TPX_PROGRESS_THREAD: 1 = background progress */
   size_t staging_bytes;    /* TPX_STAGING_BYTES: pinned staging per channel direction */
+  size_t inline_bytes;     /* TPX_INLINE_BYTES: host transfers up to this size ride in the
+                              engine's control message (0 = never) */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -44,6 +44,7 @@ static const struct var vars[] = {
     {"TPX_UNPACK", "UCCL_TCPX_UNPACK_IMPL", V_STR, F(unpack), 0, 0},
     {"TPX_PROGRESS_THREAD", NULL, V_INT, F(progress_thread), 0, 1},
     {"TPX_STAGING_BYTES", NULL, V_SIZE, F(staging_bytes), 4096, 1LL << 34},
+    {"TPX_INLINE_BYTES", NULL, V_SIZE, F(inline_bytes), 0, 65536},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -68,6 +69,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   strcpy(cfg->unpack, "kernel");
   cfg->progress_thread = 1;
   cfg->staging_bytes = 8u << 20;
+  cfg->inline_bytes = 16384;
 }
 
 static int parse_log_level(const char *s, int *out) {
