@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -452,11 +453,13 @@ static void test_four_nics(void **state) {
   fflush(stderr);
   int pfd[2];
   assert_int_equal(pipe(pfd), 0);
-  pid_t kid[2];
+  pid_t kid[2], parent = getpid();
   for (int me = 1; me >= 0; me--) { /* B first: it listens */
     kid[me] = fork();
     assert_true(kid[me] >= 0);
     if (kid[me] == 0) {
+      /* Die with the parent (killed by a ctest timeout, say). */
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(11);
       close(pfd[me ? 0 : 1]);
       side_main(&topo, me, pfd[me ? 1 : 0]);
     }
