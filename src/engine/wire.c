@@ -51,6 +51,15 @@ static void wb_bytes(struct wbuf *b, const void *src, size_t n) {
   if (p) memcpy(p, src, n);
 }
 
+static uint64_t iov_total(const struct iovec *iov, int n) {
+  uint64_t t = 0;
+  for (int i = 0; i < n; i++) t += iov[i].iov_len;
+  return t;
+}
+static void wb_iov(struct wbuf *b, const struct iovec *iov, int n) {
+  for (int i = 0; i < n; i++) wb_bytes(b, iov[i].iov_base, iov[i].iov_len);
+}
+
 /* Frames are built in place: header first, length patched at the end. On
  * failure the partial frame is dropped so the buffer stays a frame stream. */
 static size_t frame_begin(struct wbuf *b, uint8_t type) {
@@ -228,12 +237,16 @@ int wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
 
 static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHUNK; }
 
-int wire_put_send(struct wbuf *b, const struct wire_send *m) {
+int wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
+  if (m->inl && (m->len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->len))
+    return tpx_err(TPX_EINVAL, "send: inline data of %llu bytes", (unsigned long long)m->len);
   size_t s = frame_begin(b, MSG_SEND);
   wb_u64(b, m->recv_id);
   wb_u64(b, m->len);
   wb_u16(b, m->first_ch);
   wb_u32(b, m->chunk);
+  wb_u8(b, m->inl ? 1 : 0);
+  if (m->inl) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
 int wire_get_send(const struct wire_frame *f, struct wire_send *m) {
@@ -242,6 +255,11 @@ int wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   m->len = rd_u64(&r);
   m->first_ch = rd_u16(&r);
   m->chunk = rd_u32(&r);
+  m->inl = rd_u8(&r);
+  m->data = NULL;
+  if (!r.bad && (m->inl > 1 || (m->inl && m->len > WIRE_MAX_INLINE)))
+    return tpx_err(TPX_EPROTO, "send: inline flag %u with %llu bytes", m->inl, (unsigned long long)m->len);
+  if (m->inl) m->data = rd_take(&r, (size_t)m->len);
   int rc = rd_done(&r, "send");
   if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err(TPX_EPROTO, "send: chunk size %u", m->chunk);
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
@@ -250,7 +268,13 @@ int wire_get_send(const struct wire_frame *f, struct wire_send *m) {
 }
 
 int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
-                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len) {
+                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+                const struct iovec *iov, int niov) {
+  uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
+  for (uint32_t i = 0; iov && i < n; i++) sum += e[i].len;
+  if (iov && (type != MSG_WRITE || inl != sum || inl > WIRE_MAX_INLINE))
+    return tpx_err(TPX_EINVAL, "write: inline data of %llu bytes for %llu", (unsigned long long)inl,
+                   (unsigned long long)sum);
   if (n > WIRE_MAX_ENTRIES || notif_len > TPX_NOTIF_MAX)
     return tpx_err(TPX_EINVAL, "%s: %u entries / %u notification bytes over the limits",
                    type == MSG_WRITE ? "write" : "read", n, notif_len);
@@ -270,6 +294,8 @@ int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32
   wb_u8(b, notif != NULL);
   wb_u32(b, notif_len);
   wb_bytes(b, notif, notif_len);
+  wb_u8(b, iov ? 1 : 0);
+  if (iov) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
 int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
@@ -290,6 +316,20 @@ int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
     return tpx_err(TPX_EPROTO, "%s: notification of %u bytes exceeds %d", what, m->notif_len,
                    TPX_NOTIF_MAX);
   m->notif = rd_take(&r, m->notif_len);
+  m->inl = rd_u8(&r);
+  m->inl_len = 0;
+  m->data = NULL;
+  if (!r.bad && (m->inl > 1 || (m->inl && f->type != MSG_WRITE)))
+    return tpx_err(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
+  if (!r.bad && m->inl) {
+    for (uint32_t i = 0; i < m->n; i++) {
+      uint64_t l = le_get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
+      if (l > WIRE_MAX_INLINE || m->inl_len + l > WIRE_MAX_INLINE)
+        return tpx_err(TPX_EPROTO, "%s: inline data over %d bytes", what, WIRE_MAX_INLINE);
+      m->inl_len += l;
+    }
+    m->data = rd_take(&r, (size_t)m->inl_len);
+  }
   int rc = rd_done(&r, what);
   if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err(TPX_EPROTO, "%s: chunk size %u", what, m->chunk);
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
@@ -303,16 +343,33 @@ void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
   e->len = le_get64(p + 16);
 }
 
-int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m) {
+int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov) {
+  if (m->inl && (m->inl_len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->inl_len))
+    return tpx_err(TPX_EINVAL, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
   size_t s = frame_begin(b, MSG_READ_DATA);
   wb_u64(b, m->id);
   wb_u16(b, m->first_ch);
+  wb_u8(b, m->inl ? 1 : 0);
+  if (m->inl) {
+    wb_u64(b, m->inl_len);
+    wb_iov(b, iov, niov);
+  }
   return frame_end(b, s);
 }
 int wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
   struct rd r = rd_of(f);
   m->id = rd_u64(&r);
   m->first_ch = rd_u16(&r);
+  m->inl = rd_u8(&r);
+  m->inl_len = 0;
+  m->data = NULL;
+  if (!r.bad && m->inl > 1) return tpx_err(TPX_EPROTO, "read data: bad inline flag %u", m->inl);
+  if (m->inl) {
+    m->inl_len = rd_u64(&r);
+    if (!r.bad && m->inl_len > WIRE_MAX_INLINE)
+      return tpx_err(TPX_EPROTO, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
+    m->data = rd_take(&r, (size_t)m->inl_len);
+  }
   int rc = rd_done(&r, "read data");
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
     rc = tpx_err(TPX_EPROTO, "read data: first channel %u", m->first_ch);

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "tpx/endpoint.h"
 #include "tpx/net.h"
@@ -27,6 +28,7 @@
 #define WIRE_MAX_ENTRIES 32768
 #define WIRE_MAX_CHUNK (4u << 20)
 #define WIRE_MAX_ERRMSG 200
+#define WIRE_MAX_INLINE 65536 /* data bytes a SEND / WRITE / READ_DATA may carry itself */
 
 enum wire_type {
   MSG_HELLO = 1,     /* connector -> acceptor: identity, channels, its listen handles */
@@ -87,15 +89,23 @@ struct wire_rw { /* MSG_WRITE and MSG_READ */
   uint8_t has_notif; /* a notification (possibly empty) rides along */
   uint32_t notif_len;
   const uint8_t *notif;
+  uint8_t inl;         /* MSG_WRITE: the data follows in this message */
+  uint64_t inl_len;    /* sum of the entries' lengths when inl */
+  const uint8_t *data;
 };
 struct wire_read_data {
   uint64_t id;
   uint16_t first_ch;
+  uint8_t inl;
+  uint64_t inl_len;
+  const uint8_t *data;
 };
 struct wire_send {
   uint64_t recv_id, len;
   uint16_t first_ch;
   uint32_t chunk;
+  uint8_t inl; /* the len data bytes follow in this message */
+  const uint8_t *data;
 };
 struct wire_cts {
   uint64_t recv_id, tag, cap;
@@ -118,12 +128,14 @@ struct wire_error {
 int wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h);
 int wire_put_error(struct wbuf *b, int32_t code, const char *msg);
 int wire_put_cts(struct wbuf *b, const struct wire_cts *m);
-int wire_put_send(struct wbuf *b, const struct wire_send *m);
+/* Inline data (m->inl / inl): gathered from iov (total must match). */
+int wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov);
 /* type MSG_WRITE or MSG_READ; entries given as an array; notif NULL: none,
  * non-NULL with notif_len 0: an empty notification */
 int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
-                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len);
-int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m);
+                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+                const struct iovec *iov, int niov);
+int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
 int wire_put_status(struct wbuf *b, const struct wire_status *m);
 int wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
 int wire_put_bye(struct wbuf *b);

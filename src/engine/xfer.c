@@ -64,6 +64,34 @@ static const char *kname(int k) {
   return k >= 0 && k <= K_NOTIF ? n[k] : "op";
 }
 
+/* ---- inline data: small host transfers ride in the control message ---- */
+#define INLINE_MAX_IOV 64
+
+static int ents_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
+  int k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!e[i].len) continue;
+    if (k == INLINE_MAX_IOV || e[i].mem->type != TPX_MEM_HOST) return -1;
+    iov[k].iov_base = e[i].mem->base + e[i].off;
+    iov[k].iov_len = (size_t)e[i].len;
+    k++;
+  }
+  return k;
+}
+
+static int can_inline(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
+  if (total > ep->cfg.inline_bytes || total > WIRE_MAX_INLINE) return -1;
+  return ents_iov(e, n, iov);
+}
+
+static void scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (!e[i].len) continue;
+    memcpy(e[i].mem->base + e[i].off, data, (size_t)e[i].len);
+    data += e[i].len;
+  }
+}
+
 /* ---- lists ---- */
 static void active_add(struct tpx_peer *p, struct op *o) {
   o->prev = NULL;
@@ -327,9 +355,10 @@ static int on_write(struct tpx_peer *p, const struct wire_frame *f) {
   } else {
     for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
     o->refs_taken = 1;
+    if (m.inl) scatter(o->ents, o->nents, m.data); /* checked: lands inside our registrations */
   }
   o->total = total;
-  o->nchunks = plan_nchunks(o->ents, o->nents, o->chunk);
+  o->nchunks = m.inl ? 0 : plan_nchunks(o->ents, o->nents, o->chunk);
   if (o->nchunks >= MAX_OP_CHUNKS) {
     op_free_internal(o);
     peer_fail(p, TPX_EPROTO, "peer %s: write %llu has too many chunks", p->where, (unsigned long long)m.id);
@@ -381,9 +410,15 @@ static int on_read(struct tpx_peer *p, const struct wire_frame *f) {
     return TPX_EPROTO;
   }
   o->has_notif = m.has_notif;
-  uint32_t first = take_first_ch(p, o->nchunks);
-  struct wire_read_data rd = {m.id, (uint16_t)first};
-  rc = peer_send_frame_done(p, wire_put_read_data(&p->out, &rd));
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < o->nents; i++) total += o->ents[i].len;
+  struct iovec iov[INLINE_MAX_IOV];
+  int niov = can_inline(ep, o->ents, o->nents, total, iov);
+  uint32_t first = 0;
+  if (niov >= 0) o->nchunks = 0; /* all of it goes in the answer */
+  else first = take_first_ch(p, o->nchunks);
+  struct wire_read_data rd = {m.id, (uint16_t)first, niov >= 0, total, NULL};
+  rc = peer_send_frame_done(p, wire_put_read_data(&p->out, &rd, iov, niov >= 0 ? niov : 0));
   if (rc) {
     op_free_internal(o);
     return rc;
@@ -404,9 +439,17 @@ static void start_send(struct tpx_peer *p, struct op *o, const struct cts_entry 
     op_finish(o, TPX_ETRUNC);
     return;
   }
+  struct iovec iov[INLINE_MAX_IOV];
+  int niov = can_inline(p->ep, o->ents, o->nents, o->total, iov);
+  if (niov >= 0) { /* copied into the control message: the buffer is free again */
+    struct wire_send s = {c->recv_id, o->total, 0, o->chunk, 1, NULL};
+    if (peer_send_frame_done(p, wire_put_send(&p->out, &s, iov, niov)) != 0) return;
+    op_finish(o, 0);
+    return;
+  }
   uint32_t first = take_first_ch(p, o->nchunks);
-  struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk};
-  if (peer_send_frame_done(p, wire_put_send(&p->out, &s)) != 0) return;
+  struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL};
+  if (peer_send_frame_done(p, wire_put_send(&p->out, &s, NULL, 0)) != 0) return;
   op_start_data(o, first, 0);
 }
 
@@ -496,6 +539,11 @@ int peer_on_msg(struct tpx_peer *p, const struct wire_frame *f) {
     o->ents[0].len = m.len;
     o->chunk = m.chunk;
     o->total = m.len;
+    if (m.inl) {
+      scatter(o->ents, 1, m.data);
+      op_finish(o, 0);
+      return 0;
+    }
     o->nchunks = plan_nchunks(o->ents, 1, o->chunk);
     return op_start_data(o, m.first_ch, 1);
   }
@@ -507,6 +555,16 @@ int peer_on_msg(struct tpx_peer *p, const struct wire_frame *f) {
     }
     struct op *o = id_lookup(p, m.id);
     if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR) return proto_err(p, "read data", m.id);
+    if (m.inl) {
+      if (m.inl_len != o->total) {
+        peer_fail(p, TPX_EPROTO, "peer %s: read %llu answered with %llu bytes, expected %llu", p->where,
+                  (unsigned long long)m.id, (unsigned long long)m.inl_len, (unsigned long long)o->total);
+        return TPX_EPROTO;
+      }
+      scatter(o->ents, o->nents, m.data);
+      op_finish(o, 0);
+      return 0;
+    }
     return op_start_data(o, m.first_ch, 1);
   }
   case MSG_STATUS: {
@@ -782,7 +840,7 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   struct tpx_peer *p = o->peer;
   tpx_endpoint_t *ep = p->ep;
   pthread_mutex_lock(&ep->lock);
-  int rc = 0;
+  int rc = 0, kick = 0;
   if (o->phase != PH_IDLE) {
     rc = tpx_err(TPX_EUSAGE, "tpx_xfer_post: %s is still in flight", kname(o->kind));
     goto out;
@@ -805,11 +863,20 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   switch (o->kind) {
   case K_WRITE: {
     o->id = id_register(p, o);
-    uint32_t first = take_first_ch(p, o->nchunks);
+    struct iovec iov[INLINE_MAX_IOV];
+    int niov = can_inline(ep, o->ents, o->nents, o->total, iov);
+    uint32_t first = niov >= 0 ? 0 : take_first_ch(p, o->nchunks);
     rc = wire_put_rw(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents, o->nents,
-                     notif_arg(o), o->notif_len);
+                     notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov);
     if (peer_send_frame_done(p, rc) != 0) break;
-    op_start_data(o, first, 0);
+    if (niov >= 0) { /* the data went with the request: wait for the ack */
+      uint64_t n = o->nchunks;
+      o->nchunks = 0;
+      op_start_data(o, 0, 0);
+      o->nchunks = n;
+    } else {
+      op_start_data(o, first, 0);
+    }
     break;
   }
   case K_READ:
@@ -817,7 +884,7 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     o->phase = PH_WAIT_HDR;
     o->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
     rc = wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
-                     o->notif_len);
+                     o->notif_len, NULL, 0);
     (void)peer_send_frame_done(p, rc);
     break;
   case K_RECV: {
@@ -847,9 +914,12 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   }
   if (p->state == P_READY) (void)peer_data_progress(p); /* post and drain now, never block */
   rc = 0;
+  /* Control answers wake the progress thread through epoll; only requests
+   * inside the transport need it woken now. */
+  kick = ep->inflight > 0 || ep->queued > 0;
 out:
   pthread_mutex_unlock(&ep->lock);
-  if (rc == 0) ep_wake(ep);
+  if (rc == 0 && kick) ep_wake(ep);
   return rc;
 }
 

@@ -92,9 +92,9 @@ static void test_rw(void **state) {
   (void)state;
   struct wire_entry e[3] = {{1, 0x1000, 10}, {2, 0x2000, 0}, {3, 0xffff000000000000ull, 1ull << 40}};
   struct wbuf b = {0};
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4), 0);
-  assert_int_equal(wire_put_rw(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0), 0);
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0), 0); /* empty notif */
+  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0), 0);
+  assert_int_equal(wire_put_rw(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
+  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0), 0); /* empty notif */
   struct wire_frame f;
   long n = wire_frame_parse(b.p, b.len, &f);
   assert_true(n > 0);
@@ -114,14 +114,14 @@ static void test_rw(void **state) {
   assert_int_equal(wire_get_rw(&f, &m), 0);
   assert_true(m.has_notif && m.notif_len == 0 && m.n == 0);
   /* bounds: too many entries / chunk size / notification size */
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0), TPX_EINVAL);
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1), TPX_EINVAL);
+  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0, NULL, 0), TPX_EINVAL);
+  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1, NULL, 0), TPX_EINVAL);
   struct wbuf c = {0};
-  assert_int_equal(wire_put_rw(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0), 0);
+  assert_int_equal(wire_put_rw(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0), 0);
   assert_true(wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(wire_get_rw(&f, &m), TPX_EPROTO);
   c.len = 0;
-  assert_int_equal(wire_put_rw(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0), 0);
+  assert_int_equal(wire_put_rw(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
   le_put32(c.p + WIRE_HDR_BYTES + 14, 1000); /* claims 1000 entries, carries 1 */
   assert_true(wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(wire_get_rw(&f, &m), TPX_EPROTO);
@@ -135,11 +135,11 @@ static void test_small_msgs(void **state) {
   (void)state;
   struct wbuf b = {0};
   struct wire_status st = {ST_WRITE, 7, TPX_EACCES};
-  struct wire_send s = {5, 12345, 3, 65536};
-  struct wire_read_data rd = {9, 1};
+  struct wire_send s = {5, 12345, 3, 65536, 0, NULL};
+  struct wire_read_data rd = {9, 1, 0, 0, NULL};
   assert_int_equal(wire_put_status(&b, &st), 0);
-  assert_int_equal(wire_put_send(&b, &s), 0);
-  assert_int_equal(wire_put_read_data(&b, &rd), 0);
+  assert_int_equal(wire_put_send(&b, &s, NULL, 0), 0);
+  assert_int_equal(wire_put_read_data(&b, &rd, NULL, 0), 0);
   assert_int_equal(wire_put_notif(&b, "abc", 3), 0);
   assert_int_equal(wire_put_error(&b, TPX_EVERSION, "nope"), 0);
   assert_int_equal(wire_put_notif(&b, "x", TPX_NOTIF_MAX + 1), TPX_EINVAL);
@@ -184,6 +184,50 @@ static void test_small_msgs(void **state) {
   assert_int_equal(wire_put_status(&b, &bad2), 0);
   assert_true(wire_frame_parse(b.p, b.len, &f) > 0);
   assert_int_equal(wire_get_status(&f, &st2), TPX_EPROTO);
+  wbuf_free(&b);
+}
+
+static void test_inline(void **state) {
+  (void)state;
+  struct wbuf b = {0};
+  char d1[] = "hello ", d2[] = "world";
+  struct iovec iov[2] = {{d1, 6}, {d2, 5}};
+  struct wire_send s = {1, 11, 0, 4096, 1, NULL};
+  assert_int_equal(wire_put_send(&b, &s, iov, 2), 0);
+  struct wire_entry e[2] = {{1, 100, 6}, {1, 200, 5}};
+  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), 0);
+  struct wire_read_data rd = {3, 0, 1, 11, NULL};
+  assert_int_equal(wire_put_read_data(&b, &rd, iov, 2), 0);
+  size_t off = 0;
+  struct wire_frame f;
+  long n = wire_frame_parse(b.p, b.len, &f);
+  struct wire_send s2;
+  assert_int_equal(wire_get_send(&f, &s2), 0);
+  assert_true(s2.inl && s2.len == 11 && memcmp(s2.data, "hello world", 11) == 0);
+  off += (size_t)n;
+  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  struct wire_rw m;
+  assert_int_equal(wire_get_rw(&f, &m), 0);
+  assert_true(m.inl && m.inl_len == 11 && memcmp(m.data, "hello world", 11) == 0);
+  off += (size_t)n;
+  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  struct wire_read_data rd2;
+  assert_int_equal(wire_get_read_data(&f, &rd2), 0);
+  assert_true(rd2.inl && rd2.inl_len == 11 && memcmp(rd2.data, "hello world", 11) == 0);
+  /* lengths that do not add up are refused on both ends */
+  s.len = 12;
+  assert_int_equal(wire_put_send(&b, &s, iov, 2), TPX_EINVAL);
+  e[1].len = 6;
+  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), TPX_EINVAL);
+  assert_int_equal(wire_put_rw(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1), TPX_EINVAL);
+  b.len = 0;
+  s.len = 11;
+  assert_int_equal(wire_put_send(&b, &s, iov, 2), 0);
+  le_put64(b.p + WIRE_HDR_BYTES + 8, 10); /* says 10, carries 11 */
+  assert_true(wire_frame_parse(b.p, b.len, &f) > 0);
+  assert_int_equal(wire_get_send(&f, &s2), TPX_EPROTO);
+  le_put64(b.p + WIRE_HDR_BYTES + 8, 1u << 20); /* over the inline limit */
+  assert_int_equal(wire_get_send(&f, &s2), TPX_EPROTO);
   wbuf_free(&b);
 }
 
@@ -269,7 +313,7 @@ int main(void) {
       cmocka_unit_test(test_frame_roundtrip), cmocka_unit_test(test_frame_rejects),
       cmocka_unit_test(test_hello),           cmocka_unit_test(test_rw),
       cmocka_unit_test(test_small_msgs),      cmocka_unit_test(test_blobs),
-      cmocka_unit_test(test_plan),
+      cmocka_unit_test(test_plan),            cmocka_unit_test(test_inline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
