@@ -8,11 +8,12 @@
 
 #define ITERS 1000
 
-static void run(int use_write) {
+static void run(int use_write, int inline_ok, int iters) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.num_channels = 2;
   cfg.chunk_bytes = 4096; /* several chunks per message, on both channels */
+  if (!inline_ok) cfg.inline_bytes = 0; /* the data must go through the transport */
   tpx_endpoint_params_t p;
   tpx_endpoint_params_init(&p);
   p.cfg = &cfg;
@@ -31,7 +32,7 @@ static void run(int use_write) {
   size_t bl;
   assert_int_equal(tpx_mem_get_public_data(r.mem, blob, sizeof(blob), &bl), 0);
   int fds0 = tu_count_fds();
-  for (int i = 0; i < ITERS; i++) {
+  for (int i = 0; i < iters; i++) {
     size_t len = 3 * 4096 + (size_t)(i * 37 % 4000) + 1;
     tpx_peer_t *st, *rt;
     eng_connect(tx, rx, &st, &rt);
@@ -70,27 +71,33 @@ static void run(int use_write) {
   eng_buf_free(&r);
   tpx_endpoint_destroy(tx);
   tpx_endpoint_destroy(rx);
-  int fds1 = tu_count_fds();
   (void)fds0;
-  (void)fds1;
 }
 
 static void test_close_after_send(void **state) {
   (void)state;
   int fds = tu_count_fds();
-  run(0);
+  run(0, 0, ITERS);
   assert_int_equal(tu_count_fds(), fds); /* every socket of 1000 peers closed */
 }
 
 static void test_close_after_write(void **state) {
   (void)state;
-  run(1);
+  run(1, 0, ITERS);
+}
+
+/* Same with the data inside the control messages (small transfers). */
+static void test_close_after_inline(void **state) {
+  (void)state;
+  run(0, 1, ITERS / 4);
+  run(1, 1, ITERS / 4);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_close_after_send),
       cmocka_unit_test(test_close_after_write),
+      cmocka_unit_test(test_close_after_inline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

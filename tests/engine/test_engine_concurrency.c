@@ -74,6 +74,7 @@ static void test_tags(void **state) {
   (void)state;
   tpx_config_t cfg;
   eng_cfg(&cfg);
+  cfg.inline_bytes = 0;
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   eng_buf_t a, b;
