@@ -407,12 +407,15 @@ static void side_main(const nn_topo_t *t, int me, int ready_fd) {
   CK(&s, nn_enter(t->ns[me]) == 0, "cannot enter %s", t->ns[me]);
   for (int k = 0; k < NLINK; k++)
     CK(&s, nn_wait_running(t->ifname[me][k], 10000) == 0, "%s not running after 10 s", t->ifname[me][k]);
+  int fds = tu_count_fds();
   open_side(&s, ready_fd);
   double t0 = now_ms();
   if (me) run_b(&s);
   else run_a(&s);
   printf("[netns %c] phases %.0f ms\n", s.tag, now_ms() - t0);
   close_side(&s);
+  /* Nothing of the endpoint is left open, the failed peer's comms included. */
+  CK(&s, tu_count_fds() == fds, "%d file descriptors open after teardown, %d before", tu_count_fds(), fds);
   close(ready_fd);
   fflush(NULL);
   exit(0); /* exit, not _exit: the leak checker of sanitizer builds runs */
