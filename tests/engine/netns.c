@@ -58,7 +58,8 @@ int nn_ip(int quiet, const char *fmt, ...) {
   if (n < 0 || (size_t)n >= sizeof(line)) return -1;
   char *argv[40];
   int argc = 1; /* argv[0] filled by spawn_ip */
-  for (char *save = NULL, *tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+  for (char *save = NULL, *tok = strtok_r(line, " ", &save); tok;
+       tok = strtok_r(NULL, " ", &save)) {
     if (argc >= (int)(sizeof(argv) / sizeof(argv[0])) - 1) return -1;
     argv[argc++] = tok;
   }
@@ -77,7 +78,8 @@ int nn_ip(int quiet, const char *fmt, ...) {
     if (w == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (w < 0 && errno != EINTR) return -1;
     if (mono_ms() > deadline) {
-      fprintf(stderr, "netns: 'ip %s ...' still running after %d ms: killed\n", argv[1], IP_LIMIT_MS);
+      fprintf(stderr, "netns: 'ip %s ...' still running after %d ms: killed\n", argv[1],
+              IP_LIMIT_MS);
       kill(pid, SIGKILL);
       while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
       }
@@ -125,14 +127,14 @@ void nn_reap_stale(void) {
   closedir(d);
   for (int i = 0; i < n; i++) {
     int rc = nn_ip(1, "netns del " NN_PREFIX "%d%c", stale_pid[i], stale_side[i]);
-    fprintf(stderr, "netns: removed " NN_PREFIX "%d%c left by a dead run (ip rc %d)\n", stale_pid[i],
-            stale_side[i], rc);
+    fprintf(stderr, "netns: removed " NN_PREFIX "%d%c left by a dead run (ip rc %d)\n",
+            stale_pid[i], stale_side[i], rc);
   }
 }
 
 int nn_topo_create(nn_topo_t *t, int nlinks, const char **why) {
-  static const char *msg_eperm =
-      "creating a network namespace is not permitted here (EPERM): run as root or with CAP_SYS_ADMIN";
+  static const char *msg_eperm = "creating a network namespace is not permitted here (EPERM): run "
+                                 "as root or with CAP_SYS_ADMIN";
   static const char *msg_noip = "iproute2 'ip' not found";
   memset(t, 0, sizeof(*t));
   *why = "";
@@ -173,17 +175,19 @@ int nn_topo_create(nn_topo_t *t, int nlinks, const char **why) {
   }
   for (int k = 0; k < nlinks; k++) {
     /* Both ends are born inside their namespaces: nothing ever appears in ours. */
-    int rc = nn_ip(1, "link add %s netns %s type veth peer name %s netns %s", t->ifname[0][k], t->ns[0],
-                   t->ifname[1][k], t->ns[1]);
+    int rc = nn_ip(1, "link add %s netns %s type veth peer name %s netns %s", t->ifname[0][k],
+                   t->ns[0], t->ifname[1][k], t->ns[1]);
     if (rc != 0) {
-      fprintf(stderr, "netns: veth %s <-> %s failed (rc %d)\n", t->ifname[0][k], t->ifname[1][k], rc);
+      fprintf(stderr, "netns: veth %s <-> %s failed (rc %d)\n", t->ifname[0][k], t->ifname[1][k],
+              rc);
       goto fail;
     }
     for (int s = 0; s < 2; s++) {
       rc = nn_ip(1, "-n %s addr add %s/24 dev %s", t->ns[s], t->addr[s][k], t->ifname[s][k]);
       if (rc == 0) rc = nn_ip(1, "-n %s link set %s up", t->ns[s], t->ifname[s][k]);
       if (rc != 0) {
-        fprintf(stderr, "netns: configuring %s in %s failed (rc %d)\n", t->ifname[s][k], t->ns[s], rc);
+        fprintf(stderr, "netns: configuring %s in %s failed (rc %d)\n", t->ifname[s][k], t->ns[s],
+                rc);
         goto fail;
       }
     }
@@ -227,7 +231,8 @@ int nn_enter(const char *ns) {
    * private mount namespace, as `ip netns exec` does. */
   use_proc_counters = 1;
   if (unshare(CLONE_NEWNS) != 0) {
-    fprintf(stderr, "netns: unshare(CLONE_NEWNS): %s; counters from /proc/self/net/dev\n", strerror(errno));
+    fprintf(stderr, "netns: unshare(CLONE_NEWNS): %s; counters from /proc/self/net/dev\n",
+            strerror(errno));
     return 0;
   }
   if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0 ||
@@ -250,12 +255,13 @@ static int proc_counter(const char *ifname, const char *which, uint64_t *out) {
     if (!colon) continue;
     *colon = '\0';
     char *name = line;
-    while (*name == ' ') name++;
+    while (*name == ' ')
+      name++;
     if (strcmp(name, ifname) != 0) continue;
     /* rx: bytes packets errs drop fifo frame compressed multicast; then tx: bytes ... */
     unsigned long long v[9];
-    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-               &v[5], &v[6], &v[7], &v[8]) == 9) {
+    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+               &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
       *out = strcmp(which, "rx_bytes") == 0 ? v[0] : v[8];
       rc = 0;
     }
@@ -311,8 +317,10 @@ int nn_link_set(const char *ifname, int up) {
   snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
   int rc = ioctl(fd, SIOCGIFFLAGS, &ifr);
   if (rc == 0) {
-    if (up) ifr.ifr_flags |= IFF_UP;
-    else ifr.ifr_flags &= ~IFF_UP;
+    if (up)
+      ifr.ifr_flags |= IFF_UP;
+    else
+      ifr.ifr_flags &= ~IFF_UP;
     rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
   }
   close(fd);

@@ -15,11 +15,11 @@
 
 typedef struct nn_topo {
   int nlinks;
-  int pid;                              /* creator; only it tears down */
-  char ns[2][32];                       /* [0] side A, [1] side B */
-  char ifname[2][NN_MAX_LINKS][NN_NAME];/* [side][k-1] */
-  char addr[2][NN_MAX_LINKS][20];       /* "198.18.k.1" / "198.18.k.2" */
-  int created[2];                       /* namespace exists */
+  int pid;                               /* creator; only it tears down */
+  char ns[2][32];                        /* [0] side A, [1] side B */
+  char ifname[2][NN_MAX_LINKS][NN_NAME]; /* [side][k-1] */
+  char addr[2][NN_MAX_LINKS][20];        /* "198.18.k.1" / "198.18.k.2" */
+  int created[2];                        /* namespace exists */
 } nn_topo_t;
 
 /* Outcomes of nn_topo_create. */
