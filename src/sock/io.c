@@ -103,8 +103,10 @@ static int drain_kicks(tpx_sock_io_t *t) {
   int n = 0;
   while (c) {
     tpx_sock_conn_t *next = c->kick_next;
-    /* Clear before running: a kick that lands during the run queues it again. */
-    atomic_store(&c->kicked, 0);
+    /* Clear before running: a kick that lands during the run queues it again.
+     * An exchange, not a store: it reads the flag a kicker left set and so
+     * acquires that kicker's published work (a plain store would not). */
+    (void)atomic_exchange(&c->kicked, 0);
     rq_push(t, c);
     c = next;
     n++;
