@@ -265,6 +265,7 @@ int ep_pass(tpx_endpoint_t *ep) {
   if (now >= ep->next_deadline_scan) {
     ep->next_deadline_scan = now + 1000000ull;
     for (struct tpx_peer *p = ep->peers; p; p = p->next) peer_deadlines(p, now);
+    peer_sweep(ep);
     if (ep->nclosing) closing_step(ep, now, 0);
   }
   return did;

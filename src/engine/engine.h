@@ -190,6 +190,7 @@ struct tpx_peer {
   char errmsg[200];
   int incoming;
   int listed;     /* in ep->peers */
+  int ever_ready; /* reached P_READY once (else a failed incoming one is swept) */
   int in_acceptq;
   int user_closed;
   int bye_sent, bye_recv, eof;
@@ -310,6 +311,7 @@ void peer_release(struct tpx_peer *p);
 void peer_shutdown(struct tpx_peer *p, int err);
 void peer_deadlines(struct tpx_peer *p, uint64_t now);
 void peer_check_closing(struct tpx_peer *p);
+void peer_sweep(tpx_endpoint_t *ep);
 int peer_parse(struct tpx_peer *p);
 int peer_send_frame_done(struct tpx_peer *p, int rc);
 void ep_closing_add(tpx_endpoint_t *ep, int fd);

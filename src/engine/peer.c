@@ -316,6 +316,7 @@ static void on_hello_ack(struct tpx_peer *p, const struct wire_frame *f) {
 static void became_ready(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
   p->state = P_READY;
+  p->ever_ready = 1;
   ep->setups--;
   if (p->incoming && !p->user_closed) {
     if (ep->acceptq_n == ep->acceptq_cap) {
@@ -558,6 +559,19 @@ int peer_on_event(struct tpx_peer *p, uint32_t events) {
 }
 
 /* ---- lifetime ---- */
+/* Incoming connections that never became peers (garbage, timeouts, failed
+ * handshakes) are nobody's handle: free them. Lock held, outside any pass
+ * over the peer list. */
+void peer_sweep(tpx_endpoint_t *ep) {
+  for (struct tpx_peer *p = ep->peers, *n; p; p = n) {
+    n = p->next;
+    if (p->incoming && p->state == P_DEAD && !p->ever_ready && !p->in_acceptq && p->refs == 1) {
+      unlist(p);
+      peer_release(p);
+    }
+  }
+}
+
 void peer_release(struct tpx_peer *p) {
   if (--p->refs > 0) return;
   tpx_endpoint_t *ep = p->ep;
