@@ -18,7 +18,7 @@
  * messages, the payload. A larger payload is cut into at most nsocks
  * contiguous parts by tpx_sock_split(), a pure function of (size, sequence,
  * nsocks) that both sides evaluate, so each data socket carries its parts in
- * message order with no framing. On the sender the caller queues the parts
+ * message order with no framing (wire.h). On the sender the caller queues the parts
  * when it posts; on the receiver the control-socket thread queues them once
  * it has read the header. Each request counts its unfinished parts
  * (`pending`); the last part to finish completes it.
@@ -26,7 +26,10 @@
  * Threads. The I/O threads are the only ones touching sockets after setup:
  * the caller's isend/irecv/test only fill ring slots, queue parts, and kick
  * (wake) threads. Threads use edge-triggered epoll plus an eventfd, spin a
- * bounded time after activity, and never spin on idle comms.
+ * bounded time after activity only when the process has CPUs to spare, and
+ * never spin on idle comms. Each socket goes to the least-loaded thread of
+ * its device's pool. test() yields the CPU after a few misses so a caller's
+ * polling loop does not starve the I/O threads on small machines.
  */
 #ifndef TPX_SOCK_SOCK_H
 #define TPX_SOCK_SOCK_H

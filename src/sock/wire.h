@@ -34,9 +34,13 @@
  *    a RST.
  *
  * 3. Per message, on the control socket: a header, then the payload when it
- *    is small (<= TPX_SOCK_INLINE_MAX); larger payloads are split across the
- *    data sockets by tpx_sock_split() alone, which both sides compute from the
- *    size, so no per-chunk control messages exist.
+ *    is small (<= TPX_SOCK_INLINE_MAX, 16 KiB); a larger payload is cut into
+ *    at most nsocks contiguous parts (tpx_sock_nparts / tpx_sock_part_sock in
+ *    sock.h: 4 KiB-rounded, at least TPX_SOCK_MIN_PART, rotated by sequence),
+ *    which both sides compute from the size alone, so each data socket carries
+ *    its parts back to back with no framing and no per-chunk control message.
+ *    These constants are part of the protocol: changing them changes
+ *    TPX_WIRE_VERSION.
  *      0  u32 magic TPX_WIRE_MSG_MAGIC
  *      4  u32 sequence number (low 32 bits; checked by the receiver)
  *      8  u64 size in bytes
