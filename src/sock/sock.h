@@ -16,7 +16,7 @@
  * (conns 1..nsocks), spread over the device's I/O threads. Per message the
  * control socket carries a 16-byte header (sequence, size) and, for small
  * messages, the payload. A larger payload is cut into at most nsocks
- * contiguous parts by tpx_sock_split(), a pure function of (size, sequence,
+ * contiguous parts by tpx_sock_nparts(), a pure function of (size, sequence,
  * nsocks) that both sides evaluate, so each data socket carries its parts in
  * message order with no framing (wire.h). On the sender the caller queues the parts
  * when it posts; on the receiver the control-socket thread queues them once
