@@ -22,6 +22,7 @@
  * *done = 0 and the comm's first error detail. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <sched.h>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -37,11 +37,10 @@
 #include "sock/sock.h"
 #include "sock/wire.h"
 
-
 /* Syscalls per visit of one socket before its thread serves the others. */
 #define CTRL_BUDGET 8
 #define DATA_BUDGET 4
-#define CTRL_BATCH 32 /* messages per control sendmsg */
+#define CTRL_BATCH 32      /* messages per control sendmsg */
 #define TEST_YIELD_AFTER 4 /* consecutive unfinished tests before test() yields */
 
 static inline tpx_sock_req_t *slot(tpx_sock_comm_t *m, uint64_t seq) {
@@ -94,7 +93,9 @@ static inline void part_done(tpx_sock_req_t *r) {
   atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel);
 }
 
-static inline int io_again(void) { return errno == EAGAIN || errno == EWOULDBLOCK; }
+static inline int io_again(void) {
+  return errno == EAGAIN || errno == EWOULDBLOCK;
+}
 
 /* ---- data sockets ------------------------------------------------------------ */
 
@@ -117,7 +118,8 @@ static int data_progress(tpx_sock_conn_t *c, char *scratch) {
       if (budget-- == 0) return 1;
       ssize_t n;
       if (sending) {
-        n = send(c->fd, p->buf + c->done_bytes, p->len - c->done_bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = send(c->fd, p->buf + c->done_bytes, p->len - c->done_bytes,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
       } else if (c->done_bytes < p->keep) {
         n = recv(c->fd, p->buf + c->done_bytes, p->keep - c->done_bytes, MSG_DONTWAIT);
       } else {
@@ -218,10 +220,11 @@ static int ctrl_parse(tpx_sock_conn_t *c, tpx_sock_req_t *r) {
   if (magic != TPX_WIRE_MSG_MAGIC || seq != (uint32_t)c->cseq || size > TPX_SOCK_MAX_MSG) {
     c->dead = TPX_EPROTO;
     atomic_store(&m->peer_closed, 1);
-    comm_set_error(m,
-                   "recv comm from peer %s: malformed message header (magic 0x%08x seq %u size %llu,"
-                   " expected seq %u)",
-                   m->peer, magic, seq, (unsigned long long)size, (uint32_t)c->cseq);
+    comm_set_error(
+        m,
+        "recv comm from peer %s: malformed message header (magic 0x%08x seq %u size %llu,"
+        " expected seq %u)",
+        m->peer, magic, seq, (unsigned long long)size, (uint32_t)c->cseq);
     return -1;
   }
   r->msg_size = (size_t)size;
@@ -279,8 +282,9 @@ static int ctrl_recv(tpx_sock_conn_t *c, char *scratch) {
       n = recv(c->fd, scratch, want, MSG_DONTWAIT);
     }
     if (n == 0 && want > 0) {
-      conn_fail(c, TPX_EREMOTE, c->rhdr_done ? "closed by peer" : "closed by peer before the header",
-                0, c->cseq, c->rhdr_done ? r->msg_size - c->coff : 0);
+      conn_fail(c, TPX_EREMOTE,
+                c->rhdr_done ? "closed by peer" : "closed by peer before the header", 0, c->cseq,
+                c->rhdr_done ? r->msg_size - c->coff : 0);
       continue;
     }
     if (n < 0) {
@@ -320,7 +324,8 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
   if (m == NULL || conns == NULL) {
     free(m);
     free(conns);
-    for (int i = 0; i < n; i++) close(fds[i]);
+    for (int i = 0; i < n; i++)
+      close(fds[i]);
     return tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
   }
   m->sn = sn;
@@ -352,8 +357,8 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
     tpx_sock_comm_destroy(m);
     return rc;
   }
-  TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s",
-            kind_name(kind), (unsigned long long)m->token, peer, sn->devs[dev].name, nsocks,
+  TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s", kind_name(kind),
+            (unsigned long long)m->token, peer, sn->devs[dev].name, nsocks,
             (unsigned long long)comm_id, m->strict ? ", strict" : "");
   *out = (void *)(uintptr_t)m->token;
   return 0;
@@ -364,12 +369,14 @@ void tpx_sock_comm_destroy(tpx_sock_comm_t *m) {
   /* Control first: on the receive side its thread queues parts on the data
    * sockets (and kicks their threads), so it must be quiet before they go. */
   tpx_sock_conn_t *list[TPX_SOCK_MAX_NSOCKS + 1];
-  for (int i = 0; i < n; i++) list[i] = &m->conns[i];
+  for (int i = 0; i < n; i++)
+    list[i] = &m->conns[i];
   tpx_sock_io_detach(list, 1);
   tpx_sock_io_detach(list + 1, n - 1);
   for (int i = 0; i < n; i++) {
     if (m->conns[i].fd >= 0) close(m->conns[i].fd);
-    if (m->conns[i].placed) tpx_sock_pool_unpick(m->conns[i].placed, i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA);
+    if (m->conns[i].placed)
+      tpx_sock_pool_unpick(m->conns[i].placed, i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA);
   }
   if (m->pool) tpx_sock_pool_put(m->sn, m->dev);
   uint64_t inflight = atomic_load(&m->posted) - m->tail;
@@ -386,7 +393,8 @@ static tpx_sock_comm_t *comm_get(tpx_sock_net_t *sn, void *comm, int kind, const
   int got = TPX_SK_NONE;
   tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, kind, &got);
   if (m != NULL) return m;
-  if (comm == NULL) *rc = tpx_err(TPX_EINVAL, "%s: %s is NULL", fn, kind_name(kind));
+  if (comm == NULL)
+    *rc = tpx_err(TPX_EINVAL, "%s: %s is NULL", fn, kind_name(kind));
   else if (got != TPX_SK_NONE)
     *rc = tpx_err(TPX_EINVAL, "%s: handle %p is a %s, not a %s", fn, comm, kind_name(got),
                   kind_name(kind));
@@ -422,8 +430,10 @@ static tpx_sock_req_t *req_alloc(tpx_sock_comm_t *m, const char *fn, int *rc) {
   uint64_t posted = atomic_load_explicit(&m->posted, memory_order_relaxed);
   if (posted - m->tail >= (uint64_t)m->limit) {
     if (m->strict)
-      *rc = tpx_err(TPX_EINTERNAL, "%s: unable to allocate requests: %d already in flight on %s %s"
-                    " (strict mode: the TCPX plugin's limit)", fn, m->limit, kind_name(m->kind), m->peer);
+      *rc = tpx_err(TPX_EINTERNAL,
+                    "%s: unable to allocate requests: %d already in flight on %s %s"
+                    " (strict mode: the TCPX plugin's limit)",
+                    fn, m->limit, kind_name(m->kind), m->peer);
     else
       *rc = 0;
     return NULL;
@@ -437,8 +447,8 @@ static tpx_sock_req_t *req_alloc(tpx_sock_comm_t *m, const char *fn, int *rc) {
 }
 
 static inline void *req_token(tpx_sock_comm_t *m, uint64_t seq) {
-  uint64_t t = ((m->token & 0xffffffffu) << 48) | (((m->token >> 32) & 0xffffu) << 32) |
-               (seq & 0xffffffffu);
+  uint64_t t =
+      ((m->token & 0xffffffffu) << 48) | (((m->token >> 32) & 0xffffu) << 32) | (seq & 0xffffffffu);
   return (void *)(uintptr_t)t;
 }
 
@@ -446,7 +456,8 @@ static int check_buffer(const void *data, size_t size, const char *fn) {
   if (size > TPX_SOCK_MAX_MSG)
     return tpx_err(TPX_EINVAL, "%s: size %zu exceeds the maximum message of %llu bytes", fn, size,
                    (unsigned long long)TPX_SOCK_MAX_MSG);
-  if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "%s: NULL buffer of %zu bytes", fn, size);
+  if (data == NULL && size > 0)
+    return tpx_err(TPX_EINVAL, "%s: NULL buffer of %zu bytes", fn, size);
   if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
     return tpx_err(TPX_EINVAL, "%s: buffer %p + %zu wraps the address space", fn, data, size);
   return 0;
@@ -491,7 +502,8 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
   }
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
   tpx_sock_io_kick(&m->conns[0]);
-  for (int j = 0; j < np; j++) tpx_sock_io_kick(&m->conns[1 + tpx_sock_part_sock(seq, j, m->nsocks)]);
+  for (int j = 0; j < np; j++)
+    tpx_sock_io_kick(&m->conns[1 + tpx_sock_part_sock(seq, j, m->nsocks)]);
   *request = req_token(m, seq);
   pthread_mutex_unlock(&m->mu);
   return 0;
@@ -506,7 +518,9 @@ int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_RECV, "irecv", &rc);
   if (m == NULL) return rc;
-  if (n != 1) return tpx_err(TPX_EINVAL, "irecv: n = %d, but this transport takes 1 buffer per receive (maxRecvs 1)", n);
+  if (n != 1)
+    return tpx_err(TPX_EINVAL,
+                   "irecv: n = %d, but this transport takes 1 buffer per receive (maxRecvs 1)", n);
   if (data == NULL || sizes == NULL)
     return tpx_err(TPX_EINVAL, "irecv: %s array is NULL", data == NULL ? "data" : "sizes");
   if ((rc = check_buffer(data[0], sizes[0], "irecv")) != 0) return rc;
@@ -530,8 +544,8 @@ int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes
   return 0;
 }
 
-int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes,
-                    void **mhandles, void **request) {
+int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
+                    void **request) {
   (void)data;
   (void)sizes;
   (void)mhandles;
@@ -617,7 +631,8 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
     if (sizes && !(m->strict && kind == TPX_SK_RECV)) *sizes = size;
   }
   if (err == TPX_ETRUNC)
-    return tpx_err(TPX_ETRUNC, "test: recv comm from %s: message %u of %zu bytes is larger than the"
+    return tpx_err(TPX_ETRUNC,
+                   "test: recv comm from %s: message %u of %zu bytes is larger than the"
                    " posted receive of %zu bytes (excess discarded, comm still usable)",
                    m->peer, seq32, size, cap);
   if (err != 0) return tpx_err(err, "test: request %u failed: %s", seq32, comm_errmsg(m));

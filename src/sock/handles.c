@@ -17,13 +17,14 @@ void tpx_sock_reg_init(tpx_sock_reg_t *r, uint32_t salt) {
 }
 
 void tpx_sock_reg_fini(tpx_sock_reg_t *r) {
-  for (size_t i = 0; i < sizeof(r->pages) / sizeof(r->pages[0]); i++) free(atomic_load(&r->pages[i]));
+  for (size_t i = 0; i < sizeof(r->pages) / sizeof(r->pages[0]); i++)
+    free(atomic_load(&r->pages[i]));
   pthread_mutex_destroy(&r->mu);
 }
 
 static struct tpx_sock_reg_entry *entry(tpx_sock_reg_t *r, uint32_t idx) {
-  struct tpx_sock_reg_entry *page = atomic_load_explicit(&r->pages[idx / TPX_SOCK_REG_PAGE],
-                                                         memory_order_acquire);
+  struct tpx_sock_reg_entry *page =
+      atomic_load_explicit(&r->pages[idx / TPX_SOCK_REG_PAGE], memory_order_acquire);
   return page ? &page[idx % TPX_SOCK_REG_PAGE] : NULL;
 }
 

@@ -13,15 +13,18 @@ int tpx_sock_iflist_parse(const char *spec, tpx_sock_iflist_t *out) {
   memset(out, 0, sizeof(*out));
   if (spec == NULL) return 0;
   const char *p = spec;
-  while (isspace((unsigned char)*p)) p++;
+  while (isspace((unsigned char)*p))
+    p++;
   if (*p == '^') out->exclude = 1, p++;
   if (*p == '=') out->exact = 1, p++;
   while (*p) {
     const char *end = strchr(p, ',');
     if (end == NULL) end = p + strlen(p);
     const char *a = p, *b = end;
-    while (a < b && isspace((unsigned char)*a)) a++;
-    while (b > a && isspace((unsigned char)b[-1])) b--;
+    while (a < b && isspace((unsigned char)*a))
+      a++;
+    while (b > a && isspace((unsigned char)b[-1]))
+      b--;
     size_t len = (size_t)(b - a);
     if (len > 0) {
       if (len >= TPX_SOCK_IFNAMSIZ)
@@ -42,8 +45,10 @@ int tpx_sock_iflist_parse(const char *spec, tpx_sock_iflist_t *out) {
 int tpx_sock_iflist_match(const tpx_sock_iflist_t *l, const char *ifname) {
   int hit = 0;
   for (int i = 0; i < l->n && !hit; i++) {
-    if (l->exact) hit = strcmp(ifname, l->names[i]) == 0;
-    else hit = strncmp(ifname, l->names[i], strlen(l->names[i])) == 0;
+    if (l->exact)
+      hit = strcmp(ifname, l->names[i]) == 0;
+    else
+      hit = strncmp(ifname, l->names[i], strlen(l->names[i])) == 0;
   }
   return l->exclude ? !hit : hit;
 }
@@ -100,7 +105,8 @@ int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, 
       int r = addr_rank(a, family);
       if (r < 0) continue;
       int j = 0;
-      while (j < cnt && strcmp(out[j].name, a->name) != 0) j++;
+      while (j < cnt && strcmp(out[j].name, a->name) != 0)
+        j++;
       if (j < cnt) {
         if (r > ranks[j]) out[j] = *a, ranks[j] = r;
         continue;

@@ -54,7 +54,7 @@ typedef struct tpx_sock_io {
   struct detach_cmd *cmds;
   _Atomic int cmd_pending;
   tpx_sock_conn_t *rq_head, *rq_tail; /* owner only */
-  int load; /* weight of the sockets placed here (pool->mu) */
+  int load;                           /* weight of the sockets placed here (pool->mu) */
   void *scratch;
 } tpx_sock_io_t;
 
@@ -62,7 +62,8 @@ static void wake(tpx_sock_io_t *t) {
   if (atomic_exchange(&t->sleeping, 0)) {
     uint64_t one = 1;
     ssize_t n;
-    do n = write(t->evfd, &one, sizeof(one));
+    do
+      n = write(t->evfd, &one, sizeof(one));
     while (n < 0 && errno == EINTR);
     /* EAGAIN means the counter is already non-zero: the thread will wake. */
   }
@@ -72,7 +73,8 @@ void tpx_sock_io_kick(tpx_sock_conn_t *c) {
   tpx_sock_io_t *t = c->thr;
   if (atomic_exchange(&c->kicked, 1)) return; /* already queued */
   tpx_sock_conn_t *head = atomic_load(&t->kicks);
-  do c->kick_next = head;
+  do
+    c->kick_next = head;
   while (!atomic_compare_exchange_weak(&t->kicks, &head, c));
   wake(t);
 }
@@ -82,17 +84,23 @@ static void rq_push(tpx_sock_io_t *t, tpx_sock_conn_t *c) {
   c->in_rq = 1;
   c->rq_next = NULL;
   c->rq_prev = t->rq_tail;
-  if (t->rq_tail) t->rq_tail->rq_next = c;
-  else t->rq_head = c;
+  if (t->rq_tail)
+    t->rq_tail->rq_next = c;
+  else
+    t->rq_head = c;
   t->rq_tail = c;
 }
 
 static void rq_remove(tpx_sock_io_t *t, tpx_sock_conn_t *c) {
   if (!c->in_rq) return;
-  if (c->rq_prev) c->rq_prev->rq_next = c->rq_next;
-  else t->rq_head = c->rq_next;
-  if (c->rq_next) c->rq_next->rq_prev = c->rq_prev;
-  else t->rq_tail = c->rq_prev;
+  if (c->rq_prev)
+    c->rq_prev->rq_next = c->rq_next;
+  else
+    t->rq_head = c->rq_next;
+  if (c->rq_next)
+    c->rq_next->rq_prev = c->rq_prev;
+  else
+    t->rq_tail = c->rq_prev;
   c->in_rq = 0;
   c->rq_next = c->rq_prev = NULL;
 }
@@ -125,7 +133,8 @@ static void run_cmds(tpx_sock_io_t *t) {
   drain_kicks(t);
   for (struct detach_cmd *d = list; d; d = d->next) {
     rq_remove(t, d->conn);
-    if (epoll_ctl(t->epfd, EPOLL_CTL_DEL, d->conn->fd, NULL) != 0 && errno != ENOENT && errno != EBADF)
+    if (epoll_ctl(t->epfd, EPOLL_CTL_DEL, d->conn->fd, NULL) != 0 && errno != ENOENT &&
+        errno != EBADF)
       TPX_DEBUG("sock io %s/%d: epoll DEL fd %d: %s", t->pool->devname, t->index, d->conn->fd,
                 strerror(errno));
   }
@@ -182,7 +191,8 @@ static void *io_main(void *arg) {
         /* Sleep protocol: announce, then re-check; a kicker that pushes after
          * our check sees sleeping == 1 and writes the eventfd. */
         atomic_store(&t->sleeping, 1);
-        if (atomic_load(&t->kicks) == NULL && !atomic_load(&t->cmd_pending) && !atomic_load(&t->stop))
+        if (atomic_load(&t->kicks) == NULL && !atomic_load(&t->cmd_pending) &&
+            !atomic_load(&t->stop))
           timeout = -1;
         else
           atomic_store(&t->sleeping, 0);
@@ -191,7 +201,8 @@ static void *io_main(void *arg) {
     int n = epoll_wait(t->epfd, ev, TPX_SOCK_EVENTS, timeout);
     atomic_store(&t->sleeping, 0);
     if (n < 0) {
-      if (errno != EINTR) TPX_WARN("sock io %s/%d: epoll_wait: %s", t->pool->devname, t->index, strerror(errno));
+      if (errno != EINTR)
+        TPX_WARN("sock io %s/%d: epoll_wait: %s", t->pool->devname, t->index, strerror(errno));
       continue;
     }
     if (n > 0) handle_events(t, ev, n);
@@ -324,7 +335,8 @@ void tpx_sock_io_detach(tpx_sock_conn_t **cs, int n) {
   struct detach_cmd *cmds = n <= 8 ? stack_cmds : calloc((size_t)n, sizeof(*cmds));
   if (cmds == NULL) {
     /* No memory for the batch: detach one at a time. */
-    for (int i = 0; i < n; i++) tpx_sock_io_detach(&cs[i], 1);
+    for (int i = 0; i < n; i++)
+      tpx_sock_io_detach(&cs[i], 1);
     return;
   }
   tpx_sock_pool_t *p = NULL;
@@ -346,9 +358,11 @@ void tpx_sock_io_detach(tpx_sock_conn_t **cs, int n) {
   if (p != NULL) {
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < used; i++)
-      while (!cmds[i].done) pthread_cond_wait(&p->cv, &p->mu);
+      while (!cmds[i].done)
+        pthread_cond_wait(&p->cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
   }
-  for (int i = 0; i < n; i++) cs[i]->thr = NULL;
+  for (int i = 0; i < n; i++)
+    cs[i]->thr = NULL;
   if (cmds != stack_cmds) free(cmds);
 }

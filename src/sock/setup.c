@@ -36,7 +36,9 @@ static int set_nodelay(int fd) {
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static uint64_t deadline_after_ms(int ms) { return tpx_now_ns() + (uint64_t)ms * 1000000ull; }
+static uint64_t deadline_after_ms(int ms) {
+  return tpx_now_ns() + (uint64_t)ms * 1000000ull;
+}
 
 static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks) {
   memset(h, 0, TPX_WIRE_HELLO_BYTES);
@@ -88,8 +90,10 @@ static void group_close(struct group *g) {
 void tpx_sock_listen_free(void *obj) {
   tpx_sock_listen_t *l = obj;
   if (l->fd >= 0) close(l->fd);
-  for (int i = 0; i < l->npend; i++) close(l->pend[i].fd);
-  for (int i = 0; i < l->ngroups; i++) group_close(&l->groups[i]);
+  for (int i = 0; i < l->npend; i++)
+    close(l->pend[i].fd);
+  for (int i = 0; i < l->ngroups; i++)
+    group_close(&l->groups[i]);
   free(l->pend);
   free(l->groups);
   free(l);
@@ -148,14 +152,16 @@ int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
   }
   tpx_put16(h + TPX_WH_NSOCKS, (uint16_t)sn->cfg.nsocks);
   tpx_put64(h + TPX_WH_NONCE, l->nonce);
-  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm", l->addr, d->name, sn->cfg.nsocks);
+  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm", l->addr, d->name,
+            sn->cfg.nsocks);
   *listen_comm = (void *)(uintptr_t)l->token;
   return 0;
 }
 
 static tpx_sock_listen_t *listen_get(tpx_sock_net_t *sn, void *comm, const char *fn, int *rc) {
   int kind = TPX_SK_NONE;
-  tpx_sock_listen_t *l = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_LISTEN, &kind);
+  tpx_sock_listen_t *l =
+      tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_LISTEN, &kind);
   if (l == NULL)
     *rc = tpx_err(TPX_EINVAL, "%s: %p is not an open listen comm%s", fn, comm,
                   kind != TPX_SK_NONE ? " (wrong kind of handle)" : "");
@@ -221,7 +227,8 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
   s->nonce = tpx_get64(h + TPX_WH_NONCE);
   s->comm_id = tpx_sock_random(sn);
   s->deadline = deadline_after_ms(sn->cfg.connect_timeout_ms);
-  for (int i = 0; i <= nsocks; i++) s->fds[i] = -1;
+  for (int i = 0; i <= nsocks; i++)
+    s->fds[i] = -1;
   if (fam == 6) {
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&s->peer;
     s6->sin6_family = AF_INET6;
@@ -253,13 +260,15 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
       s->st[i] = CS_CONNECTING;
     } else {
       int e = errno;
-      rc = tpx_err(e == ECONNREFUSED || e == ENETUNREACH || e == EHOSTUNREACH ? TPX_EREMOTE : TPX_ESYSTEM,
+      rc = tpx_err(e == ECONNREFUSED || e == ENETUNREACH || e == EHOSTUNREACH ? TPX_EREMOTE
+                                                                              : TPX_ESYSTEM,
                    "connect to %s (socket %d of %d): %s", s->peerstr, i, nsocks + 1, strerror(e));
     }
   }
   if (rc == 0) {
     s->token = tpx_sock_reg_add(&sn->reg, TPX_SK_CONNECT, s);
-    if (s->token == 0) rc = tpx_err(TPX_ENOMEM, "connect: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+    if (s->token == 0)
+      rc = tpx_err(TPX_ENOMEM, "connect: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
   if (rc != 0) {
     tpx_sock_connect_free(s);
@@ -332,8 +341,10 @@ int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
     return tpx_err(TPX_EINVAL, "connect: device %d does not exist (%d devices)", dev, sn->ndev);
   uint8_t *h = handle;
   if (tpx_get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC)
-    return tpx_err(TPX_EINVAL, "connect: the handle was not made by this transport's listen"
-                   " (magic 0x%08x)", tpx_get32(h + TPX_WH_MAGIC));
+    return tpx_err(TPX_EINVAL,
+                   "connect: the handle was not made by this transport's listen"
+                   " (magic 0x%08x)",
+                   tpx_get32(h + TPX_WH_MAGIC));
   if (tpx_get16(h + TPX_WH_VERSION) != TPX_WIRE_VERSION)
     return tpx_err(TPX_EVERSION, "connect: handle version %u, this transport speaks %u",
                    tpx_get16(h + TPX_WH_VERSION), TPX_WIRE_VERSION);
@@ -346,11 +357,13 @@ int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
     s = tpx_sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
     if (s == NULL || tpx_get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY) ||
         s->nonce != tpx_get64(h + TPX_WH_NONCE))
-      return tpx_err(TPX_EINVAL, "connect: the handle carries connect state %#llx that this"
+      return tpx_err(TPX_EINVAL,
+                     "connect: the handle carries connect state %#llx that this"
                      " process does not know (a handle must go back to connect unchanged)",
                      (unsigned long long)tok);
     if (s->dev != dev)
-      return tpx_err(TPX_EINVAL, "connect: retried on device %d, started on device %d", dev, s->dev);
+      return tpx_err(TPX_EINVAL, "connect: retried on device %d, started on device %d", dev,
+                     s->dev);
   }
   rc = connect_step(s);
   if (rc == 0) return 0;
@@ -393,8 +406,8 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
     char ps[64];
     tpx_sock_addr_str(&sa, ps, sizeof(ps));
     if (l->npend >= MAX_PENDING) {
-      TPX_WARN("sock: listen comm %s: %d connections without a hello; dropping one from %s", l->addr,
-               l->npend, ps);
+      TPX_WARN("sock: listen comm %s: %d connections without a hello; dropping one from %s",
+               l->addr, l->npend, ps);
       close(fd);
       continue;
     }
@@ -418,7 +431,8 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
   }
 }
 
-static struct group *group_for(tpx_sock_listen_t *l, uint64_t comm_id, int nsocks, uint64_t deadline) {
+static struct group *group_for(tpx_sock_listen_t *l, uint64_t comm_id, int nsocks,
+                               uint64_t deadline) {
   for (int i = 0; i < l->ngroups; i++)
     if (l->groups[i].comm_id == comm_id) return &l->groups[i];
   if (l->ngroups == l->cap_groups) {
@@ -433,7 +447,8 @@ static struct group *group_for(tpx_sock_listen_t *l, uint64_t comm_id, int nsock
   g->comm_id = comm_id;
   g->nsocks = nsocks;
   g->deadline = deadline;
-  for (int i = 0; i <= TPX_SOCK_MAX_NSOCKS; i++) g->fds[i] = -1;
+  for (int i = 0; i <= TPX_SOCK_MAX_NSOCKS; i++)
+    g->fds[i] = -1;
   return g;
 }
 
@@ -455,7 +470,8 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   }
   if (tpx_get64(h + 8) != l->nonce) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: its handle belongs to another"
-             " listen comm", l->addr, p->peer);
+             " listen comm",
+             l->addr, p->peer);
     return -1;
   }
   uint64_t comm_id = tpx_get64(h + 16);
@@ -467,7 +483,8 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   }
   struct group *g = group_for(l, comm_id, nsocks, p->deadline);
   if (g == NULL) {
-    TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr, p->peer);
+    TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr,
+             p->peer);
     return -1;
   }
   if (g->nsocks != nsocks || g->fds[index] >= 0) {
@@ -502,7 +519,8 @@ static void read_hellos(tpx_sock_listen_t *l) {
     }
     if (now > p->deadline) {
       TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %d hello bytes before the"
-               " connect timeout; dropped", l->addr, p->peer, p->got, TPX_WIRE_HELLO_BYTES);
+               " connect timeout; dropped",
+               l->addr, p->peer, p->got, TPX_WIRE_HELLO_BYTES);
       pend_drop(l, i, 1);
       continue;
     }
@@ -512,8 +530,8 @@ static void read_hellos(tpx_sock_listen_t *l) {
     struct group *g = &l->groups[i];
     if (g->have <= g->nsocks && now > g->deadline) {
       TPX_WARN("sock: listen comm %s: comm %016llx from %s has %d of %d sockets after the connect"
-               " timeout; dropped", l->addr, (unsigned long long)g->comm_id, g->peer, g->have,
-               g->nsocks + 1);
+               " timeout; dropped",
+               l->addr, (unsigned long long)g->comm_id, g->peer, g->have, g->nsocks + 1);
       group_close(g);
       l->groups[i] = l->groups[--l->ngroups];
       continue;

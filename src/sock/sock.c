@@ -70,7 +70,8 @@ static int discover(tpx_sock_net_t *sn) {
   struct ifaddrs *ifa = NULL;
   if (getifaddrs(&ifa) != 0) return tpx_err(TPX_ESYSTEM, "sock: getifaddrs: %s", strerror(errno));
   int n = 0;
-  for (struct ifaddrs *i = ifa; i; i = i->ifa_next) n++;
+  for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+    n++;
   tpx_sock_ifaddr_t *all = calloc((size_t)n + 1, sizeof(*all));
   tpx_sock_ifaddr_t *sel = calloc(TPX_SOCK_MAX_DEVS, sizeof(*sel));
   if (all == NULL || sel == NULL) {
@@ -89,7 +90,8 @@ static int discover(tpx_sock_net_t *sn) {
     snprintf(a->name, sizeof(a->name), "%s", i->ifa_name);
     a->up = (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_RUNNING) != 0;
     a->loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
-    memcpy(&a->addr, i->ifa_addr, fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+    memcpy(&a->addr, i->ifa_addr,
+           fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
   }
   freeifaddrs(ifa);
   int cnt = tpx_sock_select(sn->cfg.socket_ifname, family, all, k, sel, TPX_SOCK_MAX_DEVS);
@@ -98,8 +100,11 @@ static int discover(tpx_sock_net_t *sn) {
     free(sel);
     if (cnt < 0) return cnt;
     return tpx_err(TPX_ENOENT, "sock: no usable interface (up, with an %s address) matches '%s'",
-                   family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "IP",
-                   sn->cfg.socket_ifname[0] ? sn->cfg.socket_ifname : "(default: non-loopback, else lo)");
+                   family == AF_INET    ? "IPv4"
+                   : family == AF_INET6 ? "IPv6"
+                                        : "IP",
+                   sn->cfg.socket_ifname[0] ? sn->cfg.socket_ifname
+                                            : "(default: non-loopback, else lo)");
   }
   for (int i = 0; i < cnt; i++) {
     tpx_sock_dev_t *d = &sn->devs[i];
@@ -199,13 +204,13 @@ static int mr_comm_check(tpx_sock_net_t *sn, void *comm, const char *fn) {
   int kind = TPX_SK_NONE;
   void *obj = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
   if (obj != NULL && (kind == TPX_SK_SEND || kind == TPX_SK_RECV)) return 0;
-  if (obj != NULL)
-    return tpx_err(TPX_EINVAL, "%s: handle %p is not a send or recv comm", fn, comm);
+  if (obj != NULL) return tpx_err(TPX_EINVAL, "%s: handle %p is not a send or recv comm", fn, comm);
   return tpx_err(TPX_EINVAL, "%s: comm %p is not open (closed, NULL, or not from this transport)",
                  fn, comm);
 }
 
-static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type, void **mhandle) {
+static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type,
+                       void **mhandle) {
   tpx_sock_net_t *sn = tpx_sock_net_of(net, "regMr");
   if (sn == NULL) return TPX_EINVAL;
   if (mhandle == NULL) return tpx_err(TPX_EINVAL, "regMr: mhandle pointer is NULL");
@@ -213,8 +218,10 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
   int rc = mr_comm_check(sn, comm, "regMr");
   if (rc != 0) return rc;
   if (type == TPX_PTR_CUDA || type == TPX_PTR_DMABUF)
-    return tpx_err(TPX_ENOTSUP, "regMr: %s memory is not supported by the built-in transport"
-                   " (host memory only)", type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF");
+    return tpx_err(TPX_ENOTSUP,
+                   "regMr: %s memory is not supported by the built-in transport"
+                   " (host memory only)",
+                   type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF");
   if (type != TPX_PTR_HOST) return tpx_err(TPX_EINVAL, "regMr: unknown memory type %d", type);
   if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "regMr: NULL buffer of %zu bytes", size);
   if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
@@ -242,7 +249,8 @@ static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
   tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind);
   if (mr == NULL)
     return tpx_err(TPX_EINVAL, "deregMr: %p is not a registered memory handle (%s)", mhandle,
-                   kind != TPX_SK_NONE ? "wrong kind of handle" : "unknown or already deregistered");
+                   kind != TPX_SK_NONE ? "wrong kind of handle"
+                                       : "unknown or already deregistered");
   tpx_sock_reg_del(&sn->reg, (uint64_t)(uintptr_t)mhandle);
   free(mr);
   return 0;
@@ -251,8 +259,7 @@ static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
 int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
   if (mh == NULL) return 0;
   tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
-  if (mr == NULL)
-    return tpx_err(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
+  if (mr == NULL) return tpx_err(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
   if (size == 0) return 0;
   uintptr_t b = (uintptr_t)mr->base, p = (uintptr_t)data;
   if (p < b || p - b > mr->size || size > mr->size - (p - b))

@@ -124,8 +124,8 @@ struct tpx_sock_reg_entry {
 #define TPX_SOCK_REG_PAGE 1024
 typedef struct tpx_sock_reg {
   pthread_mutex_t mu;
-  _Atomic(struct tpx_sock_reg_entry *) pages[(TPX_SOCK_MAX_OBJECTS + TPX_SOCK_REG_PAGE) /
-                                              TPX_SOCK_REG_PAGE];
+  _Atomic(struct tpx_sock_reg_entry *)
+      pages[(TPX_SOCK_MAX_OBJECTS + TPX_SOCK_REG_PAGE) / TPX_SOCK_REG_PAGE];
   _Atomic uint32_t hiwater; /* entries ever handed out */
   uint32_t free_head;       /* index + 1, 0 = none */
   uint32_t salt;            /* first generation of new entries (per net) */
@@ -181,9 +181,9 @@ struct tpx_sock_io;
 typedef struct tpx_sock_pool {
   int nthreads;
   struct tpx_sock_io *thr;
-  unsigned next;         /* rotating tie-break for placement (mu) */
-  uint64_t spin_ns;      /* spin after activity before sleeping */
-  pthread_mutex_t mu;    /* placement; with cv: detach acknowledgements */
+  unsigned next;      /* rotating tie-break for placement (mu) */
+  uint64_t spin_ns;   /* spin after activity before sleeping */
+  pthread_mutex_t mu; /* placement; with cv: detach acknowledgements */
   pthread_cond_t cv;
   char devname[TPX_SOCK_IFNAMSIZ];
 } tpx_sock_pool_t;
@@ -213,13 +213,13 @@ struct tpx_sock_comm;
 typedef struct tpx_sock_req {
   /* written by the caller before the request is published */
   char *buf;
-  size_t size;  /* send: bytes to send; recv: capacity */
+  size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
   uint8_t hdr[16]; /* send: the encoded message header */
   /* written by I/O threads */
-  size_t msg_size;      /* recv: size announced by the sender */
-  _Atomic int pending;  /* unfinished parts (control + data); 0 = complete */
-  _Atomic int err;      /* first failure (tpx code), 0 = none */
+  size_t msg_size;     /* recv: size announced by the sender */
+  _Atomic int pending; /* unfinished parts (control + data); 0 = complete */
+  _Atomic int err;     /* first failure (tpx code), 0 = none */
   /* caller only */
   int state; /* TPX_SR_* */
 } tpx_sock_req_t;
@@ -251,14 +251,14 @@ typedef struct tpx_sock_conn {
   tpx_sock_part_t parts[TPX_SOCK_RING];
   _Atomic uint64_t parts_head; /* producer */
   _Atomic uint64_t parts_tail; /* consumer */
-  size_t done_bytes;          /* progress in parts[tail] */
+  size_t done_bytes;           /* progress in parts[tail] */
   /* control conn progress (owner thread only) */
-  uint64_t cseq;   /* next message whose header is sent / expected */
-  size_t coff;     /* bytes of that message's control bytes done */
+  uint64_t cseq; /* next message whose header is sent / expected */
+  size_t coff;   /* bytes of that message's control bytes done */
   uint8_t rhdr[16];
-  int rhdr_done;   /* recv: header parsed, payload pending */
+  int rhdr_done; /* recv: header parsed, payload pending */
   /* failure (owner thread) */
-  int dead;        /* tpx code once the socket failed */
+  int dead; /* tpx code once the socket failed */
 } tpx_sock_conn_t;
 
 typedef struct tpx_sock_comm {
@@ -275,12 +275,12 @@ typedef struct tpx_sock_comm {
   char peer[64];
   /* caller side */
   pthread_mutex_t mu;
-  uint64_t tail;              /* oldest request not yet released */
-  unsigned misses;            /* consecutive tests that found nothing done */
-  _Atomic uint64_t posted;    /* next sequence number */
+  uint64_t tail;           /* oldest request not yet released */
+  unsigned misses;         /* consecutive tests that found nothing done */
+  _Atomic uint64_t posted; /* next sequence number */
   /* any thread */
-  _Atomic int peer_closed;    /* a socket saw FIN / RST / error */
-  _Atomic int errset;         /* 0, 1 = being written, 2 = errmsg valid */
+  _Atomic int peer_closed; /* a socket saw FIN / RST / error */
+  _Atomic int errset;      /* 0, 1 = being written, 2 = errmsg valid */
   char errmsg[256];
   tpx_sock_req_t reqs[TPX_SOCK_RING];
 } tpx_sock_comm_t;
@@ -316,8 +316,8 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
                    void **request);
 int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                    void **mhandles, void **request);
-int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes,
-                    void **mhandles, void **request);
+int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
+                    void **request);
 int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes);
 int tpx_sock_close_send(tpx_net_t *net, void *comm);
 int tpx_sock_close_recv(tpx_net_t *net, void *comm);
@@ -340,8 +340,7 @@ typedef struct tpx_sock_mr {
   int type;
 } tpx_sock_mr_t;
 /* Check that [data, data+size) lies in memory handle mh (NULL mh: no check). */
-int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size,
-                      const char *fn);
+int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn);
 
 /* Acquire / release the device's I/O pool. */
 int tpx_sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);

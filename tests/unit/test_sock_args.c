@@ -101,12 +101,13 @@ static void test_setup_args(void **state) {
   assert_int_equal(net->ops->accept(net, lc, &rc, NULL), 0);
   assert_null(rc);
   assert_int_equal(net->ops->close_listen(net, lc), 0);
-  assert_int_equal(net->ops->close_listen(net, lc), TPX_EINVAL); /* twice */
+  assert_int_equal(net->ops->close_listen(net, lc), TPX_EINVAL);      /* twice */
   assert_int_equal(net->ops->accept(net, lc, &rc, NULL), TPX_EINVAL); /* closed */
 
   /* Connection refused: the listener is gone. An error code, not a hang. */
   int err = 0;
-  for (int i = 0; i < 100000 && err == 0 && c == NULL; i++) err = net->ops->connect(net, 0, h, &c, NULL);
+  for (int i = 0; i < 100000 && err == 0 && c == NULL; i++)
+    err = net->ops->connect(net, 0, h, &c, NULL);
   assert_null(c);
   assert_int_equal(err, TPX_EREMOTE);
   assert_non_null(strstr(tpx_last_error(), "refused"));
@@ -132,7 +133,8 @@ static void test_data_args(void **state) {
   assert_int_equal(net->ops->isend(net, s, NULL, 10, 0, NULL, &q), TPX_EINVAL);
   assert_int_equal(net->ops->isend(net, s, buf, (1ull << 40) + 1, 0, NULL, &q), TPX_EINVAL);
   assert_int_equal(net->ops->isend(net, s, buf, SIZE_MAX, 0, NULL, &q), TPX_EINVAL);
-  assert_int_equal(net->ops->isend(net, s, (void *)(UINTPTR_MAX - 10), 100, 0, NULL, &q), TPX_EINVAL);
+  assert_int_equal(net->ops->isend(net, s, (void *)(UINTPTR_MAX - 10), 100, 0, NULL, &q),
+                   TPX_EINVAL);
   /* irecv */
   assert_int_equal(net->ops->irecv(net, r, 0, d, n, NULL, NULL, &q), TPX_EINVAL);
   assert_int_equal(net->ops->irecv(net, r, -1, d, n, NULL, NULL, &q), TPX_EINVAL);
@@ -313,9 +315,11 @@ static void test_concurrent_connects(void **state) {
   unsigned char h[TPX_NET_HANDLE_BYTES], hc[NCONN][TPX_NET_HANDLE_BYTES];
   void *lc, *s[NCONN] = {0}, *r[NCONN] = {0};
   assert_int_equal(net->ops->listen(net, 0, h, &lc), 0);
-  for (int i = 0; i < NCONN; i++) memcpy(hc[i], h, sizeof(h));
+  for (int i = 0; i < NCONN; i++)
+    memcpy(hc[i], h, sizeof(h));
   /* One connect step each, interleaved, before any accept. */
-  for (int i = 0; i < NCONN; i++) assert_int_equal(net->ops->connect(net, 0, hc[i], &s[i], NULL), 0);
+  for (int i = 0; i < NCONN; i++)
+    assert_int_equal(net->ops->connect(net, 0, hc[i], &s[i], NULL), 0);
   int ns = 0, nr = 0;
   uint64_t end = tpx_now_ns() + 20000000000ull;
   while ((ns < NCONN || nr < NCONN) && tpx_now_ns() < end) {
@@ -330,7 +334,8 @@ static void test_concurrent_connects(void **state) {
     }
   }
   ns = 0;
-  for (int i = 0; i < NCONN; i++) ns += s[i] != NULL;
+  for (int i = 0; i < NCONN; i++)
+    ns += s[i] != NULL;
   assert_int_equal(ns, NCONN);
   assert_int_equal(nr, NCONN);
   /* Which recv comm belongs to which send comm: send a marker on each. */
@@ -349,10 +354,12 @@ static void test_concurrent_connects(void **state) {
     assert_int_equal(ts_wait(net, rq[i], NULL), 0);
     int k = got[i][0] - 'a';
     assert_true(k >= 0 && k < NCONN);
-    for (int j = 0; j < 8; j++) assert_int_equal(got[i][j], 'a' + k);
+    for (int j = 0; j < 8; j++)
+      assert_int_equal(got[i][j], 'a' + k);
     seen[k]++;
   }
-  for (int i = 0; i < NCONN; i++) assert_int_equal(seen[i], 1);
+  for (int i = 0; i < NCONN; i++)
+    assert_int_equal(seen[i], 1);
   for (int i = 0; i < NCONN; i++) {
     assert_int_equal(net->ops->close_send(net, s[i]), 0);
     assert_int_equal(net->ops->close_recv(net, r[i]), 0);

@@ -85,7 +85,8 @@ static void test_receiver_close(void **state) {
   /* Some bytes arrive unread at the receiver, so its close resets. */
   post_recv(net, r, rb, 100, &rq);
   void *sq[8];
-  for (int i = 0; i < 8; i++) assert_int_equal(net->ops->isend(net, s, sb, i ? len : 100, 0, NULL, &sq[i]), 0);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(net->ops->isend(net, s, sb, i ? len : 100, 0, NULL, &sq[i]), 0);
   assert_int_equal(ts_wait(net, rq, NULL), 0);
   assert_int_equal(net->ops->close_recv(net, r), 0);
   int failed = 0;
@@ -124,13 +125,16 @@ static void test_close_after_last_send(void **state) {
     ts_pair(net, &s, &r);
     int recv_first = round % 2;
     if (recv_first)
-      for (int i = 0; i < RACE_MSGS; i++) post_recv(net, r, rb[i], sizes[i], &rq[i]);
+      for (int i = 0; i < RACE_MSGS; i++)
+        post_recv(net, r, rb[i], sizes[i], &rq[i]);
     for (int i = 0; i < RACE_MSGS; i++)
       assert_int_equal(net->ops->isend(net, s, sb[i], sizes[i], 0, NULL, &sq[i]), 0);
-    for (int i = 0; i < RACE_MSGS; i++) assert_int_equal(ts_wait(net, sq[i], NULL), 0);
+    for (int i = 0; i < RACE_MSGS; i++)
+      assert_int_equal(ts_wait(net, sq[i], NULL), 0);
     assert_int_equal(net->ops->close_send(net, s), 0);
     if (!recv_first)
-      for (int i = 0; i < RACE_MSGS; i++) post_recv(net, r, rb[i], sizes[i], &rq[i]);
+      for (int i = 0; i < RACE_MSGS; i++)
+        post_recv(net, r, rb[i], sizes[i], &rq[i]);
     static char tail[8];
     post_recv(net, r, tail, sizeof(tail), &extra);
     for (int i = 0; i < RACE_MSGS; i++) {
@@ -143,7 +147,8 @@ static void test_close_after_last_send(void **state) {
     assert_int_equal(ts_wait(net, extra, NULL), TPX_EREMOTE);
     assert_int_equal(net->ops->close_recv(net, r), 0);
   }
-  for (int i = 0; i < RACE_MSGS; i++) free(sb[i]), free(rb[i]);
+  for (int i = 0; i < RACE_MSGS; i++)
+    free(sb[i]), free(rb[i]);
   net->ops->destroy(net);
 }
 
@@ -156,9 +161,11 @@ static void test_close_while_busy(void **state) {
   for (int round = 0; round < 6; round++) {
     void *s, *r, *q;
     ts_pair(net, &s, &r);
-    for (int i = 0; i < 8; i++) post_recv(net, r, rb + (size_t)i * len, len, &q);
+    for (int i = 0; i < 8; i++)
+      post_recv(net, r, rb + (size_t)i * len, len, &q);
     void *last = NULL;
-    for (int i = 0; i < 16; i++) assert_int_equal(net->ops->isend(net, s, sb, len, 0, NULL, &last), 0);
+    for (int i = 0; i < 16; i++)
+      assert_int_equal(net->ops->isend(net, s, sb, len, 0, NULL, &last), 0);
     if (round % 2) {
       assert_int_equal(net->ops->close_recv(net, r), 0);
       assert_int_equal(net->ops->close_send(net, s), 0);

@@ -31,10 +31,26 @@ static void test_sizes(void **state) {
   tpx_net_t *net = ts_open(0, 4, 4);
   void *s, *r;
   ts_pair(net, &s, &r);
-  const size_t sizes[] = {0, 1, 2, 7, 15, 16, 17, 4095, 4096, TPX_SOCK_INLINE_MAX,
-                          TPX_SOCK_INLINE_MAX + 1, 65535, 65536 + 7, 3 * 65536 + 1, 1000003,
-                          4u << 20, (4u << 20) + 4097, 64u << 20};
-  for (size_t i = 0; i < TPX_ARRAY_LEN(sizes); i++) ts_xfer(net, s, r, sizes[i], sizes[i], (uint32_t)i + 1);
+  const size_t sizes[] = {0,
+                          1,
+                          2,
+                          7,
+                          15,
+                          16,
+                          17,
+                          4095,
+                          4096,
+                          TPX_SOCK_INLINE_MAX,
+                          TPX_SOCK_INLINE_MAX + 1,
+                          65535,
+                          65536 + 7,
+                          3 * 65536 + 1,
+                          1000003,
+                          4u << 20,
+                          (4u << 20) + 4097,
+                          64u << 20};
+  for (size_t i = 0; i < TPX_ARRAY_LEN(sizes); i++)
+    ts_xfer(net, s, r, sizes[i], sizes[i], (uint32_t)i + 1);
   assert_int_equal(net->ops->close_send(net, s), 0);
   assert_int_equal(net->ops->close_recv(net, r), 0);
   net->ops->destroy(net);
@@ -91,7 +107,8 @@ static void test_inflight(void **state) {
       assert_int_equal(ts_wait(net, sreq[i], &got), 0);
       assert_int_equal(got, sz[i]);
     }
-    for (int i = 0; i < NFLIGHT; i++) free(sb[i]), free(rb[i]);
+    for (int i = 0; i < NFLIGHT; i++)
+      free(sb[i]), free(rb[i]);
   }
   /* A finished request is gone: testing it again is an error, not a hang. */
   int done = 0;
@@ -126,7 +143,8 @@ static void test_backpressure(void **state) {
     assert_int_equal(net->ops->isend(net, s, out[i], 8, 0, NULL, &sreq[i]), 0);
     assert_non_null(sreq[i]);
   }
-  assert_int_equal(net->ops->isend(net, s, out[TPX_SOCK_RING], 8, 0, NULL, &sreq[TPX_SOCK_RING]), 0);
+  assert_int_equal(net->ops->isend(net, s, out[TPX_SOCK_RING], 8, 0, NULL, &sreq[TPX_SOCK_RING]),
+                   0);
   assert_null(sreq[TPX_SOCK_RING]);
   /* Releasing the oldest frees one slot on each side. */
   assert_int_equal(ts_wait(net, rreq[0], NULL), 0);
@@ -134,10 +152,12 @@ static void test_backpressure(void **state) {
   assert_int_equal(net->ops->irecv(net, r, 1, d, n, NULL, NULL, &rreq[TPX_SOCK_RING]), 0);
   assert_non_null(rreq[TPX_SOCK_RING]);
   memset(out[TPX_SOCK_RING], 0x77, 8);
-  assert_int_equal(net->ops->isend(net, s, out[TPX_SOCK_RING], 8, 0, NULL, &sreq[TPX_SOCK_RING]), 0);
+  assert_int_equal(net->ops->isend(net, s, out[TPX_SOCK_RING], 8, 0, NULL, &sreq[TPX_SOCK_RING]),
+                   0);
   assert_non_null(sreq[TPX_SOCK_RING]);
   /* Releasing a later one first does not free a slot until the oldest goes. */
-  for (int i = 2; i <= TPX_SOCK_RING; i++) assert_int_equal(ts_wait(net, rreq[i], NULL), 0);
+  for (int i = 2; i <= TPX_SOCK_RING; i++)
+    assert_int_equal(ts_wait(net, rreq[i], NULL), 0);
   void *extra = (void *)0x1;
   assert_int_equal(net->ops->irecv(net, r, 1, d, n, NULL, NULL, &extra), 0);
   assert_null(extra);
@@ -148,7 +168,8 @@ static void test_backpressure(void **state) {
     assert_memory_equal(buf[i], want, 8);
   }
   assert_int_equal(buf[TPX_SOCK_RING][0], 0x77);
-  for (int i = 1; i <= TPX_SOCK_RING; i++) assert_int_equal(ts_wait(net, sreq[i], NULL), 0);
+  for (int i = 1; i <= TPX_SOCK_RING; i++)
+    assert_int_equal(ts_wait(net, sreq[i], NULL), 0);
   assert_int_equal(net->ops->close_send(net, s), 0);
   assert_int_equal(net->ops->close_recv(net, r), 0);
   net->ops->destroy(net);
@@ -161,8 +182,9 @@ static void test_truncation(void **state) {
   tpx_net_t *net = ts_open(0, 4, 2);
   void *s, *r;
   ts_pair(net, &s, &r);
-  const size_t cases[][2] = {{1000, 10}, {100, 0}, {300000, 50000}, {5 << 20, (3 << 20) + 1},
-                             {200000, 100}, {TPX_SOCK_INLINE_MAX + 1, TPX_SOCK_INLINE_MAX}};
+  const size_t cases[][2] = {{1000, 10},      {100, 0},
+                             {300000, 50000}, {5 << 20, (3 << 20) + 1},
+                             {200000, 100},   {TPX_SOCK_INLINE_MAX + 1, TPX_SOCK_INLINE_MAX}};
   for (size_t k = 0; k < TPX_ARRAY_LEN(cases); k++) {
     size_t ss = cases[k][0], rs = cases[k][1];
     unsigned char *sb = malloc(ss), *rb = malloc(rs + 16);
@@ -175,13 +197,15 @@ static void test_truncation(void **state) {
     uint64_t end = tpx_now_ns() + 20000000000ull;
     int done = 0, rc = 0;
     size_t got = 0;
-    while (rc == 0 && !done && tpx_now_ns() < end) rc = net->ops->test(net, rreq, &done, &got);
+    while (rc == 0 && !done && tpx_now_ns() < end)
+      rc = net->ops->test(net, rreq, &done, &got);
     assert_int_equal(rc, TPX_ETRUNC);
     assert_int_equal(done, 1);
     assert_int_equal(got, ss);
     assert_non_null(strstr(tpx_last_error(), "larger than the posted receive"));
     assert_int_equal(tu_check(rb, rs, 7 + (uint32_t)k, 0), SIZE_MAX);
-    for (size_t i = rs; i < rs + 16; i++) assert_int_equal(rb[i], 0xAB); /* nothing past the buffer */
+    for (size_t i = rs; i < rs + 16; i++)
+      assert_int_equal(rb[i], 0xAB); /* nothing past the buffer */
     assert_int_equal(ts_wait(net, sreq, NULL), 0);
     /* The next message arrives intact. */
     ts_xfer(net, s, r, 70000 + k, 70000 + k, 99 + (uint32_t)k);
@@ -215,7 +239,8 @@ static void test_many_comms(void **state) {
   void *s[NPAIRS], *r[NPAIRS], *sreq[NPAIRS], *rreq[NPAIRS];
   unsigned char *sb[NPAIRS], *rb[NPAIRS];
   const size_t len = (1 << 20) + 333;
-  for (int i = 0; i < NPAIRS; i++) ts_pair(net, &s[i], &r[i]);
+  for (int i = 0; i < NPAIRS; i++)
+    ts_pair(net, &s[i], &r[i]);
   for (int i = 0; i < NPAIRS; i++) {
     sb[i] = malloc(len);
     rb[i] = malloc(len);
@@ -262,7 +287,8 @@ static void test_registered_bidir(void **state) {
   assert_int_equal(net->ops->irecv(net, r2, 1, d2, n2, NULL, m2, &q[1]), 0);
   assert_int_equal(net->ops->isend(net, s1, a, len, 0, mha, &q[2]), 0);
   assert_int_equal(net->ops->isend(net, s2, b, len, 0, mhb, &q[3]), 0);
-  for (int i = 0; i < 4; i++) assert_int_equal(ts_wait(net, q[i], NULL), 0);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(ts_wait(net, q[i], NULL), 0);
   assert_int_equal(tu_check(ra, len, 1, 0), SIZE_MAX);
   assert_int_equal(tu_check(rbuf, len, 2, 0), SIZE_MAX);
   assert_int_equal(net->ops->dereg_mr(net, s1, mha), 0);
@@ -322,7 +348,6 @@ static void test_properties(void **state) {
   net->ops->destroy(net);
 }
 
-
 static int count_threads(void) {
   DIR *d = opendir("/proc/self/task");
   assert_non_null(d);
@@ -349,9 +374,11 @@ static void test_threads_and_idle(void **state) {
   tpx_net_t *net = ts_open(0, 4, 2);
   assert_int_equal(count_threads(), base); /* pools are created lazily */
   void *s[IDLE_PAIRS], *r[IDLE_PAIRS];
-  for (int i = 0; i < IDLE_PAIRS; i++) ts_pair(net, &s[i], &r[i]);
+  for (int i = 0; i < IDLE_PAIRS; i++)
+    ts_pair(net, &s[i], &r[i]);
   assert_int_equal(count_threads(), base + 2);
-  for (int i = 0; i < IDLE_PAIRS; i++) ts_xfer(net, s[i], r[i], 200000, 200000, (uint32_t)i);
+  for (int i = 0; i < IDLE_PAIRS; i++)
+    ts_xfer(net, s[i], r[i], 200000, 200000, (uint32_t)i);
   /* 16 pairs x 5 sockets x 2 ends, all idle: so is the process. */
   usleep(50000);
   double c0 = cpu_seconds();

@@ -44,7 +44,8 @@ static void test_parse(void **state) {
   /* Too long a name, too many names. */
   assert_int_equal(tpx_sock_iflist_parse("abcdefghijklmnopq", &l), TPX_EINVAL);
   char many[400] = "";
-  for (int i = 0; i < TPX_SOCK_IFLIST_MAX + 1; i++) strcat(many, "e,");
+  for (int i = 0; i < TPX_SOCK_IFLIST_MAX + 1; i++)
+    strcat(many, "e,");
   assert_int_equal(tpx_sock_iflist_parse(many, &l), TPX_EINVAL);
 }
 
@@ -114,11 +115,11 @@ static const char *ip_of(const tpx_sock_ifaddr_t *a, char *buf) {
 static void test_select(void **state) {
   (void)state;
   tpx_sock_ifaddr_t all[] = {
-      v4("lo", "127.0.0.1", 1, 1),          v6("lo", "::1", 1, 1),
-      v6("eth0", "fe80::1", 1, 0),          v4("eth0", "10.0.0.2", 1, 0),
-      v6("eth0", "fd00::2", 1, 0),          v4("eth1", "10.0.1.2", 0, 0), /* down */
-      v6("eth2", "fe80::2", 1, 0),          v6("eth2", "2001:db8::2", 1, 0),
-      v4("docker0", "172.17.0.1", 1, 0),    v4("lo", "127.0.0.2", 1, 1),
+      v4("lo", "127.0.0.1", 1, 1),       v6("lo", "::1", 1, 1),
+      v6("eth0", "fe80::1", 1, 0),       v4("eth0", "10.0.0.2", 1, 0),
+      v6("eth0", "fd00::2", 1, 0),       v4("eth1", "10.0.1.2", 0, 0), /* down */
+      v6("eth2", "fe80::2", 1, 0),       v6("eth2", "2001:db8::2", 1, 0),
+      v4("docker0", "172.17.0.1", 1, 0), v4("lo", "127.0.0.2", 1, 1),
   };
   int n = (int)TPX_ARRAY_LEN(all);
   tpx_sock_ifaddr_t out[8];
@@ -211,8 +212,8 @@ static void test_open_ifname(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse),  cmocka_unit_test(test_match),
-      cmocka_unit_test(test_select), cmocka_unit_test(test_family),
+      cmocka_unit_test(test_parse),       cmocka_unit_test(test_match),
+      cmocka_unit_test(test_select),      cmocka_unit_test(test_family),
       cmocka_unit_test(test_open_ifname),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

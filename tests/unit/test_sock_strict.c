@@ -43,7 +43,8 @@ static int peer_closed(tpx_net_t *net, void *comm) {
 
 static void wait_peer_closed(tpx_net_t *net, void *comm) {
   uint64_t end = tpx_now_ns() + 10000000000ull;
-  while (!peer_closed(net, comm) && tpx_now_ns() < end) usleep(1000);
+  while (!peer_closed(net, comm) && tpx_now_ns() < end)
+    usleep(1000);
   assert_true(peer_closed(net, comm));
 }
 
@@ -54,7 +55,8 @@ static void test_request_limit(void **state) {
   ts_pair(net, &s, &r);
   static char rb[TPX_SOCK_STRICT_REQUESTS + 1][64], sb[TPX_SOCK_STRICT_REQUESTS + 1][64];
   void *rq[TPX_SOCK_STRICT_REQUESTS + 1], *sq[TPX_SOCK_STRICT_REQUESTS + 1];
-  for (int i = 0; i < TPX_SOCK_STRICT_REQUESTS; i++) post_recv(net, r, rb[i], 64, &rq[i]);
+  for (int i = 0; i < TPX_SOCK_STRICT_REQUESTS; i++)
+    post_recv(net, r, rb[i], 64, &rq[i]);
   void *d[1] = {rb[16]}, *extra = (void *)0x1;
   size_t n[1] = {64};
   assert_int_equal(net->ops->irecv(net, r, 1, d, n, NULL, NULL, &extra), TPX_EINTERNAL);
@@ -114,17 +116,20 @@ static void test_peer_close_rc2(void **state) {
     tu_fill(sb[i], sizes[i], 40 + (uint32_t)i, 0);
     assert_int_equal(net->ops->isend(net, s, sb[i], sizes[i], 0, NULL, &sq[i]), 0);
   }
-  for (int i = 0; i < 3; i++) assert_int_equal(ts_wait(net, sq[i], NULL), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ts_wait(net, sq[i], NULL), 0);
   assert_int_equal(net->ops->close_send(net, s), 0);
   wait_peer_closed(net, r);
-  for (int i = 0; i < 3; i++) post_recv(net, r, rb[i], sizes[i], &rq[i]);
+  for (int i = 0; i < 3; i++)
+    post_recv(net, r, rb[i], sizes[i], &rq[i]);
   static char tail[16];
   post_recv(net, r, tail, sizeof(tail), &rq[3]);
   for (int i = 0; i < 3; i++) {
     uint64_t end = tpx_now_ns() + 10000000000ull;
     int done = 0, rc;
     size_t sz = 999;
-    do rc = net->ops->test(net, rq[i], &done, &sz);
+    do
+      rc = net->ops->test(net, rq[i], &done, &sz);
     while (rc == TPX_ESYSTEM && !done && tpx_now_ns() < end);
     assert_int_equal(rc, TPX_ESYSTEM);
     assert_int_equal(done, 1);
@@ -134,14 +139,16 @@ static void test_peer_close_rc2(void **state) {
   /* Unmatched: transient rc 2 / done 0 (zero or more times), then a real error. */
   uint64_t end = tpx_now_ns() + 10000000000ull;
   int done = 0, rc;
-  do rc = net->ops->test(net, rq[3], &done, NULL);
+  do
+    rc = net->ops->test(net, rq[3], &done, NULL);
   while (rc == TPX_ESYSTEM && !done && tpx_now_ns() < end);
   assert_int_equal(rc, TPX_EREMOTE);
   assert_int_equal(done, 0);
   /* It is released: testing it again is an error, not a hang. */
   assert_int_equal(net->ops->test(net, rq[3], &done, NULL), TPX_EINVAL);
   assert_int_equal(net->ops->close_recv(net, r), 0);
-  for (int i = 0; i < 3; i++) free(sb[i]), free(rb[i]);
+  for (int i = 0; i < 3; i++)
+    free(sb[i]), free(rb[i]);
   net->ops->destroy(net);
 }
 
@@ -177,8 +184,10 @@ static void test_strict_data(void **state) {
   tu_fill(sb, len, 5, 0);
   void *sq[8], *rq[8];
   for (int k = 0; k < 3; k++) {
-    for (int i = 0; i < 8; i++) post_recv(net, r, rb + (size_t)i * len, len, &rq[i]);
-    for (int i = 0; i < 8; i++) assert_int_equal(net->ops->isend(net, s, sb, len, 0, NULL, &sq[i]), 0);
+    for (int i = 0; i < 8; i++)
+      post_recv(net, r, rb + (size_t)i * len, len, &rq[i]);
+    for (int i = 0; i < 8; i++)
+      assert_int_equal(net->ops->isend(net, s, sb, len, 0, NULL, &sq[i]), 0);
     for (int i = 0; i < 8; i++) {
       assert_int_equal(ts_wait(net, rq[i], NULL), 0);
       assert_int_equal(ts_wait(net, sq[i], NULL), 0);
