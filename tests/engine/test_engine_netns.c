@@ -7,8 +7,10 @@
  * the direction of the data. Then one link goes down in the middle of a write:
  * the write fails with an error within the deadline (TPX_TIMEOUT_MS) instead
  * of hanging; with the link back up the same endpoints connect again and a
- * write again uses all four links; both processes tear down with no
- * descriptor left open (and, in sanitizer builds, no leak).
+ * write again uses all four links; then the link goes down in the middle of
+ * a read (data the other way), which fails within the deadline as well. Both
+ * processes tear down with no descriptor left open (and, in sanitizer builds,
+ * no leak).
  *
  * Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2; skipped otherwise.
  * Addresses: 198.18.<k>.1 (side A) <-> 198.18.<k>.2 (side B), k = 1..4. */
@@ -198,6 +200,84 @@ static void close_side(struct side *s) {
   printf("[netns %c] teardown %.0f ms\n", s->tag, now_ms() - t0);
 }
 
+/* A: one of our links goes down in the middle of a write (our tx) or a
+ * read (our rx); the transfer must fail with an error within the deadline.
+ * A busy machine may let the link move its whole share before the down
+ * (then the transfer rightly succeeds): the counter read after the down
+ * tells, and we try again; after six misses the link goes down first. */
+static void a_dead_link(struct side *s, int read) {
+  const char *dev = s->t->ifname[0][DOWN_LINK], *what = read ? "read" : "write";
+  const char *ctr = read ? "rx_bytes" : "tx_bytes";
+  tpx_xfer_t *x = NULL;
+  double t_down = 0, took = 0;
+  int rc = 0;
+  for (int attempt = 0; attempt < 7 && rc == 0; attempt++) {
+    int late = attempt == 6;
+    uint64_t c0 = 0, c = 0;
+    CK(s, nn_counter(dev, ctr, &c0) == 0, "counter");
+    if (late) {
+      printf("[netns A] %ss outran the link-down; posting with %s already down\n", what, dev);
+      CK(s, nn_link_set(dev, 0) == 0, "set %s down", dev);
+      t_down = now_ms();
+    }
+    rc = read ? tpx_read(s->peer, s->mem, 0, s->remote, 0, SIZE, &x)
+              : tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, NULL, 0, &x);
+    CK(s, rc == 0, "post %s: %s", what, tpx_strerror(rc));
+    if (!late) {
+      double until = now_ms() + 5000;
+      while (now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
+        CK(s, nn_counter(dev, ctr, &c) == 0, "counter");
+        if (c - c0 >= (256u << 10)) break;
+      }
+      CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
+      t_down = now_ms();
+    }
+    CK(s, nn_counter(dev, ctr, &c) == 0, "counter"); /* final: the link is down */
+    double until = t_down + 4 * TIMEOUT_MS + 10000;
+    while ((rc = tpx_xfer_test(x)) == TPX_EINPROGRESS && now_ms() < until)
+      usleep(1000);
+    took = now_ms() - t_down;
+    if (rc == 0) {
+      /* Bytes that never crossed the link cannot have landed. */
+      CK(s, !late && c - c0 >= SIZE / NLINK,
+         "%s succeeded although %s carried only %" PRIu64 " of its %u bytes", what, dev, c - c0,
+         SIZE / NLINK);
+      printf("[netns A] %s moved its whole share before going down; again\n", dev);
+      tpx_xfer_free(x);
+      x = NULL;
+      CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
+      CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
+    } else if (!late) {
+      printf("[netns A] %s down after %.2f of its %u MiB of the %s\n", dev,
+             (double)(c - c0) / (1 << 20), SIZE / NLINK >> 20, what);
+    }
+  }
+  char detail[512];
+  snprintf(detail, sizeof(detail), "%s", tpx_last_error());
+  printf("[netns A] %s over a dead link: %s after %.0f ms: %s\n", what, tpx_strerror(rc), took,
+         detail);
+  CK(s, rc != TPX_EINPROGRESS, "%s still in flight %.0f ms after %s went down", what, took, dev);
+  CK(s, rc < 0, "%s over a dead link succeeded", what);
+  /* The per-request deadline plus slack for a loaded machine. */
+  CK(s, took <= TIMEOUT_MS + 3000, "error after %.0f ms, deadline %d ms", took, TIMEOUT_MS);
+  CK(s, tpx_peer_status(s->peer) != 0, "peer still reported usable");
+  tpx_xfer_free(x);
+}
+
+/* B: after a dead-link phase announced by `tag`, our side of the peer must
+ * fail too (its own deadline, or A's report, or A closing). */
+static void b_dead_link(struct side *s, const char *tag) {
+  notify(s, tag);
+  int rc;
+  double until = now_ms() + 7 * (4 * TIMEOUT_MS + 10000 + 5000);
+  while ((rc = tpx_peer_status(s->peer)) == 0 && now_ms() < until) {
+    tpx_notif_t n;
+    (void)tpx_wait_notif(s->ep, 50, &n); /* drain; A sends none here */
+  }
+  printf("[netns B] peer status after the link went down: %s\n", tpx_strerror(rc));
+  CK(s, rc != 0, "peer still usable long after a link went down");
+}
+
 /* Phases, A's view. Each side checks its own counters. */
 static void run_a(struct side *s) {
   struct snap b0, b1;
@@ -257,68 +337,11 @@ static void run_a(struct side *s) {
 
   /* 5. a link goes down in the middle of a write */
   expect(s, "X?");
-  const char *dev = s->t->ifname[0][DOWN_LINK];
   tu_fill(s->buf, SIZE, 500, 0);
-  double t_down = 0, took = 0;
-  rc = 0;
-  /* Down as soon as the link moved some of a write. A busy machine may let
-   * the link send its whole share first (then the write rightly succeeds):
-   * the counter read after the down tells, and we try again. */
-  for (int attempt = 0; attempt < 6 && rc == 0; attempt++) {
-    uint64_t c0 = 0, c = 0;
-    CK(s, nn_counter(dev, "tx_bytes", &c0) == 0, "counter");
-    rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, NULL, 0, &x);
-    CK(s, rc == 0, "post write: %s", tpx_strerror(rc));
-    double until = now_ms() + 5000;
-    while (now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
-      CK(s, nn_counter(dev, "tx_bytes", &c) == 0, "counter");
-      if (c - c0 >= (256u << 10)) break;
-    }
-    CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
-    t_down = now_ms();
-    CK(s, nn_counter(dev, "tx_bytes", &c) == 0, "counter"); /* final: the link sends no more */
-    until = t_down + 4 * TIMEOUT_MS + 10000;
-    while ((rc = tpx_xfer_test(x)) == TPX_EINPROGRESS && now_ms() < until)
-      usleep(1000);
-    took = now_ms() - t_down;
-    if (rc == 0) {
-      /* Bytes that never crossed the link cannot have landed. */
-      CK(s, c - c0 >= SIZE / NLINK,
-         "write succeeded although %s carried only %" PRIu64 " of its %u bytes", dev, c - c0,
-         SIZE / NLINK);
-      printf("[netns A] %s sent its whole share before going down; again\n", dev);
-      tpx_xfer_free(x);
-      x = NULL;
-      CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
-      CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
-    } else {
-      printf("[netns A] %s down after %.2f of its %u MiB\n", dev, (double)(c - c0) / (1 << 20),
-             SIZE / NLINK >> 20);
-    }
-  }
-  if (rc == 0) { /* never caught one in flight: down first, then post */
-    printf("[netns A] writes outran the link-down; posting with %s already down\n", dev);
-    CK(s, nn_link_set(dev, 0) == 0, "set %s down", dev);
-    t_down = now_ms();
-    rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, NULL, 0, &x);
-    CK(s, rc == 0, "post write: %s", tpx_strerror(rc));
-    double until = t_down + 4 * TIMEOUT_MS + 10000;
-    while ((rc = tpx_xfer_test(x)) == TPX_EINPROGRESS && now_ms() < until)
-      usleep(1000);
-    took = now_ms() - t_down;
-  }
-  char detail[512];
-  snprintf(detail, sizeof(detail), "%s", tpx_last_error());
-  printf("[netns A] write over a dead link: %s after %.0f ms: %s\n", tpx_strerror(rc), took,
-         detail);
-  CK(s, rc != TPX_EINPROGRESS, "write still in flight %.0f ms after %s went down", took, dev);
-  CK(s, rc < 0, "write over a dead link succeeded");
-  /* The per-request deadline plus slack for a loaded machine. */
-  CK(s, took <= TIMEOUT_MS + 3000, "error after %.0f ms, deadline %d ms", took, TIMEOUT_MS);
-  CK(s, tpx_peer_status(s->peer) != 0, "peer still reported usable");
-  tpx_xfer_free(x);
+  a_dead_link(s, 0);
 
   /* 6. the endpoint survives: link up again, a new peer, all four links used */
+  const char *dev = s->t->ifname[0][DOWN_LINK];
   tpx_peer_close(s->peer);
   s->peer = NULL;
   CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
@@ -334,6 +357,10 @@ static void run_a(struct side *s) {
   expect(s, "ok");
   snap(s, &b1);
   check_spread(s, "write again", &b0, &b1, 1, SIZE);
+
+  /* 7. a link goes down in the middle of a read (data B -> A) */
+  expect(s, "Z?");
+  a_dead_link(s, 1);
 }
 
 static void run_b(struct side *s) {
@@ -385,15 +412,7 @@ static void run_b(struct side *s) {
   check_spread(s, "read B->A", &b0, &b1, 1, SIZE);
 
   /* 5. link down under a write: our side of the peer must fail too, in time */
-  notify(s, "X?");
-  double until = now_ms() + 7 * (4 * TIMEOUT_MS + 10000 + 5000);
-  while ((rc = tpx_peer_status(s->peer)) == 0 && now_ms() < until) {
-    tpx_notif_t n;
-    (void)tpx_wait_notif(s->ep, 50, &n); /* drain; A sends none here */
-  }
-  printf("[netns B] peer status after the link went down: %s (%s)\n", tpx_strerror(rc),
-         tpx_last_error());
-  CK(s, rc != 0, "peer still usable long after a link went down");
+  b_dead_link(s, "X?");
 
   /* 6. A comes back as a new peer over the repaired link */
   tpx_peer_close(s->peer);
@@ -406,6 +425,10 @@ static void run_b(struct side *s) {
   snap(s, &b1);
   notify(s, "ok");
   check_spread(s, "write again", &b0, &b1, 0, SIZE);
+
+  /* 7. link down under A's read of our buffer */
+  tu_fill(s->buf, SIZE, 700, 0);
+  b_dead_link(s, "Z?");
 }
 
 static void side_main(const nn_topo_t *t, int me, int ready_fd) {
