@@ -285,22 +285,34 @@ static void ep_sleep(tpx_endpoint_t *ep, uint64_t timeout_ns, unsigned seq) {
   atomic_store(&ep->sleeping, 0);
 }
 
-/* Idle policy when a pass made no progress. With requests in flight: spin,
- * then yield, then short sleeps (the transport is moving bytes on its own
- * threads, or waits for the network). Without: sleep until an event. */
+/* Idle policy when a pass made no progress. With requests in flight: spin a
+ * little, yield a little, then nap with a doubling period capped at
+ * IDLE_NAP_MAX_NS: windows keep the transport busy for milliseconds, so naps
+ * cost no bandwidth, while spinning would steal the CPU the transport's own
+ * threads need (and `test` still runs often enough for plugins that progress
+ * only inside it). Without requests: sleep until an event (or a timer). */
+#define IDLE_SPIN 16
+#define IDLE_YIELD 48
+#define IDLE_NAP_MIN_NS 10000ull
+#define IDLE_NAP_MAX_NS 100000ull
+
+static void idle_busy(tpx_endpoint_t *ep, unsigned spins, unsigned seq) {
+  if (spins < IDLE_SPIN) return;
+  if (spins < IDLE_YIELD) {
+    sched_yield();
+    return;
+  }
+  unsigned k = spins - IDLE_YIELD;
+  uint64_t nap = k >= 4 ? IDLE_NAP_MAX_NS : IDLE_NAP_MIN_NS << k;
+  if (nap > IDLE_NAP_MAX_NS) nap = IDLE_NAP_MAX_NS;
+  ep_sleep(ep, nap, seq);
+}
+
 void ep_idle(tpx_endpoint_t *ep, unsigned *spins, int busy) {
   unsigned seq = atomic_load(&ep->work_seq);
   ++*spins;
-  if (busy) {
-    if (*spins < 32) return;
-    if (*spins < 512) {
-      sched_yield();
-      return;
-    }
-    ep_sleep(ep, 20000, seq);
-    return;
-  }
-  ep_sleep(ep, *spins < 4 ? 0 : 10000000ull, seq);
+  if (busy) idle_busy(ep, *spins, seq);
+  else ep_sleep(ep, *spins < 4 ? 0 : 10000000ull, seq);
 }
 
 static void *progress_main(void *arg) {
@@ -320,12 +332,7 @@ static void *progress_main(void *arg) {
     }
     ++spins;
     if (busy) {
-      if (spins < 32) continue;
-      if (spins < 512) {
-        sched_yield();
-        continue;
-      }
-      ep_sleep(ep, 20000, seq);
+      idle_busy(ep, spins, seq);
     } else {
       ep_sleep(ep, timers ? 2000000ull : 100000000ull, seq);
     }

@@ -950,10 +950,12 @@ int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms) {
   tpx_endpoint_t *ep = o->peer->ep;
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + ms_to_ns(timeout_ms);
   if (ep->thread_on) {
-    /* Spin briefly (completions usually come quickly), then sleep on the cv. */
-    for (int i = 0; i < 2000; i++) {
+    /* Spin ~20 us (small transfers finish that fast), then sleep on the cv. */
+    uint64_t spin_until = tpx_now_ns() + 20000;
+    for (int i = 0;; i++) {
       if (atomic_load_explicit(&o->status, memory_order_acquire) != TPX_EINPROGRESS) return xfer_status(o);
-      if (i > 50) sched_yield();
+      if (tpx_now_ns() > spin_until) break;
+      if (i > 16) sched_yield();
     }
     pthread_mutex_lock(&ep->lock);
     ep->waiters++;
