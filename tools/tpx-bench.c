@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tpx/net.h"
 #include "tpx/tpx.h"
 
 struct opts {
@@ -32,6 +33,7 @@ struct opts {
   size_t chunk;
   int latency;
   int size_set;
+  tpx_net_t *net; /* loopback: one transport shared by both endpoints, like one process driving two GPUs */
 };
 
 static double now_ms(void) {
@@ -151,6 +153,7 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
   tpx_endpoint_params_init(&p);
   p.cfg = &cfg;
   p.name = "bench-server";
+  p.net = o->net;
   p.port = o->port;
   p.listen_host = o->listen_host;
   tpx_endpoint_t *ep = NULL;
@@ -266,6 +269,7 @@ static int run_client(const struct opts *o, const char *host, int port) {
   tpx_endpoint_params_init(&p);
   p.cfg = &cfg;
   p.name = "bench-client";
+  p.net = o->net;
   p.no_listen = 1;
   tpx_endpoint_t *ep = NULL;
   int rc = tpx_endpoint_create(&p, &ep);
@@ -392,6 +396,15 @@ int main(int argc, char **argv) {
   }
   if (strcmp(o.mode, "server") == 0) return run_server(&o, NULL, NULL, NULL);
   if (strcmp(o.mode, "client") == 0) return run_client(&o, o.host, o.port);
+  tpx_config_t cfg;
+  make_cfg(&o, &cfg);
+  if (!cfg.net_plugin[0] || strcmp(cfg.net_plugin, "tpx") == 0) {
+    int rc = tpx_net_open_builtin(&cfg, &o.net);
+    if (rc) return die("transport", rc);
+  } else {
+    int rc = tpx_net_open(cfg.net_plugin, &o.net);
+    if (rc) return die("transport", rc);
+  }
   struct lb l;
   memset(&l, 0, sizeof(l));
   l.o = o;
@@ -407,5 +420,6 @@ int main(int argc, char **argv) {
   int rc = 1;
   if (l.ep != (tpx_endpoint_t *)-1) rc = run_client(&o, "127.0.0.1", tpx_endpoint_port(l.ep));
   pthread_join(th, NULL);
+  tpx_net_close(o.net);
   return rc ? rc : l.ret;
 }

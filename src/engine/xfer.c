@@ -124,7 +124,9 @@ static void op_release_refs(struct op *o) {
 }
 
 void op_free_internal(struct op *o) {
+  int had_refs = o->refs_taken;
   op_release_refs(o);
+  if (had_refs) ep_signal(o->peer->ep); /* a deregistration may be waiting for it */
   free(o->ents);
   free(o->links);
   free(o->notif);
@@ -858,11 +860,17 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     o->ents[0].len = o->cap;
     o->received = 0;
   }
+  if (o->kind != K_SEND) {
+    o->id = id_register(p, o);
+    if (!o->id_reg) {
+      rc = tpx_err(TPX_ENOMEM, "tpx_xfer_post: out of memory for transfer ids");
+      goto out;
+    }
+  }
   atomic_store_explicit(&o->status, TPX_EINPROGRESS, memory_order_relaxed);
   active_add(p, o);
   switch (o->kind) {
   case K_WRITE: {
-    o->id = id_register(p, o);
     struct iovec iov[INLINE_MAX_IOV];
     int niov = can_inline(ep, o->ents, o->nents, o->total, iov);
     uint32_t first = niov >= 0 ? 0 : take_first_ch(p, o->nchunks);
@@ -880,7 +888,6 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     break;
   }
   case K_READ:
-    o->id = id_register(p, o);
     o->phase = PH_WAIT_HDR;
     o->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
     rc = wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
@@ -888,7 +895,6 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     (void)peer_send_frame_done(p, rc);
     break;
   case K_RECV: {
-    o->id = id_register(p, o);
     o->phase = PH_WAIT_HDR;
     struct wire_cts c = {o->id, o->tag, o->cap};
     (void)peer_send_frame_done(p, wire_put_cts(&p->out, &c));
@@ -908,9 +914,6 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     }
     break;
   }
-  }
-  if (o->id_reg && o->id == 0) { /* id table could not grow */
-    op_finish(o, TPX_ENOMEM);
   }
   if (p->state == P_READY) (void)peer_data_progress(p); /* post and drain now, never block */
   rc = 0;
