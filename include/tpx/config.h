@@ -30,6 +30,8 @@ typedef struct tpx_config {
   int nthreads;            /* TPX_NTHREADS: I/O threads per device */
   int sock_strict;         /* TPX_SOCK_STRICT: enforce the TCPX plugin's rules */
   int sock_unpack;         /* TPX_SOCK_UNPACK: emulate the TCPX unpack contract */
+  size_t sock_bounce_bytes; /* TPX_SOCK_BOUNCE_BYTES: unpack mode's bounce pool per recv comm
+                               (and CUDA-send staging per send comm) */
   /* engine */
   int num_channels;        /* TPX_NUM_CHANNELS */
   size_t chunk_bytes;      /* TPX_CHUNK_BYTES, <= 4 MiB */

@@ -34,6 +34,7 @@ static const struct var vars[] = {
     {"TPX_NTHREADS", NULL, V_INT, F(nthreads), 1, 64},
     {"TPX_SOCK_STRICT", NULL, V_INT, F(sock_strict), 0, 1},
     {"TPX_SOCK_UNPACK", NULL, V_INT, F(sock_unpack), 0, 1},
+    {"TPX_SOCK_BOUNCE_BYTES", NULL, V_SIZE, F(sock_bounce_bytes), 8LL << 20, 4LL << 30},
     {"TPX_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", V_INT, F(num_channels), 1, 64},
     {"TPX_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", V_SIZE, F(chunk_bytes), 4096, 4 << 20},
     {"TPX_WINDOW", NULL, V_INT, F(window), 1, 1024},
@@ -59,6 +60,8 @@ void tpx_config_defaults(tpx_config_t *cfg) {
    * 10-20% at the engine's 512 KiB chunks. */
   cfg->nsocks = 4;
   cfg->nthreads = 8;
+  /* Unpack mode: 16 requests of the recommended <= 4 MiB chunks fit at once. */
+  cfg->sock_bounce_bytes = 64u << 20;
   cfg->num_channels = 4;
   cfg->chunk_bytes = 512 * 1024;
   cfg->window = 16;
