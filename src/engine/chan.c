@@ -95,6 +95,8 @@ static int cq_post_one(struct tpx_peer *p, struct cq *q) {
   struct rslot *s = &q->ring[q->tail % q->cap];
   s->req = req;
   s->op = o;
+  s->data = data;
+  s->len = len;
   s->chunk = l->cur.idx;
   s->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
   s->state = RS_POSTED;

@@ -395,8 +395,9 @@ static int is_builtin(const char *s) {
 
 /* The request limit per comm of the transport: TCPX allows 16, NCCL expects
  * plugins to sustain 32. Our own transport in strict mode mimics TCPX. */
-static int transport_limit(tpx_endpoint_t *ep, int builtin) {
+static int transport_limit(tpx_endpoint_t *ep, int builtin, int *unpack) {
   int limit = WINDOW_LIMIT_DEFAULT;
+  *unpack = 0;
   if (strstr(ep->net->name, "TCPX") || strstr(ep->net->name, "tcpx")) limit = WINDOW_LIMIT_TCPX;
   if (builtin && ep->cfg.sock_strict) limit = WINDOW_LIMIT_TCPX;
   for (int d = 0; d < ep->ndev; d++) {
@@ -404,6 +405,7 @@ static int transport_limit(tpx_endpoint_t *ep, int builtin) {
     memset(&pr, 0, sizeof(pr));
     if (ep->net->ops->get_properties(ep->net, d, &pr) != 0) continue;
     if (pr.dev_type == TPX_NET_DEV_UNPACK || strstr(pr.name, "TCPX")) limit = WINDOW_LIMIT_TCPX;
+    if (pr.dev_type == TPX_NET_DEV_UNPACK) *unpack = 1;
     if (!(pr.ptr_support & TPX_PTR_HOST))
       TPX_WARN("endpoint %s: net device %d (%s) does not take host pointers", ep->name, d, pr.name);
   }
@@ -461,7 +463,15 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   rc = ep->net->ops->devices(ep->net, &ep->ndev);
   if (rc == 0 && ep->ndev < 1) rc = tpx_err(TPX_ENOENT, "endpoint %s: transport %s has no devices", ep->name, ep->net->name);
   if (rc) goto fail;
-  int limit = transport_limit(ep, builtin);
+  int unpack = 0;
+  int limit = transport_limit(ep, builtin, &unpack);
+  if (unpack && !ep->consume) {
+    /* Receives would land in the transport's bounce pages, not in our buffers:
+     * refuse rather than deliver garbage until the consume stage exists. */
+    rc = tpx_err(TPX_ENOTSUP, "endpoint %s: transport %s delivers receives through bounce buffers "
+                 "(UNPACK device); the engine's unpack stage comes with GPU support", ep->name, ep->net->name);
+    goto fail;
+  }
   ep->window = c->window < limit ? c->window : limit;
   if (c->window > limit)
     TPX_INFO("endpoint %s: window %d capped to %d requests per comm by transport %s", ep->name, c->window,

@@ -134,6 +134,8 @@ enum slot_state { RS_POSTED = 0, RS_NET_DONE, RS_CONSUMED };
 struct rslot {
   void *req;
   struct op *op;
+  void *data;     /* where the chunk lands / comes from (the consume stage's dst) */
+  uint64_t len;
   uint64_t chunk; /* chunk index within the op (for messages) */
   uint64_t deadline;
   uint8_t state;

@@ -337,6 +337,12 @@ static void test_args(void **state) {
   assert_int_equal(tpx_connect(ep, "127.0.0.1", 0, &peer), TPX_EINVAL);
   assert_true(strlen(tpx_endpoint_transport(ep)) > 0);
   tpx_endpoint_destroy(ep);
+#ifdef TPX_FAKE_UNPACK_PLUGIN
+  /* receives of an UNPACK transport land in bounce pages: refused for now */
+  p.plugin = TPX_FAKE_UNPACK_PLUGIN;
+  assert_int_equal(tpx_endpoint_create(&p, &ep), TPX_ENOTSUP);
+  assert_non_null(strstr(tpx_last_error(), "UNPACK"));
+#endif
 }
 
 int main(void) {
