@@ -177,6 +177,7 @@ enum peer_state {
 
 struct cts_entry {
   uint64_t recv_id, tag, cap;
+  int inl_ok;
 };
 
 struct id_slot {

@@ -225,6 +225,7 @@ int wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
   wb_u64(b, m->recv_id);
   wb_u64(b, m->tag);
   wb_u64(b, m->cap);
+  wb_u8(b, m->inl_ok ? 1 : 0);
   return frame_end(b, s);
 }
 int wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
@@ -232,6 +233,8 @@ int wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
   m->recv_id = rd_u64(&r);
   m->tag = rd_u64(&r);
   m->cap = rd_u64(&r);
+  m->inl_ok = rd_u8(&r);
+  if (!r.bad && m->inl_ok > 1) return tpx_err(TPX_EPROTO, "cts: bad inline flag %u", m->inl_ok);
   return rd_done(&r, "cts");
 }
 
@@ -294,7 +297,8 @@ int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32
   wb_u8(b, notif != NULL);
   wb_u32(b, notif_len);
   wb_bytes(b, notif, notif_len);
-  wb_u8(b, iov ? 1 : 0);
+  /* WRITE: the data follows; READ: an inline answer is welcome (no data) */
+  wb_u8(b, iov || (type == MSG_READ && niov) ? 1 : 0);
   if (iov) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
@@ -319,9 +323,8 @@ int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
   m->inl = rd_u8(&r);
   m->inl_len = 0;
   m->data = NULL;
-  if (!r.bad && (m->inl > 1 || (m->inl && f->type != MSG_WRITE)))
-    return tpx_err(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
-  if (!r.bad && m->inl) {
+  if (!r.bad && m->inl > 1) return tpx_err(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
+  if (!r.bad && m->inl && f->type == MSG_WRITE) {
     for (uint32_t i = 0; i < m->n; i++) {
       uint64_t l = le_get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
       if (l > WIRE_MAX_INLINE || m->inl_len + l > WIRE_MAX_INLINE)

@@ -89,7 +89,8 @@ struct wire_rw { /* MSG_WRITE and MSG_READ */
   uint8_t has_notif; /* a notification (possibly empty) rides along */
   uint32_t notif_len;
   const uint8_t *notif;
-  uint8_t inl;         /* MSG_WRITE: the data follows in this message */
+  uint8_t inl;         /* MSG_WRITE: the data follows in this message;
+                          MSG_READ: an inline answer is welcome (no data here) */
   uint64_t inl_len;    /* sum of the entries' lengths when inl */
   const uint8_t *data;
 };
@@ -109,6 +110,7 @@ struct wire_send {
 };
 struct wire_cts {
   uint64_t recv_id, tag, cap;
+  uint8_t inl_ok; /* the recv buffer takes inline data (host memory) */
 };
 struct wire_status {
   uint8_t what;
@@ -131,7 +133,9 @@ int wire_put_cts(struct wbuf *b, const struct wire_cts *m);
 /* Inline data (m->inl / inl): gathered from iov (total must match). */
 int wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov);
 /* type MSG_WRITE or MSG_READ; entries given as an array; notif NULL: none,
- * non-NULL with notif_len 0: an empty notification */
+ * non-NULL with notif_len 0: an empty notification. WRITE: iov non-NULL
+ * carries the data inline. READ: iov must be NULL; niov != 0 says an inline
+ * answer is welcome. */
 int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov);

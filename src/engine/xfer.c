@@ -415,7 +415,7 @@ static int on_read(struct tpx_peer *p, const struct wire_frame *f) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < o->nents; i++) total += o->ents[i].len;
   struct iovec iov[INLINE_MAX_IOV];
-  int niov = can_inline(ep, o->ents, o->nents, total, iov);
+  int niov = m.inl ? can_inline(ep, o->ents, o->nents, total, iov) : -1;
   uint32_t first = 0;
   if (niov >= 0) o->nchunks = 0; /* all of it goes in the answer */
   else first = take_first_ch(p, o->nchunks);
@@ -442,7 +442,7 @@ static void start_send(struct tpx_peer *p, struct op *o, const struct cts_entry 
     return;
   }
   struct iovec iov[INLINE_MAX_IOV];
-  int niov = can_inline(p->ep, o->ents, o->nents, o->total, iov);
+  int niov = c->inl_ok ? can_inline(p->ep, o->ents, o->nents, o->total, iov) : -1;
   if (niov >= 0) { /* copied into the control message: the buffer is free again */
     struct wire_send s = {c->recv_id, o->total, 0, o->chunk, 1, NULL};
     if (peer_send_frame_done(p, wire_put_send(&p->out, &s, iov, niov)) != 0) return;
@@ -462,7 +462,7 @@ static int on_cts(struct tpx_peer *p, const struct wire_frame *f) {
     peer_fail(p, rc, "peer %s: bad recv announcement", p->where);
     return rc;
   }
-  struct cts_entry c = {m.recv_id, m.tag, m.cap};
+  struct cts_entry c = {m.recv_id, m.tag, m.cap, m.inl_ok};
   for (struct op *o = p->sends_head; o; o = o->qnext) {
     if (o->tag != m.tag) continue;
     /* take it out of the unmatched list, then start it */
@@ -890,13 +890,16 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   case K_READ:
     o->phase = PH_WAIT_HDR;
     o->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
+    struct iovec riov[INLINE_MAX_IOV];
+    int welcome = ents_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
     rc = wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
-                     o->notif_len, NULL, 0);
+                     o->notif_len, NULL, welcome);
     (void)peer_send_frame_done(p, rc);
     break;
   case K_RECV: {
     o->phase = PH_WAIT_HDR;
-    struct wire_cts c = {o->id, o->tag, o->cap};
+    struct iovec riov[1];
+    struct wire_cts c = {o->id, o->tag, o->cap, ents_iov(o->ents, 1, riov) >= 0};
     (void)peer_send_frame_done(p, wire_put_cts(&p->out, &c));
     break;
   }

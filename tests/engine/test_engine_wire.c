@@ -10,14 +10,14 @@
 static void test_frame_roundtrip(void **state) {
   (void)state;
   struct wbuf b = {0};
-  struct wire_cts c = {0x0102030405060708ull, 42, 4096};
+  struct wire_cts c = {0x0102030405060708ull, 42, 4096, 1};
   assert_int_equal(wire_put_cts(&b, &c), 0);
   /* little-endian everywhere: magic bytes, then the id's low byte first */
-  assert_int_equal(b.len, WIRE_HDR_BYTES + 24);
+  assert_int_equal(b.len, WIRE_HDR_BYTES + 25);
   assert_memory_equal(b.p, "TPXC", 4);
   assert_int_equal(b.p[4], WIRE_VERSION);
   assert_int_equal(b.p[5], MSG_CTS);
-  assert_int_equal(b.p[8], 24);
+  assert_int_equal(b.p[8], 25);
   assert_int_equal(b.p[WIRE_HDR_BYTES], 0x08);
   assert_int_equal(b.p[WIRE_HDR_BYTES + 7], 0x01);
   struct wire_frame f;
@@ -25,7 +25,7 @@ static void test_frame_roundtrip(void **state) {
   assert_int_equal(wire_frame_parse(b.p, b.len, &f), (long)b.len);
   struct wire_cts d;
   assert_int_equal(wire_get_cts(&f, &d), 0);
-  assert_true(d.recv_id == c.recv_id && d.tag == 42 && d.cap == 4096);
+  assert_true(d.recv_id == c.recv_id && d.tag == 42 && d.cap == 4096 && d.inl_ok == 1);
   wbuf_free(&b);
 }
 
