@@ -33,6 +33,7 @@ int cq_init(struct cq *q, int ch, int is_recv, uint32_t window) {
 }
 
 void cq_free(struct cq *q) {
+  gpu_cq_free(q);
   free(q->ring);
   q->ring = NULL;
 }
@@ -70,13 +71,21 @@ static int cq_post_one(struct tpx_peer *p, struct cq *q) {
     off = e->off + l->cur.off;
   }
   void *mh = NULL;
-  int rc = mem_mhandle(m, q->slot, q->comm, off, &mh);
+  void *data = m->base + off;
+  /* GPU memory may go through pinned staging instead (gpu_path.h). */
+  int gp = ep->gpath ? gpu_post_prep(p, q, l, m, off, len, &data, &mh) : GPU_POST_DEFAULT;
+  if (gp == GPU_POST_WAIT) return 0;
+  if (gp < 0) {
+    peer_fail(p, gp, "peer %s channel %d: GPU path for chunk %llu of %s: %s", p->where, q->ch,
+              (unsigned long long)l->cur.idx, kind_name(o->kind), tpx_last_error());
+    return -1;
+  }
+  int rc = gp == GPU_POST_STAGED ? 0 : mem_mhandle(m, q->slot, q->comm, off, &mh);
   if (rc) {
     peer_fail(p, rc, "peer %s channel %d: registering memory for chunk %llu of %s failed", p->where,
               q->ch, (unsigned long long)l->cur.idx, kind_name(o->kind));
     return -1;
   }
-  void *data = m->base + off;
   void *req = NULL;
   if (q->is_recv) {
     size_t sz = (size_t)len;
@@ -92,6 +101,7 @@ static int cq_post_one(struct tpx_peer *p, struct cq *q) {
     return -1;
   }
   if (!req) return 0;
+  if (ep->gpath) gpu_post_done(p, q, m, off, len, gp);
   struct rslot *s = &q->ring[q->tail % q->cap];
   s->req = req;
   s->op = o;
@@ -207,6 +217,7 @@ int cq_progress(struct tpx_peer *p, struct cq *q) {
   if (!q->comm) return 0;
   int did = cq_drain(p, q);
   if (did < 0) return did;
+  if (q->gpu && q->pend) gpu_cq_ahead(p, q); /* staging copies of the next sends */
   while (q->pend && q->tail - q->head < q->cap) { /* capacity checked BEFORE posting */
     int r = cq_post_one(p, q);
     if (r < 0) return r;
@@ -236,6 +247,7 @@ int peer_data_progress(struct tpx_peer *p) {
 /* Forget every request and pending chunk (the comm is being closed, which
  * frees the transport's requests). */
 void cq_purge(struct tpx_peer *p, struct cq *q) {
+  gpu_cq_purge(p, q); /* GPU copies / unpacks touching memory end first */
   for (uint64_t i = q->head; i < q->tail; i++) {
     struct rslot *s = &q->ring[i % q->cap];
     if (s->op) account(p, s->op, -1);

@@ -463,6 +463,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   rc = ep->net->ops->devices(ep->net, &ep->ndev);
   if (rc == 0 && ep->ndev < 1) rc = tpx_err(TPX_ENOENT, "endpoint %s: transport %s has no devices", ep->name, ep->net->name);
   if (rc) goto fail;
+  if ((rc = gpu_ep_init(ep)) != 0) goto fail; /* GPU path; installs the unpack stage for UNPACK transports */
   int unpack = 0;
   int limit = transport_limit(ep, builtin, &unpack);
   if (unpack && !ep->consume) {
@@ -543,6 +544,7 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   }
   closing_step(ep, tpx_now_ns(), 1);
   if (ep->net) mem_free_all(ep);
+  gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */
   pthread_mutex_unlock(&ep->lock);
   free(ep->scratch_buf);
   free(ep->slots);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/plan.h"
+#include "engine/gpu_path.h"
 #include "engine/wire.h"
 #include "tpx/config.h"
 #include "tpx/endpoint.h"
@@ -50,6 +51,7 @@ struct tpx_mem {
   int internal; /* engine scratch: never reachable by peers */
   int refs;     /* user transfer handles (prepared or running) using it */
   int irefs;    /* peers' requests being served from / into it */
+  uint32_t reg_pre, reg_post; /* CUDA: transport registrations widened to 4 KiB pages (gpu_mem.c) */
   uint32_t npieces;
   void ***mh; /* [comm slot] -> mhandle per piece, lazily filled */
   int mh_cap;
@@ -153,6 +155,7 @@ struct cq {
   uint64_t test;  /* oldest request not yet reported done */
   uint64_t tail;  /* next free */
   struct link *pend, *pend_tail;
+  struct gpu_cq *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
   uint64_t posted, done;
 };
 
@@ -276,6 +279,7 @@ struct tpx_endpoint {
   struct tpx_mem *scratch; /* discard target for refused writes */
   void *scratch_buf;
   const struct consume_ops *consume; /* NULL: host memory, nothing to do */
+  struct gpu_ep *gpath;    /* GPU data path (gpu_path.h); NULL: host memory only */
   struct op *xfers;        /* user transfer handles alive */
   struct closing_fd *closing;
   int nclosing, closing_cap;

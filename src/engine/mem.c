@@ -111,11 +111,17 @@ int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, tpx_mem_t **ou
     return tpx_err(TPX_EINVAL, "tpx_mem_register: region wraps around");
   if (d->access & ~(unsigned)(TPX_ACCESS_READ | TPX_ACCESS_WRITE))
     return tpx_err(TPX_EINVAL, "tpx_mem_register: unknown access bits 0x%x", d->access);
-  if (d->type == TPX_MEM_CUDA)
-    return tpx_err(TPX_ENOTSUP, "tpx_mem_register: CUDA memory (device %d) is not supported yet", d->device);
-  if (d->type != TPX_MEM_HOST) return tpx_err(TPX_EINVAL, "tpx_mem_register: memory type %d", d->type);
+  if (d->type != TPX_MEM_HOST && d->type != TPX_MEM_CUDA)
+    return tpx_err(TPX_EINVAL, "tpx_mem_register: memory type %d", d->type);
+  tpx_mem_desc_t cd = *d; /* CUDA: device -1 becomes the pointer's GPU */
+  uint32_t pre = 0, post = 0;
   pthread_mutex_lock(&ep->lock);
-  int rc = mem_add(ep, d, 0, out);
+  int rc = d->type == TPX_MEM_CUDA ? gpu_mem_check(ep, &cd, &pre, &post) : 0;
+  if (rc == 0) rc = mem_add(ep, &cd, 0, out);
+  if (rc == 0) {
+    (*out)->reg_pre = pre;
+    (*out)->reg_post = post;
+  }
   pthread_mutex_unlock(&ep->lock);
   if (rc == 0)
     TPX_DEBUG("endpoint %s: registered region %llu [%p, +%zu) access %s%s", ep->name,
@@ -209,10 +215,16 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   uint64_t start = (uint64_t)k * PIECE_STRIDE;
   uint64_t len = m->len - start < PIECE_SPAN ? m->len - start : PIECE_SPAN;
   int type = m->type == TPX_MEM_CUDA ? TPX_PTR_CUDA : TPX_PTR_HOST;
+  /* CUDA regions are registered widened to whole 4 KiB pages (gpu_mem.c). */
+  uint64_t pre = k == 0 ? m->reg_pre : 0, post = start + len == m->len ? m->reg_post : 0;
   void *h = NULL;
-  int rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start, len, type, &h);
+  int rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start - pre, len + pre + post, type, &h);
   if (rc) return tpx_err(rc, "regMr of region %llu piece %u (%llu bytes) failed",
                          (unsigned long long)m->id, k, (unsigned long long)len);
+  if ((rc = gpu_mem_after_reg(m, comm, h)) != 0) {
+    ep->net->ops->dereg_mr(ep->net, comm, h);
+    return rc;
+  }
   m->mh[slot][k] = h;
   *mh = h;
   return 0;

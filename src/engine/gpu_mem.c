@@ -1,0 +1,143 @@
+/* CUDA registrations and the per-GPU resources of an endpoint: one context
+ * reference per GPU used (released at endpoint teardown), persistent copy
+ * streams, an event pool and (UNPACK transports) an unpacker. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/gpu_path_int.h"
+
+void gpu_dev_free(struct gpu_dev *d) {
+  if (!d) return;
+  tpx_unpacker_destroy(d->unpacker);
+  for (int i = 0; i < GPU_NSTREAMS; i++) {
+    tpx_gpu_stream_destroy(d->d2h[i]);
+    tpx_gpu_stream_destroy(d->h2d[i]);
+  }
+  tpx_gpu_evpool_destroy(d->pool);
+  int rc = tpx_gpu_release(d->dev);
+  if (rc) TPX_WARN("gpu %d: releasing the endpoint's context reference: %s", d->dev, tpx_last_error());
+  free(d);
+}
+
+/* The GPU's resources, created on first use. Lock held. */
+int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
+  if (dev < 0 || dev >= TPX_GPU_MAX_DEVICES) return tpx_err(TPX_EINVAL, "GPU %d: no such device", dev);
+  if (g->devs[dev]) {
+    *out = g->devs[dev];
+    return 0;
+  }
+  int rc = tpx_gpu_retain(dev);
+  if (rc) return rc;
+  struct gpu_dev *d = calloc(1, sizeof(*d));
+  if (!d) {
+    tpx_gpu_release(dev);
+    return tpx_err(TPX_ENOMEM, "GPU %d: out of memory", dev);
+  }
+  d->dev = dev;
+  for (int i = 0; i < GPU_NSTREAMS && rc == 0; i++) {
+    rc = tpx_gpu_stream_create(dev, &d->d2h[i]);
+    if (rc == 0) rc = tpx_gpu_stream_create(dev, &d->h2d[i]);
+  }
+  if (rc == 0) rc = tpx_gpu_evpool_create(dev, 32, &d->pool);
+  if (rc) {
+    int err = rc;
+    gpu_dev_free(d);
+    return tpx_err(err, "endpoint %s: setting up GPU %d for transfers failed: %s", g->ep->name, dev,
+                   tpx_last_error());
+  }
+  g->devs[dev] = d;
+  if (g->pin_dev < 0) g->pin_dev = dev;
+  TPX_INFO("endpoint %s: GPU %d ready for transfers (%s path)", g->ep->name, dev,
+           g->unpack ? "unpack" : g->cuda_ptr ? "direct" : "host staging");
+  *out = d;
+  return 0;
+}
+
+/* The progress thread keeps one GPU's context current, so the guards inside
+ * gpu.c cost one query instead of two switches per call. User threads are
+ * left as they were (every call restores their context). */
+void gpu_thread_pin(struct gpu_ep *g) {
+  static __thread const void *pinned_for;
+  tpx_endpoint_t *ep = g->ep;
+  if (pinned_for == g || g->pin_dev < 0 || !ep->thread_on || !pthread_equal(pthread_self(), ep->thread)) return;
+  if (tpx_gpu_set_device(g->pin_dev) == 0) pinned_for = g;
+}
+
+static int transport_regs_cuda(const struct gpu_ep *g) { return g->unpack || g->cuda_ptr; }
+
+int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post) {
+  *reg_pre = *reg_post = 0;
+  struct gpu_ep *g = ep->gpath;
+  if (!tpx_gpu_built())
+    return tpx_err(TPX_ENOTSUP, "tpx_mem_register: CUDA memory (device %d): this build has no CUDA support",
+                   d->device);
+  if (!g) return tpx_err(TPX_EINTERNAL, "tpx_mem_register: endpoint %s has no GPU state", ep->name);
+  int ndev = 0;
+  tpx_gpu_device_count(&ndev);
+  if (ndev == 0)
+    return tpx_err(TPX_ENOTSUP, "tpx_mem_register: CUDA memory (device %d): no usable GPU (%s)", d->device,
+                   tpx_last_error());
+  tpx_gpu_ptr_info_t info;
+  int rc = tpx_gpu_ptr_query(d->addr, &info);
+  if (rc) return rc;
+  if (info.mem != TPX_GPU_MEM_DEVICE) {
+    static const char *kind[] = {"ordinary host memory", "pinned host memory", "device memory", "managed memory"};
+    return tpx_err(TPX_EINVAL,
+                   "tpx_mem_register: %p is %s, not device memory: register it as TPX_MEM_%s",
+                   d->addr, info.mem >= 0 && info.mem <= 3 ? kind[info.mem] : "unknown memory",
+                   info.mem == TPX_GPU_MEM_MANAGED ? "CUDA only after cudaMalloc (managed memory is not supported)"
+                                                   : "HOST");
+  }
+  if (d->device < 0) d->device = info.dev;
+  if (d->device != info.dev)
+    return tpx_err(TPX_EINVAL, "tpx_mem_register: %p is memory of GPU %d, the descriptor names GPU %d",
+                   d->addr, info.dev, d->device);
+  uintptr_t a = (uintptr_t)d->addr, base = (uintptr_t)info.base;
+  if (a < base || d->len > info.size - (a - base))
+    return tpx_err(TPX_EINVAL,
+                   "tpx_mem_register: [%p, +%zu) runs past the end of its GPU %d allocation [%p, +%zu)",
+                   d->addr, d->len, info.dev, info.base, info.size);
+  /* Transports that register device memory (TCPX) need 4 KiB-aligned
+   * regions of at least 4 KiB: widen to page boundaries inside the
+   * allocation. The extra bytes are never transferred. */
+  uintptr_t lo = a & ~(uintptr_t)(GPU_PAGE - 1);
+  uintptr_t hi = (a + d->len + GPU_PAGE - 1) & ~(uintptr_t)(GPU_PAGE - 1);
+  if (lo < base || hi > base + info.size) {
+    if (transport_regs_cuda(g))
+      return tpx_err(TPX_EINVAL,
+                     "tpx_mem_register: [%p, +%zu) on GPU %d cannot be registered with %s: the transport needs "
+                     "4 KiB-aligned regions and its allocation [%p, +%zu) does not contain the aligned range "
+                     "[%p, %p); allocate with cudaMalloc and register whole 4 KiB pages",
+                     d->addr, d->len, info.dev, ep->net->name, info.base, info.size, (void *)lo, (void *)hi);
+    lo = a;
+    hi = a + d->len;
+  }
+  struct gpu_dev *gd;
+  rc = gpu_dev_get(g, d->device, &gd);
+  if (rc) return rc;
+  *reg_pre = (uint32_t)(a - lo);
+  *reg_post = (uint32_t)(hi - (a + d->len));
+  if (!ep->consume) ep->consume = gpu_consume_ops();
+  return 0;
+}
+
+int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
+  tpx_endpoint_t *ep = m->ep;
+  struct gpu_ep *g = ep->gpath;
+  if (!g || !g->unpack || m->type != TPX_MEM_CUDA || !ep->net->ops->get_device_mr) return 0;
+  void *dmh = NULL;
+  int rc = ep->net->ops->get_device_mr(ep->net, comm, mhandle, &dmh);
+  if (rc) return tpx_err(rc, "getDeviceMr of region %llu (GPU %d) failed", (unsigned long long)m->id, m->device);
+  return 0;
+}
+
+int gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len) {
+  int rc = tpx_gpu_memcpy(m->device, m->base + off, src, len);
+  if (rc)
+    TPX_ERROR("endpoint %s: copying %zu inline bytes into region %llu on GPU %d failed: %s", m->ep->name, len,
+              (unsigned long long)m->id, m->device, tpx_last_error());
+  return rc;
+}

@@ -1,0 +1,202 @@
+/* The GPU data path's entry points: endpoint setup from the transport's
+ * properties, per-comm state, the post hooks that pick a chunk's path, and
+ * the receive consume stage (staging copy or unpack, then FIFO release by
+ * the engine). See gpu_path.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/gpu_path_int.h"
+
+int gpu_ep_init(tpx_endpoint_t *ep) {
+  int unpack = 0, cuda_all = 1, version = TPX_NET_UNPACK_VERSION;
+  for (int d = 0; d < ep->ndev; d++) {
+    tpx_net_props_t pr;
+    memset(&pr, 0, sizeof(pr));
+    int rc = ep->net->ops->get_properties(ep->net, d, &pr);
+    if (rc) return tpx_err(rc, "endpoint %s: properties of net device %d: %s", ep->name, d, tpx_last_error());
+    if (pr.dev_type == TPX_NET_DEV_UNPACK) {
+      unpack = 1;
+      version = pr.dev_version;
+    }
+    if (!(pr.ptr_support & TPX_PTR_CUDA)) cuda_all = 0;
+  }
+  if (unpack && version != TPX_NET_UNPACK_VERSION)
+    return tpx_err(TPX_EVERSION, "endpoint %s: transport %s offers UNPACK device offload version %d, only %d is "
+                   "supported", ep->name, ep->net->name, version, TPX_NET_UNPACK_VERSION);
+  if (!unpack && !tpx_gpu_built()) return 0; /* host memory only: nothing to do per chunk */
+  int mode = TPX_UNPACK_KERNEL;
+  if (tpx_unpack_mode_parse(ep->cfg.unpack, &mode) != 0)
+    return tpx_err(TPX_EINVAL, "endpoint %s: TPX_UNPACK=%s: expected kernel, d2d or host", ep->name, ep->cfg.unpack);
+  struct gpu_ep *g = calloc(1, sizeof(*g));
+  if (!g) return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
+  g->ep = ep;
+  g->unpack = unpack;
+  g->cuda_ptr = cuda_all;
+  g->unpack_mode = mode;
+  g->pin_dev = -1;
+  ep->gpath = g;
+  if (unpack) ep->consume = gpu_consume_ops(); /* every receive lands in bounce pages */
+  TPX_DEBUG("endpoint %s: GPU path: transport %s, %s%s", ep->name, ep->net->name,
+            unpack ? "UNPACK device offload, unpack " : cuda_all ? "takes CUDA pointers" : "host pointers only (staging)",
+            unpack ? tpx_unpack_mode_name(mode) : "");
+  return 0;
+}
+
+void gpu_ep_fini(tpx_endpoint_t *ep) {
+  struct gpu_ep *g = ep->gpath;
+  if (!g) return;
+  if (g->staged_out || g->staged_in || g->unpacked_gpu || g->unpacked_cpu)
+    TPX_DEBUG("endpoint %s: staged %llu bytes out, %llu in; unpacked %llu bytes on GPUs, %llu with the CPU", ep->name,
+              (unsigned long long)g->staged_out, (unsigned long long)g->staged_in,
+              (unsigned long long)g->unpacked_gpu, (unsigned long long)g->unpacked_cpu);
+  for (int d = 0; d < TPX_GPU_MAX_DEVICES; d++) gpu_dev_free(g->devs[d]);
+  free(g);
+  ep->gpath = NULL;
+  ep->consume = NULL;
+}
+
+int gpu_cq_get(struct tpx_peer *p, struct cq *q, struct gpu_cq **out) {
+  if (q->gpu) {
+    *out = q->gpu;
+    return 0;
+  }
+  struct gpu_cq *gq = calloc(1, sizeof(*gq));
+  if (gq) gq->slots = calloc(q->cap, sizeof(*gq->slots));
+  if (!gq || !gq->slots) {
+    free(gq);
+    return tpx_err(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, q->ch);
+  }
+  gq->g = p->ep->gpath;
+  gq->net = p->ep->net;
+  gq->comm = q->comm;
+  gq->ch = q->ch;
+  gq->is_recv = q->is_recv;
+  gq->cap = q->cap;
+  gq->rel_pos = q->tail;
+  gq->adev = -1;
+  if (gq->g->unpack && q->is_recv) {
+    int rc = unpack_cq_setup(p, q, gq);
+    if (rc) {
+      free(gq->slots);
+      free(gq);
+      return rc;
+    }
+  }
+  q->gpu = gq;
+  *out = gq;
+  return 0;
+}
+
+int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_mem *m, uint64_t off,
+                  uint64_t len, void **data, void **mh) {
+  (void)off;
+  struct gpu_ep *g = p->ep->gpath;
+  int cuda = m->type == TPX_MEM_CUDA;
+  int unpack_recv = g->unpack && q->is_recv;
+  if (!cuda && !unpack_recv) return GPU_POST_DEFAULT;
+  gpu_thread_pin(g);
+  struct gpu_cq *gq;
+  int rc = gpu_cq_get(p, q, &gq);
+  if (rc) return rc;
+  stage_reclaim(gq, q);
+  if (unpack_recv || !cuda || g->cuda_ptr) return GPU_POST_DEFAULT; /* the transport takes the buffer itself */
+  if (q->is_recv) return stage_recv_prep(gq, m, len, data, mh);
+  return stage_send_prep(q, gq, l, data, mh);
+}
+
+void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len, int prep) {
+  struct gpu_cq *gq = q->gpu;
+  if (!gq) return;
+  stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
+  struct gslot *s = &gq->slots[q->tail % q->cap];
+  memset(s, 0, sizeof(*s));
+  s->dst = m->base + off;
+  s->len = len;
+  s->dev = m->type == TPX_MEM_CUDA ? m->device : -1;
+  if (q->is_recv && p->ep->gpath->unpack) {
+    s->mode = m->type == TPX_MEM_CUDA ? GS_UNPACK_GPU : GS_UNPACK_CPU;
+  } else if (prep == GPU_POST_STAGED) {
+    s->mode = q->is_recv ? GS_STAGE_IN : GS_STAGE_OUT;
+    if (q->is_recv) stage_recv_done(gq, s);
+    else stage_send_done(gq, s);
+  }
+}
+
+void gpu_cq_ahead(struct tpx_peer *p, struct cq *q) {
+  struct gpu_cq *gq = q->gpu;
+  if (!gq || q->is_recv || !gq->arena || p->ep->gpath->cuda_ptr) return;
+  stage_reclaim(gq, q);
+  (void)stage_ahead(q, gq, 0); /* errors come back through the next post */
+}
+
+void gpu_cq_purge(struct tpx_peer *p, struct cq *q) {
+  struct gpu_cq *gq = q->gpu;
+  if (!gq) return;
+  (void)p;
+  /* GPU work still reading or writing memory (user buffers, staging) must
+   * end before the transfers are failed and their memory handed back. */
+  for (uint64_t pos = q->head; pos < q->tail; pos++) {
+    struct gslot *s = &gq->slots[pos % q->cap];
+    if (!s->busy) continue;
+    if (s->mode == GS_UNPACK_GPU) unpack_purge(gq, s);
+    else if (s->ev) {
+      if (tpx_gpu_event_sync(s->ev)) TPX_WARN("channel %d: staging copy failed at teardown: %s", gq->ch, tpx_last_error());
+      tpx_gpu_event_put(gq->g->devs[s->dev]->pool, s->ev);
+      s->ev = NULL;
+    }
+    s->busy = 0;
+  }
+  stage_purge(gq);
+  memset(gq->slots, 0, q->cap * sizeof(*gq->slots));
+  gq->rel_pos = 0; /* the engine resets the ring positions too */
+  gq->comm = NULL;
+  gq->have_dh = 0;
+}
+
+void gpu_cq_free(struct cq *q) {
+  struct gpu_cq *gq = q->gpu;
+  if (!gq) return;
+  stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
+  free(gq->slots);
+  free(gq);
+  q->gpu = NULL;
+}
+
+/* ---- receive consume stage ---- */
+static int c_start(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
+  struct gpu_cq *gq = q->gpu;
+  if (!gq) {
+    rs->state = RS_CONSUMED;
+    return 0;
+  }
+  struct gslot *s = &gq->slots[rs - q->ring];
+  uint64_t k = gq->nrecv++;
+  int rc = 0;
+  switch (s->mode) {
+  case GS_STAGE_IN: return stage_in_start(gq, s);
+  case GS_UNPACK_CPU:
+  case GS_UNPACK_GPU:
+    s->uslot = (uint32_t)(k % TPX_UNPACK_SLOTS);
+    rc = unpack_start(p, q, gq, s);
+    if (rc < 0) return rc;
+    if (rc == 1) rs->state = RS_CONSUMED;
+    return 0;
+  default: rs->state = RS_CONSUMED; return 0;
+  }
+}
+
+static int c_poll(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
+  (void)p;
+  struct gpu_cq *gq = q->gpu;
+  if (!gq) return 1;
+  struct gslot *s = &gq->slots[rs - q->ring];
+  if (s->mode == GS_STAGE_IN) return stage_poll(gq, s);
+  if (s->mode == GS_UNPACK_GPU) return unpack_poll(gq, s);
+  return 1;
+}
+
+static const struct consume_ops ops = {c_start, c_poll};
+
+const struct consume_ops *gpu_consume_ops(void) { return &ops; }

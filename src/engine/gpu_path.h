@@ -1,0 +1,83 @@
+/* The engine's GPU data path: CUDA registrations, host staging for
+ * transports that take only host pointers, and the receive-side unpack of
+ * UNPACK (TCPX-style) transports. The engine calls in through a few hooks;
+ * everything else lives in gpu_mem.c (registrations, per-GPU resources),
+ * staging.c (pinned arenas, device<->host copies) and unpack_stage.c (slot
+ * counting, loadMeta, unpack, FIFO consumption).
+ *
+ * Per chunk, the path is chosen from the memory type and the transport:
+ *
+ *   memory  transport                     send                   receive
+ *   host    host-only / CUDA-capable      as before              as before
+ *   host    UNPACK                        as before              irecv, CPU gather from the bounce pages
+ *   CUDA    host-only (our default)       D2H into staging,      irecv into staging, H2D
+ *                                         isend from staging
+ *   CUDA    CUDA-capable, HOST type       isend(device ptr)      irecv(device ptr)
+ *   CUDA    UNPACK                        isend(device ptr)      irecv, GPU unpack (kernel/d2d/host)
+ *
+ * Staging arenas are per comm direction (one pinned block, registered once
+ * with that comm, used as a byte ring: allocation in posting order, release
+ * in ring order, both FIFO), so a chunk costs no allocation and no sync:
+ * one async copy and one pooled event on a persistent stream.
+ *
+ * Threads: all hooks run with ep->lock held (progress thread or a caller
+ * driving progress). Every CUDA call goes through src/cuda/gpu.h, which enters
+ * the right device's primary context and restores the caller's; the progress
+ * thread additionally pins the endpoint's first GPU once.
+ */
+#ifndef TPX_ENGINE_GPU_PATH_H
+#define TPX_ENGINE_GPU_PATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/mem.h"
+
+struct tpx_peer;
+struct cq;
+struct rslot;
+struct link;
+struct tpx_mem;
+
+/* Endpoint lifecycle. init runs once the transport is open (it reads its
+ * properties and installs ep->consume when needed); fini after every peer and
+ * registration is gone (streams, pools, unpackers, context references). */
+int gpu_ep_init(tpx_endpoint_t *ep);
+void gpu_ep_fini(tpx_endpoint_t *ep);
+
+/* tpx_mem_register of TPX_MEM_CUDA, lock held: checks the pointer (device
+ * memory of the named GPU, or device -1: the pointer's own GPU), sets up that
+ * GPU's resources, and computes how far the transport registration must
+ * extend before / after the region to be 4 KiB aligned inside the allocation
+ * (only needed where the transport registers CUDA memory; refused with a
+ * clear error when the allocation does not allow it). d->device is updated. */
+int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post);
+/* After a regMr of a CUDA region on an UNPACK transport: getDeviceMr, as
+ * NCCL does. */
+int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
+
+/* cq_post_one, before the post: where the chunk [m->base + off, +len)
+ * really goes. Returns GPU_POST_DEFAULT (post m's own memory),
+ * GPU_POST_STAGED (*data / *mh set to a staging slot), GPU_POST_WAIT (not
+ * ready: the device-to-host copy is still running or no staging room;
+ * back-pressure) or < 0 (error, tpx_err set). Idempotent until gpu_post_done. */
+enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
+int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_mem *m, uint64_t off,
+                  uint64_t len, void **data, void **mh);
+/* The transport accepted the request at ring index q->tail % q->cap. */
+void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len,
+                   int prep);
+/* cq_progress: start device-to-host copies of upcoming chunks (sends) so
+ * they are ready when ring slots free up. */
+void gpu_cq_ahead(struct tpx_peer *p, struct cq *q);
+/* The comm is about to close (peer failed or closed): wait for copies and
+ * unpacks still touching memory, deregister and free the staging arena. */
+void gpu_cq_purge(struct tpx_peer *p, struct cq *q);
+/* cq_free: whatever purge did not free. */
+void gpu_cq_free(struct cq *q);
+
+/* Inline data of a control message landing in CUDA memory (synchronous
+ * copy; <= WIRE_MAX_INLINE bytes). */
+int gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len);
+
+#endif

@@ -1,0 +1,122 @@
+/* Shared state of the GPU data path (gpu_path.c, gpu_mem.c, staging.c,
+ * unpack_stage.c). See gpu_path.h for the design. */
+#ifndef TPX_ENGINE_GPU_PATH_INT_H
+#define TPX_ENGINE_GPU_PATH_INT_H
+
+#include "cuda/gpu.h"
+#include "cuda/unpack.h"
+#include "engine/engine.h"
+#include "engine/gpu_path.h"
+
+#define GPU_NSTREAMS 4       /* copy streams per GPU and direction; comms take them by channel */
+#define GPU_PRE_MAX 4        /* sends copied to staging ahead of their post, per comm */
+#define GPU_UNPACK_INFLIGHT 512 /* chunks in flight per GPU unpacker */
+#define GPU_PAGE 4096u
+
+/* One GPU's resources, created at the first registration on it and kept
+ * until the endpoint goes (each holds its own context reference; the
+ * endpoint holds one more for the registrations). */
+struct gpu_dev {
+  int dev;
+  tpx_gpu_stream_t *d2h[GPU_NSTREAMS];
+  tpx_gpu_stream_t *h2d[GPU_NSTREAMS];
+  tpx_gpu_evpool_t *pool;
+  tpx_unpacker_t *unpacker; /* UNPACK transports, on first use */
+};
+
+struct gpu_ep {
+  tpx_endpoint_t *ep;
+  int unpack;      /* UNPACK transport (TCPX, or our emulation) */
+  int cuda_ptr;    /* transport takes CUDA pointers: no staging */
+  int unpack_mode; /* TPX_UNPACK_* from cfg.unpack */
+  int pin_dev;     /* GPU the progress thread keeps current (-1: none yet) */
+  struct gpu_dev *devs[TPX_GPU_MAX_DEVICES];
+  /* counters, for logs and tests */
+  uint64_t staged_out, staged_in, unpacked_gpu, unpacked_cpu;
+};
+
+enum gslot_mode {
+  GS_NONE = 0,   /* host memory, nothing to do */
+  GS_STAGE_OUT,  /* send from staging: arena bytes held until the ring slot is released */
+  GS_STAGE_IN,   /* receive into staging: H2D at completion */
+  GS_UNPACK_CPU, /* UNPACK receive into host memory: CPU gather */
+  GS_UNPACK_GPU  /* UNPACK receive into GPU memory: unpacker */
+};
+
+/* Per ring slot of a comm (index = ring index). */
+struct gslot {
+  uint8_t mode;
+  uint8_t busy;      /* GPU work outstanding: ev (staging) or ticket (unpack) */
+  uint8_t deferred;  /* unpack not submitted yet (unpacker full) */
+  int dev;
+  uint8_t *dst;      /* receive: where the chunk goes */
+  uint64_t len;
+  uint64_t aoff;     /* staging arena offset */
+  uint64_t aend;     /* arena position after this chunk (0: holds no arena bytes) */
+  tpx_gpu_event_t *ev;
+  uint64_t ticket;
+  uint32_t uslot;    /* unpack slot (k-th receive -> k % 16) */
+};
+
+/* A send chunk copied (or being copied) into staging ahead of its post. */
+struct gpre {
+  struct op *o;
+  uint64_t idx;
+  uint64_t aoff, aend, len;
+  int dev;
+  tpx_gpu_event_t *ev;
+};
+
+struct gpu_cq {
+  struct gpu_ep *g;
+  tpx_net_t *net;
+  void *comm;
+  int ch, is_recv;
+  uint32_t cap;
+  struct gslot *slots; /* [cap] */
+  uint64_t rel_pos;    /* ring positions below this gave their arena bytes back */
+  /* staging arena: a byte ring */
+  uint8_t *arena;
+  size_t asize;
+  int adev;
+  void *amh;           /* its registration with comm */
+  uint64_t a_head, a_tail; /* monotonic: released / allocated */
+  /* sends staged ahead (FIFO: the first pre_n CUDA chunks of the pending queue) */
+  struct gpre pre[GPU_PRE_MAX];
+  uint32_t pre_head, pre_n;
+  /* receive: arena space picked by prep, taken by done */
+  uint64_t t_off, t_end;
+  /* UNPACK */
+  uint64_t nrecv;      /* receives completed on this comm */
+  int have_dh;
+  tpx_unpack_dev_handle_t dh;
+};
+
+/* gpu_mem.c */
+int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
+void gpu_dev_free(struct gpu_dev *d);
+void gpu_thread_pin(struct gpu_ep *g);
+
+/* gpu_path.c */
+int gpu_cq_get(struct tpx_peer *p, struct cq *q, struct gpu_cq **out);
+const struct consume_ops *gpu_consume_ops(void);
+
+/* staging.c */
+int stage_send_prep(struct cq *q, struct gpu_cq *gq, struct link *l, void **data, void **mh);
+void stage_send_done(struct gpu_cq *gq, struct gslot *s);
+int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
+void stage_recv_done(struct gpu_cq *gq, struct gslot *s);
+int stage_in_start(struct gpu_cq *gq, struct gslot *s);
+int stage_poll(struct gpu_cq *gq, struct gslot *s);
+int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup);
+void stage_reclaim(struct gpu_cq *gq, struct cq *q);
+void stage_purge(struct gpu_cq *gq);
+void stage_free(struct gpu_cq *gq);
+
+/* unpack_stage.c */
+int unpack_cq_setup(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq);
+int unpack_start(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq, struct gslot *s);
+int unpack_poll(struct gpu_cq *gq, struct gslot *s);
+void unpack_purge(struct gpu_cq *gq, struct gslot *s);
+
+#endif
