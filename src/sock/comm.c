@@ -19,7 +19,12 @@
  * (the excess goes to a scratch buffer), test() returns TPX_ETRUNC with
  * *done = 1 and sizes[0] = the sent size, and the comm stays usable.
  * Other errors (peer closed, reset, protocol) release the request with
- * *done = 0 and the comm's first error detail. */
+ * *done = 0 and the comm's first error detail.
+ *
+ * Unpack mode (unpack.c): receives land in bounce pages instead of the
+ * caller's buffer; a receive that test() reported done (rc 0, TPX_ETRUNC, or
+ * TPX_ESYSTEM with done = 1) stays held (TPX_SR_DONE) until irecvConsumed,
+ * in FIFO order. The strict rules apply. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -34,6 +39,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "cuda/gpu.h"
 #include "sock/sock.h"
 #include "sock/wire.h"
 
@@ -121,7 +127,10 @@ static int data_progress(tpx_sock_conn_t *c, char *scratch) {
         n = send(c->fd, p->buf + c->done_bytes, p->len - c->done_bytes,
                  MSG_NOSIGNAL | MSG_DONTWAIT);
       } else if (c->done_bytes < p->keep) {
-        n = recv(c->fd, p->buf + c->done_bytes, p->keep - c->done_bytes, MSG_DONTWAIT);
+        if (p->pages)
+          n = tpx_sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep);
+        else
+          n = recv(c->fd, p->buf + c->done_bytes, p->keep - c->done_bytes, MSG_DONTWAIT);
       } else {
         n = recv(c->fd, scratch, TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH),
                  MSG_DONTWAIT);
@@ -212,7 +221,8 @@ static int ctrl_send(tpx_sock_conn_t *c) {
 /* ---- control socket, receive side ------------------------------------------- */
 
 /* Header of message c->cseq is in c->rhdr: check it and queue its data parts.
- * Returns 0, or -1 after failing the conn. */
+ * Returns 0, -1 after failing the conn, or 1 when unpack mode has not enough
+ * free bounce pages yet (nothing done; called again after a kick). */
 static int ctrl_parse(tpx_sock_conn_t *c, tpx_sock_req_t *r) {
   tpx_sock_comm_t *m = c->comm;
   uint32_t magic = tpx_get32(c->rhdr), seq = tpx_get32(c->rhdr + 4);
@@ -228,6 +238,8 @@ static int ctrl_parse(tpx_sock_conn_t *c, tpx_sock_req_t *r) {
     return -1;
   }
   r->msg_size = (size_t)size;
+  tpx_sock_upk_t *u = m->upk;
+  if (u != NULL && tpx_sock_upk_admit(m, c->cseq, TPX_MIN((size_t)size, r->size)) != 0) return 1;
   if (size > r->size) req_fail(r, TPX_ETRUNC);
   size_t per = 0;
   int np = tpx_sock_nparts((size_t)size, m->nsocks, &per);
@@ -242,7 +254,9 @@ static int ctrl_parse(tpx_sock_conn_t *c, tpx_sock_req_t *r) {
       uint64_t head = atomic_load_explicit(&d->parts_head, memory_order_relaxed);
       tpx_sock_part_t *p = &d->parts[head % TPX_SOCK_RING];
       p->req = r;
-      p->buf = keep ? r->buf + off : NULL;
+      p->buf = keep && u == NULL ? r->buf + off : NULL;
+      p->pages = keep && u != NULL ? u->pages[c->cseq % TPX_UNPACK_SLOTS] + off / TPX_SOCK_PAGE
+                                   : NULL;
       p->len = len;
       p->keep = keep;
       p->seq = c->cseq;
@@ -271,12 +285,19 @@ static int ctrl_recv(tpx_sock_conn_t *c, char *scratch) {
     if (budget-- == 0) return 1;
     ssize_t n;
     size_t want;
-    if (!c->rhdr_done) {
+    if (!c->rhdr_done && c->coff < TPX_WIRE_MSG_BYTES) {
       want = TPX_WIRE_MSG_BYTES - c->coff;
       n = recv(c->fd, c->rhdr + c->coff, want, MSG_DONTWAIT);
+    } else if (!c->rhdr_done) {
+      want = 0; /* header read, waiting for bounce pages (unpack mode) */
+      n = 0;
     } else if (c->coff < r->size) {
       want = TPX_MIN(r->msg_size, r->size) - c->coff;
-      n = recv(c->fd, r->buf + c->coff, want, MSG_DONTWAIT);
+      if (m->upk)
+        n = tpx_sock_upk_recv(c->fd, m->upk, m->upk->pages[c->cseq % TPX_UNPACK_SLOTS], c->coff,
+                              c->coff + want);
+      else
+        n = recv(c->fd, r->buf + c->coff, want, MSG_DONTWAIT);
     } else {
       want = TPX_MIN(r->msg_size - c->coff, (size_t)TPX_SOCK_SCRATCH);
       n = recv(c->fd, scratch, want, MSG_DONTWAIT);
@@ -296,7 +317,9 @@ static int ctrl_recv(tpx_sock_conn_t *c, char *scratch) {
     c->coff += (size_t)n;
     if (!c->rhdr_done) {
       if (c->coff < TPX_WIRE_MSG_BYTES) continue;
-      if (ctrl_parse(c, r) != 0) continue;
+      int pr = ctrl_parse(c, r);
+      if (pr > 0) return 0; /* irecvConsumed kicks this conn when pages return */
+      if (pr < 0) continue;
       c->rhdr_done = 1;
       c->coff = 0;
       if (r->msg_size > TPX_SOCK_INLINE_MAX) c->coff = r->msg_size; /* payload on data sockets */
@@ -333,7 +356,8 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
   m->dev = dev;
   m->comm_id = comm_id;
   m->nsocks = nsocks;
-  m->strict = sn->cfg.sock_strict != 0;
+  /* Unpack mode reproduces the TCPX plugin, whose rules are strict mode's. */
+  m->strict = sn->cfg.sock_strict != 0 || sn->unpack;
   m->limit = m->strict ? TPX_SOCK_STRICT_REQUESTS : TPX_SOCK_RING;
   m->conns = conns;
   snprintf(m->peer, sizeof(m->peer), "%s", peer);
@@ -343,7 +367,8 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
     conns[i].index = i;
     conns[i].comm = m;
   }
-  int rc = tpx_sock_pool_get(sn, dev, &m->pool);
+  int rc = kind == TPX_SK_RECV && sn->unpack ? tpx_sock_upk_create(m) : 0;
+  if (rc == 0) rc = tpx_sock_pool_get(sn, dev, &m->pool);
   for (int i = 0; i < n && rc == 0; i++) {
     conns[i].placed = tpx_sock_pool_pick(m->pool, i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA);
     rc = tpx_sock_io_attach(conns[i].placed, &conns[i]);
@@ -359,7 +384,8 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
   }
   TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s", kind_name(kind),
             (unsigned long long)m->token, peer, sn->devs[dev].name, nsocks,
-            (unsigned long long)comm_id, m->strict ? ", strict" : "");
+            (unsigned long long)comm_id,
+            sn->unpack ? ", unpack" : m->strict ? ", strict" : "");
   *out = (void *)(uintptr_t)m->token;
   return 0;
 }
@@ -383,6 +409,10 @@ void tpx_sock_comm_destroy(tpx_sock_comm_t *m) {
   if (inflight > 0)
     TPX_DEBUG("sock: closing %s with %s with %llu requests in flight", kind_name(m->kind), m->peer,
               (unsigned long long)inflight);
+  /* No thread touches the pages any more (conns detached): free them, then
+   * drop the GPU references the memory needed. */
+  tpx_sock_upk_destroy(m);
+  tpx_sock_gpu_fini(m);
   pthread_mutex_destroy(&m->mu);
   free(m->conns);
   free(m);
@@ -442,6 +472,7 @@ static tpx_sock_req_t *req_alloc(tpx_sock_comm_t *m, const char *fn, int *rc) {
   r->seq = posted;
   r->state = TPX_SR_INFLIGHT;
   r->msg_size = 0;
+  r->stage_end = 0;
   atomic_store_explicit(&r->err, 0, memory_order_relaxed);
   return r;
 }
@@ -463,6 +494,28 @@ static int check_buffer(const void *data, size_t size, const char *fn) {
   return 0;
 }
 
+/* Unpack mode: at most 2048 pages of 4 KiB per request, as the TCPX plugin. */
+static int check_unpack_size(tpx_sock_comm_t *m, size_t size, const char *fn) {
+  if (m->sn->unpack && size > TPX_SOCK_UNPACK_MAX_MSG)
+    return tpx_err(TPX_EINVAL,
+                   "%s: %zu bytes on %s %s: unpack mode (TCPX contract) takes at most %zu bytes"
+                   " (2048 pages of 4 KiB) per request; use chunks <= 4 MiB",
+                   fn, size, kind_name(m->kind), m->peer, TPX_SOCK_UNPACK_MAX_MSG);
+  return 0;
+}
+
+/* Unpack mode with a GPU: the GPU of a send buffer in CUDA memory, else -1.
+ * A memory handle says it; without one the pointer is asked. */
+static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size) {
+  if (!sn->gpu_ok || size == 0) return -1;
+  if (mh != NULL) {
+    tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+    return mr != NULL && mr->type == TPX_PTR_CUDA ? mr->gpu : -1;
+  }
+  int gpu = -1;
+  return tpx_gpu_is_device_ptr(data, &gpu) ? gpu : -1;
+}
+
 int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
                    void **request) {
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
@@ -474,12 +527,29 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
   if (m == NULL) return rc;
   if ((rc = check_buffer(data, size, "isend")) != 0) return rc;
   if ((rc = tpx_sock_mr_check(sn, mh, data, size, "isend")) != 0) return rc;
+  int gpu = -1;
+  if (sn->unpack) {
+    if ((rc = check_unpack_size(m, size, "isend")) != 0) return rc;
+    gpu = send_gpu(sn, mh, data, size);
+  }
   pthread_mutex_lock(&m->mu);
   tpx_sock_req_t *r = req_alloc(m, "isend", &rc);
   if (r == NULL) {
     pthread_mutex_unlock(&m->mu);
     *request = NULL;
     return rc;
+  }
+  if (gpu >= 0) {
+    /* CUDA memory: the bytes go on the wire from a pinned host copy. */
+    void *staged = NULL;
+    rc = tpx_sock_stage_copy(m, r, gpu, data, size, &staged);
+    if (rc != 0) {
+      r->state = TPX_SR_FREE; /* never published */
+      pthread_mutex_unlock(&m->mu);
+      *request = NULL;
+      return rc > 0 ? 0 : rc; /* staging full: back-pressure, retry later */
+    }
+    data = staged;
   }
   uint64_t seq = r->seq;
   r->buf = data;
@@ -526,6 +596,7 @@ int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes
   if ((rc = check_buffer(data[0], sizes[0], "irecv")) != 0) return rc;
   if ((rc = tpx_sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
     return rc;
+  if ((rc = check_unpack_size(m, sizes[0], "irecv")) != 0) return rc;
   pthread_mutex_lock(&m->mu);
   tpx_sock_req_t *r = req_alloc(m, "irecv", &rc);
   if (r == NULL) {
@@ -563,11 +634,15 @@ int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *size
 
 static void req_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   r->state = TPX_SR_RELEASED;
+  if (m->upk) tpx_sock_upk_release(m, r->seq); /* its bounce pages and slot */
+  if (r->stage_end) tpx_sock_stage_release(m, r);
+  if (r->seq == m->thead) m->thead++;
   uint64_t posted = atomic_load_explicit(&m->posted, memory_order_relaxed);
   while (m->tail < posted && slot(m, m->tail)->state == TPX_SR_RELEASED) {
     slot(m, m->tail)->state = TPX_SR_FREE;
     m->tail++;
   }
+  if (m->thead < m->tail) m->thead = m->tail;
 }
 
 static const char *comm_errmsg(tpx_sock_comm_t *m) {
@@ -592,12 +667,18 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   uint32_t seq32 = (uint32_t)t;
   tpx_sock_req_t *r = slot(m, seq32);
   if (r->state != TPX_SR_INFLIGHT || (uint32_t)r->seq != seq32) {
+    int held = r->state == TPX_SR_DONE && (uint32_t)r->seq == seq32;
     pthread_mutex_unlock(&m->mu);
+    if (held)
+      return tpx_err(TPX_EINVAL,
+                     "test: request %u of %s %s was already reported done; it is held until"
+                     " irecvConsumed (unpack mode)",
+                     seq32, kind_name(kind), m->peer);
     return tpx_err(TPX_EINVAL, "test: request %p of %s %s is not in flight (already completed?)",
                    request, kind_name(kind), m->peer);
   }
-  if (m->strict && r->seq != m->tail) {
-    unsigned long long head = (unsigned long long)m->tail;
+  if (m->strict && r->seq != m->thead) {
+    unsigned long long head = (unsigned long long)m->thead;
     pthread_mutex_unlock(&m->mu);
     return tpx_err(TPX_EINTERNAL,
                    "test: request %u of %s %s is not the oldest in flight (%llu is); strict mode"
@@ -624,7 +705,15 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   int err = atomic_load(&r->err);
   size_t size = kind == TPX_SK_SEND ? r->size : r->msg_size;
   size_t cap = r->size;
-  req_release(m, r);
+  if (m->upk && (err == 0 || err == TPX_ETRUNC)) {
+    /* Unpack mode: the entries are in; publish the count and keep the slot
+     * and its pages until irecvConsumed. */
+    tpx_sock_upk_publish(m, r->seq);
+    r->state = TPX_SR_DONE;
+    m->thead = r->seq + 1;
+  } else {
+    req_release(m, r);
+  }
   pthread_mutex_unlock(&m->mu);
   if (err == 0 || err == TPX_ETRUNC) {
     *done = 1;
@@ -639,5 +728,45 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   if (closed)
     return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed; request %u complete",
                          kind_name(kind), m->peer, seq32);
+  return 0;
+}
+
+/* ---- irecvConsumed (unpack mode) -------------------------------------------------- */
+
+int tpx_sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "irecvConsumed");
+  if (sn == NULL) return TPX_EINVAL;
+  int rc = 0;
+  tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_RECV, "irecvConsumed", &rc);
+  if (m == NULL) return rc;
+  if (m->upk == NULL)
+    return tpx_err(TPX_EUSAGE, "irecvConsumed: recv comm from %s is not in unpack mode", m->peer);
+  if (n != 1) return tpx_err(TPX_EINVAL, "irecvConsumed: n = %d (maxRecvs 1)", n);
+  uint64_t t = (uint64_t)(uintptr_t)request;
+  uint64_t ctok = (((t >> 32) & 0xffffu) << 32) | (t >> 48);
+  if (request == NULL || (t >> 48) == 0 || ctok != m->token)
+    return tpx_err(TPX_EINVAL, "irecvConsumed: %p is not a request of recv comm from %s", request,
+                   m->peer);
+  uint32_t seq32 = (uint32_t)t;
+  pthread_mutex_lock(&m->mu);
+  tpx_sock_req_t *r = slot(m, seq32);
+  if (r->state != TPX_SR_DONE || (uint32_t)r->seq != seq32) {
+    int inflight = r->state == TPX_SR_INFLIGHT && (uint32_t)r->seq == seq32;
+    pthread_mutex_unlock(&m->mu);
+    return tpx_err(TPX_EINVAL,
+                   "irecvConsumed: request %u of recv comm from %s %s", seq32, m->peer,
+                   inflight ? "has not been reported done by test yet"
+                            : "is not held (already consumed, failed, or never posted)");
+  }
+  if (r->seq != m->tail) {
+    unsigned long long head = (unsigned long long)m->tail;
+    pthread_mutex_unlock(&m->mu);
+    return tpx_err(TPX_EINTERNAL,
+                   "irecvConsumed: request %u of recv comm from %s consumed out of order: %llu"
+                   " is the oldest held receive (FIFO, as the TCPX plugin)",
+                   seq32, m->peer, head);
+  }
+  req_release(m, r); /* pages and slot back; may wake a stalled control thread */
+  pthread_mutex_unlock(&m->mu);
   return 0;
 }

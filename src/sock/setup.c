@@ -542,7 +542,6 @@ static void read_hellos(tpx_sock_listen_t *l) {
 
 int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                     tpx_net_dev_handle_t *recv_dev) {
-  (void)recv_dev; /* HOST device type: nothing to fill */
   tpx_sock_net_t *sn = tpx_sock_net_of(net, "accept");
   if (sn == NULL) return TPX_EINVAL;
   if (recv_comm == NULL) return tpx_err(TPX_EINVAL, "accept: recv_comm is NULL");
@@ -550,6 +549,13 @@ int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
   int rc = 0;
   tpx_sock_listen_t *l = listen_get(sn, listen_comm, "accept", &rc);
   if (l == NULL) return rc;
+  /* Unpack mode fills the caller's device handle (the TCPX plugin crashed
+   * without one); HOST mode leaves it alone. */
+  if (sn->unpack && recv_dev == NULL)
+    return tpx_err(TPX_EINVAL,
+                   "accept on %s: unpack mode (UNPACK device) needs the caller's device-handle"
+                   " storage (tpx_net_dev_handle_t, 512 bytes), got NULL",
+                   l->addr);
   accept_new(sn, l);
   read_hellos(l);
   for (int i = 0; i < l->ngroups; i++) {
@@ -558,8 +564,14 @@ int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
     struct group done = *g;
     l->groups[i] = l->groups[--l->ngroups];
     /* The peer's address as seen on the control socket names the comm. */
-    return tpx_sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
-                                done.peer, recv_comm);
+    rc = tpx_sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
+                              done.peer, recv_comm);
+    if (rc == 0 && sn->unpack) {
+      tpx_sock_comm_t *m =
+          tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)*recv_comm, TPX_SK_RECV, NULL);
+      tpx_sock_upk_fill_dev(m, recv_dev);
+    }
+    return rc;
   }
   return 0;
 }

@@ -14,16 +14,17 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "cuda/gpu.h"
 #include "sock/sock.h"
 
 /* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
  * virtual NICs): a 10 Gbps guess is what NCCL's socket transport uses too. */
 #define DEFAULT_SPEED_MBPS 10000
 
-static const tpx_net_ops_t sock_ops;
+static const tpx_net_ops_t sock_ops, sock_ops_unpack;
 
 tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn) {
-  if (net == NULL || net->ops != &sock_ops || net->impl == NULL) {
+  if (net == NULL || (net->ops != &sock_ops && net->ops != &sock_ops_unpack) || net->impl == NULL) {
     tpx_err(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
     return NULL;
   }
@@ -185,6 +186,9 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
   snprintf(props->pci_path, sizeof(props->pci_path), "%s", d->pci_path);
   props->guid = (uint64_t)dev;
   props->ptr_support = TPX_PTR_HOST;
+  /* Unpack mode: CUDA memory too when a GPU is usable (sends are staged
+   * through pinned memory; receives never touch the buffer). */
+  if (sn->unpack && sn->gpu_ok) props->ptr_support |= TPX_PTR_CUDA;
   /* Memory handles are not tied to a comm (see regMr). */
   props->reg_is_global = 1;
   props->force_flush = 0;
@@ -197,6 +201,12 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
   props->dev_version = 0;
   props->max_p2p_bytes = TPX_SOCK_MAX_MSG;
   props->max_coll_bytes = TPX_SOCK_MAX_MSG;
+  if (sn->unpack) {
+    props->dev_type = TPX_NET_DEV_UNPACK;
+    props->dev_version = TPX_NET_UNPACK_VERSION;
+    props->max_p2p_bytes = TPX_SOCK_UNPACK_MAX_MSG;
+    props->max_coll_bytes = TPX_SOCK_UNPACK_MAX_MSG;
+  }
   return 0;
 }
 
@@ -209,6 +219,30 @@ static int mr_comm_check(tpx_sock_net_t *sn, void *comm, const char *fn) {
                  fn, comm);
 }
 
+/* Unpack mode, regMr of CUDA memory: the TCPX plugin's rules (4 KiB aligned)
+ * and a check that it is GPU memory, whose GPU the send path needs. */
+static int cuda_region(void *data, size_t size, int *gpu) {
+  if (data == NULL) return tpx_err(TPX_EINVAL, "regMr: NULL CUDA buffer");
+  if ((uintptr_t)data % TPX_SOCK_PAGE != 0)
+    return tpx_err(TPX_EINVAL,
+                   "regMr: CUDA buffer %p is not 4 KiB aligned; the TCPX contract (unpack mode)"
+                   " registers GPU memory on 4 KiB boundaries",
+                   data);
+  tpx_gpu_ptr_info_t info;
+  int rc = tpx_gpu_ptr_query(data, &info);
+  if (rc != 0) return tpx_err(rc, "regMr: querying %p: %s", data, tpx_last_error());
+  if (info.mem != TPX_GPU_MEM_DEVICE && info.mem != TPX_GPU_MEM_MANAGED)
+    return tpx_err(TPX_EINVAL, "regMr: %p registered as CUDA memory is %s memory", data,
+                   info.mem == TPX_GPU_MEM_PINNED ? "pinned host" : "host");
+  if (info.base != NULL && info.size > 0 &&
+      ((uintptr_t)data - (uintptr_t)info.base > info.size ||
+       size > info.size - ((uintptr_t)data - (uintptr_t)info.base)))
+    return tpx_err(TPX_EINVAL, "regMr: CUDA region %p + %zu runs past its allocation %p + %zu", data,
+                   size, info.base, info.size);
+  *gpu = info.dev;
+  return 0;
+}
+
 static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type,
                        void **mhandle) {
   tpx_sock_net_t *sn = tpx_sock_net_of(net, "regMr");
@@ -217,20 +251,28 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
   *mhandle = NULL;
   int rc = mr_comm_check(sn, comm, "regMr");
   if (rc != 0) return rc;
-  if (type == TPX_PTR_CUDA || type == TPX_PTR_DMABUF)
+  int cuda_ok = type == TPX_PTR_CUDA && sn->unpack && sn->gpu_ok;
+  if ((type == TPX_PTR_CUDA && !cuda_ok) || type == TPX_PTR_DMABUF)
     return tpx_err(TPX_ENOTSUP,
-                   "regMr: %s memory is not supported by the built-in transport"
-                   " (host memory only)",
-                   type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF");
-  if (type != TPX_PTR_HOST) return tpx_err(TPX_EINVAL, "regMr: unknown memory type %d", type);
+                   "regMr: %s memory is not supported by the built-in transport%s",
+                   type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF",
+                   type == TPX_PTR_CUDA ? (sn->unpack ? " (unpack mode, but no usable GPU)"
+                                                      : " (host memory only; CUDA memory needs"
+                                                        " TPX_SOCK_UNPACK=1 and a GPU)")
+                                        : "");
+  if (type != TPX_PTR_HOST && type != TPX_PTR_CUDA)
+    return tpx_err(TPX_EINVAL, "regMr: unknown memory type %d", type);
   if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "regMr: NULL buffer of %zu bytes", size);
   if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
     return tpx_err(TPX_EINVAL, "regMr: region %p + %zu wraps the address space", data, size);
+  int gpu = -1;
+  if (type == TPX_PTR_CUDA && (rc = cuda_region(data, size, &gpu)) != 0) return rc;
   tpx_sock_mr_t *mr = calloc(1, sizeof(*mr));
   if (mr == NULL) return tpx_err(TPX_ENOMEM, "regMr: out of memory");
   mr->base = data;
   mr->size = size;
   mr->type = type;
+  mr->gpu = gpu;
   uint64_t tok = tpx_sock_reg_add(&sn->reg, TPX_SK_MR, mr);
   if (tok == 0) {
     free(mr);
@@ -253,6 +295,23 @@ static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
                                        : "unknown or already deregistered");
   tpx_sock_reg_del(&sn->reg, (uint64_t)(uintptr_t)mhandle);
   free(mr);
+  return 0;
+}
+
+/* Unpack mode: the same handle serves the device side (nothing to map: the
+ * GPU never addresses the transport's view of the memory). */
+static int sock_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **dptr_mhandle) {
+  tpx_sock_net_t *sn = tpx_sock_net_of(net, "getDeviceMr");
+  if (sn == NULL) return TPX_EINVAL;
+  if (dptr_mhandle == NULL) return tpx_err(TPX_EINVAL, "getDeviceMr: dptr_mhandle is NULL");
+  *dptr_mhandle = NULL;
+  int rc = mr_comm_check(sn, comm, "getDeviceMr");
+  if (rc != 0) return rc;
+  int kind = TPX_SK_NONE;
+  if (tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind) == NULL)
+    return tpx_err(TPX_EINVAL, "getDeviceMr: %p is not a registered memory handle (%s)", mhandle,
+                   kind != TPX_SK_NONE ? "wrong kind of handle" : "unknown or deregistered");
+  *dptr_mhandle = mhandle;
   return 0;
 }
 
@@ -322,6 +381,27 @@ static const tpx_net_ops_t sock_ops = {
     .destroy = sock_destroy,
 };
 
+/* Unpack mode: the UNPACK device's two extra entry points. */
+static const tpx_net_ops_t sock_ops_unpack = {
+    .devices = sock_devices,
+    .get_properties = sock_get_properties,
+    .listen = tpx_sock_listen,
+    .connect = tpx_sock_connect,
+    .accept = tpx_sock_accept,
+    .reg_mr = sock_reg_mr,
+    .dereg_mr = sock_dereg_mr,
+    .isend = tpx_sock_isend,
+    .irecv = tpx_sock_irecv,
+    .iflush = tpx_sock_iflush,
+    .test = tpx_sock_test,
+    .close_send = tpx_sock_close_send,
+    .close_recv = tpx_sock_close_recv,
+    .close_listen = tpx_sock_close_listen,
+    .get_device_mr = sock_get_device_mr,
+    .irecv_consumed = tpx_sock_irecv_consumed,
+    .destroy = sock_destroy,
+};
+
 int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open_builtin: out is NULL");
   *out = NULL;
@@ -331,8 +411,12 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   if (cfg->nthreads < 1 || cfg->nthreads > TPX_SOCK_MAX_THREADS)
     return tpx_err(TPX_EINVAL, "sock: nthreads %d outside [1, %d]", cfg->nthreads,
                    TPX_SOCK_MAX_THREADS);
-  if (cfg->sock_unpack)
-    TPX_WARN("sock: TPX_SOCK_UNPACK=1 is not implemented yet; using the HOST device type");
+  if (cfg->sock_unpack && (cfg->sock_bounce_bytes < TPX_SOCK_UNPACK_MAX_MSG ||
+                           cfg->sock_bounce_bytes > (4ull << 30)))
+    return tpx_err(TPX_EINVAL,
+                   "sock: bounce pool of %zu bytes outside [8 MiB, 4 GiB] (one request of 2048"
+                   " pages must fit; offsets are 32-bit)",
+                   cfg->sock_bounce_bytes);
   tpx_sock_net_t *sn = calloc(1, sizeof(*sn));
   if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
@@ -347,7 +431,16 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
     free(sn);
     return rc;
   }
-  sn->pub.ops = &sock_ops;
+  if (cfg->sock_unpack) {
+    /* Only unpack mode asks CUDA anything: HOST mode never loads the runtime. */
+    int ngpu = 0;
+    sn->unpack = 1;
+    sn->gpu_ok = tpx_gpu_device_count(&ngpu) == 0 && ngpu > 0;
+    TPX_INFO("sock: unpack mode (TCPX receive contract), bounce pool %zu bytes per recv comm in %s",
+             cfg->sock_bounce_bytes,
+             sn->gpu_ok ? "pinned host memory mapped into the GPUs" : "host memory (no usable GPU)");
+  }
+  sn->pub.ops = sn->unpack ? &sock_ops_unpack : &sock_ops;
   snprintf(sn->pub.name, sizeof(sn->pub.name), "tpx");
   sn->pub.abi_version = 0;
   sn->pub.impl = sn;

@@ -11,6 +11,9 @@
  *              buffer / the listen comm)
  *   io.c       the per-device pool of epoll I/O threads
  *   comm.c     comms, requests, isend/irecv/test, close, per-socket progress
+ *   unpack.c   unpack mode (TPX_SOCK_UNPACK=1): the TCPX receive contract
+ *              (bounce pages, loadMeta slots, irecvConsumed) and the staging
+ *              of CUDA sends; docs/UNPACK.md
  *
  * Data path. A comm has one control socket (conn 0) and nsocks data sockets
  * (conns 1..nsocks), spread over the device's I/O threads. Per message the
@@ -41,6 +44,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "cuda/unpack.h"
 #include "tpx/config.h"
 #include "tpx/net.h"
 
@@ -167,6 +171,8 @@ typedef struct tpx_sock_net {
   tpx_sock_dev_t devs[TPX_SOCK_MAX_DEVS];
   tpx_sock_reg_t reg;
   _Atomic uint64_t rng; /* comm ids, nonces */
+  int unpack;           /* unpack mode (cfg.sock_unpack) */
+  int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
 } tpx_sock_net_t;
 
 uint64_t tpx_sock_random(tpx_sock_net_t *sn);
@@ -216,6 +222,7 @@ typedef struct tpx_sock_req {
   size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
   uint8_t hdr[16]; /* send: the encoded message header */
+  uint64_t stage_end; /* send from CUDA memory: staging ring position after it (0 = none) */
   /* written by I/O threads */
   size_t msg_size;     /* recv: size announced by the sender */
   _Atomic int pending; /* unfinished parts (control + data); 0 = complete */
@@ -224,7 +231,9 @@ typedef struct tpx_sock_req {
   int state; /* TPX_SR_* */
 } tpx_sock_req_t;
 
-enum { TPX_SR_FREE = 0, TPX_SR_INFLIGHT, TPX_SR_RELEASED };
+/* DONE: unpack-mode receive that test reported done; its slot and bounce
+ * pages stay held until irecvConsumed. */
+enum { TPX_SR_FREE = 0, TPX_SR_INFLIGHT, TPX_SR_RELEASED, TPX_SR_DONE };
 
 /* One contiguous part of a message on one data socket. */
 typedef struct tpx_sock_part {
@@ -233,6 +242,7 @@ typedef struct tpx_sock_part {
   size_t len;  /* bytes on the wire */
   size_t keep; /* recv: bytes that fit the buffer; the rest is discarded */
   uint64_t seq;
+  const uint32_t *pages; /* unpack recv: bounce page of each 4 KiB of the part (buf unused) */
 } tpx_sock_part_t;
 
 typedef struct tpx_sock_conn {
@@ -261,6 +271,9 @@ typedef struct tpx_sock_conn {
   int dead; /* tpx code once the socket failed */
 } tpx_sock_conn_t;
 
+struct tpx_sock_upk;
+struct tpx_sock_stage;
+
 typedef struct tpx_sock_comm {
   tpx_sock_net_t *sn;
   int kind; /* TPX_SK_SEND or TPX_SK_RECV */
@@ -276,12 +289,17 @@ typedef struct tpx_sock_comm {
   /* caller side */
   pthread_mutex_t mu;
   uint64_t tail;           /* oldest request not yet released */
+  uint64_t thead;          /* strict: oldest request test has not reported done */
   unsigned misses;         /* consecutive tests that found nothing done */
   _Atomic uint64_t posted; /* next sequence number */
   /* any thread */
   _Atomic int peer_closed; /* a socket saw FIN / RST / error */
   _Atomic int errset;      /* 0, 1 = being written, 2 = errmsg valid */
   char errmsg[256];
+  /* unpack mode */
+  struct tpx_sock_upk *upk;     /* recv comms: bounce pool and metadata */
+  struct tpx_sock_stage *stage; /* send comms: pinned staging of CUDA sends (lazy) */
+  uint64_t gpus_held;           /* GPUs this comm retained (bit per device) */
   tpx_sock_req_t reqs[TPX_SOCK_RING];
 } tpx_sock_comm_t;
 
@@ -338,9 +356,74 @@ typedef struct tpx_sock_mr {
   char *base;
   size_t size;
   int type;
+  int gpu; /* TPX_PTR_CUDA: the GPU owning the memory */
 } tpx_sock_mr_t;
 /* Check that [data, data+size) lies in memory handle mh (NULL mh: no check). */
 int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn);
+
+/* ---- unpack mode (unpack.c) ------------------------------------------------ */
+
+#define TPX_SOCK_PAGE 4096u
+/* One request holds at most 2048 fragments of 4 KiB (the TCPX plugin's limit). */
+#define TPX_SOCK_UNPACK_MAX_MSG ((size_t)TPX_UNPACK_MAX_FRAGS * TPX_SOCK_PAGE)
+/* Page iovecs per recvmsg: 1 MiB per call at most. */
+#define TPX_SOCK_UNPACK_IOV 256
+
+typedef struct tpx_sock_upk {
+  int gpu;                /* GPU whose context pinned the memory; -1: ordinary host memory */
+  char *bounce;           /* pool, host address */
+  void *bounce_dev;       /* the same as kernels address it (published in the device handle) */
+  size_t bounce_bytes;    /* npages * 4 KiB */
+  uint32_t npages;
+  char *meta_mem;         /* one allocation: the metadata block, then the device handle */
+  tpx_unpack_meta_block_t *meta;
+  tpx_unpack_dev_handle_t *dh; /* host address of the 24-byte {meta, bounce_buf, head} */
+  void *meta_dev, *dh_dev;     /* their device addresses */
+  /* page allocator: a FIFO of free page numbers, shuffled at creation */
+  pthread_mutex_t mu;
+  uint32_t *freeq;
+  uint32_t fq_head, fq_count;
+  int waiting;    /* the control thread stalled for pages: kick it when some return */
+  uint64_t stalls; /* times it stalled (tests, debug) */
+  /* per slot (k-th receive -> slot k % 16): pages held and their numbers */
+  uint32_t npg[TPX_UNPACK_SLOTS];
+  uint32_t pages[TPX_UNPACK_SLOTS][TPX_UNPACK_MAX_FRAGS];
+} tpx_sock_upk_t;
+
+typedef struct tpx_sock_stage {
+  int gpu;    /* context that allocated buf */
+  char *buf;  /* pinned ring */
+  size_t bytes;
+  uint64_t alloc_pos, free_pos; /* monotonic ring positions */
+} tpx_sock_stage_t;
+
+/* Recv comm: create / free the bounce pool and metadata. */
+int tpx_sock_upk_create(tpx_sock_comm_t *m);
+void tpx_sock_upk_destroy(tpx_sock_comm_t *m);
+/* Control thread, header of receive `seq` read: take pages for `keep`
+ * bytes and write the slot's entries. 0 = done, 1 = not enough free pages
+ * (nothing changed; the comm's control conn is kicked when pages return). */
+int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep);
+/* Read bytes [from, to) of a run of pages (4 KiB each, from page 0 of
+ * `pages`) with one recvmsg. Returns what recvmsg returns. */
+ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
+                          size_t to);
+/* test(): receive `seq` is complete: publish cnt[slot] (release). */
+void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq);
+/* Receive `seq` released (consumed or failed): its pages go back. */
+void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq);
+/* accept: fill the caller's device handle. */
+void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d);
+/* isend from CUDA memory on `gpu`: copy into the comm's staging ring. 0 with
+ * *out = the staged copy, 1 = no room now (retry after sends complete), or an
+ * error. Sets r->stage_end. */
+int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const void *src,
+                        size_t size, void **out);
+void tpx_sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r);
+/* Comm teardown: staging and GPU references. */
+void tpx_sock_gpu_fini(tpx_sock_comm_t *m);
+/* ops of unpack mode (irecv_consumed in comm.c, get_device_mr in sock.c) */
+int tpx_sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request);
 
 /* Acquire / release the device's I/O pool. */
 int tpx_sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);

@@ -1,0 +1,330 @@
+/* Unpack mode of the built-in transport (TPX_SOCK_UNPACK=1): the receive
+ * contract of the GPUDirect-TCPX plugin (spec/tcpx.md, docs/UNPACK.md).
+ *
+ * Receive side. Each recv comm owns a bounce pool of 4 KiB pages and a
+ * metadata block {loadMeta mem[16][2048]; u64 cnt[16]}. When the control
+ * thread has read the header of the k-th message it takes the pages for the
+ * bytes the receive keeps from a FIFO of free pages (shuffled once, so a
+ * message's pages are scattered, as devmem pages are) and writes the slot's
+ * entries (slot k % 16). The data threads read straight into those pages with
+ * one recvmsg over many page iovecs. test() publishes cnt[slot] after a
+ * release fence once every byte is in; the pages and the slot come back only
+ * with irecvConsumed. If the pool runs dry the control thread stops reading
+ * that comm (its bytes wait in the kernel, TCP flow control holds the
+ * sender) and irecvConsumed kicks it again: no spinning.
+ *
+ * With a usable GPU the pool and the metadata are pinned host memory mapped
+ * into the GPU (cudaHostAllocMapped | Portable), so one kernel can gather the
+ * pages into device memory over PCIe; without one they are ordinary host
+ * memory and the consumer gathers with the CPU (tpx_unpack_cpu).
+ *
+ * Send side. Sends from CUDA memory are copied into a pinned staging ring of
+ * the send comm (device -> host) before their bytes go on the wire.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "cuda/gpu.h"
+#include "sock/sock.h"
+
+#define META_BYTES (sizeof(tpx_unpack_meta_block_t))
+/* The device handle sits right after the metadata block, 64-byte aligned. */
+#define DH_OFFSET ((META_BYTES + 63) & ~(size_t)63)
+#define META_ALLOC (DH_OFFSET + 64)
+
+static inline uint32_t slot_of(uint64_t seq) {
+  return (uint32_t)(seq % TPX_UNPACK_SLOTS);
+}
+
+/* ---- memory --------------------------------------------------------------------- */
+
+static int mem_alloc(int gpu, size_t bytes, char **out, const char *what) {
+  *out = NULL;
+  if (gpu >= 0) {
+    void *p = NULL;
+    int rc = tpx_gpu_host_alloc(gpu, bytes, &p);
+    if (rc != 0)
+      return tpx_err(rc, "sock unpack: pinned %s of %zu bytes on GPU %d: %s", what, bytes, gpu,
+                     tpx_last_error());
+    *out = p;
+    return 0;
+  }
+  void *p = aligned_alloc(TPX_SOCK_PAGE, (bytes + TPX_SOCK_PAGE - 1) & ~(size_t)(TPX_SOCK_PAGE - 1));
+  if (p == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: %s of %zu bytes: out of memory", what, bytes);
+  *out = p;
+  return 0;
+}
+
+static void mem_free(int gpu, char *p) {
+  if (p == NULL) return;
+  if (gpu >= 0) {
+    if (tpx_gpu_host_free(gpu, p) != 0)
+      TPX_WARN("sock unpack: freeing pinned memory on GPU %d: %s", gpu, tpx_last_error());
+  } else {
+    free(p);
+  }
+}
+
+static int dev_addr(int gpu, char *host, void **dev) {
+  if (gpu < 0) {
+    *dev = host;
+    return 0;
+  }
+  return tpx_gpu_host_dev_ptr(gpu, host, dev);
+}
+
+/* Hold a reference on `gpu` for the comm (released by tpx_sock_gpu_fini). */
+static int hold_gpu(tpx_sock_comm_t *m, int gpu) {
+  if (gpu < 0 || gpu >= 64)
+    return tpx_err(TPX_EINVAL, "sock unpack: GPU %d outside 0..63", gpu);
+  if (m->gpus_held & (1ull << gpu)) return 0;
+  int rc = tpx_gpu_retain(gpu);
+  if (rc != 0) return rc;
+  m->gpus_held |= 1ull << gpu;
+  return 0;
+}
+
+/* ---- receive side: the pool ------------------------------------------------------- */
+
+int tpx_sock_upk_create(tpx_sock_comm_t *m) {
+  tpx_sock_net_t *sn = m->sn;
+  tpx_sock_upk_t *u = calloc(1, sizeof(*u));
+  if (u == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: out of memory for recv comm state");
+  pthread_mutex_init(&u->mu, NULL);
+  u->gpu = -1;
+  m->upk = u;
+  size_t bytes = sn->cfg.sock_bounce_bytes & ~(size_t)(TPX_SOCK_PAGE - 1);
+  if (bytes < TPX_SOCK_UNPACK_MAX_MSG || bytes > (4ull << 30))
+    return tpx_err(TPX_EINVAL,
+                   "sock unpack: bounce pool of %zu bytes: must hold one 8 MiB request and stay"
+                   " addressable by 32-bit offsets (8M..4G)",
+                   sn->cfg.sock_bounce_bytes);
+  int rc;
+  /* The pool lives in GPU 0's primary context: pinned portable mapped memory
+   * is addressable by every GPU at the same (UVA) address. */
+  if (sn->gpu_ok) {
+    if ((rc = hold_gpu(m, 0)) != 0) return rc;
+    u->gpu = 0;
+  }
+  u->bounce_bytes = bytes;
+  u->npages = (uint32_t)(bytes / TPX_SOCK_PAGE);
+  u->freeq = malloc((size_t)u->npages * sizeof(uint32_t));
+  if (u->freeq == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: out of memory for the page list");
+  if ((rc = mem_alloc(u->gpu, bytes, &u->bounce, "bounce pool")) != 0) return rc;
+  if ((rc = mem_alloc(u->gpu, META_ALLOC, &u->meta_mem, "metadata block")) != 0) return rc;
+  memset(u->meta_mem, 0, META_ALLOC);
+  u->meta = (tpx_unpack_meta_block_t *)(void *)u->meta_mem;
+  u->dh = (tpx_unpack_dev_handle_t *)(void *)(u->meta_mem + DH_OFFSET);
+  void *meta_dev = NULL;
+  if ((rc = dev_addr(u->gpu, u->bounce, &u->bounce_dev)) != 0 ||
+      (rc = dev_addr(u->gpu, u->meta_mem, &meta_dev)) != 0)
+    return rc;
+  u->meta_dev = meta_dev;
+  u->dh_dev = (char *)meta_dev + DH_OFFSET;
+  u->dh->meta = u->meta_dev;
+  u->dh->bounce_buf = u->bounce_dev;
+  u->dh->head = 0;
+  /* Shuffled free list (Fisher-Yates): a message's pages are scattered over
+   * the pool, never one contiguous run, like devmem pages. */
+  uint64_t x = tpx_sock_random(sn) | 1;
+  for (uint32_t i = 0; i < u->npages; i++)
+    u->freeq[i] = i;
+  for (uint32_t i = u->npages - 1; i > 0; i--) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    uint32_t j = (uint32_t)(x % ((uint64_t)i + 1));
+    uint32_t t = u->freeq[i];
+    u->freeq[i] = u->freeq[j];
+    u->freeq[j] = t;
+  }
+  u->fq_head = 0;
+  u->fq_count = u->npages;
+  TPX_DEBUG("sock unpack: recv comm with %s: %u bounce pages (%zu bytes) in %s", m->peer,
+            u->npages, bytes, u->gpu >= 0 ? "pinned mapped host memory" : "host memory");
+  return 0;
+}
+
+void tpx_sock_upk_destroy(tpx_sock_comm_t *m) {
+  tpx_sock_upk_t *u = m->upk;
+  if (u == NULL) return;
+  mem_free(u->gpu, u->bounce);
+  mem_free(u->gpu, u->meta_mem);
+  free(u->freeq);
+  pthread_mutex_destroy(&u->mu);
+  free(u);
+  m->upk = NULL;
+}
+
+int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep) {
+  tpx_sock_upk_t *u = m->upk;
+  uint32_t s = slot_of(seq);
+  uint32_t n = (uint32_t)((keep + TPX_SOCK_PAGE - 1) / TPX_SOCK_PAGE); /* <= 2048: irecv checks */
+  uint32_t *pg = u->pages[s];
+  pthread_mutex_lock(&u->mu);
+  if (u->fq_count < n) {
+    /* Under the lock that irecvConsumed takes to return pages: it sees the
+     * flag and kicks us, so the wake-up cannot be lost. */
+    u->waiting = 1;
+    u->stalls++;
+    pthread_mutex_unlock(&u->mu);
+    TPX_TRACE("sock unpack: recv comm %s: message %llu needs %u pages, %u free: waiting for"
+              " irecvConsumed",
+              m->peer, (unsigned long long)seq, n, u->fq_count);
+    return 1;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    pg[i] = u->freeq[u->fq_head];
+    u->fq_head = u->fq_head + 1 == u->npages ? 0 : u->fq_head + 1;
+  }
+  u->fq_count -= n;
+  pthread_mutex_unlock(&u->mu);
+  u->npg[s] = n;
+  /* The entries are written now, before the bytes: the consumer reads them
+   * only after cnt[s], which test() stores once the message is complete. */
+  tpx_unpack_meta_t *e = u->meta->mem[s];
+  for (uint32_t i = 0; i < n; i++) {
+    size_t off = (size_t)i * TPX_SOCK_PAGE;
+    e[i].src_off = pg[i] * TPX_SOCK_PAGE;
+    e[i].len = (uint32_t)TPX_MIN((size_t)TPX_SOCK_PAGE, keep - off);
+    e[i].dst_off = off;
+  }
+  return 0;
+}
+
+ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
+                          size_t to) {
+  struct iovec iov[TPX_SOCK_UNPACK_IOV];
+  int n = 0;
+  size_t pos = from;
+  while (pos < to) {
+    size_t in = pos % TPX_SOCK_PAGE;
+    size_t len = TPX_MIN((size_t)TPX_SOCK_PAGE - in, to - pos);
+    char *p = u->bounce + (size_t)pages[pos / TPX_SOCK_PAGE] * TPX_SOCK_PAGE + in;
+    if (n > 0 && (char *)iov[n - 1].iov_base + iov[n - 1].iov_len == p) {
+      iov[n - 1].iov_len += len; /* neighbouring pages: one iovec */
+    } else {
+      if (n == TPX_SOCK_UNPACK_IOV) break;
+      iov[n].iov_base = p;
+      iov[n].iov_len = len;
+      n++;
+    }
+    pos += len;
+  }
+  struct msghdr mh;
+  memset(&mh, 0, sizeof(mh));
+  mh.msg_iov = iov;
+  mh.msg_iovlen = (size_t)n;
+  return recvmsg(fd, &mh, MSG_DONTWAIT);
+}
+
+void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq) {
+  tpx_sock_upk_t *u = m->upk;
+  uint32_t s = slot_of(seq);
+  /* Entries (and the bytes) before the count, as the contract says. */
+  atomic_thread_fence(memory_order_release);
+  __atomic_store_n(&u->meta->cnt[s], (uint64_t)u->npg[s], __ATOMIC_RELEASE);
+}
+
+void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
+  tpx_sock_upk_t *u = m->upk;
+  uint32_t s = slot_of(seq);
+  uint32_t n = u->npg[s];
+  __atomic_store_n(&u->meta->cnt[s], (uint64_t)0, __ATOMIC_RELAXED);
+  u->npg[s] = 0;
+  int kick = 0;
+  pthread_mutex_lock(&u->mu);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t at = u->fq_head + u->fq_count;
+    if (at >= u->npages) at -= u->npages;
+    u->freeq[at] = u->pages[s][i];
+    u->fq_count++;
+  }
+  if (n > 0 && u->waiting) {
+    u->waiting = 0;
+    kick = 1;
+  }
+  pthread_mutex_unlock(&u->mu);
+  if (kick) tpx_sock_io_kick(&m->conns[0]);
+}
+
+void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d) {
+  /* Only the ncclNetDeviceHandle fields: the spare bytes belong to the caller. */
+  d->type = TPX_NET_DEV_UNPACK;
+  d->version = TPX_NET_UNPACK_VERSION;
+  d->handle = m->upk->dh_dev;
+  d->size = sizeof(tpx_unpack_dev_handle_t);
+  d->needs_proxy_progress = 1;
+}
+
+/* ---- send side: staging of CUDA sends -------------------------------------------------- */
+
+int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const void *src,
+                        size_t size, void **out) {
+  *out = NULL;
+  int rc = hold_gpu(m, gpu);
+  if (rc != 0)
+    return tpx_err(rc, "isend to %s: CUDA buffer %p on GPU %d: %s", m->peer, src, gpu,
+                   tpx_last_error());
+  tpx_sock_stage_t *st = m->stage;
+  if (st == NULL) {
+    st = calloc(1, sizeof(*st));
+    if (st == NULL) return tpx_err(TPX_ENOMEM, "isend: out of memory for the staging state");
+    st->gpu = gpu;
+    st->bytes = m->sn->cfg.sock_bounce_bytes & ~(size_t)63;
+    if ((rc = mem_alloc(gpu, st->bytes, &st->buf, "CUDA-send staging")) != 0) {
+      free(st);
+      return rc;
+    }
+    m->stage = st;
+    TPX_DEBUG("sock unpack: send comm to %s: %zu bytes of pinned staging for CUDA sends", m->peer,
+              st->bytes);
+  }
+  size_t need = (size + 63) & ~(size_t)63;
+  if (need > st->bytes)
+    return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %zu-byte staging",
+                   m->peer, size, st->bytes);
+  if (st->alloc_pos == st->free_pos) {
+    /* Empty: restart at the ring's start so any size up to the ring fits. */
+    uint64_t p = (st->alloc_pos + st->bytes - 1) / st->bytes * st->bytes;
+    st->alloc_pos = st->free_pos = p;
+  }
+  uint64_t pos = st->alloc_pos;
+  size_t off = (size_t)(pos % st->bytes);
+  if (off + need > st->bytes) { /* no wrap inside a message: skip the tail */
+    pos += st->bytes - off;
+    off = 0;
+  }
+  if (pos + need - st->free_pos > st->bytes) return 1; /* full until earlier sends complete */
+  rc = tpx_gpu_memcpy(gpu, st->buf + off, src, size);
+  if (rc != 0)
+    return tpx_err(rc, "isend to %s: copying %zu bytes from GPU %d: %s", m->peer, size, gpu,
+                   tpx_last_error());
+  st->alloc_pos = pos + need;
+  r->stage_end = st->alloc_pos;
+  *out = st->buf + off;
+  return 0;
+}
+
+void tpx_sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+  /* Sends release in FIFO order (strict rules), so the ring frees in order. */
+  if (m->stage && r->stage_end > m->stage->free_pos) m->stage->free_pos = r->stage_end;
+  r->stage_end = 0;
+}
+
+void tpx_sock_gpu_fini(tpx_sock_comm_t *m) {
+  if (m->stage) {
+    mem_free(m->stage->gpu, m->stage->buf);
+    free(m->stage);
+    m->stage = NULL;
+  }
+  for (int g = 0; g < 64; g++)
+    if (m->gpus_held & (1ull << g)) (void)tpx_gpu_release(g);
+  m->gpus_held = 0;
+}
