@@ -344,6 +344,17 @@ static void *progress_main(void *arg) {
  * Drives progress itself when there is no progress thread. */
 int ep_wait_until(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline) {
   unsigned spins = 0;
+  if (ep->thread_on && !pred(ep, arg)) {
+    /* Short answers (a notification, a peer's reply) come faster than a
+     * sleep/wake-up: spin briefly, yielding the CPU, before sleeping. */
+    uint64_t until = tpx_now_ns() + WAIT_SPIN_NS;
+    while (tpx_now_ns() < until && tpx_now_ns() < deadline) {
+      pthread_mutex_unlock(&ep->lock);
+      sched_yield();
+      pthread_mutex_lock(&ep->lock);
+      if (pred(ep, arg)) break;
+    }
+  }
   if (ep->thread_on) ep->waiters++;
   int ok;
   while (!(ok = pred(ep, arg))) {

@@ -347,4 +347,8 @@ void xfer_release_all(tpx_endpoint_t *ep);
 
 static inline uint64_t ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
 
+/* Blocking waits with a progress thread spin (yielding) this long before
+ * sleeping on the condition variable. */
+#define WAIT_SPIN_NS 50000ull
+
 #endif
