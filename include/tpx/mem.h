@@ -38,8 +38,9 @@ enum tpx_access { TPX_ACCESS_READ = 0x1, TPX_ACCESS_WRITE = 0x2 };
 typedef struct tpx_mem_desc {
   void *addr;
   size_t len;           /* > 0 */
-  tpx_mem_type_t type;  /* TPX_MEM_CUDA: not supported by this build yet (TPX_ENOTSUP) */
-  int device;           /* CUDA device ordinal for TPX_MEM_CUDA, else ignored */
+  tpx_mem_type_t type;  /* TPX_MEM_CUDA: device memory (cudaMalloc); TPX_ENOTSUP in builds
+                           without CUDA or without a usable GPU */
+  int device;           /* CUDA device ordinal for TPX_MEM_CUDA (-1: the pointer's own), else ignored */
   unsigned access;      /* TPX_ACCESS_* bits granted to remote peers */
 } tpx_mem_desc_t;
 

@@ -322,7 +322,8 @@ static void test_args(void **state) {
   char buf[64];
   tpx_mem_t *m;
   tpx_mem_desc_t d = {buf, sizeof(buf), TPX_MEM_CUDA, 0, 0};
-  assert_int_equal(tpx_mem_register(ep, &d, &m), TPX_ENOTSUP);
+  int rc = tpx_mem_register(ep, &d, &m); /* a host buffer claimed as CUDA memory */
+  assert_true(rc == TPX_ENOTSUP || rc == TPX_EINVAL); /* no CUDA in this build / not device memory */
   d.type = TPX_MEM_HOST;
   d.len = 0;
   assert_int_equal(tpx_mem_register(ep, &d, &m), TPX_EINVAL);
