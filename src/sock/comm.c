@@ -568,6 +568,7 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
     p->len = TPX_MIN(per, size - off);
     p->keep = p->len;
     p->seq = seq;
+    p->pages = NULL;
     atomic_store_explicit(&d->parts_head, head + 1, memory_order_release);
   }
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
