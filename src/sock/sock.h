@@ -379,10 +379,10 @@ typedef struct tpx_sock_upk {
   tpx_unpack_meta_block_t *meta;
   tpx_unpack_dev_handle_t *dh; /* host address of the 24-byte {meta, bounce_buf, head} */
   void *meta_dev, *dh_dev;     /* their device addresses */
-  /* page allocator: a FIFO of free page numbers, shuffled at creation */
+  /* page allocator: a stack of free page numbers, shuffled at creation */
   pthread_mutex_t mu;
   uint32_t *freeq;
-  uint32_t fq_head, fq_count;
+  uint32_t fq_count;
   int waiting;    /* the control thread stalled for pages: kick it when some return */
   uint64_t stalls; /* times it stalled (tests, debug) */
   /* per slot (k-th receive -> slot k % 16): pages held and their numbers */

@@ -4,7 +4,7 @@
  * Receive side. Each recv comm owns a bounce pool of 4 KiB pages and a
  * metadata block {loadMeta mem[16][2048]; u64 cnt[16]}. When the control
  * thread has read the header of the k-th message it takes the pages for the
- * bytes the receive keeps from a FIFO of free pages (shuffled once, so a
+ * bytes the receive keeps from a stack of free pages (shuffled once, so a
  * message's pages are scattered, as devmem pages are) and writes the slot's
  * entries (slot k % 16). The data threads read straight into those pages with
  * one recvmsg over many page iovecs. test() publishes cnt[slot] after a
@@ -133,7 +133,10 @@ int tpx_sock_upk_create(tpx_sock_comm_t *m) {
   u->dh->bounce_buf = u->bounce_dev;
   u->dh->head = 0;
   /* Shuffled free list (Fisher-Yates): a message's pages are scattered over
-   * the pool, never one contiguous run, like devmem pages. */
+   * the pool, never one contiguous run, like devmem pages. It is a stack:
+   * the pages given back last are taken first, so the pages in use stay about
+   * the bytes in flight and warm in the CPU caches, instead of cycling
+   * through the whole pool. */
   uint64_t x = tpx_sock_random(sn) | 1;
   for (uint32_t i = 0; i < u->npages; i++)
     u->freeq[i] = i;
@@ -144,7 +147,6 @@ int tpx_sock_upk_create(tpx_sock_comm_t *m) {
     u->freeq[i] = u->freeq[j];
     u->freeq[j] = t;
   }
-  u->fq_head = 0;
   u->fq_count = u->npages;
   TPX_DEBUG("sock unpack: recv comm with %s: %u bounce pages (%zu bytes) in %s", m->peer,
             u->npages, bytes, u->gpu >= 0 ? "pinned mapped host memory" : "host memory");
@@ -179,10 +181,8 @@ int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep) {
               m->peer, (unsigned long long)seq, n, u->fq_count);
     return 1;
   }
-  for (uint32_t i = 0; i < n; i++) {
-    pg[i] = u->freeq[u->fq_head];
-    u->fq_head = u->fq_head + 1 == u->npages ? 0 : u->fq_head + 1;
-  }
+  for (uint32_t i = 0; i < n; i++)
+    pg[i] = u->freeq[u->fq_count - 1 - i];
   u->fq_count -= n;
   pthread_mutex_unlock(&u->mu);
   u->npg[s] = n;
@@ -240,12 +240,9 @@ void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
   u->npg[s] = 0;
   int kick = 0;
   pthread_mutex_lock(&u->mu);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t at = u->fq_head + u->fq_count;
-    if (at >= u->npages) at -= u->npages;
-    u->freeq[at] = u->pages[s][i];
-    u->fq_count++;
-  }
+  /* Pushed in reverse: the next taker gets them in the same (scattered) order. */
+  for (uint32_t i = n; i-- > 0;)
+    u->freeq[u->fq_count++] = u->pages[s][i];
   if (n > 0 && u->waiting) {
     u->waiting = 0;
     kick = 1;
