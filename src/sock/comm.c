@@ -513,7 +513,8 @@ static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size)
     return mr != NULL && mr->type == TPX_PTR_CUDA ? mr->gpu : -1;
   }
   int gpu = -1;
-  return tpx_gpu_is_device_ptr(data, &gpu) ? gpu : -1;
+  if (!tpx_gpu_is_device_ptr(data, &gpu)) return -1;
+  return gpu >= 0 ? gpu : 0; /* managed memory may name no GPU */
 }
 
 int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,

@@ -239,7 +239,7 @@ static int cuda_region(void *data, size_t size, int *gpu) {
        size > info.size - ((uintptr_t)data - (uintptr_t)info.base)))
     return tpx_err(TPX_EINVAL, "regMr: CUDA region %p + %zu runs past its allocation %p + %zu", data,
                    size, info.base, info.size);
-  *gpu = info.dev;
+  *gpu = info.dev >= 0 ? info.dev : 0; /* managed memory may name no GPU: any context copies it */
   return 0;
 }
 
