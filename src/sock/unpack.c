@@ -174,7 +174,7 @@ int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep) {
     /* Under the lock that irecvConsumed takes to return pages: it sees the
      * flag and kicks us, so the wake-up cannot be lost. */
     u->waiting = 1;
-    u->stalls++;
+    __atomic_fetch_add(&u->stalls, 1, __ATOMIC_RELAXED); /* read without the lock (tests) */
     pthread_mutex_unlock(&u->mu);
     TPX_TRACE("sock unpack: recv comm %s: message %llu needs %u pages, %u free: waiting for"
               " irecvConsumed",

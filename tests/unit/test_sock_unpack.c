@@ -531,7 +531,7 @@ static void test_pool_stall(void **state) {
   end = tpx_now_ns() + 5000000000ull;
   while (__atomic_load_n(&u->stalls, __ATOMIC_RELAXED) == 0 && tpx_now_ns() < end)
     usleep(1000);
-  assert_true(u->stalls > 0);
+  assert_true(__atomic_load_n(&u->stalls, __ATOMIC_RELAXED) > 0);
   double c0 = cpu_seconds();
   usleep(500 * 1000);
   double burnt = cpu_seconds() - c0;
