@@ -255,8 +255,8 @@ static int ctrl_parse(tpx_sock_conn_t *c, tpx_sock_req_t *r) {
       tpx_sock_part_t *p = &d->parts[head % TPX_SOCK_RING];
       p->req = r;
       p->buf = keep && u == NULL ? r->buf + off : NULL;
-      p->pages = keep && u != NULL ? u->pages[c->cseq % TPX_UNPACK_SLOTS] + off / TPX_SOCK_PAGE
-                                   : NULL;
+      p->pages =
+          keep && u != NULL ? u->pages[c->cseq % TPX_UNPACK_SLOTS] + off / TPX_SOCK_PAGE : NULL;
       p->len = len;
       p->keep = keep;
       p->seq = c->cseq;
@@ -385,7 +385,9 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
   TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s", kind_name(kind),
             (unsigned long long)m->token, peer, sn->devs[dev].name, nsocks,
             (unsigned long long)comm_id,
-            sn->unpack ? ", unpack" : m->strict ? ", strict" : "");
+            sn->unpack  ? ", unpack"
+            : m->strict ? ", strict"
+                        : "");
   *out = (void *)(uintptr_t)m->token;
   return 0;
 }
@@ -755,8 +757,7 @@ int tpx_sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request) {
   if (r->state != TPX_SR_DONE || (uint32_t)r->seq != seq32) {
     int inflight = r->state == TPX_SR_INFLIGHT && (uint32_t)r->seq == seq32;
     pthread_mutex_unlock(&m->mu);
-    return tpx_err(TPX_EINVAL,
-                   "irecvConsumed: request %u of recv comm from %s %s", seq32, m->peer,
+    return tpx_err(TPX_EINVAL, "irecvConsumed: request %u of recv comm from %s %s", seq32, m->peer,
                    inflight ? "has not been reported done by test yet"
                             : "is not held (already consumed, failed, or never posted)");
   }

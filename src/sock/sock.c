@@ -237,8 +237,8 @@ static int cuda_region(void *data, size_t size, int *gpu) {
   if (info.base != NULL && info.size > 0 &&
       ((uintptr_t)data - (uintptr_t)info.base > info.size ||
        size > info.size - ((uintptr_t)data - (uintptr_t)info.base)))
-    return tpx_err(TPX_EINVAL, "regMr: CUDA region %p + %zu runs past its allocation %p + %zu", data,
-                   size, info.base, info.size);
+    return tpx_err(TPX_EINVAL, "regMr: CUDA region %p + %zu runs past its allocation %p + %zu",
+                   data, size, info.base, info.size);
   *gpu = info.dev >= 0 ? info.dev : 0; /* managed memory may name no GPU: any context copies it */
   return 0;
 }
@@ -253,8 +253,7 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
   if (rc != 0) return rc;
   int cuda_ok = type == TPX_PTR_CUDA && sn->unpack && sn->gpu_ok;
   if ((type == TPX_PTR_CUDA && !cuda_ok) || type == TPX_PTR_DMABUF)
-    return tpx_err(TPX_ENOTSUP,
-                   "regMr: %s memory is not supported by the built-in transport%s",
+    return tpx_err(TPX_ENOTSUP, "regMr: %s memory is not supported by the built-in transport%s",
                    type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF",
                    type == TPX_PTR_CUDA ? (sn->unpack ? " (unpack mode, but no usable GPU)"
                                                       : " (host memory only; CUDA memory needs"
@@ -411,8 +410,8 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   if (cfg->nthreads < 1 || cfg->nthreads > TPX_SOCK_MAX_THREADS)
     return tpx_err(TPX_EINVAL, "sock: nthreads %d outside [1, %d]", cfg->nthreads,
                    TPX_SOCK_MAX_THREADS);
-  if (cfg->sock_unpack && (cfg->sock_bounce_bytes < TPX_SOCK_UNPACK_MAX_MSG ||
-                           cfg->sock_bounce_bytes > (4ull << 30)))
+  if (cfg->sock_unpack &&
+      (cfg->sock_bounce_bytes < TPX_SOCK_UNPACK_MAX_MSG || cfg->sock_bounce_bytes > (4ull << 30)))
     return tpx_err(TPX_EINVAL,
                    "sock: bounce pool of %zu bytes outside [8 MiB, 4 GiB] (one request of 2048"
                    " pages must fit; offsets are 32-bit)",
@@ -438,7 +437,8 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
     sn->gpu_ok = tpx_gpu_device_count(&ngpu) == 0 && ngpu > 0;
     TPX_INFO("sock: unpack mode (TCPX receive contract), bounce pool %zu bytes per recv comm in %s",
              cfg->sock_bounce_bytes,
-             sn->gpu_ok ? "pinned host memory mapped into the GPUs" : "host memory (no usable GPU)");
+             sn->gpu_ok ? "pinned host memory mapped into the GPUs"
+                        : "host memory (no usable GPU)");
   }
   sn->pub.ops = sn->unpack ? &sock_ops_unpack : &sock_ops;
   snprintf(sn->pub.name, sizeof(sn->pub.name), "tpx");

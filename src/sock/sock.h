@@ -221,7 +221,7 @@ typedef struct tpx_sock_req {
   char *buf;
   size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
-  uint8_t hdr[16]; /* send: the encoded message header */
+  uint8_t hdr[16];    /* send: the encoded message header */
   uint64_t stage_end; /* send from CUDA memory: staging ring position after it (0 = none) */
   /* written by I/O threads */
   size_t msg_size;     /* recv: size announced by the sender */
@@ -370,12 +370,12 @@ int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t siz
 #define TPX_SOCK_UNPACK_IOV 256
 
 typedef struct tpx_sock_upk {
-  int gpu;                /* GPU whose context pinned the memory; -1: ordinary host memory */
-  char *bounce;           /* pool, host address */
-  void *bounce_dev;       /* the same as kernels address it (published in the device handle) */
-  size_t bounce_bytes;    /* npages * 4 KiB */
+  int gpu;             /* GPU whose context pinned the memory; -1: ordinary host memory */
+  char *bounce;        /* pool, host address */
+  void *bounce_dev;    /* the same as kernels address it (published in the device handle) */
+  size_t bounce_bytes; /* npages * 4 KiB */
   uint32_t npages;
-  char *meta_mem;         /* one allocation: the metadata block, then the device handle */
+  char *meta_mem; /* one allocation: the metadata block, then the device handle */
   tpx_unpack_meta_block_t *meta;
   tpx_unpack_dev_handle_t *dh; /* host address of the 24-byte {meta, bounce_buf, head} */
   void *meta_dev, *dh_dev;     /* their device addresses */
@@ -383,7 +383,7 @@ typedef struct tpx_sock_upk {
   pthread_mutex_t mu;
   uint32_t *freeq;
   uint32_t fq_count;
-  int waiting;    /* the control thread stalled for pages: kick it when some return */
+  int waiting;     /* the control thread stalled for pages: kick it when some return */
   uint64_t stalls; /* times it stalled (tests, debug) */
   /* per slot (k-th receive -> slot k % 16): pages held and their numbers */
   uint32_t npg[TPX_UNPACK_SLOTS];
@@ -391,8 +391,8 @@ typedef struct tpx_sock_upk {
 } tpx_sock_upk_t;
 
 typedef struct tpx_sock_stage {
-  int gpu;    /* context that allocated buf */
-  char *buf;  /* pinned ring */
+  int gpu;   /* context that allocated buf */
+  char *buf; /* pinned ring */
   size_t bytes;
   uint64_t alloc_pos, free_pos; /* monotonic ring positions */
 } tpx_sock_stage_t;

@@ -57,8 +57,10 @@ static int mem_alloc(int gpu, size_t bytes, char **out, const char *what) {
     *out = p;
     return 0;
   }
-  void *p = aligned_alloc(TPX_SOCK_PAGE, (bytes + TPX_SOCK_PAGE - 1) & ~(size_t)(TPX_SOCK_PAGE - 1));
-  if (p == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: %s of %zu bytes: out of memory", what, bytes);
+  void *p =
+      aligned_alloc(TPX_SOCK_PAGE, (bytes + TPX_SOCK_PAGE - 1) & ~(size_t)(TPX_SOCK_PAGE - 1));
+  if (p == NULL)
+    return tpx_err(TPX_ENOMEM, "sock unpack: %s of %zu bytes: out of memory", what, bytes);
   *out = p;
   return 0;
 }
@@ -83,8 +85,7 @@ static int dev_addr(int gpu, char *host, void **dev) {
 
 /* Hold a reference on `gpu` for the comm (released by tpx_sock_gpu_fini). */
 static int hold_gpu(tpx_sock_comm_t *m, int gpu) {
-  if (gpu < 0 || gpu >= 64)
-    return tpx_err(TPX_EINVAL, "sock unpack: GPU %d outside 0..63", gpu);
+  if (gpu < 0 || gpu >= 64) return tpx_err(TPX_EINVAL, "sock unpack: GPU %d outside 0..63", gpu);
   if (m->gpus_held & (1ull << gpu)) return 0;
   int rc = tpx_gpu_retain(gpu);
   if (rc != 0) return rc;
@@ -148,8 +149,8 @@ int tpx_sock_upk_create(tpx_sock_comm_t *m) {
     u->freeq[j] = t;
   }
   u->fq_count = u->npages;
-  TPX_DEBUG("sock unpack: recv comm with %s: %u bounce pages (%zu bytes) in %s", m->peer,
-            u->npages, bytes, u->gpu >= 0 ? "pinned mapped host memory" : "host memory");
+  TPX_DEBUG("sock unpack: recv comm with %s: %u bounce pages (%zu bytes) in %s", m->peer, u->npages,
+            bytes, u->gpu >= 0 ? "pinned mapped host memory" : "host memory");
   return 0;
 }
 

@@ -198,8 +198,7 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
   MUST(tpx_gpu_release(rdev));
   free(host);
   free(got);
-  CHECK(tpx_gpu_ctx_retained() == 0, "primary contexts balanced (%d held)",
-        tpx_gpu_ctx_retained());
+  CHECK(tpx_gpu_ctx_retained() == 0, "primary contexts balanced (%d held)", tpx_gpu_ctx_retained());
 }
 
 int main(void) {

@@ -178,7 +178,8 @@ static uint32_t up_check_slot(up_link_t *l, uint64_t seq, size_t size, size_t ca
   memset(out, 0, kept ? kept : 1);
   assert_int_equal(tpx_unpack_cpu(out, cap, l->bounce, l->bounce_bytes, e, (uint32_t)cnt), 0);
   size_t bad = tu_check(out, kept, seed, off);
-  if (bad != SIZE_MAX) fail_msg("message %llu: byte %zu of %zu differs", (unsigned long long)seq, bad, kept);
+  if (bad != SIZE_MAX)
+    fail_msg("message %llu: byte %zu of %zu differs", (unsigned long long)seq, bad, kept);
   return (uint32_t)cnt;
 }
 
@@ -537,7 +538,8 @@ static void test_pool_stall(void **state) {
   double burnt = cpu_seconds() - c0;
   assert_int_equal(net->ops->test(net, rq[2], &done, NULL), 0);
   assert_int_equal(done, 0);
-  if (burnt > 0.2) fail_msg("transport used %.3f s of CPU in 0.5 s while stalled (spinning?)", burnt);
+  if (burnt > 0.2)
+    fail_msg("transport used %.3f s of CPU in 0.5 s while stalled (spinning?)", burnt);
   /* The held receives are intact. */
   uint32_t pg0[768];
   assert_int_equal(up_check_slot(&l, 0, sz, sz, NULL, out, 11, 0), 768);
