@@ -1,4 +1,4 @@
-/* tpx-bench: host-memory transfers through the engine.
+/* tpx-bench: transfers of host or GPU memory through the engine.
  *
  *   tpx-bench server [--port P] [--host ADDR]          serve one client, then exit
  *   tpx-bench client HOST [--port P]                    drive the transfers
@@ -7,6 +7,11 @@
  *   --size N (K/M/G suffixes, default 64M)  --iters N (20)  --warmup N (2)
  *   --op write|read|send (write)  --channels N  --chunk N  --latency (4 KiB
  *   one-way latency: ping-pong, round trip / 2; read: full round trip)
+ * Memory (each side chooses its own): --mem host|cuda (host)  --gpu N (0: the
+ *   GPU of the buffer and of the endpoint, whose control port is base + N);
+ *   loopback: --server-gpu N for the server's side (default: --gpu).
+ * Every bandwidth run ends with a byte-for-byte check of the destination
+ * ("[CHECK] ok"): the source holds a position-dependent pattern.
  *
  * Bandwidth is bytes moved per second by this one GPU/endpoint pair, GB = 1e9
  * bytes; with one pair per process "per GPU" and "total" are the same number.
@@ -18,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/gpu.h"
 #include "tpx/net.h"
 #include "tpx/tpx.h"
 
@@ -33,6 +39,9 @@ struct opts {
   size_t chunk;
   int latency;
   int size_set;
+  int cuda;       /* --mem cuda */
+  int gpu;        /* --gpu */
+  int server_gpu; /* loopback: --server-gpu (-1: same as --gpu) */
   tpx_net_t *net; /* loopback: one transport shared by both endpoints, like one process driving two GPUs */
 };
 
@@ -67,7 +76,8 @@ static void usage(void) {
           "usage: tpx-bench server [--port P] [--host ADDR]\n"
           "       tpx-bench client HOST [--port P] [options]\n"
           "       tpx-bench loopback [options]\n"
-          "options: --size N[K|M|G] --iters N --warmup N --op write|read|send --channels N --chunk N --latency\n");
+          "options: --size N[K|M|G] --iters N --warmup N --op write|read|send --channels N --chunk N --latency\n"
+          "         --mem host|cuda --gpu N --server-gpu N (loopback)\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
@@ -76,6 +86,7 @@ static int parse(int argc, char **argv, struct opts *o) {
   o->iters = 20;
   o->warmup = 2;
   o->op = TPX_OP_WRITE;
+  o->server_gpu = -1;
   if (argc < 2) return -1;
   o->mode = argv[1];
   int i = 2;
@@ -104,7 +115,12 @@ static int parse(int argc, char **argv, struct opts *o) {
     else if (strcmp(a, "--channels") == 0) o->channels = atoi(v);
     else if (strcmp(a, "--chunk") == 0) {
       if (parse_size(v, &o->chunk)) return -1;
-    } else if (strcmp(a, "--op") == 0) {
+    } else if (strcmp(a, "--mem") == 0) {
+      if (strcmp(v, "cuda") == 0) o->cuda = 1;
+      else if (strcmp(v, "host") != 0) return -1;
+    } else if (strcmp(a, "--gpu") == 0) o->gpu = atoi(v);
+    else if (strcmp(a, "--server-gpu") == 0) o->server_gpu = atoi(v);
+    else if (strcmp(a, "--op") == 0) {
       if (strcmp(v, "write") == 0) o->op = TPX_OP_WRITE;
       else if (strcmp(v, "read") == 0) o->op = TPX_OP_READ;
       else if (strcmp(v, "send") == 0) o->op = TPX_OP_SEND;
@@ -112,9 +128,84 @@ static int parse(int argc, char **argv, struct opts *o) {
     } else return -1;
   }
   if (o->latency && !o->size_set) o->size = 4096;
-  if (o->iters < 1 || o->warmup < 0 || o->size == 0) return -1;
+  if (o->iters < 1 || o->warmup < 0 || o->size == 0 || o->gpu < 0) return -1;
   return 0;
 }
+
+/* ---- buffers: host (page aligned) or GPU (cudaMalloc through cuda/gpu.h) ---- */
+struct bbuf {
+  void *p;
+  size_t len;
+  int cuda, gpu;
+};
+
+static uint8_t pat(size_t i, unsigned seed) { return (uint8_t)((i * 131u) ^ (i >> 12) ^ (seed * 77u)); }
+
+/* Allocate len bytes filled with pattern `seed`. */
+static int bbuf_alloc(struct bbuf *b, size_t len, int cuda, int gpu, unsigned seed) {
+  memset(b, 0, sizeof(*b));
+  b->len = len;
+  b->cuda = cuda;
+  b->gpu = gpu;
+  uint8_t *h = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+  if (!h) return TPX_ENOMEM;
+  for (size_t i = 0; i < len; i++) h[i] = pat(i, seed);
+  if (!cuda) {
+    b->p = h;
+    return 0;
+  }
+  int rc = tpx_gpu_retain(gpu); /* ours, released in bbuf_free */
+  if (rc == 0 && (rc = tpx_gpu_malloc(gpu, len, &b->p)) == 0) rc = tpx_gpu_memcpy(gpu, b->p, h, len);
+  free(h);
+  if (rc) {
+    if (b->p) tpx_gpu_free(gpu, b->p);
+    b->p = NULL;
+    if (rc != TPX_ENOTSUP || tpx_gpu_ctx_refs(gpu) > 0) tpx_gpu_release(gpu);
+    return rc;
+  }
+  return 0;
+}
+
+static void bbuf_free(struct bbuf *b) {
+  if (!b->p) return;
+  if (b->cuda) {
+    tpx_gpu_free(b->gpu, b->p);
+    tpx_gpu_release(b->gpu);
+  } else {
+    free(b->p);
+  }
+  b->p = NULL;
+}
+
+/* 0 when the buffer holds pattern `seed` throughout. */
+static int bbuf_check(const struct bbuf *b, unsigned seed, const char *who) {
+  const uint8_t *h = b->p;
+  uint8_t *tmp = NULL;
+  if (b->cuda) {
+    tmp = malloc(b->len);
+    if (!tmp || tpx_gpu_memcpy(b->gpu, tmp, b->p, b->len) != 0) {
+      free(tmp);
+      printf("[CHECK] %s: cannot read the GPU buffer back: %s\n", who, tpx_last_error());
+      return -1;
+    }
+    h = tmp;
+  }
+  size_t bad = b->len;
+  for (size_t i = 0; i < b->len; i++)
+    if (h[i] != pat(i, seed)) {
+      bad = i;
+      break;
+    }
+  free(tmp);
+  if (bad < b->len) {
+    printf("[CHECK] %s: MISMATCH at byte %zu of %zu\n", who, bad, b->len);
+    return -1;
+  }
+  printf("[CHECK] %s: ok, %zu bytes intact (%s memory)\n", who, b->len, b->cuda ? "GPU" : "host");
+  return 0;
+}
+
+static const char *mem_name(const struct bbuf *b) { return b->cuda ? "cuda" : "host"; }
 
 static void make_cfg(const struct opts *o, tpx_config_t *cfg) {
   tpx_config_from_env(cfg);
@@ -154,6 +245,8 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
   p.cfg = &cfg;
   p.name = "bench-server";
   p.net = o->net;
+  const int sgpu = o->server_gpu >= 0 ? o->server_gpu : o->gpu;
+  p.gpu = sgpu;
   p.port = o->port;
   p.listen_host = o->listen_host;
   tpx_endpoint_t *ep = NULL;
@@ -172,7 +265,7 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
   if (rc) return die("accept", rc);
   tpx_notif_t n;
   int ret = 1;
-  void *buf = NULL;
+  struct bbuf sb = {0};
   tpx_mem_t *mem = NULL;
   tpx_rmem_t *cli = NULL;
   if (wait_notif(ep, &n, "configuration")) goto out;
@@ -186,13 +279,14 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
     die("client descriptor", rc);
     goto out;
   }
-  buf = aligned_alloc(4096, (c.size + 4095) & ~(size_t)4095);
-  if (!buf) {
-    fprintf(stderr, "tpx-bench: cannot allocate %zu bytes\n", c.size);
+  if ((rc = bbuf_alloc(&sb, c.size, o->cuda, sgpu, 2))) {
+    fprintf(stderr, "tpx-bench: cannot allocate %zu bytes of %s memory: %s\n", c.size, o->cuda ? "GPU" : "host",
+            tpx_last_error());
     goto out;
   }
-  memset(buf, 0x5a, c.size);
-  tpx_mem_desc_t d = {buf, c.size, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
+  if (!ready_ep && sb.cuda) printf("[SERVER] buffer in GPU %d memory\n", sgpu);
+  tpx_mem_desc_t d = {sb.p, c.size, sb.cuda ? TPX_MEM_CUDA : TPX_MEM_HOST, sgpu,
+                      TPX_ACCESS_READ | TPX_ACCESS_WRITE};
   if ((rc = tpx_mem_register(ep, &d, &mem))) {
     die("register", rc);
     goto out;
@@ -243,6 +337,9 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
     tpx_xfer_free(w);
   }
   if (wait_notif(ep, &n, "done") == 0) ret = 0;
+  /* The client's data landed in our buffer: check every byte. */
+  if (ret == 0 && !c.latency && (c.op == TPX_OP_WRITE || c.op == TPX_OP_SEND) && bbuf_check(&sb, 1, "server"))
+    ret = 1;
 out:
   if (mem) {
     tpx_peer_close(peer);
@@ -251,8 +348,8 @@ out:
   }
   tpx_peer_close(peer);
   tpx_rmem_free(cli);
-  free(buf);
   tpx_endpoint_destroy(ep);
+  bbuf_free(&sb);
   return ret;
 }
 
@@ -270,6 +367,7 @@ static int run_client(const struct opts *o, const char *host, int port) {
   p.cfg = &cfg;
   p.name = "bench-client";
   p.net = o->net;
+  p.gpu = o->gpu;
   p.no_listen = 1;
   tpx_endpoint_t *ep = NULL;
   int rc = tpx_endpoint_create(&p, &ep);
@@ -277,20 +375,20 @@ static int run_client(const struct opts *o, const char *host, int port) {
   if (port <= 0) port = cfg.port_base;
   tpx_peer_t *peer = NULL;
   int ret = 1;
-  void *buf = aligned_alloc(4096, (o->size + 4095) & ~(size_t)4095);
+  struct bbuf cb = {0};
   tpx_mem_t *mem = NULL;
   tpx_rmem_t *srv = NULL;
   double *t = calloc((size_t)o->iters, sizeof(double));
-  if (!buf || !t) {
-    fprintf(stderr, "tpx-bench: out of memory\n");
+  if (!t || (rc = bbuf_alloc(&cb, o->size, o->cuda, o->gpu, 1)) != 0) {
+    fprintf(stderr, "tpx-bench: cannot allocate %zu bytes of %s memory: %s\n", o->size, o->cuda ? "GPU" : "host",
+            tpx_last_error());
     goto out;
   }
-  memset(buf, 0xa5, o->size);
   if ((rc = tpx_connect(ep, host, port, &peer))) {
     die("connect", rc);
     goto out;
   }
-  tpx_mem_desc_t d = {buf, o->size, TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+  tpx_mem_desc_t d = {cb.p, o->size, cb.cuda ? TPX_MEM_CUDA : TPX_MEM_HOST, o->gpu, TPX_ACCESS_WRITE};
   if ((rc = tpx_mem_register(ep, &d, &mem))) {
     die("register", rc);
     goto out;
@@ -310,9 +408,9 @@ static int run_client(const struct opts *o, const char *host, int port) {
     fprintf(stderr, "tpx-bench: bad descriptor message\n");
     goto out;
   }
-  printf("[BENCH] op=%s size=%zu iters=%d channels=%d chunk=%zu transport=%s%s\n", op_name(o->op), o->size,
-         o->iters, tpx_peer_num_channels(peer), cfg.chunk_bytes, tpx_endpoint_transport(ep),
-         o->latency ? " latency" : "");
+  printf("[BENCH] op=%s size=%zu iters=%d channels=%d chunk=%zu transport=%s mem=%s gpu=%d peer_gpu=%d%s\n",
+         op_name(o->op), o->size, o->iters, tpx_peer_num_channels(peer), cfg.chunk_bytes,
+         tpx_endpoint_transport(ep), mem_name(&cb), o->gpu, tpx_peer_gpu(peer), o->latency ? " latency" : "");
   tpx_xfer_t *x = NULL, *r = NULL;
   tpx_iov_t v = {mem, 0, srv, 0, o->size};
   if (o->op == TPX_OP_WRITE) rc = tpx_xfer_prep_write(peer, &v, 1, o->latency ? "p" : NULL, o->latency, &x);
@@ -363,13 +461,15 @@ static int run_client(const struct opts *o, const char *host, int port) {
   fflush(stdout);
   tpx_notify(peer, "DONE", 4);
   ret = 0;
+  /* A read brought the server's data here: check every byte. */
+  if (!o->latency && o->op == TPX_OP_READ && bbuf_check(&cb, 2, "client")) ret = 1;
 out:
   tpx_peer_close(peer);
   if (mem) tpx_mem_deregister(mem);
   tpx_rmem_free(srv);
-  free(buf);
   free(t);
   tpx_endpoint_destroy(ep);
+  bbuf_free(&cb);
   return ret;
 }
 
@@ -394,8 +494,21 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  if (strcmp(o.mode, "server") == 0) return run_server(&o, NULL, NULL, NULL);
-  if (strcmp(o.mode, "client") == 0) return run_client(&o, o.host, o.port);
+  if (o.cuda) { /* fail before any connection rather than leave the other side waiting */
+    int ndev = 0;
+    tpx_gpu_device_count(&ndev);
+    int need = (o.server_gpu > o.gpu ? o.server_gpu : o.gpu) + 1;
+    if (ndev < need) {
+      fprintf(stderr, "tpx-bench: --mem cuda needs GPU %d, %d usable (%s)\n", need - 1, ndev,
+              ndev ? "no such device" : tpx_last_error());
+      return 1;
+    }
+  }
+  if (strcmp(o.mode, "server") == 0 || strcmp(o.mode, "client") == 0) {
+    int r = o.mode[0] == 's' ? run_server(&o, NULL, NULL, NULL) : run_client(&o, o.host, o.port);
+    if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx_gpu_ctx_retained());
+    return r;
+  }
   tpx_config_t cfg;
   make_cfg(&o, &cfg);
   if (!cfg.net_plugin[0] || strcmp(cfg.net_plugin, "tpx") == 0) {
@@ -421,5 +534,6 @@ int main(int argc, char **argv) {
   if (l.ep != (tpx_endpoint_t *)-1) rc = run_client(&o, "127.0.0.1", tpx_endpoint_port(l.ep));
   pthread_join(th, NULL);
   tpx_net_close(o.net);
+  if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx_gpu_ctx_retained());
   return rc ? rc : l.ret;
 }

@@ -51,7 +51,7 @@ int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   g->devs[dev] = d;
   if (g->pin_dev < 0) g->pin_dev = dev;
   TPX_INFO("endpoint %s: GPU %d ready for transfers (%s path)", g->ep->name, dev,
-           g->unpack ? "unpack" : g->cuda_ptr ? "direct" : "host staging");
+           g->unpack ? "unpack" : g->recv_stage ? "host staging" : "direct");
   *out = d;
   return 0;
 }
@@ -66,7 +66,7 @@ void gpu_thread_pin(struct gpu_ep *g) {
   if (tpx_gpu_set_device(g->pin_dev) == 0) pinned_for = g;
 }
 
-static int transport_regs_cuda(const struct gpu_ep *g) { return g->unpack || g->cuda_ptr; }
+static int transport_regs_cuda(const struct gpu_ep *g) { return g->unpack || !g->send_stage || !g->recv_stage; }
 
 int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post) {
   *reg_pre = *reg_post = 0;

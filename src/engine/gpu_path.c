@@ -34,13 +34,17 @@ int gpu_ep_init(tpx_endpoint_t *ep) {
   g->ep = ep;
   g->unpack = unpack;
   g->cuda_ptr = cuda_all;
+  g->send_stage = !cuda_all || ep->net->abi_version == 0;
+  g->recv_stage = !cuda_all && !unpack;
   g->unpack_mode = mode;
   g->pin_dev = -1;
   ep->gpath = g;
   if (unpack) ep->consume = gpu_consume_ops(); /* every receive lands in bounce pages */
   TPX_DEBUG("endpoint %s: GPU path: transport %s, %s%s", ep->name, ep->net->name,
-            unpack ? "UNPACK device offload, unpack " : cuda_all ? "takes CUDA pointers" : "host pointers only (staging)",
+            unpack ? "UNPACK device offload, unpack " : cuda_all ? "takes CUDA pointers" : "host pointers only",
             unpack ? tpx_unpack_mode_name(mode) : "");
+  TPX_DEBUG("endpoint %s: CUDA sends %s, CUDA receives %s", ep->name, g->send_stage ? "staged" : "direct",
+            unpack ? "unpacked" : g->recv_stage ? "staged" : "direct");
   return 0;
 }
 
@@ -101,9 +105,9 @@ int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_m
   int rc = gpu_cq_get(p, q, &gq);
   if (rc) return rc;
   stage_reclaim(gq, q);
-  if (unpack_recv || !cuda || g->cuda_ptr) return GPU_POST_DEFAULT; /* the transport takes the buffer itself */
-  if (q->is_recv) return stage_recv_prep(gq, m, len, data, mh);
-  return stage_send_prep(q, gq, l, data, mh);
+  if (!cuda) return GPU_POST_DEFAULT;
+  if (q->is_recv) return g->recv_stage ? stage_recv_prep(gq, m, len, data, mh) : GPU_POST_DEFAULT;
+  return g->send_stage ? stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;
 }
 
 void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len, int prep) {
@@ -126,7 +130,7 @@ void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t
 
 void gpu_cq_ahead(struct tpx_peer *p, struct cq *q) {
   struct gpu_cq *gq = q->gpu;
-  if (!gq || q->is_recv || !gq->arena || p->ep->gpath->cuda_ptr) return;
+  if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;
   stage_reclaim(gq, q);
   (void)stage_ahead(q, gq, 0); /* errors come back through the next post */
 }

@@ -27,7 +27,10 @@ struct gpu_dev {
 struct gpu_ep {
   tpx_endpoint_t *ep;
   int unpack;      /* UNPACK transport (TCPX, or our emulation) */
-  int cuda_ptr;    /* transport takes CUDA pointers: no staging */
+  int cuda_ptr;    /* transport takes CUDA pointers */
+  int send_stage;  /* CUDA sends go through our staging (host-only transports, and the
+                      built-in one, whose own CUDA sends copy synchronously) */
+  int recv_stage;  /* CUDA receives go through our staging (host-only, not UNPACK) */
   int unpack_mode; /* TPX_UNPACK_* from cfg.unpack */
   int pin_dev;     /* GPU the progress thread keeps current (-1: none yet) */
   struct gpu_dev *devs[TPX_GPU_MAX_DEVICES];
