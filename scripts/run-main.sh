@@ -1,10 +1,15 @@
 #!/bin/sh
-# The main job: a loopback transfer benchmark on the built-in transport.
-# GPU memory when a GPU is present, host memory otherwise.
+# The main job: a loopback transfer benchmark through the engine on the
+# built-in transport (64 MiB writes). GPU memory when a GPU is present and the
+# build has CUDA, host memory otherwise. Extra arguments go to tpx-bench.
 set -eu
 build="${1:-build}"
+[ $# -gt 0 ] && shift
 export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
-if [ -x "$build/tpx-bench" ]; then
-  exec "$build/tpx-bench" loopback
+mem=host
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU 0' &&
+  grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=/' "$build/CMakeCache.txt" 2>/dev/null; then
+  mem=cuda
 fi
-exec "$build/tpx-netbench" --size 64M --iters 20
+echo "tpx-bench loopback: $mem memory, built-in transport over lo"
+exec "$build/tpx-bench" loopback --mem "$mem" "$@"
