@@ -8,7 +8,7 @@ build="${1:-build}"
 export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
 mem=host
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU 0' &&
-  grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=/' "$build/CMakeCache.txt" 2>/dev/null; then
+  grep -q '^TPX_CUDA_BUILT:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   mem=cuda
 fi
 echo "tpx-bench loopback: $mem memory, built-in transport over lo"
