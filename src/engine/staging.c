@@ -23,8 +23,12 @@
 static int arena_setup(struct gpu_cq *gq, int dev) {
   if (gq->arena) return 0;
   if (!gq->comm) return tpx_err(TPX_ECLOSED, "channel %d: comm closed", gq->ch);
-  uint64_t sz = gq->g->ep->cfg.staging_bytes;
-  if (sz < 2ull * WIRE_MAX_CHUNK) sz = 2ull * WIRE_MAX_CHUNK; /* any chunk fits, twice */
+  /* TPX_STAGING_BYTES is the floor; a full window of chunks fits, and any
+   * chunk (the peer's size may differ from ours) twice. */
+  tpx_endpoint_t *ep = gq->g->ep;
+  uint64_t sz = ep->cfg.staging_bytes, win = (uint64_t)ep->window * ep->cfg.chunk_bytes;
+  if (sz < win) sz = win < (256ull << 20) ? win : (256ull << 20);
+  if (sz < 2ull * WIRE_MAX_CHUNK) sz = 2ull * WIRE_MAX_CHUNK;
   if (sz > ARENA_MAX) sz = ARENA_MAX;
   sz = (sz + GPU_PAGE - 1) & ~(uint64_t)(GPU_PAGE - 1);
   void *a = NULL;

@@ -2,16 +2,24 @@
 # One-command GPU test run for a machine with an NVIDIA GPU:
 #   build with CUDA -> GPU layer test (context balance, pointers, events)
 #   -> unpack correctness (all modes, byte for byte) -> compute-sanitizer
-#   memcheck on the unpack test -> unpack benchmark.
+#   memcheck on the unpack test -> unpack benchmark -> the engine's GPU path
+#   between two processes (staging and every unpack mode, one and two GPUs,
+#   chunks 4 KiB..4 MiB) -> the built-in transport's unpack mode on the GPU
+#   -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
+#   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
 #
 # Environment:
-#   OUT         folder for the logs (default: <build>/gpu-logs); one log per
-#               step plus summary.txt
+#   OUT         folder for the results: summary.txt, logs.tar.gz (every step's
+#               log; the device tool brings back at most 8 files) and
+#               gpubench.txt (the benchmark table). Without OUT the logs
+#               stay unpacked in <build>/gpu-logs.
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
-#   STEPS       space-separated subset of: ctx unpack memcheck bench
+#   STEPS       space-separated subset of: ctx unpack memcheck bench engine
+#               sockunpack memcheck_engine gpubench
+#   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
 #
 # Adding a step: write a function step_<name> below and append <name> to
 # ALL_STEPS; build its target in TARGETS. Keep the number of log files small
@@ -20,12 +28,24 @@ set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
-LOGS=${OUT:-$BUILD/gpu-logs}
-ALL_STEPS="ctx unpack memcheck bench"
+LOGS=$BUILD/gpu-logs
+ALL_STEPS="ctx unpack memcheck bench engine sockunpack memcheck_engine gpubench"
 STEPS=${STEPS:-$ALL_STEPS}
-TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench"
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu tpx-bench"
+[ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
+rm -rf "$LOGS"
 mkdir -p "$LOGS"
+[ -n "${OUT:-}" ] && mkdir -p "$OUT"
 SUMMARY=$LOGS/summary.txt
+# Results to $OUT in three files, however the run ends.
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null || true
+  cp "$SUMMARY" "$OUT/summary.txt" 2>/dev/null || true
+  if [ -f "$LOGS/gpubench/summary.txt" ]; then cp "$LOGS/gpubench/summary.txt" "$OUT/gpubench.txt"; fi
+  return 0
+}
+trap pack EXIT
 : >"$SUMMARY"
 
 export PATH=$PATH:/usr/local/cuda/bin
@@ -71,6 +91,44 @@ step_memcheck() {
   # every mode, every misalignment and fragments at both buffer ends.
   run_step memcheck 240 "$cs" --tool memcheck --leak-check full --error-exitcode 3 \
     "$BUILD/tests/gpu/test_unpack_gpu" --quick
+}
+
+# The engine between two processes: every path x GPU pair x chunk size.
+step_engine() {
+  if [ "${GPU_QUICK:-0}" = 1 ]; then
+    run_step engine 200 "$BUILD/tests/gpu/test_engine_gpu" --quick
+  else
+    run_step engine 300 "$BUILD/tests/gpu/test_engine_gpu"
+  fi
+}
+
+step_sockunpack() {
+  if [ -x "$BUILD/tests/gpu/test_sock_unpack_gpu" ]; then
+    run_step sockunpack 120 "$BUILD/tests/gpu/test_sock_unpack_gpu"
+  else
+    note "SKIP  sockunpack (not built)"
+  fi
+}
+
+# The unpack kernels as the engine drives them (one process, two endpoints).
+step_memcheck_engine() {
+  local cs
+  cs=$(command -v compute-sanitizer || true)
+  [ -n "$cs" ] || { note "FAIL  memcheck_engine (compute-sanitizer not found)"; failed=1; return 1; }
+  run_step memcheck_engine 240 "$cs" --tool memcheck --error-exitcode 3 --target-processes all \
+    "$BUILD/tests/gpu/test_engine_gpu" --one-process-only --only kernel
+}
+
+step_gpubench() {
+  local n
+  n=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$n" -lt 2 ]; then
+    note "SKIP  gpubench (needs 2 GPUs, $n present)"
+    return 0
+  fi
+  run_step gpubench 400 "$ROOT/bench/gpu_engine_compare.sh" --build "$BUILD" --out "$LOGS/gpubench" \
+    --set "${BENCH_SET:-final}"
+  [ -f "$LOGS/gpubench/summary.txt" ] && cat "$LOGS/gpubench/summary.txt" >>"$SUMMARY"
 }
 
 step_bench() {
