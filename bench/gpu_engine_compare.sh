@@ -92,7 +92,7 @@ esac
 
 fail=0
 port=$((24000 + RANDOM % 2000))
-echo "config,size,op,gbps,check" >"$out/results.csv"
+echo "config,size,op,gbps,check,client_cpu_s_per_gb,client_cores,server_cpu_s_per_gb,server_cores" >"$out/results.csv"
 
 # run_one NAME ENV MEM SIZE ITERS WARMUP OP
 run_one() {
@@ -118,8 +118,15 @@ run_one() {
     fail=1
     bw=""
   fi
-  printf '%-22s %5s %-5s %8s GB/s  check %s\n' "$name" "$size" "$op" "${bw:-failed}" "$check"
-  echo "$name,$size,$op,${bw:-},$check" >>"$out/results.csv"
+  # [CPU] who: U s user + S s system per GB, C cores busy on average
+  local cc ss
+  cc=$(sed -n 's/^\[CPU\] client: \([0-9.]*\) s user + \([0-9.]*\) s system per GB, \([0-9.]*\) cores.*/\1 \2 \3/p' "$log")
+  ss=$(sed -n 's/^\[CPU\] server: \([0-9.]*\) s user + \([0-9.]*\) s system per GB, \([0-9.]*\) cores.*/\1 \2 \3/p' "$slog")
+  local cpu
+  cpu=$(echo "$cc $ss" | awk 'NF==6 {printf "%.3f,%.2f,%.3f,%.2f", $1+$2, $3, $4+$5, $6} NF!=6 {printf ",,,"}')
+  printf '%-22s %5s %-5s %8s GB/s  check %s  cpu s/GB,cores client/server %s\n' "$name" "$size" "$op" \
+    "${bw:-failed}" "$check" "$cpu"
+  echo "$name,$size,$op,${bw:-},$check,$cpu" >>"$out/results.csv"
 }
 
 for c in "${configs[@]}"; do
@@ -149,7 +156,7 @@ if r:
     with open(csv, "a") as f:
         for x in r["timed"]:
             size = {64 << 20: "64M", 256 << 20: "256M"}.get(x["bytes"], str(x["bytes"]))
-            f.write(f"nccl-{t},{size},send,{x['gbps_per_gpu']:.2f},exact\n")
+            f.write(f"nccl-{t},{size},send,{x['gbps_per_gpu']:.2f},exact,,,,\n")
             print(f"{'nccl-' + t:<22} {size:>5} send  {x['gbps_per_gpu']:8.2f} GB/s  check exact")
 EOF
     else
@@ -183,6 +190,12 @@ for n in names:
     print(f"{n:<22} {f(a)} {f(b)}   {ratio(a, ref['64M']) + ' / ' + ratio(b, ref['256M']):>22}"
           f"  {ratio(a, ref0['64M']) + ' / ' + ratio(b, ref0['256M']):>15}")
 print("engine rows: one-sided write, complete when the target acknowledged (data in GPU 1 memory)")
+print()
+print("CPU per GB moved (user+system, all threads) and cores busy on average, 64 MiB writes:")
+for r in rows:
+    if r["op"] == "write" and r["size"] == "64M" and r["client_cpu_s_per_gb"]:
+        print(f"  {r['config']:<22} sender {float(r['client_cpu_s_per_gb']):.3f} s/GB ({r['client_cores']} cores)"
+              f"   receiver {float(r['server_cpu_s_per_gb']):.3f} s/GB ({r['server_cores']} cores, warm-up and waits included)")
 for r in rows:
     if r["op"] == "send" and not r["config"].startswith("nccl"):
         v = float(r["gbps"]) if r["gbps"] else None

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cuda/gpu.h"
@@ -49,6 +50,23 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* CPU seconds (user, system) of the whole process, every thread. */
+static void cpu_now(double *user, double *sys) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  *user = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6;
+  *sys = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* Where the time goes: CPU per GB moved and how many cores were busy. */
+static void cpu_report(const char *who, double u0, double s0, double wall_ms, double bytes) {
+  double u1, s1;
+  cpu_now(&u1, &s1);
+  if (wall_ms <= 0 || bytes <= 0) return;
+  printf("[CPU] %s: %.3f s user + %.3f s system per GB, %.2f cores busy on average\n", who,
+         (u1 - u0) / (bytes / 1e9), (s1 - s0) / (bytes / 1e9), (u1 - u0 + s1 - s0) / (wall_ms * 1e-3));
 }
 
 static int die(const char *what, int rc) {
@@ -299,6 +317,8 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
     goto out;
   }
   int total = c.iters + c.warmup;
+  double su0, ss0, st0 = now_ms();
+  cpu_now(&su0, &ss0);
   if (c.op == TPX_OP_SEND) {
     tpx_xfer_t *r = NULL, *s = NULL;
     if ((rc = tpx_xfer_prep_recv(peer, mem, 0, c.size, 1, &r)) ||
@@ -337,6 +357,8 @@ static int run_server(const struct opts *o, tpx_endpoint_t **ready_ep, pthread_m
     tpx_xfer_free(w);
   }
   if (wait_notif(ep, &n, "done") == 0) ret = 0;
+  if (ret == 0 && !c.latency) /* warm-up included: from our descriptor to the client's DONE */
+    cpu_report("server", su0, ss0, now_ms() - st0, (double)c.size * total);
   /* The client's data landed in our buffer: check every byte. */
   if (ret == 0 && !c.latency && (c.op == TPX_OP_WRITE || c.op == TPX_OP_SEND) && bbuf_check(&sb, 1, "server"))
     ret = 1;
@@ -424,7 +446,9 @@ static int run_client(const struct opts *o, const char *host, int port) {
     goto out;
   }
   int total = o->iters + o->warmup;
+  double cu0 = 0, cs0 = 0;
   for (int i = 0; i < total; i++) {
+    if (i == o->warmup) cpu_now(&cu0, &cs0);
     double t0 = now_ms();
     if (o->latency && r && (rc = tpx_xfer_post(r))) break;
     if ((rc = tpx_xfer_post(x))) break;
@@ -448,6 +472,7 @@ static int run_client(const struct opts *o, const char *host, int port) {
   double sum = 0;
   for (int i = 0; i < o->iters; i++) sum += t[i];
   double avg = sum / o->iters;
+  if (!o->latency) cpu_report("client", cu0, cs0, sum, (double)o->size * o->iters);
   if (o->latency) {
     qsort(t, (size_t)o->iters, sizeof(double), cmp_double);
     double div = o->op == TPX_OP_READ ? 1.0 : 2.0;

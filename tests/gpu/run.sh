@@ -20,6 +20,7 @@
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
 #               sockunpack memcheck_engine gpubench
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
+#   BENCH_ARGS  more gpu_engine_compare.sh arguments (e.g. --no-nccl)
 #
 # Adding a step: write a function step_<name> below and append <name> to
 # ALL_STEPS; build its target in TARGETS. Keep the number of log files small
@@ -126,8 +127,9 @@ step_gpubench() {
     note "SKIP  gpubench (needs 2 GPUs, $n present)"
     return 0
   fi
+  # shellcheck disable=SC2086
   run_step gpubench 400 "$ROOT/bench/gpu_engine_compare.sh" --build "$BUILD" --out "$LOGS/gpubench" \
-    --set "${BENCH_SET:-final}"
+    --set "${BENCH_SET:-final}" ${BENCH_ARGS:-}
   [ -f "$LOGS/gpubench/summary.txt" ] && cat "$LOGS/gpubench/summary.txt" >>"$SUMMARY"
 }
 
