@@ -43,15 +43,18 @@ export TPX_SOCKET_IFNAME=lo TPX_LOG=${TPX_LOG:-warn}
 # Never let NCCL or anything else use NVLink multicast on shared machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
-# name | environment | memory   (server on GPU 1, client on GPU 0)
+# name | environment | memory (cuda, host, or client:server such as cuda:host)
+# The server (receiver of writes) is on GPU 1, the client on GPU 0.
 case $set_name in
 final)
   configs=(
-    "host-4ch|TPX_NUM_CHANNELS=4|host"
-    "staging-4ch|TPX_NUM_CHANNELS=4|cuda"
-    "staging-8ch|TPX_NUM_CHANNELS=8|cuda"
+    "host-8ch-16thr|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|host"
+    "staging-defaults|-|cuda"
     "staging-8ch-16thr|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|cuda"
-    "unpack-8ch|TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8|cuda"
+    "staging-8ch-16thr-w32|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32|cuda"
+    "stage-send-only|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32|cuda:host"
+    "stage-recv-only|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32|host:cuda"
+    "unpack-defaults|TPX_SOCK_UNPACK=1|cuda"
     "unpack-8ch-16thr|TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|cuda"
   ) ;;
 sweep)
@@ -97,15 +100,17 @@ echo "config,size,op,gbps,check,client_cpu_s_per_gb,client_cores,server_cpu_s_pe
 # run_one NAME ENV MEM SIZE ITERS WARMUP OP
 run_one() {
   local name=$1 envs=$2 mem=$3 size=$4 it=$5 wu=$6 op=$7
+  local cmem=${mem%%:*} smem=${mem##*:}
+  [ "$envs" = - ] && envs=""
   local log=$out/$name-$size-$op.log slog=$out/$name-$size-$op.server.log
   port=$((port + 1))
   # shellcheck disable=SC2086
-  env $envs timeout 120 "$bench" server --port $port --host 127.0.0.1 --gpu 1 --mem "$mem" >"$slog" 2>&1 &
+  env $envs timeout 120 "$bench" server --port $port --host 127.0.0.1 --gpu 1 --mem "$smem" >"$slog" 2>&1 &
   local spid=$!
   sleep 0.3
   local rc=0
   # shellcheck disable=SC2086
-  env $envs timeout 120 "$bench" client 127.0.0.1 --port $port --gpu 0 --mem "$mem" --size "$size" \
+  env $envs timeout 120 "$bench" client 127.0.0.1 --port $port --gpu 0 --mem "$cmem" --size "$size" \
     --iters "$it" --warmup "$wu" --op "$op" >"$log" 2>&1 || rc=$?
   wait $spid || rc=$((rc ? rc : 90))
   local bw check
@@ -136,7 +141,7 @@ for c in "${configs[@]}"; do
 done
 # two-sided, best-known staging and unpack configurations
 if [ "$set_name" = final ] || [ "$set_name" = sweep ]; then
-  run_one staging-8ch-16thr "TPX_NUM_CHANNELS=8 TPX_NTHREADS=16" cuda 64M "$iters" 3 send
+  run_one staging-8ch-16thr-w32 "TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32" cuda 64M "$iters" 3 send
   run_one unpack-8ch-16thr "TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8 TPX_NTHREADS=16" cuda 64M "$iters" 3 send
 fi
 

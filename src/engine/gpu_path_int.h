@@ -8,8 +8,8 @@
 #include "engine/engine.h"
 #include "engine/gpu_path.h"
 
-#define GPU_NSTREAMS 4       /* copy streams per GPU and direction; comms take them by channel */
-#define GPU_PRE_MAX 4        /* sends copied to staging ahead of their post, per comm */
+#define GPU_NSTREAMS 8       /* copy streams per GPU and direction; comms take them by channel */
+#define GPU_PRE_MAX 32       /* sends copied to staging ahead of their post, per comm (a window's worth) */
 #define GPU_UNPACK_INFLIGHT 512 /* chunks in flight per GPU unpacker */
 #define GPU_PAGE 4096u
 

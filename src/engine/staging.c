@@ -23,10 +23,11 @@
 static int arena_setup(struct gpu_cq *gq, int dev) {
   if (gq->arena) return 0;
   if (!gq->comm) return tpx_err(TPX_ECLOSED, "channel %d: comm closed", gq->ch);
-  /* TPX_STAGING_BYTES is the floor; a full window of chunks fits, and any
+  /* TPX_STAGING_BYTES is the floor; a full window of chunks fits (sends:
+   * two, so the next window is already copied when slots free up), and any
    * chunk (the peer's size may differ from ours) twice. */
   tpx_endpoint_t *ep = gq->g->ep;
-  uint64_t sz = ep->cfg.staging_bytes, win = (uint64_t)ep->window * ep->cfg.chunk_bytes;
+  uint64_t sz = ep->cfg.staging_bytes, win = (uint64_t)ep->window * ep->cfg.chunk_bytes * (gq->is_recv ? 1 : 2);
   if (sz < win) sz = win < (256ull << 20) ? win : (256ull << 20);
   if (sz < 2ull * WIRE_MAX_CHUNK) sz = 2ull * WIRE_MAX_CHUNK;
   if (sz > ARENA_MAX) sz = ARENA_MAX;
@@ -112,7 +113,7 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
  * comm's pending sequence; extend it while there is room. */
 int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup) {
   uint32_t seen = 0;
-  int budget = 4 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
+  int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   for (struct link *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
     struct op *o = l->op;
     struct cursor c = l->cur;
