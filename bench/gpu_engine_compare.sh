@@ -51,9 +51,9 @@ final)
     "host-8ch-16thr|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|host"
     "staging-defaults|-|cuda"
     "staging-8ch-16thr|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|cuda"
-    "staging-8ch-16thr-w32|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32|cuda"
-    "stage-send-only|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32|cuda:host"
-    "stage-recv-only|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32|host:cuda"
+    "staging-8ch-16thr-ce|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_UNPACK=d2d|cuda"
+    "stage-send-only|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|cuda:host"
+    "stage-recv-only|TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|host:cuda"
     "unpack-defaults|TPX_SOCK_UNPACK=1|cuda"
     "unpack-8ch-16thr|TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|cuda"
   ) ;;
@@ -141,7 +141,7 @@ for c in "${configs[@]}"; do
 done
 # two-sided, best-known staging and unpack configurations
 if [ "$set_name" = final ] || [ "$set_name" = sweep ]; then
-  run_one staging-8ch-16thr-w32 "TPX_NUM_CHANNELS=8 TPX_NTHREADS=16 TPX_WINDOW=32" cuda 64M "$iters" 3 send
+  run_one staging-8ch-16thr "TPX_NUM_CHANNELS=8 TPX_NTHREADS=16" cuda 64M "$iters" 3 send
   run_one unpack-8ch-16thr "TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8 TPX_NTHREADS=16" cuda 64M "$iters" 3 send
 fi
 

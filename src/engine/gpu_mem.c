@@ -56,6 +56,24 @@ int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   return 0;
 }
 
+/* The GPU's unpacker (kernel / d2d / host per cfg.unpack), created on first
+ * use: it gathers UNPACK receives and, in kernel mode, does the staging
+ * copies too (SM copies through the pinned mapping). Lock held. */
+int gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out) {
+  if (!d->unpacker) {
+    tpx_unpack_opts_t o;
+    tpx_unpack_opts_default(&o);
+    o.mode = g->unpack_mode;
+    o.max_inflight = GPU_UNPACK_INFLIGHT;
+    int rc = tpx_unpacker_create(d->dev, &o, &d->unpacker);
+    if (rc)
+      return tpx_err(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx_unpack_mode_name(o.mode),
+                     tpx_last_error());
+  }
+  *out = d->unpacker;
+  return 0;
+}
+
 /* The progress thread keeps one GPU's context current, so the guards inside
  * gpu.c cost one query instead of two switches per call. User threads are
  * left as they were (every call restores their context). */

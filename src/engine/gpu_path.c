@@ -145,11 +145,7 @@ void gpu_cq_purge(struct tpx_peer *p, struct cq *q) {
     struct gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
     if (s->mode == GS_UNPACK_GPU) unpack_purge(gq, s);
-    else if (s->ev) {
-      if (tpx_gpu_event_sync(s->ev)) TPX_WARN("channel %d: staging copy failed at teardown: %s", gq->ch, tpx_last_error());
-      tpx_gpu_event_put(gq->g->devs[s->dev]->pool, s->ev);
-      s->ev = NULL;
-    }
+    else stage_slot_wait(gq, s);
     s->busy = 0;
   }
   stage_purge(gq);

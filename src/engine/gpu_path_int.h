@@ -50,7 +50,8 @@ enum gslot_mode {
 struct gslot {
   uint8_t mode;
   uint8_t busy;      /* GPU work outstanding: ev (staging) or ticket (unpack) */
-  uint8_t deferred;  /* unpack not submitted yet (unpacker full) */
+  uint8_t deferred;  /* unpack / staging copy not submitted yet (unpacker full) */
+  uint8_t kern;      /* the staging copy is an unpacker ticket (else a copy-engine event) */
   int dev;
   uint8_t *dst;      /* receive: where the chunk goes */
   uint64_t len;
@@ -67,7 +68,10 @@ struct gpre {
   uint64_t idx;
   uint64_t aoff, aend, len;
   int dev;
+  int busy;             /* copy outstanding */
+  int kern;             /* ticket of the GPU's unpacker (SM copy), else ev (copy engine) */
   tpx_gpu_event_t *ev;
+  uint64_t ticket;
 };
 
 struct gpu_cq {
@@ -80,6 +84,7 @@ struct gpu_cq {
   uint64_t rel_pos;    /* ring positions below this gave their arena bytes back */
   /* staging arena: a byte ring */
   uint8_t *arena;
+  uint8_t *arena_dev;  /* the same as GPU code addresses it (equal under UVA) */
   size_t asize;
   int adev;
   void *amh;           /* its registration with comm */
@@ -99,6 +104,7 @@ struct gpu_cq {
 int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
 void gpu_dev_free(struct gpu_dev *d);
 void gpu_thread_pin(struct gpu_ep *g);
+int gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
 
 /* gpu_path.c */
 int gpu_cq_get(struct tpx_peer *p, struct cq *q, struct gpu_cq **out);
@@ -111,6 +117,7 @@ int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **d
 void stage_recv_done(struct gpu_cq *gq, struct gslot *s);
 int stage_in_start(struct gpu_cq *gq, struct gslot *s);
 int stage_poll(struct gpu_cq *gq, struct gslot *s);
+void stage_slot_wait(struct gpu_cq *gq, struct gslot *s);
 int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup);
 void stage_reclaim(struct gpu_cq *gq, struct cq *q);
 void stage_purge(struct gpu_cq *gq);

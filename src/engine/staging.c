@@ -4,8 +4,9 @@
  * that comm and used as a byte ring. Allocation follows posting order and
  * release follows the ring's FIFO release, so the ring needs only a head and
  * a tail. Sends: device-to-host copies of the next chunks are started ahead
- * (up to GPU_PRE_MAX, as far as the arena allows) on a persistent stream,
- * each with a pooled event; a chunk is posted once its copy finished, so the
+ * (up to GPU_PRE_MAX, as far as the arena allows), each an SM copy through
+ * the GPU's unpacker (or, TPX_UNPACK=d2d/host, a copy-engine copy on a
+ * persistent stream with a pooled event); a chunk is posted once its copy finished, so the
  * copy of chunk k+1 runs while chunk k is on the wire. Receives: the irecv
  * lands in the arena; at completion one host-to-device copy per chunk is
  * queued and the slot is released when its event fires, while later chunks
@@ -44,7 +45,14 @@ static int arena_setup(struct gpu_cq *gq, int dev) {
     return tpx_err(rc, "channel %d: registering %llu bytes of staging with the transport failed", gq->ch,
                    (unsigned long long)sz);
   }
+  void *adev = NULL;
+  if ((rc = tpx_gpu_host_dev_ptr(dev, a, &adev)) != 0) {
+    gq->net->ops->dereg_mr(gq->net, gq->comm, mh);
+    tpx_gpu_host_free(dev, a);
+    return rc;
+  }
   gq->arena = a;
+  gq->arena_dev = adev;
   gq->asize = (size_t)sz;
   gq->adev = dev;
   gq->amh = mh;
@@ -79,6 +87,74 @@ void stage_reclaim(struct gpu_cq *gq, struct cq *q) {
   }
 }
 
+/* ---- one staging copy ----
+ * TPX_UNPACK=kernel (the default): an SM copy through the GPU's unpacker, a
+ * one-fragment chunk whose kernel reads or writes the pinned arena through
+ * its mapping (measured on an H200: copy-engine copies of 512 KiB chunks,
+ * one per cudaMemcpyAsync, cost about 1 ms per 64 MiB transfer per side
+ * more than the kernel, see docs/GPU.md). d2d / host: cudaMemcpyAsync on a
+ * persistent stream of the copy direction with a pooled event. */
+
+/* 1 queued, 0 the unpacker is full (retry later), < 0 error. */
+static int copy_start(struct gpu_cq *gq, int dev, void *dst, const void *src, uint64_t len, int h2d, int *kern,
+                      tpx_gpu_event_t **ev, uint64_t *ticket) {
+  struct gpu_dev *d = gq->g->devs[dev];
+  if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
+  *ev = NULL;
+  *ticket = 0;
+  if (gq->g->unpack_mode == TPX_UNPACK_KERNEL) {
+    tpx_unpacker_t *u;
+    int rc = gpu_dev_unpacker(gq->g, d, &u);
+    if (rc) return rc;
+    tpx_unpack_meta_t e = {0, (uint32_t)len, 0};
+    tpx_unpack_chunk_t c = {&e, &e, 1, src, (size_t)len, dst, (size_t)len};
+    rc = tpx_unpack_submit(u, &c, ticket);
+    if (rc == TPX_EAGAIN) return 0;
+    if (rc) return rc;
+    *kern = 1;
+    return 1;
+  }
+  tpx_gpu_event_t *e = NULL;
+  int rc = tpx_gpu_event_get(d->pool, &e);
+  if (rc) return rc;
+  tpx_gpu_stream_t *st = (h2d ? d->h2d : d->d2h)[gq->ch % GPU_NSTREAMS];
+  rc = tpx_gpu_memcpy_async(st, dst, src, (size_t)len);
+  if (rc == 0) rc = tpx_gpu_event_record(e, st);
+  if (rc) {
+    tpx_gpu_event_put(d->pool, e);
+    return rc;
+  }
+  *kern = 0;
+  *ev = e;
+  return 1;
+}
+
+/* 1 done (event returned to its pool), 0 not yet, < 0 the copy failed. */
+static int copy_poll(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
+  struct gpu_dev *d = gq->g->devs[dev];
+  if (kern) return tpx_unpack_done(d->unpacker, ticket);
+  int r = tpx_gpu_event_query(*ev);
+  if (r == 1) {
+    tpx_gpu_event_put(d->pool, *ev);
+    *ev = NULL;
+  }
+  return r;
+}
+
+/* Teardown: wait for a copy still running. */
+static void copy_wait(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
+  struct gpu_dev *d = gq->g->devs[dev];
+  int rc = 0;
+  if (kern) {
+    rc = tpx_unpack_wait(d->unpacker, ticket, 30000);
+  } else if (*ev) {
+    rc = tpx_gpu_event_sync(*ev);
+    tpx_gpu_event_put(d->pool, *ev);
+    *ev = NULL;
+  }
+  if (rc) TPX_WARN("channel %d: staging copy on GPU %d at teardown: %s", gq->ch, dev, tpx_last_error());
+}
+
 /* ---- send side ---- */
 
 /* Start the copy of one chunk into the arena. 1 started, 0 no room, < 0. */
@@ -88,21 +164,16 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
   uint64_t len = plan_len(o->ents, o->chunk, c);
   uint64_t off, end;
   if (!arena_fit(gq, len, &off, &end)) return 0;
-  struct gpu_dev *d = gq->g->devs[m->device];
-  if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, m->device);
+  int kern = 0;
   tpx_gpu_event_t *ev = NULL;
-  int rc = tpx_gpu_event_get(d->pool, &ev);
-  if (rc) return rc;
-  tpx_gpu_stream_t *st = d->d2h[gq->ch % GPU_NSTREAMS];
-  rc = tpx_gpu_memcpy_async(st, gq->arena + off, m->base + e->off + c->off, (size_t)len);
-  if (rc == 0) rc = tpx_gpu_event_record(ev, st);
-  if (rc) {
-    tpx_gpu_event_put(d->pool, ev);
+  uint64_t ticket = 0;
+  int rc = copy_start(gq, m->device, gq->arena_dev + off, m->base + e->off + c->off, len, 0, &kern, &ev, &ticket);
+  if (rc < 0)
     return tpx_err(rc, "channel %d: device-to-host copy of chunk %llu (%llu bytes, GPU %d) failed: %s", gq->ch,
                    (unsigned long long)c->idx, (unsigned long long)len, m->device, tpx_last_error());
-  }
+  if (rc == 0) return 0; /* unpacker full: later, like a full arena */
   struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
-  *p = (struct gpre){o, c->idx, off, end, len, m->device, ev};
+  *p = (struct gpre){o, c->idx, off, end, len, m->device, 1, kern, ev, ticket};
   gq->pre_n++;
   gq->a_tail = end;
   gq->g->staged_out += len;
@@ -147,14 +218,13 @@ int stage_send_prep(struct cq *q, struct gpu_cq *gq, struct link *l, void **data
   if (e->o != l->op || e->idx != l->cur.idx)
     return tpx_err(TPX_EINTERNAL, "channel %d: staging out of step (chunk %llu staged, %llu to post)", gq->ch,
                    (unsigned long long)e->idx, (unsigned long long)l->cur.idx);
-  if (e->ev) {
-    int r = tpx_gpu_event_query(e->ev);
+  if (e->busy) {
+    int r = copy_poll(gq, e->dev, e->kern, &e->ev, e->ticket);
     if (r < 0)
       return tpx_err(r, "channel %d: device-to-host copy of chunk %llu failed: %s", gq->ch,
                      (unsigned long long)e->idx, tpx_last_error());
     if (r == 0) return GPU_POST_WAIT;
-    tpx_gpu_event_put(gq->g->devs[e->dev]->pool, e->ev);
-    e->ev = NULL;
+    e->busy = 0;
   }
   *data = gq->arena + e->aoff;
   *mh = gq->amh;
@@ -188,35 +258,44 @@ void stage_recv_done(struct gpu_cq *gq, struct gslot *s) {
   gq->a_tail = gq->t_end;
 }
 
-int stage_in_start(struct gpu_cq *gq, struct gslot *s) {
-  struct gpu_dev *d = gq->g->devs[s->dev];
-  tpx_gpu_event_t *ev = NULL;
-  int rc = tpx_gpu_event_get(d->pool, &ev);
-  if (rc) return rc;
-  tpx_gpu_stream_t *st = d->h2d[gq->ch % GPU_NSTREAMS];
-  rc = tpx_gpu_memcpy_async(st, s->dst, gq->arena + s->aoff, (size_t)s->len);
-  if (rc == 0) rc = tpx_gpu_event_record(ev, st);
-  if (rc) {
-    tpx_gpu_event_put(d->pool, ev);
+/* Queue the host-to-device copy of a received chunk (or defer it while the
+ * unpacker is full). */
+static int in_submit(struct gpu_cq *gq, struct gslot *s) {
+  int kern = 0;
+  int rc = copy_start(gq, s->dev, s->dst, gq->arena_dev + s->aoff, s->len, 1, &kern, &s->ev, &s->ticket);
+  if (rc < 0)
     return tpx_err(rc, "channel %d: host-to-device copy of %llu bytes to GPU %d failed: %s", gq->ch,
                    (unsigned long long)s->len, s->dev, tpx_last_error());
-  }
-  s->ev = ev;
+  s->kern = (uint8_t)kern;
+  s->deferred = rc == 0;
+  return 0;
+}
+
+int stage_in_start(struct gpu_cq *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
-  return 0;
+  return in_submit(gq, s);
 }
 
 int stage_poll(struct gpu_cq *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  int r = tpx_gpu_event_query(s->ev);
+  if (s->deferred) {
+    int rc = in_submit(gq, s);
+    if (rc) return rc;
+    if (s->deferred) return 0;
+  }
+  int r = copy_poll(gq, s->dev, s->kern, &s->ev, s->ticket);
   if (r < 0)
     return tpx_err(r, "channel %d: host-to-device copy to GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 0) return 0;
-  tpx_gpu_event_put(gq->g->devs[s->dev]->pool, s->ev);
-  s->ev = NULL;
   s->busy = 0;
   return 1;
+}
+
+void stage_slot_wait(struct gpu_cq *gq, struct gslot *s) {
+  if (s->busy && !s->deferred) copy_wait(gq, s->dev, s->kern, &s->ev, s->ticket);
+  s->busy = 0;
+  s->deferred = 0;
 }
 
 /* ---- teardown ---- */
@@ -224,10 +303,7 @@ int stage_poll(struct gpu_cq *gq, struct gslot *s) {
 void stage_purge(struct gpu_cq *gq) {
   while (gq->pre_n) {
     struct gpre *e = &gq->pre[gq->pre_head];
-    if (e->ev) {
-      if (tpx_gpu_event_sync(e->ev)) TPX_WARN("channel %d: staging copy failed at teardown: %s", gq->ch, tpx_last_error());
-      tpx_gpu_event_put(gq->g->devs[e->dev]->pool, e->ev);
-    }
+    if (e->busy) copy_wait(gq, e->dev, e->kern, &e->ev, e->ticket);
     gq->pre_head = (gq->pre_head + 1) % GPU_PRE_MAX;
     gq->pre_n--;
   }

@@ -45,17 +45,11 @@ int unpack_cq_setup(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq) {
 static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *meta, uint32_t cnt) {
   struct gpu_dev *d = gq->g->devs[s->dev];
   if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, s->dev);
-  if (!d->unpacker) {
-    tpx_unpack_opts_t o;
-    tpx_unpack_opts_default(&o);
-    o.mode = gq->g->unpack_mode;
-    o.max_inflight = GPU_UNPACK_INFLIGHT;
-    int rc = tpx_unpacker_create(s->dev, &o, &d->unpacker);
-    if (rc) return tpx_err(rc, "GPU %d: creating the unpacker (%s): %s", s->dev, tpx_unpack_mode_name(o.mode),
-                           tpx_last_error());
-  }
+  tpx_unpacker_t *u;
+  int rc = gpu_dev_unpacker(gq->g, d, &u);
+  if (rc) return rc;
   tpx_unpack_chunk_t c = {meta, meta, cnt, gq->dh.bounce_buf, SIZE_MAX, s->dst, (size_t)s->len};
-  int rc = tpx_unpack_submit(d->unpacker, &c, &s->ticket);
+  rc = tpx_unpack_submit(u, &c, &s->ticket);
   if (rc == TPX_EAGAIN) {
     s->deferred = 1; /* unpacker full: the slot keeps its entries, retry from poll */
     return 0;

@@ -111,13 +111,14 @@ step_sockunpack() {
   fi
 }
 
-# The unpack kernels as the engine drives them (one process, two endpoints).
+# The unpack kernels as the engine drives them (one process, two endpoints):
+# unpack of bounce pages and the staging copies (SM copies through the mapping).
 step_memcheck_engine() {
   local cs
   cs=$(command -v compute-sanitizer || true)
   [ -n "$cs" ] || { note "FAIL  memcheck_engine (compute-sanitizer not found)"; failed=1; return 1; }
   run_step memcheck_engine 240 "$cs" --tool memcheck --error-exitcode 3 --target-processes all \
-    "$BUILD/tests/gpu/test_engine_gpu" --one-process-only --only kernel
+    "$BUILD/tests/gpu/test_engine_gpu" --one-process-only
 }
 
 step_gpubench() {

@@ -1,10 +1,11 @@
 /* The engine's GPU data path on a real GPU, GPU memory on both sides.
  *
- *   test_engine_gpu [--quick] [--only staging|kernel|d2d|host] [--one-process-only]
+ *   test_engine_gpu [--quick] [--only staging|staging-ce|kernel|d2d|host] [--one-process-only]
  *
  * Two processes (forked before either touches CUDA) per configuration:
- * path (host staging over the default transport; the unpack mode of the
- * built-in transport with the kernel, d2d and host unpackers) x GPU pair
+ * path (host staging over the default transport, with SM copies and with
+ * copy-engine copies; the unpack mode of the built-in transport with the
+ * kernel, d2d and host unpackers) x GPU pair
  * (both on GPU 0; GPU 0 -> GPU 1 when there are two) x chunk size (4 KiB,
  * 64 KiB, 512 KiB, 4 MiB). Each run does writes, reads and sends both ways
  * at random sizes and offsets inside buffers registered at unaligned
@@ -86,7 +87,7 @@ static CUcontext current_ctx(void) {
 
 /* ---- one configuration ---- */
 struct run {
-  const char *path; /* staging | kernel | d2d | host */
+  const char *path; /* staging | staging-ce | kernel | d2d | host */
   int gpu_a, gpu_b;
   size_t chunk;
   int channels;
@@ -125,10 +126,17 @@ static void make_ops(const struct run *r, struct op *ops) {
   if (r->big) ops[r->nops - 1] = (struct op){OP_W, r->big, 4096, 0};
 }
 
+/* staging: SM copies (TPX_UNPACK=kernel); staging-ce: copy engine (d2d);
+ * the others: the built-in transport's unpack mode with that unpacker. */
+static void path_cfg(const char *path, tpx_config_t *cfg) {
+  cfg->sock_unpack = strncmp(path, "staging", 7) != 0;
+  snprintf(cfg->unpack, sizeof(cfg->unpack), "%s",
+           strcmp(path, "staging") == 0 ? "kernel" : strcmp(path, "staging-ce") == 0 ? "d2d" : path);
+}
+
 static void cfg_for(const struct run *r, tpx_config_t *cfg) {
   tpx_config_from_env(cfg);
-  cfg->sock_unpack = strcmp(r->path, "staging") != 0;
-  if (cfg->sock_unpack) snprintf(cfg->unpack, sizeof(cfg->unpack), "%s", r->path);
+  path_cfg(r->path, cfg);
   cfg->chunk_bytes = r->chunk;
   cfg->num_channels = r->channels;
   cfg->timeout_ms = 30000;
@@ -356,8 +364,7 @@ static void test_two_gpus_one_process(int ndev, int progress_thread, const char 
   int g1 = ndev > 1 ? 1 : 0;
   tpx_config_t cfg;
   tpx_config_from_env(&cfg);
-  cfg.sock_unpack = strcmp(path, "staging") != 0;
-  if (cfg.sock_unpack) snprintf(cfg.unpack, sizeof(cfg.unpack), "%s", path);
+  path_cfg(path, &cfg);
   cfg.progress_thread = progress_thread;
   cfg.chunk_bytes = 256 * 1024;
   cfg.num_channels = 3;
@@ -499,7 +506,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else if (strcmp(argv[i], "--one-process-only") == 0) one_process_only = 1;
     else {
-      fprintf(stderr, "usage: test_engine_gpu [--quick] [--only staging|kernel|d2d|host] [--one-process-only]\n");
+      fprintf(stderr, "usage: test_engine_gpu [--quick] [--only staging|staging-ce|kernel|d2d|host] [--one-process-only]\n");
       return 2;
     }
   }
@@ -510,21 +517,23 @@ int main(int argc, char **argv) {
     return 77;
   }
   printf("test_engine_gpu: %d GPU(s)%s\n", ndev, quick ? ", quick" : "");
-  static const char *paths[] = {"staging", "kernel", "d2d", "host"};
+  static const char *paths[] = {"staging", "kernel", "d2d", "host", "staging-ce"};
+  enum { NPATHS = 5 };
   static const size_t chunks[] = {4096, 65536, 512 * 1024, 4u << 20};
   int fails = 0, runs = 0;
   unsigned seed = 1;
-  for (int pi = 0; pi < 4 && !one_process_only; pi++) {
+  for (int pi = 0; pi < NPATHS && !one_process_only; pi++) {
     if (only && strcmp(only, paths[pi]) != 0) continue;
     for (int pair = 0; pair < (ndev > 1 ? 2 : 1); pair++) {
       for (int ci = 0; ci < 4; ci++) {
         /* the slow debug unpacker: fewer chunk sizes */
         if (quick && ci != 0 && ci != 2 && pi != 0) continue;
+        if (pi == 4 && (ci == 1 || ci == 3)) continue; /* copy-engine staging: two chunk sizes */
         if (pi == 3 && ci == 0 && !quick) continue; /* host unpack of 4 KiB chunks: covered in quick */
         struct run r = {paths[pi], 0, pair, chunks[ci], 1 + (int)(seed % 6), seed++, 0, 0, 0, 0};
         r.reg = quick ? (12u << 20) : (40u << 20);
         r.max_len = quick ? (3u << 20) : (6u << 20);
-        r.big = chunks[ci] >= 65536 && pi < 3 ? (quick ? (8u << 20) : (32u << 20)) : 0;
+        r.big = chunks[ci] >= 65536 && pi != 3 ? (quick ? (8u << 20) : (32u << 20)) : 0;
         r.nops = quick ? 8 : 14;
         runs++;
         fails += run_pair(&r);
@@ -533,7 +542,7 @@ int main(int argc, char **argv) {
   }
   /* In this process from here on. */
   test_registration_errors(ndev);
-  for (int pi = 0; pi < 4; pi++) {
+  for (int pi = 0; pi < NPATHS; pi++) {
     if (only && strcmp(only, paths[pi]) != 0) continue;
     if (quick && pi > 1) continue;
     test_two_gpus_one_process(ndev, 1, paths[pi]);
