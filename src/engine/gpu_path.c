@@ -132,7 +132,7 @@ void gpu_cq_ahead(struct tpx_peer *p, struct cq *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;
   stage_reclaim(gq, q);
-  (void)stage_ahead(q, gq, 0); /* errors come back through the next post */
+  (void)stage_ahead(q, gq, 0, 2); /* errors come back through the next post */
 }
 
 void gpu_cq_purge(struct tpx_peer *p, struct cq *q) {

@@ -118,7 +118,7 @@ void stage_recv_done(struct gpu_cq *gq, struct gslot *s);
 int stage_in_start(struct gpu_cq *gq, struct gslot *s);
 int stage_poll(struct gpu_cq *gq, struct gslot *s);
 void stage_slot_wait(struct gpu_cq *gq, struct gslot *s);
-int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup);
+int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup, int max_new);
 void stage_reclaim(struct gpu_cq *gq, struct cq *q);
 void stage_purge(struct gpu_cq *gq);
 void stage_free(struct gpu_cq *gq);

@@ -181,8 +181,11 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
 }
 
 /* Copy ahead: the pre-queue holds the first pre_n CUDA chunks of the
- * comm's pending sequence; extend it while there is room. */
-int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup) {
+ * comm's pending sequence; extend it by at most max_new while there is
+ * room. Small steps per call, called for every comm on every pass, keep the
+ * copies close to the transfer's chunk order across channels, so no channel
+ * waits behind another's whole window of copies at the start. */
+int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   for (struct link *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
@@ -199,7 +202,7 @@ int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup) {
           }
           int r = stage_one(gq, o, &c);
           if (r <= 0) return r;
-          if (gq->pre_n >= GPU_PRE_MAX) return 0;
+          if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
         }
         seen++;
       }
@@ -211,7 +214,7 @@ int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup) {
 }
 
 int stage_send_prep(struct cq *q, struct gpu_cq *gq, struct link *l, void **data, void **mh) {
-  int rc = stage_ahead(q, gq, 1);
+  int rc = stage_ahead(q, gq, 1, 1);
   if (rc < 0) return rc;
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */
   struct gpre *e = &gq->pre[gq->pre_head];
