@@ -97,6 +97,7 @@ struct gpu_cq {
   /* UNPACK */
   uint64_t nrecv;      /* receives completed on this comm */
   int have_dh;
+  int bounce_on_gpu;   /* bounce pages in GPU memory (real TCPX): no CPU gather */
   tpx_unpack_dev_handle_t dh;
 };
 

@@ -90,9 +90,9 @@ void stage_reclaim(struct gpu_cq *gq, struct cq *q) {
 /* ---- one staging copy ----
  * TPX_UNPACK=kernel (the default): an SM copy through the GPU's unpacker, a
  * one-fragment chunk whose kernel reads or writes the pinned arena through
- * its mapping (measured on an H200: copy-engine copies of 512 KiB chunks,
- * one per cudaMemcpyAsync, cost about 1 ms per 64 MiB transfer per side
- * more than the kernel, see docs/GPU.md). d2d / host: cudaMemcpyAsync on a
+ * its mapping (measured on two H200s: copy-engine copies of 512 KiB chunks,
+ * one cudaMemcpyAsync each, cost about 0.7 ms more per 64 MiB transfer,
+ * both sides together; docs/GPU.md). d2d / host: cudaMemcpyAsync on a
  * persistent stream of the copy direction with a pooled event. */
 
 /* 1 queued, 0 the unpacker is full (retry later), < 0 error. */

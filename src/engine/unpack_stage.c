@@ -36,6 +36,8 @@ int unpack_cq_setup(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq) {
   if (!gq->dh.meta || !gq->dh.bounce_buf)
     return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack device handle without %s", p->where, q->ch,
                    gq->dh.meta ? "bounce buffer" : "metadata");
+  tpx_gpu_ptr_info_t bi;
+  gq->bounce_on_gpu = tpx_gpu_ptr_query(gq->dh.bounce_buf, &bi) == 0 && bi.mem == TPX_GPU_MEM_DEVICE;
   gq->have_dh = 1;
   TPX_DEBUG("peer %s channel %d: unpack metadata %p, bounce buffer %p", p->where, q->ch, gq->dh.meta,
             gq->dh.bounce_buf);
@@ -77,6 +79,9 @@ int unpack_start(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq, struct gsl
     return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack slot %u describes %llu bytes, the chunk has %llu", p->where,
                    q->ch, s->uslot, (unsigned long long)total, (unsigned long long)s->len);
   if (s->mode == GS_UNPACK_CPU) {
+    if (gq->bounce_on_gpu)
+      return tpx_err(TPX_ENOTSUP, "peer %s channel %d: a host receive buffer cannot be filled from bounce pages in "
+                     "GPU memory (TCPX devmem): receive into registered GPU memory on this transport", p->where, q->ch);
     rc = tpx_unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, (uint32_t)cnt);
     if (rc) return rc;
     gq->g->unpacked_cpu += s->len;
