@@ -16,20 +16,6 @@
 #include "sock/wire.h"
 #include "test_sock_util.h"
 
-static int fd_base;
-
-static int setup(void **state) {
-  (void)state;
-  fd_base = tu_count_fds();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  assert_int_equal(tu_count_fds(), fd_base);
-  return 0;
-}
-
 static void test_open_args(void **state) {
   (void)state;
   tpx_config_t cfg;
@@ -407,12 +393,12 @@ static void test_connect_before_accept(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_open_args, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_setup_args, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_data_args, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_garbage_connections, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_concurrent_connects, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_connect_before_accept, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_open_args, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_setup_args, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_data_args, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_connections, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_connects, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_connect_before_accept, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,20 +10,6 @@
 #include "sock/sock.h"
 #include "test_sock_util.h"
 
-static int fd_base;
-
-static int setup(void **state) {
-  (void)state;
-  fd_base = tu_count_fds();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  assert_int_equal(tu_count_fds(), fd_base);
-  return 0;
-}
-
 static void post_recv(tpx_net_t *net, void *r, void *buf, size_t len, void **req) {
   void *d[1] = {buf};
   size_t n[1] = {len};
@@ -207,12 +193,12 @@ static void test_destroy_with_open_objects(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_peer_close_pending_recv, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_peer_close_mid_message, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_receiver_close, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_close_after_last_send, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_close_while_busy, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_destroy_with_open_objects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_peer_close_pending_recv, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_peer_close_mid_message, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_receiver_close, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_close_after_last_send, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_close_while_busy, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_destroy_with_open_objects, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,21 +11,6 @@
 #include "sock/sock.h"
 #include "test_sock_util.h"
 
-static int fd_base;
-
-static int setup(void **state) {
-  (void)state;
-  fd_base = tu_count_fds();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  /* Every test closes what it opened: the transport leaves no fd behind. */
-  assert_int_equal(tu_count_fds(), fd_base);
-  return 0;
-}
-
 static void test_sizes(void **state) {
   (void)state;
   tpx_net_t *net = ts_open(0, 4, 4);
@@ -396,17 +381,17 @@ static void test_threads_and_idle(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_properties, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_layouts, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_inflight, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_backpressure, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_truncation, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_short_send, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_many_comms, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_registered_bidir, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_threads_and_idle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_properties, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_sizes, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_layouts, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_inflight, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_backpressure, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_truncation, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_short_send, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_many_comms, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_registered_bidir, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_ipv6, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_threads_and_idle, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

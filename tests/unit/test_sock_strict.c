@@ -11,20 +11,6 @@
 #include "sock/sock.h"
 #include "test_sock_util.h"
 
-static int fd_base;
-
-static int setup(void **state) {
-  (void)state;
-  fd_base = tu_count_fds();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  assert_int_equal(tu_count_fds(), fd_base);
-  return 0;
-}
-
 static void post_recv(tpx_net_t *net, void *r, void *buf, size_t len, void **req) {
   void *d[1] = {buf};
   size_t n[1] = {len};
@@ -203,10 +189,10 @@ static void test_strict_data(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_request_limit, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_peer_close_rc2, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_receiver_close_rc2, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_strict_data, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_request_limit, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_peer_close_rc2, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_receiver_close_rc2, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_strict_data, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

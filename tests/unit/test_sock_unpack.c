@@ -26,20 +26,6 @@
 #define PAGE 4096u
 #define MAXMSG TPX_SOCK_UNPACK_MAX_MSG
 
-static int fd_base;
-
-static int setup(void **state) {
-  (void)state;
-  fd_base = tu_count_fds();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  assert_int_equal(tu_count_fds(), fd_base);
-  return 0;
-}
-
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 static tpx_net_t *up_open(int nsocks, int nthreads, size_t bounce) {
@@ -711,17 +697,17 @@ static void test_two_comms(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_props, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_accept_needs_storage, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_regmr_device_mr, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_random_messages, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slot_wrap, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_request_limit, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_consume_fifo, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_pool_stall, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_peer_close_rc2, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_limits_and_truncation, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_two_comms, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_props, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_accept_needs_storage, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_regmr_device_mr, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_random_messages, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_slot_wrap, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_request_limit, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_consume_fifo, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_pool_stall, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_peer_close_rc2, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_limits_and_truncation, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_two_comms, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

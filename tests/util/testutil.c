@@ -30,3 +30,18 @@ int tu_count_fds(void) {
   closedir(d);
   return n - 1; /* the DIR's own fd */
 }
+
+static int fd_baseline;
+
+int tu_fd_setup(void **state) {
+  (void)state;
+  fd_baseline = tu_count_fds();
+  return 0;
+}
+
+int tu_fd_teardown(void **state) {
+  (void)state;
+  /* Every test closes what it opened: nothing may leave an fd behind. */
+  assert_int_equal(tu_count_fds(), fd_baseline);
+  return 0;
+}

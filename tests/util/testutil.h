@@ -15,5 +15,8 @@ void tu_fill(void *buf, size_t len, uint32_t seed, size_t offset);
 size_t tu_check(const void *buf, size_t len, uint32_t seed, size_t offset);
 /* Number of open file descriptors of this process (leak checks). */
 int tu_count_fds(void);
+/* cmocka setup/teardown pair: the test must leave as many fds open as it found. */
+int tu_fd_setup(void **state);
+int tu_fd_teardown(void **state);
 
 #endif
