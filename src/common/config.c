@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "tpx/error.h"
@@ -60,9 +61,14 @@ void tpx_config_defaults(tpx_config_t *cfg) {
    * 10-20% at the engine's 512 KiB chunks. */
   cfg->nsocks = 4;
   cfg->nthreads = 8;
+  /* Many-core hosts: GPU0 -> GPU1 through the engine on 2x H200 (32 cores)
+   * ran 15-19 GB/s with 4 channels / 8 threads and 22-27 GB/s with 8 / 16
+   * (docs/BENCHMARKS.md); the extra threads sleep when idle. */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu >= 16) cfg->nthreads = 16;
   /* Unpack mode: 16 requests of the recommended <= 4 MiB chunks fit at once. */
   cfg->sock_bounce_bytes = 64u << 20;
-  cfg->num_channels = 4;
+  cfg->num_channels = ncpu >= 16 ? 8 : 4;
   cfg->chunk_bytes = 512 * 1024;
   cfg->window = 16;
   cfg->port_base = 20000;
