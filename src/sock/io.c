@@ -33,6 +33,8 @@
 #define TPX_SOCK_SPIN_NS 20000ull
 #define TPX_SOCK_SPIN_MIN_CPUS_PER_THREAD 4
 #define TPX_SOCK_EVENTS 64
+/* Pair the two ends of in-process comms below this many CPUs. */
+#define TPX_SOCK_PAIR_MAX_CPUS 4
 
 struct detach_cmd {
   struct detach_cmd *next;
@@ -225,6 +227,7 @@ int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **ou
   cpu_set_t set;
   int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   p->spin_ns = ncpu >= TPX_SOCK_SPIN_MIN_CPUS_PER_THREAD * nthreads ? TPX_SOCK_SPIN_NS : 0;
+  p->pair = ncpu < TPX_SOCK_PAIR_MAX_CPUS;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   int rc = 0;
@@ -291,13 +294,12 @@ void tpx_sock_pool_destroy(tpx_sock_pool_t *p) {
   free(p);
 }
 
-/* Placement: each socket goes to the thread with the least load (data
- * sockets weigh TPX_SOCK_W_DATA, control sockets TPX_SOCK_W_CTRL), ties broken
- * from a rotating start. A comm's data sockets thus land on different threads,
- * and with more threads than one comm's sockets the two ends of a loopback
- * pair in one process do not share threads. */
-tpx_sock_io_t *tpx_sock_pool_pick(tpx_sock_pool_t *p, int weight) {
-  pthread_mutex_lock(&p->mu);
+/* Placement (p->mu held): each socket goes to the thread with the least
+ * load (data sockets weigh TPX_SOCK_W_DATA, socket 0 TPX_SOCK_W_CTRL), ties
+ * broken from a rotating start. A comm's data sockets thus land on different
+ * threads, and with more threads than one comm's sockets the two ends of a
+ * loopback pair in one process do not share threads. */
+static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int weight) {
   unsigned start = p->next++;
   int best = -1;
   for (int k = 0; k < p->nthreads; k++) {
@@ -305,14 +307,55 @@ tpx_sock_io_t *tpx_sock_pool_pick(tpx_sock_pool_t *p, int weight) {
     if (best < 0 || p->thr[i].load < p->thr[best].load) best = i;
   }
   p->thr[best].load += weight;
-  pthread_mutex_unlock(&p->mu);
   return &p->thr[best];
 }
 
-void tpx_sock_pool_unpick(tpx_sock_io_t *t, int weight) {
-  pthread_mutex_lock(&t->pool->mu);
-  t->load -= weight;
-  pthread_mutex_unlock(&t->pool->mu);
+/* With few CPUs (p->pair), the two ends of a comm whose peer is in this
+ * process (a loopback pair: same comm id, other kind) share threads, socket
+ * by socket: the thread that sends a part then reads it while it is still in
+ * its core's cache, and no other thread has to be woken for it. Measured on
+ * 2 cores (loopback, 64 MiB, medians of 5-6 alternating rounds): raw 13.6 ->
+ * 14.1 GB/s with 4 threads and 6.7 -> 14.7 with 2 (unpaired, 2 threads put
+ * each socket's ends on different threads), engine 9.5 -> 9.9. With many
+ * CPUs the two ends keep separate threads: their copies run on two cores at
+ * once (not measured there with pairing). */
+void tpx_sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
+  pthread_mutex_lock(&p->mu);
+  tpx_sock_comm_t *peer = NULL;
+  if (p->pair)
+    for (tpx_sock_comm_t *o = p->comms; o != NULL; o = o->pool_next)
+      if (o->comm_id == m->comm_id && o->kind != m->kind && o->nsocks == m->nsocks) {
+        peer = o;
+        break;
+      }
+  for (int i = 0; i <= m->nsocks; i++) {
+    int w = i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
+    if (peer != NULL) {
+      m->conns[i].placed = peer->conns[i].placed;
+      m->conns[i].placed->load += w;
+    } else {
+      m->conns[i].placed = pick_locked(p, w);
+    }
+  }
+  m->pool_prev = NULL;
+  m->pool_next = p->comms;
+  if (p->comms) p->comms->pool_prev = m;
+  p->comms = m;
+  m->listed = 1;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void tpx_sock_pool_forget(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
+  pthread_mutex_lock(&p->mu);
+  for (int i = 0; i <= m->nsocks; i++)
+    if (m->conns[i].placed) m->conns[i].placed->load -= i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
+  if (m->listed) {
+    if (m->pool_prev) m->pool_prev->pool_next = m->pool_next;
+    else p->comms = m->pool_next;
+    if (m->pool_next) m->pool_next->pool_prev = m->pool_prev;
+    m->listed = 0;
+  }
+  pthread_mutex_unlock(&p->mu);
 }
 
 int tpx_sock_io_attach(tpx_sock_io_t *t, tpx_sock_conn_t *c) {

@@ -15,24 +15,26 @@
  *              (bounce pages, loadMeta slots, irecvConsumed) and the staging
  *              of CUDA sends; docs/UNPACK.md
  *
- * Data path. A comm has one control socket (conn 0) and nsocks data sockets
- * (conns 1..nsocks), spread over the device's I/O threads. Per message the
- * control socket carries a 16-byte header (sequence, size) and, for small
- * messages, the payload. A larger payload is cut into at most nsocks
- * contiguous parts by tpx_sock_nparts(), a pure function of (size, sequence,
- * nsocks) that both sides evaluate, so each data socket carries its parts in
- * message order with no framing (wire.h). On the sender the caller queues the parts
- * when it posts; on the receiver the control-socket thread queues them once
- * it has read the header. Each request counts its unfinished parts
- * (`pending`); the last part to finish completes it.
+ * Data path. A comm has nsocks + 1 sockets: socket 0 carries the small
+ * messages (<= TPX_SOCK_INLINE_MAX), sockets 1..nsocks the larger ones, cut
+ * by the sender into at most nsocks contiguous parts (tpx_sock_split). Every
+ * part starts with a header naming its message, size, offset and length
+ * (wire.h), so each socket is a self-describing stream and the receiver
+ * needs no per-message control traffic: the thread serving a socket reads a
+ * part header, waits (if need be) until the matching receive is posted, and
+ * reads the bytes straight into the posted buffer. On the sender the caller
+ * queues the parts when it posts and kicks their sockets' threads. Each
+ * request counts what is left (`pending`: parts on the sender, bytes on the
+ * receiver, where the size is learned from the first part to arrive); the
+ * last part to finish completes it.
  *
  * Threads. The I/O threads are the only ones touching sockets after setup:
  * the caller's isend/irecv/test only fill ring slots, queue parts, and kick
  * (wake) threads. Threads use edge-triggered epoll plus an eventfd, spin a
  * bounded time after activity only when the process has CPUs to spare, and
  * never spin on idle comms. Each socket goes to the least-loaded thread of
- * its device's pool. test() yields the CPU after a few misses so a caller's
- * polling loop does not starve the I/O threads on small machines.
+ * its device's pool. A receive socket whose next part belongs to a receive
+ * not yet posted stops reading and is kicked by irecv.
  */
 #ifndef TPX_SOCK_SOCK_H
 #define TPX_SOCK_SOCK_H
@@ -43,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "cuda/unpack.h"
 #include "tpx/config.h"
@@ -55,9 +58,10 @@
 #define TPX_SOCK_RING 64
 /* The GPUDirect-TCPX plugin's request limit, enforced in strict mode. */
 #define TPX_SOCK_STRICT_REQUESTS 16
-/* Messages up to this size travel inline on the control socket. */
+/* Messages up to this size travel whole on socket 0. */
 #define TPX_SOCK_INLINE_MAX (16u * 1024u)
-/* Smallest part a data socket carries; parts are 4 KiB multiples. */
+/* Smallest part the sender cuts a message into (tpx_sock_split); parts are
+ * 4 KiB multiples. A sender's choice: the receiver follows the part headers. */
 #define TPX_SOCK_MIN_PART (64u * 1024u)
 /* Largest message (NCCL's limit for maxP2pBytes). */
 #define TPX_SOCK_MAX_MSG (1ull << 40)
@@ -184,22 +188,28 @@ tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn);
 struct tpx_sock_conn;
 struct tpx_sock_io;
 
+struct tpx_sock_comm;
+
 typedef struct tpx_sock_pool {
   int nthreads;
   struct tpx_sock_io *thr;
   unsigned next;      /* rotating tie-break for placement (mu) */
   uint64_t spin_ns;   /* spin after activity before sleeping */
+  int pair;           /* place both ends of an in-process comm on the same threads */
+  struct tpx_sock_comm *comms; /* comms placed on this pool (mu) */
   pthread_mutex_t mu; /* placement; with cv: detach acknowledgements */
   pthread_cond_t cv;
   char devname[TPX_SOCK_IFNAMSIZ];
 } tpx_sock_pool_t;
 
 int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out);
-/* Choose the thread for a new socket of `weight` / give its weight back. */
+/* Socket weights for placement: socket 0 carries only small messages. */
 #define TPX_SOCK_W_CTRL 1
 #define TPX_SOCK_W_DATA 4
-struct tpx_sock_io *tpx_sock_pool_pick(tpx_sock_pool_t *p, int weight);
-void tpx_sock_pool_unpick(struct tpx_sock_io *t, int weight);
+/* Choose the threads of a new comm's sockets (conns[i].placed) and list the
+ * comm on the pool / take it off and give the weights back. */
+void tpx_sock_pool_place(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
+void tpx_sock_pool_forget(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
 void tpx_sock_pool_destroy(tpx_sock_pool_t *p);
 /* Hand a connected socket to thread `t` (edge-triggered epoll) and kick it. */
 int tpx_sock_io_attach(struct tpx_sock_io *t, struct tpx_sock_conn *c);
@@ -216,17 +226,22 @@ void tpx_sock_io_kick(struct tpx_sock_conn *c);
 
 struct tpx_sock_comm;
 
+/* Receive `pending` before the first part header of the message arrived:
+ * larger than any message, so no byte count can bring it to 0 (wire.h). */
+#define TPX_SOCK_UNSIZED (1ull << 62)
+
 typedef struct tpx_sock_req {
   /* written by the caller before the request is published */
   char *buf;
   size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
-  uint8_t hdr[16];    /* send: the encoded message header */
   uint64_t stage_end; /* send from CUDA memory: staging ring position after it (0 = none) */
   /* written by I/O threads */
-  size_t msg_size;     /* recv: size announced by the sender */
-  _Atomic int pending; /* unfinished parts (control + data); 0 = complete */
-  _Atomic int err;     /* first failure (tpx code), 0 = none */
+  size_t msg_size;          /* recv: size announced by the sender */
+  _Atomic uint64_t msize;   /* recv: 0 until a part header arrived, then msg_size + 1 */
+  _Atomic uint64_t pending; /* send: parts left; recv: bytes left (+ TPX_SOCK_UNSIZED
+                               until sized); 0 = complete */
+  _Atomic int err;          /* first failure (tpx code), 0 = none */
   /* caller only */
   int state; /* TPX_SR_* */
 } tpx_sock_req_t;
@@ -235,14 +250,15 @@ typedef struct tpx_sock_req {
  * pages stay held until irecvConsumed. */
 enum { TPX_SR_FREE = 0, TPX_SR_INFLIGHT, TPX_SR_RELEASED, TPX_SR_DONE };
 
-/* One contiguous part of a message on one data socket. */
+/* One contiguous part of a message on one socket. */
 typedef struct tpx_sock_part {
   tpx_sock_req_t *req;
   char *buf;   /* buffer start + offset */
-  size_t len;  /* bytes on the wire */
+  size_t len;  /* bytes on the wire (after the part header) */
   size_t keep; /* recv: bytes that fit the buffer; the rest is discarded */
   uint64_t seq;
   const uint32_t *pages; /* unpack recv: bounce page of each 4 KiB of the part (buf unused) */
+  uint8_t hdr[32];       /* send: the part header (TPX_WIRE_PART_BYTES) */
 } tpx_sock_part_t;
 
 typedef struct tpx_sock_conn {
@@ -257,16 +273,21 @@ typedef struct tpx_sock_conn {
   /* the owner thread's run queue */
   struct tpx_sock_conn *rq_next, *rq_prev;
   int in_rq;
-  /* data conns: parts queue, single producer (caller or control thread) */
-  tpx_sock_part_t parts[TPX_SOCK_RING];
+  /* send conns: parts queue, single producer (the caller, under comm->mu) */
+  tpx_sock_part_t *parts; /* TPX_SOCK_RING entries (send comms only) */
   _Atomic uint64_t parts_head; /* producer */
   _Atomic uint64_t parts_tail; /* consumer */
-  size_t done_bytes;           /* progress in parts[tail] */
-  /* control conn progress (owner thread only) */
-  uint64_t cseq; /* next message whose header is sent / expected */
-  size_t coff;   /* bytes of that message's control bytes done */
-  uint8_t rhdr[16];
-  int rhdr_done; /* recv: header parsed, payload pending */
+  size_t done_bytes;           /* send: header + payload bytes of parts[tail] sent;
+                                  recv: payload bytes of `cur` read */
+  /* recv conns (owner thread only, except the flags) */
+  uint8_t rhdr[32]; /* next part header (TPX_WIRE_PART_BYTES) */
+  size_t rhdr_got;  /* bytes of it read */
+  int have;         /* `cur` holds a part being read */
+  tpx_sock_part_t cur;
+  uint64_t rseq;             /* sequence number of the last part read (have_rseq) */
+  int have_rseq;
+  _Atomic int wait_post;     /* stopped: its next part's receive is not posted yet */
+  int upk_wait;              /* unpack: stopped until admission moves (under upk->mu) */
   /* failure (owner thread) */
   int dead; /* tpx code once the socket failed */
 } tpx_sock_conn_t;
@@ -292,14 +313,20 @@ typedef struct tpx_sock_comm {
   uint64_t thead;          /* strict: oldest request test has not reported done */
   unsigned misses;         /* consecutive tests that found nothing done */
   _Atomic uint64_t posted; /* next sequence number */
+  unsigned rot;            /* send: data socket of the next message's first part */
   /* any thread */
   _Atomic int peer_closed; /* a socket saw FIN / RST / error */
+  _Atomic int ndead;       /* recv: sockets that failed or ended; all of them: nothing more
+                              can arrive and every unfinished receive fails */
+  _Atomic int closing;     /* teardown started: no more cross-socket kicks */
   _Atomic int errset;      /* 0, 1 = being written, 2 = errmsg valid */
   char errmsg[256];
   /* unpack mode */
   struct tpx_sock_upk *upk;     /* recv comms: bounce pool and metadata */
   struct tpx_sock_stage *stage; /* send comms: pinned staging of CUDA sends (lazy) */
   uint64_t gpus_held;           /* GPUs this comm retained (bit per device) */
+  struct tpx_sock_comm *pool_next, *pool_prev; /* the pool's list (pool->mu) */
+  int listed;
   tpx_sock_req_t reqs[TPX_SOCK_RING];
 } tpx_sock_comm_t;
 
@@ -313,20 +340,26 @@ void tpx_sock_comm_destroy(tpx_sock_comm_t *c);
  * for its socket's next edge). */
 int tpx_sock_conn_progress(tpx_sock_conn_t *c, void *scratch);
 
-/* Part j of a message of `size` bytes with sequence `seq`: which data socket
- * carries it and where. Returns the number of parts (0 = inline). */
-static inline int tpx_sock_nparts(size_t size, int nsocks, size_t *part_bytes) {
+/* How the sender cuts a message of `size` bytes over `nsocks` data sockets
+ * when `busy` earlier requests of the comm are still in flight: the number
+ * of parts and *part_bytes, the size of all but the last (a 4 KiB multiple).
+ * 0 = small: one part on socket 0. A message is cut only while it adds
+ * parallelism: with nsocks or more requests in flight, every data socket
+ * already has work (consecutive messages go to consecutive sockets), so the
+ * message goes whole and costs each side one part instead of nsocks (at
+ * 512 KiB messages on 2 cores: fewer wake-ups, less CPU per byte). A
+ * sender's policy only: part headers tell the receiver (wire.h). */
+static inline int tpx_sock_split(size_t size, int nsocks, uint64_t busy, size_t *part_bytes) {
   if (size <= TPX_SOCK_INLINE_MAX) return 0;
+  if (busy >= (uint64_t)nsocks) {
+    *part_bytes = size;
+    return 1;
+  }
   size_t per = (size + (size_t)nsocks - 1) / (size_t)nsocks;
   per = (per + 4095) & ~(size_t)4095;
   if (per < TPX_SOCK_MIN_PART) per = TPX_SOCK_MIN_PART;
   *part_bytes = per;
   return (int)((size + per - 1) / per);
-}
-/* Data socket (0-based) carrying part j: rotated by sequence so that small
- * multi-part messages do not all load socket 0. */
-static inline int tpx_sock_part_sock(uint64_t seq, int j, int nsocks) {
-  return (int)((seq + (uint64_t)j) % (uint64_t)nsocks);
 }
 
 /* ops implemented in comm.c */
@@ -383,8 +416,9 @@ typedef struct tpx_sock_upk {
   pthread_mutex_t mu;
   uint32_t *freeq;
   uint32_t fq_count;
-  int waiting;     /* the control thread stalled for pages: kick it when some return */
-  uint64_t stalls; /* times it stalled (tests, debug) */
+  uint64_t admit_next; /* receives admitted (pages taken), in order */
+  int waiters;         /* sockets stopped until admission moves or pages return */
+  uint64_t stalls;     /* times a message found too few free pages (tests, debug) */
   /* per slot (k-th receive -> slot k % 16): pages held and their numbers */
   uint32_t npg[TPX_UNPACK_SLOTS];
   uint32_t pages[TPX_UNPACK_SLOTS][TPX_UNPACK_MAX_FRAGS];
@@ -400,14 +434,20 @@ typedef struct tpx_sock_stage {
 /* Recv comm: create / free the bounce pool and metadata. */
 int tpx_sock_upk_create(tpx_sock_comm_t *m);
 void tpx_sock_upk_destroy(tpx_sock_comm_t *m);
-/* Control thread, header of receive `seq` read: take pages for `keep`
- * bytes and write the slot's entries. 0 = done, 1 = not enough free pages
- * (nothing changed; the comm's control conn is kicked when pages return). */
-int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep);
+/* A socket of recv comm m has a part header of receive `seq` (which keeps
+ * `keep` bytes): admit the receive unless done already. Receives are
+ * admitted in order, each taking the pages for its bytes and writing its
+ * slot's entries. 0 = admitted (now or before); 1 = not yet (an earlier
+ * receive is not admitted, or too few pages are free): nothing changed, and
+ * socket c is kicked when admission moves or pages return. */
+int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep);
 /* Read bytes [from, to) of a run of pages (4 KiB each, from page 0 of
- * `pages`) with one recvmsg. Returns what recvmsg returns. */
+ * `pages`) with one recvmsg, then up to `more` (may be NULL) as one more
+ * iovec. Returns what recvmsg returns. */
 ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
-                          size_t to);
+                          size_t to, const struct iovec *more);
+/* Teardown: no more kicks between the comm's sockets. */
+void tpx_sock_upk_quiesce(tpx_sock_comm_t *m);
 /* test(): receive `seq` is complete: publish cnt[slot] (release). */
 void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq);
 /* Receive `seq` released (consumed or failed): its pages go back. */

@@ -2,16 +2,17 @@
  * contract of the GPUDirect-TCPX plugin (spec/tcpx.md, docs/UNPACK.md).
  *
  * Receive side. Each recv comm owns a bounce pool of 4 KiB pages and a
- * metadata block {loadMeta mem[16][2048]; u64 cnt[16]}. When the control
- * thread has read the header of the k-th message it takes the pages for the
- * bytes the receive keeps from a stack of free pages (shuffled once, so a
- * message's pages are scattered, as devmem pages are) and writes the slot's
- * entries (slot k % 16). The data threads read straight into those pages with
- * one recvmsg over many page iovecs. test() publishes cnt[slot] after a
- * release fence once every byte is in; the pages and the slot come back only
- * with irecvConsumed. If the pool runs dry the control thread stops reading
- * that comm (its bytes wait in the kernel, TCP flow control holds the
- * sender) and irecvConsumed kicks it again: no spinning.
+ * metadata block {loadMeta mem[16][2048]; u64 cnt[16]}. When a socket's
+ * thread reads the first part header of the k-th message, the message is
+ * admitted (in order): it takes the pages for the bytes the receive keeps
+ * from a stack of free pages (shuffled once, so a message's pages are
+ * scattered, as devmem pages are) and writes the slot's entries (slot
+ * k % 16). The threads read straight into those pages with one recvmsg over
+ * many page iovecs. test() publishes cnt[slot] after a release fence once
+ * every byte is in; the pages and the slot come back only with
+ * irecvConsumed. If the pool runs dry (or an earlier message is not admitted
+ * yet) the socket stops reading (its bytes wait in the kernel, TCP flow
+ * control holds the sender) and is kicked when that changes: no spinning.
  *
  * With a usable GPU the pool and the metadata are pinned host memory mapped
  * into the GPU (cudaHostAllocMapped | Portable), so one kernel can gather the
@@ -165,27 +166,50 @@ void tpx_sock_upk_destroy(tpx_sock_comm_t *m) {
   m->upk = NULL;
 }
 
-int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep) {
+/* Kick the sockets stopped at admission (u->mu held; they re-check). Not
+ * once teardown began: a socket must not kick a socket already detached. */
+static void kick_waiters(tpx_sock_comm_t *m) {
+  tpx_sock_upk_t *u = m->upk;
+  if (u->waiters == 0 || atomic_load(&m->closing)) return;
+  u->waiters = 0;
+  for (int i = 0; i <= m->nsocks; i++) {
+    tpx_sock_conn_t *c = &m->conns[i];
+    if (c->upk_wait) {
+      c->upk_wait = 0;
+      tpx_sock_io_kick(c);
+    }
+  }
+}
+
+int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep) {
   tpx_sock_upk_t *u = m->upk;
   uint32_t s = slot_of(seq);
   uint32_t n = (uint32_t)((keep + TPX_SOCK_PAGE - 1) / TPX_SOCK_PAGE); /* <= 2048: irecv checks */
   uint32_t *pg = u->pages[s];
   pthread_mutex_lock(&u->mu);
-  if (u->fq_count < n) {
-    /* Under the lock that irecvConsumed takes to return pages: it sees the
-     * flag and kicks us, so the wake-up cannot be lost. */
-    u->waiting = 1;
-    __atomic_fetch_add(&u->stalls, 1, __ATOMIC_RELAXED); /* read without the lock (tests) */
+  if (seq < u->admit_next) {
     pthread_mutex_unlock(&u->mu);
-    TPX_TRACE("sock unpack: recv comm %s: message %llu needs %u pages, %u free: waiting for"
-              " irecvConsumed",
-              m->peer, (unsigned long long)seq, n, u->fq_count);
+    return 0;
+  }
+  /* Admission in order: a later receive never takes the pages the oldest
+   * one needs, so the oldest always gets its pages once older ones are
+   * consumed (docs/UNPACK.md). Both ways of waiting are registered under the
+   * lock that admission and page returns take: the kick cannot be lost. */
+  if (seq > u->admit_next || u->fq_count < n) {
+    if (seq == u->admit_next) {
+      __atomic_fetch_add(&u->stalls, 1, __ATOMIC_RELAXED); /* read without the lock (tests) */
+      TPX_TRACE("sock unpack: recv comm %s: message %llu needs %u pages, %u free: waiting for"
+                " irecvConsumed",
+                m->peer, (unsigned long long)seq, n, u->fq_count);
+    }
+    c->upk_wait = 1;
+    u->waiters = 1;
+    pthread_mutex_unlock(&u->mu);
     return 1;
   }
   for (uint32_t i = 0; i < n; i++)
     pg[i] = u->freeq[u->fq_count - 1 - i];
   u->fq_count -= n;
-  pthread_mutex_unlock(&u->mu);
   u->npg[s] = n;
   /* The entries are written now, before the bytes: the consumer reads them
    * only after cnt[s], which test() stores once the message is complete. */
@@ -196,12 +220,23 @@ int tpx_sock_upk_admit(tpx_sock_comm_t *m, uint64_t seq, size_t keep) {
     e[i].len = (uint32_t)TPX_MIN((size_t)TPX_SOCK_PAGE, keep - off);
     e[i].dst_off = off;
   }
+  u->admit_next = seq + 1;
+  kick_waiters(m); /* sockets holding parts of later receives */
+  pthread_mutex_unlock(&u->mu);
   return 0;
 }
 
+void tpx_sock_upk_quiesce(tpx_sock_comm_t *m) {
+  tpx_sock_upk_t *u = m->upk;
+  if (u == NULL) return;
+  pthread_mutex_lock(&u->mu);
+  atomic_store(&m->closing, 1);
+  pthread_mutex_unlock(&u->mu);
+}
+
 ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
-                          size_t to) {
-  struct iovec iov[TPX_SOCK_UNPACK_IOV];
+                          size_t to, const struct iovec *more) {
+  struct iovec iov[TPX_SOCK_UNPACK_IOV + 1];
   int n = 0;
   size_t pos = from;
   while (pos < to) {
@@ -218,6 +253,7 @@ ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages
     }
     pos += len;
   }
+  if (more != NULL && pos == to) iov[n++] = *more; /* only right after the last byte asked */
   struct msghdr mh;
   memset(&mh, 0, sizeof(mh));
   mh.msg_iov = iov;
@@ -239,17 +275,12 @@ void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
   uint32_t n = u->npg[s];
   __atomic_store_n(&u->meta->cnt[s], (uint64_t)0, __ATOMIC_RELAXED);
   u->npg[s] = 0;
-  int kick = 0;
   pthread_mutex_lock(&u->mu);
   /* Pushed in reverse: the next taker gets them in the same (scattered) order. */
   for (uint32_t i = n; i-- > 0;)
     u->freeq[u->fq_count++] = u->pages[s][i];
-  if (n > 0 && u->waiting) {
-    u->waiting = 0;
-    kick = 1;
-  }
+  if (n > 0) kick_waiters(m); /* a receive may have been waiting for pages */
   pthread_mutex_unlock(&u->mu);
-  if (kick) tpx_sock_io_kick(&m->conns[0]);
 }
 
 void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d) {

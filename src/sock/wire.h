@@ -33,17 +33,25 @@
  *    close right after its last send without unread bytes turning its FIN into
  *    a RST.
  *
- * 3. Per message, on the control socket: a header, then the payload when it
- *    is small (<= TPX_SOCK_INLINE_MAX, 16 KiB); a larger payload is cut into
- *    at most nsocks contiguous parts (tpx_sock_nparts / tpx_sock_part_sock in
- *    sock.h: 4 KiB-rounded, at least TPX_SOCK_MIN_PART, rotated by sequence),
- *    which both sides compute from the size alone, so each data socket carries
- *    its parts back to back with no framing and no per-chunk control message.
- *    These constants are part of the protocol: changing them changes
- *    TPX_WIRE_VERSION.
- *      0  u32 magic TPX_WIRE_MSG_MAGIC
- *      4  u32 sequence number (low 32 bits; checked by the receiver)
- *      8  u64 size in bytes
+ * 3. Messages. Every message travels as one or more parts; each part is a
+ *    32-byte part header followed by its bytes, on one socket of the comm:
+ *      0  u32 magic TPX_WIRE_PART_MAGIC
+ *      4  u32 sequence number of the message (low 32 bits)
+ *      8  u64 message size in bytes (the same in every part of a message)
+ *     16  u64 offset of the part in the message (a multiple of 4 KiB)
+ *     24  u64 length of the part (> 0, except the one part of an empty message)
+ *    Parts are self-describing: the receiver learns everything from the part
+ *    headers, so how a sender cuts a message and which sockets it uses is its
+ *    own choice (sock.h: small messages on socket 0, larger ones cut into at
+ *    most nsocks parts over the data sockets). Rules the receiver checks:
+ *    on each socket the sequence numbers strictly increase; offset + length
+ *    <= size; the lengths of a message's parts add up to its size (the
+ *    receiver counts them: the message is complete when all have arrived).
+ *    A receiver reads a part only once the matching receive is posted, so the
+ *    parts of later messages wait in the kernel (TCP flow control) meanwhile.
+ *    (Version 1 sent a header per message on socket 0 and derived the cut
+ *    from the size: every message then cost the receiver a hop from the
+ *    control socket's thread to the data sockets' threads.)
  */
 #ifndef TPX_SOCK_WIRE_H
 #define TPX_SOCK_WIRE_H
@@ -51,13 +59,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TPX_WIRE_VERSION 1u
+#define TPX_WIRE_VERSION 2u
 #define TPX_WIRE_HANDLE_MAGIC 0x4c585054u /* "TPXL" */
 #define TPX_WIRE_HELLO_MAGIC 0x48585054u  /* "TPXH" */
-#define TPX_WIRE_MSG_MAGIC 0x4d585054u    /* "TPXM" */
+#define TPX_WIRE_PART_MAGIC 0x50585054u   /* "TPXP" */
 
 #define TPX_WIRE_HELLO_BYTES 40
-#define TPX_WIRE_MSG_BYTES 16
+#define TPX_WIRE_PART_BYTES 32
 
 /* Offsets in the handle. */
 #define TPX_WH_MAGIC 0
@@ -99,10 +107,13 @@ static inline uint64_t tpx_get64(const uint8_t *p) {
   return v;
 }
 
-static inline void tpx_wire_msg_encode(uint8_t *h, uint64_t seq, uint64_t size) {
-  tpx_put32(h, TPX_WIRE_MSG_MAGIC);
+static inline void tpx_wire_part_encode(uint8_t *h, uint64_t seq, uint64_t size, uint64_t off,
+                                        uint64_t len) {
+  tpx_put32(h, TPX_WIRE_PART_MAGIC);
   tpx_put32(h + 4, (uint32_t)seq);
   tpx_put64(h + 8, size);
+  tpx_put64(h + 16, off);
+  tpx_put64(h + 24, len);
 }
 
 #endif
