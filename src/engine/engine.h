@@ -286,6 +286,7 @@ struct tpx_endpoint {
   uint64_t inflight;       /* requests in the transport, all peers */
   uint64_t queued;         /* op links waiting in pending FIFOs, all peers */
   atomic_uint work_seq;    /* bumped by posters; the sleeping thread re-checks it */
+  atomic_int drivers;      /* callers driving progress themselves while they spin in a wait */
   int setups;              /* peers in setup */
   uint64_t next_deadline_scan;
 };
@@ -347,8 +348,11 @@ void xfer_release_all(tpx_endpoint_t *ep);
 
 static inline uint64_t ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
 
-/* Blocking waits with a progress thread spin (yielding) this long before
- * sleeping on the condition variable. */
+/* Blocking waits with a progress thread spin this long before sleeping on
+ * the condition variable; while they spin they drive progress themselves
+ * (ep_drive) and the progress thread stands aside. */
 #define WAIT_SPIN_NS 50000ull
+int ep_drive(tpx_endpoint_t *ep);
+void ep_drive_end(tpx_endpoint_t *ep);
 
 #endif

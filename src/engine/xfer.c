@@ -956,14 +956,20 @@ int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms) {
   tpx_endpoint_t *ep = o->peer->ep;
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + ms_to_ns(timeout_ms);
   if (ep->thread_on) {
-    /* Spin (yielding) up to WAIT_SPIN_NS: a small transfer's round trip is
-     * shorter than a sleep/wake-up; then sleep on the cv. */
+    /* Spin up to WAIT_SPIN_NS driving progress (ep_drive): a small
+     * transfer's round trip is shorter than a sleep/wake-up; then sleep on
+     * the cv. */
     uint64_t spin_until = tpx_now_ns() + WAIT_SPIN_NS;
+    atomic_fetch_add(&ep->drivers, 1);
     for (int i = 0;; i++) {
-      if (atomic_load_explicit(&o->status, memory_order_acquire) != TPX_EINPROGRESS) return xfer_status(o);
+      if (atomic_load_explicit(&o->status, memory_order_acquire) != TPX_EINPROGRESS) {
+        ep_drive_end(ep);
+        return xfer_status(o);
+      }
       if (tpx_now_ns() > spin_until) break;
-      if (i > 16) sched_yield();
+      if (!ep_drive(ep) && i > 16) sched_yield();
     }
+    ep_drive_end(ep);
     pthread_mutex_lock(&ep->lock);
     ep->waiters++;
     while (atomic_load_explicit(&o->status, memory_order_acquire) == TPX_EINPROGRESS) {
