@@ -16,8 +16,8 @@
  * parts that still needed it (sender: its queued parts; receiver: the part it
  * was reading). Bytes queued before a peer's FIN are always read first, so a
  * sender that closes right after its last send completed never fails the
- * receiver's requests whose bytes were all sent. Once every socket of a recv
- * comm has ended, nothing more can arrive: every unfinished receive fails.
+ * receiver's requests whose bytes were all sent. Receives whose bytes can no
+ * longer come (every socket ended, or stopped past them) fail: recv_fail_lost.
  *
  * A send larger than the posted receive: the receiver reads the whole message
  * (the excess goes to a scratch buffer), test() returns TPX_ETRUNC with
@@ -124,7 +124,7 @@ static int send_progress(tpx_sock_conn_t *c) {
       for (; tail < head; tail++) {
         tpx_sock_req_t *r = c->parts[tail % TPX_SOCK_RING].req;
         c->done_bytes = 0;
-        atomic_store_explicit(&c->parts_tail, tail + 1, memory_order_release);
+        atomic_store(&c->parts_tail, tail + 1); /* seq-cst: pairs with isend's kick test */
         req_fail(r, c->dead);
         req_done(r, 1);
       }
@@ -182,23 +182,44 @@ static int send_progress(tpx_sock_conn_t *c) {
 
 /* ---- receive side ---------------------------------------------------------------- */
 
-/* The last socket of a recv comm has ended: nothing more can arrive, so every
- * unfinished receive fails (now and when posted later, see irecv). */
-static void recv_all_dead(tpx_sock_comm_t *m, int code) {
-  pthread_mutex_lock(&m->mu);
+#define POS_READING 0
+#define POS_ENDED UINT64_MAX
+
+/* Receives that can no longer complete fail (m->mu held). Once a socket has
+ * ended, and every other one has ended too or stopped at a part header of a
+ * message s (whose receive is not posted, or waits for unpack admission):
+ * a socket's parts come in order, so a stopped socket brings nothing of the
+ * messages before s, and an ended one nothing at all. Every unfinished
+ * receive before the smallest such s then fails, instead of waiting for
+ * bytes that cannot come (a peer gone while this side is behind). */
+static void recv_fail_lost(tpx_sock_comm_t *m) {
+  if (atomic_load(&m->ndead) == 0) return;
+  uint64_t lim = UINT64_MAX;
+  for (int i = 0; i <= m->nsocks; i++) {
+    uint64_t p = atomic_load(&m->conns[i].pos);
+    if (p == POS_READING) return; /* may still bring anything */
+    if (p != POS_ENDED && p - 1 < lim) lim = p - 1;
+  }
   uint64_t posted = atomic_load(&m->posted);
-  for (uint64_t s = m->tail; s < posted; s++) {
+  for (uint64_t s = m->tail; s < posted && s < lim; s++) {
     tpx_sock_req_t *r = slot(m, s);
     if (r->state != TPX_SR_INFLIGHT || atomic_load(&r->pending) == 0) continue;
-    req_fail(r, code);
+    req_fail(r, TPX_EREMOTE);
+    if (m->upk) tpx_sock_upk_skip(m, s);
     atomic_store_explicit(&r->pending, 0, memory_order_release);
   }
+}
+
+static void recv_fail_lost_now(tpx_sock_comm_t *m) {
+  if (atomic_load(&m->ndead) == 0) return;
+  pthread_mutex_lock(&m->mu);
+  recv_fail_lost(m);
   pthread_mutex_unlock(&m->mu);
 }
 
 /* Socket c of a recv comm failed or ended (`code`, with conn_fail's detail
- * already recorded): its part in progress fails; the last socket to go fails
- * the rest. */
+ * already recorded): its part in progress fails, and so do the receives
+ * that can no longer complete. */
 static void recv_conn_dead(tpx_sock_conn_t *c) {
   tpx_sock_comm_t *m = c->comm;
   if (c->have) {
@@ -208,7 +229,9 @@ static void recv_conn_dead(tpx_sock_conn_t *c) {
     req_done(r, c->cur.len);
   }
   atomic_store(&c->wait_post, 0);
-  if (atomic_fetch_add(&m->ndead, 1) + 1 == m->nsocks + 1) recv_all_dead(m, c->dead);
+  atomic_store(&c->pos, POS_ENDED);
+  atomic_fetch_add(&m->ndead, 1);
+  recv_fail_lost_now(m);
 }
 
 static void recv_proto_error(tpx_sock_conn_t *c, const char *why, uint32_t seq, uint64_t size,
@@ -251,9 +274,15 @@ static int recv_header(tpx_sock_conn_t *c) {
   uint64_t seq = c->rseq + delta;
   /* Posted yet? Announce the wait before looking again: irecv publishes
    * `posted` before it looks at wait_post, so one of us sees the other. */
+  atomic_store(&c->pos, POS_READING);
   if (seq >= atomic_load(&m->posted)) {
+    atomic_store(&c->pos, seq + 1);
     atomic_store(&c->wait_post, 1);
-    if (seq >= atomic_load(&m->posted)) return 1;
+    if (seq >= atomic_load(&m->posted)) {
+      recv_fail_lost_now(m);
+      return 1;
+    }
+    atomic_store(&c->pos, POS_READING);
   }
   atomic_store_explicit(&c->wait_post, 0, memory_order_relaxed);
   tpx_sock_req_t *r = slot(m, seq);
@@ -271,7 +300,11 @@ static int recv_header(tpx_sock_conn_t *c) {
    * complete (an empty message completes as soon as it is sized). A stop
    * here leaves everything as it was: this header is parsed again. */
   tpx_sock_upk_t *u = m->upk;
-  if (u != NULL && tpx_sock_upk_admit(m, c, seq, TPX_MIN((size_t)size, r->size)) != 0) return 1;
+  if (u != NULL && tpx_sock_upk_admit(m, c, seq, TPX_MIN((size_t)size, r->size)) != 0) {
+    atomic_store(&c->pos, seq + 1);
+    recv_fail_lost_now(m);
+    return 1;
+  }
   /* The first part to arrive sizes the receive. */
   uint64_t exp = 0;
   if (atomic_compare_exchange_strong(&r->msize, &exp, size + 1)) {
@@ -665,16 +698,12 @@ int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes
   r->size = sizes[0];
   atomic_store_explicit(&r->msize, 0, memory_order_relaxed);
   atomic_store_explicit(&r->pending, TPX_SOCK_UNSIZED, memory_order_relaxed);
-  if (atomic_load(&m->ndead) == m->nsocks + 1) {
-    /* Every socket has ended: nothing can arrive any more (comm's error). */
-    req_fail(r, TPX_EREMOTE);
-    atomic_store_explicit(&r->pending, 0, memory_order_relaxed);
-  }
   /* Publish, then wake the sockets stopped at a part of this receive: they
    * announce the wait before looking at `posted` again (recv_header). */
   atomic_store(&m->posted, seq + 1);
   for (int i = 0; i <= m->nsocks; i++)
     if (atomic_load(&m->conns[i].wait_post)) tpx_sock_io_kick(&m->conns[i]);
+  recv_fail_lost(m); /* after a socket ended, this receive may be one that cannot come */
   *request = req_token(m, seq);
   pthread_mutex_unlock(&m->mu);
   return 0;

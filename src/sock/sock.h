@@ -287,6 +287,8 @@ typedef struct tpx_sock_conn {
   uint64_t rseq;             /* sequence number of the last part read (have_rseq) */
   int have_rseq;
   _Atomic int wait_post;     /* stopped: its next part's receive is not posted yet */
+  _Atomic uint64_t pos;      /* for lost receives: 0 reading (may still bring any message),
+                                UINT64_MAX ended, s + 1 stopped at a part of message s */
   int upk_wait;              /* unpack: stopped until admission moves (under upk->mu) */
   /* failure (owner thread) */
   int dead; /* tpx code once the socket failed */
@@ -316,8 +318,7 @@ typedef struct tpx_sock_comm {
   unsigned rot;            /* send: data socket of the next message's first part */
   /* any thread */
   _Atomic int peer_closed; /* a socket saw FIN / RST / error */
-  _Atomic int ndead;       /* recv: sockets that failed or ended; all of them: nothing more
-                              can arrive and every unfinished receive fails */
+  _Atomic int ndead;       /* recv: sockets that failed or ended (see recv_fail_lost) */
   _Atomic int closing;     /* teardown started: no more cross-socket kicks */
   _Atomic int errset;      /* 0, 1 = being written, 2 = errmsg valid */
   char errmsg[256];
@@ -448,6 +449,9 @@ ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages
                           size_t to, const struct iovec *more);
 /* Teardown: no more kicks between the comm's sockets. */
 void tpx_sock_upk_quiesce(tpx_sock_comm_t *m);
+/* Receive `seq` failed before it was admitted: admission moves past it (no
+ * pages), so later receives are not held up by it. */
+void tpx_sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq);
 /* test(): receive `seq` is complete: publish cnt[slot] (release). */
 void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq);
 /* Receive `seq` released (consumed or failed): its pages go back. */

@@ -226,6 +226,16 @@ int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, siz
   return 0;
 }
 
+void tpx_sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq) {
+  tpx_sock_upk_t *u = m->upk;
+  pthread_mutex_lock(&u->mu);
+  if (u->admit_next == seq) {
+    u->admit_next = seq + 1;
+    kick_waiters(m);
+  }
+  pthread_mutex_unlock(&u->mu);
+}
+
 void tpx_sock_upk_quiesce(tpx_sock_comm_t *m) {
   tpx_sock_upk_t *u = m->upk;
   if (u == NULL) return;

@@ -5,8 +5,8 @@
  * connector that sends parts in its own order (reversed over two sockets, an
  * empty message) and then malformed ones (bad magic, sizes that disagree, a
  * sequence number going back), each failing the comm with a reason and no
- * crash; and the rule that once every socket of a recv comm has ended,
- * unfinished and later receives fail instead of waiting. */
+ * crash; and the rule that receives whose bytes can no longer come (every
+ * socket ended, or stopped past them) fail instead of waiting. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -258,6 +258,33 @@ static void test_forged_order(void **state) {
   free(b0);
 }
 
+/* The peer is gone while this side is behind: message 0 (its part would have
+ * come on socket 1) never came, message 1 waits on socket 2 for its receive.
+ * Sockets 0 and 1 end: the receive of message 0 fails at once (socket 2 is
+ * past it, the others bring nothing more) instead of waiting forever, and
+ * message 1, already on its way, still arrives once its receive is posted. */
+static void test_lost_receive(void **state) {
+  (void)state;
+  forge_t f;
+  forge_open(&f, 0);
+  unsigned char src[100], b0[100], b1[100];
+  tu_fill(src, sizeof(src), 21, 0);
+  void *r0 = forge_recv(&f, b0, sizeof(b0));
+  forge_part(&f, 2, 1, 100, 0, src, 100);
+  usleep(20000); /* socket 2 reads the header of message 1 and stops */
+  close(f.fd[0]);
+  close(f.fd[1]);
+  f.fd[0] = f.fd[1] = -1;
+  int rc = ts_wait(f.net, r0, NULL);
+  assert_true(rc < 0 && rc != TPX_ETIMEDOUT);
+  void *r1 = forge_recv(&f, b1, sizeof(b1));
+  size_t got = 0;
+  assert_int_equal(ts_wait(f.net, r1, &got), 0);
+  assert_int_equal(got, 100);
+  assert_int_equal(tu_check(b1, 100, 21, 0), SIZE_MAX);
+  forge_close(&f);
+}
+
 /* One malformed stream per case (strict mode: test() says rc 2 as soon as a
  * socket failed): the receive then fails once the forger is gone, and the
  * comm's error names the fault. */
@@ -318,6 +345,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_all_sockets_end, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_forged_order, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_forged_bad, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_lost_receive, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
