@@ -360,45 +360,20 @@ static void sock_destroy(tpx_net_t *net) {
   free(sn);
 }
 
-static const tpx_net_ops_t sock_ops = {
-    .devices = sock_devices,
-    .get_properties = sock_get_properties,
-    .listen = tpx_sock_listen,
-    .connect = tpx_sock_connect,
-    .accept = tpx_sock_accept,
-    .reg_mr = sock_reg_mr,
-    .dereg_mr = sock_dereg_mr,
-    .isend = tpx_sock_isend,
-    .irecv = tpx_sock_irecv,
-    .iflush = tpx_sock_iflush,
-    .test = tpx_sock_test,
-    .close_send = tpx_sock_close_send,
-    .close_recv = tpx_sock_close_recv,
-    .close_listen = tpx_sock_close_listen,
-    .get_device_mr = NULL,
-    .irecv_consumed = NULL,
-    .destroy = sock_destroy,
-};
+/* Entry points shared by both modes; unpack mode adds the UNPACK device's two. */
+#define SOCK_OPS_COMMON                                                                            \
+  .devices = sock_devices, .get_properties = sock_get_properties, .listen = tpx_sock_listen,       \
+  .connect = tpx_sock_connect, .accept = tpx_sock_accept, .reg_mr = sock_reg_mr,                   \
+  .dereg_mr = sock_dereg_mr, .isend = tpx_sock_isend, .irecv = tpx_sock_irecv,                     \
+  .iflush = tpx_sock_iflush, .test = tpx_sock_test, .close_send = tpx_sock_close_send,             \
+  .close_recv = tpx_sock_close_recv, .close_listen = tpx_sock_close_listen, .destroy = sock_destroy
 
-/* Unpack mode: the UNPACK device's two extra entry points. */
+static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON};
+
 static const tpx_net_ops_t sock_ops_unpack = {
-    .devices = sock_devices,
-    .get_properties = sock_get_properties,
-    .listen = tpx_sock_listen,
-    .connect = tpx_sock_connect,
-    .accept = tpx_sock_accept,
-    .reg_mr = sock_reg_mr,
-    .dereg_mr = sock_dereg_mr,
-    .isend = tpx_sock_isend,
-    .irecv = tpx_sock_irecv,
-    .iflush = tpx_sock_iflush,
-    .test = tpx_sock_test,
-    .close_send = tpx_sock_close_send,
-    .close_recv = tpx_sock_close_recv,
-    .close_listen = tpx_sock_close_listen,
+    SOCK_OPS_COMMON,
     .get_device_mr = sock_get_device_mr,
     .irecv_consumed = tpx_sock_irecv_consumed,
-    .destroy = sock_destroy,
 };
 
 int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
