@@ -7,6 +7,10 @@
  *   --size N (K/M/G suffixes, default 64M)  --iters N (20)  --warmup N (2)
  *   --op write|read|send (write)  --channels N  --chunk N  --latency (4 KiB
  *   one-way latency: ping-pong, round trip / 2; read: full round trip)
+ *   --inflight N (1): write/read bandwidth with N transfers of --size posted
+ *   at once (the same ranges; each completion reposts), as an application
+ *   that keeps a queue of transfers would; Iter times are then the gaps
+ *   between completions
  * Memory (each side chooses its own): --mem host|cuda (host)  --gpu N (0: the
  *   GPU of the buffer and of the endpoint, whose control port is base + N);
  *   loopback: --server-gpu N for the server's side (default: --gpu).
@@ -39,12 +43,15 @@ struct opts {
   int channels;
   size_t chunk;
   int latency;
+  int inflight; /* --inflight: one-sided transfers posted at once */
   int size_set;
   int cuda;       /* --mem cuda */
   int gpu;        /* --gpu */
   int server_gpu; /* loopback: --server-gpu (-1: same as --gpu) */
   tpx_net_t *net; /* loopback: one transport shared by both endpoints, like one process driving two GPUs */
 };
+
+#define MAX_INFLIGHT 16
 
 static double now_ms(void) {
   struct timespec ts;
@@ -95,6 +102,7 @@ static void usage(void) {
           "       tpx-bench client HOST [--port P] [options]\n"
           "       tpx-bench loopback [options]\n"
           "options: --size N[K|M|G] --iters N --warmup N --op write|read|send --channels N --chunk N --latency\n"
+          "         --inflight N (write/read: transfers posted at once, default 1)\n"
           "         --mem host|cuda --gpu N --server-gpu N (loopback)\n");
 }
 
@@ -105,6 +113,7 @@ static int parse(int argc, char **argv, struct opts *o) {
   o->warmup = 2;
   o->op = TPX_OP_WRITE;
   o->server_gpu = -1;
+  o->inflight = 1;
   if (argc < 2) return -1;
   o->mode = argv[1];
   int i = 2;
@@ -131,6 +140,7 @@ static int parse(int argc, char **argv, struct opts *o) {
     } else if (strcmp(a, "--iters") == 0) o->iters = atoi(v);
     else if (strcmp(a, "--warmup") == 0) o->warmup = atoi(v);
     else if (strcmp(a, "--channels") == 0) o->channels = atoi(v);
+    else if (strcmp(a, "--inflight") == 0) o->inflight = atoi(v);
     else if (strcmp(a, "--chunk") == 0) {
       if (parse_size(v, &o->chunk)) return -1;
     } else if (strcmp(a, "--mem") == 0) {
@@ -147,6 +157,11 @@ static int parse(int argc, char **argv, struct opts *o) {
   }
   if (o->latency && !o->size_set) o->size = 4096;
   if (o->iters < 1 || o->warmup < 0 || o->size == 0 || o->gpu < 0) return -1;
+  if (o->inflight < 1 || o->inflight > MAX_INFLIGHT) return -1;
+  if (o->inflight > 1 && (o->latency || o->op == TPX_OP_SEND)) {
+    fprintf(stderr, "tpx-bench: --inflight applies to write/read bandwidth runs\n");
+    return -1;
+  }
   return 0;
 }
 
@@ -381,6 +396,34 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* --inflight N: warm-up one at a time, then keep N transfers posted; each
+ * completion (in posting order) records the time since the previous one. */
+static int pipelined(const struct opts *o, tpx_xfer_t **xs, double *t, double *cu0, double *cs0) {
+  int rc = 0, n = o->inflight;
+  for (int i = 0; i < o->warmup && rc == 0; i++)
+    if ((rc = tpx_xfer_post(xs[0])) == 0) rc = tpx_xfer_wait(xs[0], -1);
+  if (rc) return rc;
+  cpu_now(cu0, cs0);
+  double last = now_ms();
+  int posted = 0;
+  for (; posted < n && posted < o->iters; posted++)
+    if ((rc = tpx_xfer_post(xs[posted])) != 0) break;
+  for (int i = 0; i < posted; i++) {
+    tpx_xfer_t *x = xs[i % n];
+    int w = tpx_xfer_wait(x, -1);
+    if (w) {
+      if (!rc) rc = w;
+      continue; /* wait for the others before their handles are freed */
+    }
+    double now = now_ms();
+    t[i] = now - last;
+    last = now;
+    printf("[PERF] Iter %d time=%.3f ms\n", i, t[i]);
+    if (rc == 0 && posted < o->iters && (rc = tpx_xfer_post(x)) == 0) posted++;
+  }
+  return rc;
+}
+
 static int run_client(const struct opts *o, const char *host, int port) {
   tpx_config_t cfg;
   make_cfg(o, &cfg);
@@ -433,7 +476,7 @@ static int run_client(const struct opts *o, const char *host, int port) {
   printf("[BENCH] op=%s size=%zu iters=%d channels=%d chunk=%zu transport=%s mem=%s gpu=%d peer_gpu=%d%s\n",
          op_name(o->op), o->size, o->iters, tpx_peer_num_channels(peer), cfg.chunk_bytes,
          tpx_endpoint_transport(ep), mem_name(&cb), o->gpu, tpx_peer_gpu(peer), o->latency ? " latency" : "");
-  tpx_xfer_t *x = NULL, *r = NULL;
+  tpx_xfer_t *x = NULL, *r = NULL, *more[MAX_INFLIGHT] = {NULL};
   tpx_iov_t v = {mem, 0, srv, 0, o->size};
   if (o->op == TPX_OP_WRITE) rc = tpx_xfer_prep_write(peer, &v, 1, o->latency ? "p" : NULL, o->latency, &x);
   else if (o->op == TPX_OP_READ) rc = tpx_xfer_prep_read(peer, &v, 1, NULL, 0, &x);
@@ -441,28 +484,40 @@ static int run_client(const struct opts *o, const char *host, int port) {
     rc = tpx_xfer_prep_send(peer, mem, 0, o->size, 1, &x);
     if (rc == 0 && o->latency) rc = tpx_xfer_prep_recv(peer, mem, 0, o->size, 2, &r);
   }
+  /* --inflight: more handles for the same ranges (writes/reads of the same
+   * bytes, so the final check still holds). */
+  more[0] = x;
+  for (int k = 1; k < o->inflight && rc == 0; k++)
+    rc = o->op == TPX_OP_WRITE ? tpx_xfer_prep_write(peer, &v, 1, NULL, 0, &more[k])
+                               : tpx_xfer_prep_read(peer, &v, 1, NULL, 0, &more[k]);
   if (rc) {
     die("prepare", rc);
     goto out;
   }
   int total = o->iters + o->warmup;
   double cu0 = 0, cs0 = 0;
-  for (int i = 0; i < total; i++) {
-    if (i == o->warmup) cpu_now(&cu0, &cs0);
-    double t0 = now_ms();
-    if (o->latency && r && (rc = tpx_xfer_post(r))) break;
-    if ((rc = tpx_xfer_post(x))) break;
-    if ((rc = tpx_xfer_wait(x, -1))) break;
-    if (o->latency && r && (rc = tpx_xfer_wait(r, -1))) break;
-    if (o->latency && o->op == TPX_OP_WRITE && wait_notif(ep, &n, "pong")) {
-      rc = TPX_ETIMEDOUT;
-      break;
+  if (o->inflight > 1) {
+    rc = pipelined(o, more, t, &cu0, &cs0);
+  } else {
+    for (int i = 0; i < total; i++) {
+      if (i == o->warmup) cpu_now(&cu0, &cs0);
+      double t0 = now_ms();
+      if (o->latency && r && (rc = tpx_xfer_post(r))) break;
+      if ((rc = tpx_xfer_post(x))) break;
+      if ((rc = tpx_xfer_wait(x, -1))) break;
+      if (o->latency && r && (rc = tpx_xfer_wait(r, -1))) break;
+      if (o->latency && o->op == TPX_OP_WRITE && wait_notif(ep, &n, "pong")) {
+        rc = TPX_ETIMEDOUT;
+        break;
+      }
+      double dt = now_ms() - t0;
+      if (i < o->warmup) continue;
+      t[i - o->warmup] = dt;
+      if (!o->latency) printf("[PERF] Iter %d time=%.3f ms\n", i - o->warmup, dt);
     }
-    double dt = now_ms() - t0;
-    if (i < o->warmup) continue;
-    t[i - o->warmup] = dt;
-    if (!o->latency) printf("[PERF] Iter %d time=%.3f ms\n", i - o->warmup, dt);
   }
+  for (int k = 1; k < o->inflight; k++)
+    tpx_xfer_free(more[k]);
   tpx_xfer_free(x);
   tpx_xfer_free(r);
   if (rc) {
@@ -537,6 +592,9 @@ int main(int argc, char **argv) {
   tpx_config_t cfg;
   make_cfg(&o, &cfg);
   if (!cfg.net_plugin[0] || strcmp(cfg.net_plugin, "tpx") == 0) {
+    /* Both endpoints share one transport (their loopback comms then pair up
+     * on its threads); its sockets per comm as an endpoint would choose. */
+    cfg.nsocks = tpx_config_nsocks(&cfg, cfg.num_channels);
     int rc = tpx_net_open_builtin(&cfg, &o.net);
     if (rc) return die("transport", rc);
   } else {

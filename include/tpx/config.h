@@ -26,7 +26,8 @@ typedef struct tpx_config {
   /* built-in transport */
   char socket_ifname[256]; /* TPX_SOCKET_IFNAME (NCCL_SOCKET_IFNAME syntax) */
   char socket_family[16];  /* TPX_SOCKET_FAMILY: "" (IPv4 first), AF_INET or AF_INET6 */
-  int nsocks;              /* TPX_NSOCKS: data sockets per comm */
+  int nsocks;              /* TPX_NSOCKS: data sockets per comm; 0 = automatic
+                              (tpx_config_nsocks) */
   int nthreads;            /* TPX_NTHREADS: I/O threads per device */
   int sock_strict;         /* TPX_SOCK_STRICT: enforce the TCPX plugin's rules */
   int sock_unpack;         /* TPX_SOCK_UNPACK: emulate the TCPX unpack contract */
@@ -58,6 +59,11 @@ int tpx_config_from_env(tpx_config_t *cfg);
 /* The process-wide configuration read from the environment once. */
 const tpx_config_t *tpx_config_global(void);
 
+/* Data sockets per comm of the built-in transport when `comms` comms carry
+ * one peer's traffic together (an endpoint's channels; 1 for a comm on its
+ * own): cfg->nsocks when set (> 0), else the machine's default for one comm
+ * (4; 2 with at most 2 CPUs) divided among them, at least 1. */
+int tpx_config_nsocks(const tpx_config_t *cfg, int comms);
 /* Print the effective configuration as a table (name, value, source). */
 void tpx_config_print(const tpx_config_t *cfg, FILE *out);
 

@@ -31,7 +31,7 @@ static const struct var vars[] = {
     {"TPX_NET_PLUGIN", NULL, V_STR, F(net_plugin), 0, 0},
     {"TPX_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", V_STR, F(socket_ifname), 0, 0},
     {"TPX_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", V_STR, F(socket_family), 0, 0},
-    {"TPX_NSOCKS", NULL, V_INT, F(nsocks), 1, 64},
+    {"TPX_NSOCKS", NULL, V_INT, F(nsocks), 0, 64},
     {"TPX_NTHREADS", NULL, V_INT, F(nthreads), 1, 64},
     {"TPX_SOCK_STRICT", NULL, V_INT, F(sock_strict), 0, 1},
     {"TPX_SOCK_UNPACK", NULL, V_INT, F(sock_unpack), 0, 1},
@@ -57,22 +57,17 @@ void tpx_config_defaults(tpx_config_t *cfg) {
    * threads left each thread carrying a send and a receive socket (7.97 GB/s
    * at 64 MiB on a 32-core H200 host vs 13.56 with 8, docs/BENCHMARKS.md);
    * idle threads sleep, and on 2 cores 4 vs 8 threads measured the same.
-   * 4 data sockets per comm: 8 gained nothing at 64 MiB on 2 cores and cost
-   * 10-20% at the engine's 512 KiB chunks. */
-  cfg->nsocks = 4;
+   * Data sockets per comm: 0 = automatic, see tpx_config_nsocks. */
+  cfg->nsocks = 0;
   cfg->nthreads = 8;
   /* Many-core hosts: GPU0 -> GPU1 through the engine on 2x H200 (32 cores)
    * ran 15-19 GB/s with 4 channels / 8 threads and 22-27 GB/s with 8 / 16
    * (docs/BENCHMARKS.md); the extra threads sleep when idle. */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   if (ncpu >= 16) cfg->nthreads = 16;
-  /* Small machines: 2 threads per CPU below 4 CPUs, and 2 data sockets with
-   * at most 2: every busy socket needs a sending and a receiving thread, and
-   * more of them than CPUs only adds switches (2 cores, loopback, 64 MiB:
-   * 2 sockets / 4 threads 12.3 GB/s vs 9.3 with 4 / 8; the engine 10.1 vs
-   * 9.8; medians of alternating rounds, bench/cpu_compare.sh). */
+  /* Small machines: 2 threads per CPU below 4 CPUs (2 cores, loopback,
+   * 64 MiB: 2 sockets / 4 threads 12.3 GB/s vs 9.3 with 4 / 8). */
   if (ncpu >= 1 && ncpu < 4) cfg->nthreads = 2 * (int)ncpu;
-  if (ncpu >= 1 && ncpu <= 2) cfg->nsocks = 2;
   /* Unpack mode: 16 requests of the recommended <= 4 MiB chunks fit at once. */
   cfg->sock_bounce_bytes = 64u << 20;
   cfg->num_channels = ncpu >= 16 ? 8 : 4;
@@ -163,6 +158,22 @@ int tpx_config_from_env(tpx_config_t *cfg) {
   return rc;
 }
 
+/* One comm alone: 4 data sockets; 2 with at most 2 CPUs, where every busy
+ * socket needs a sending and a receiving thread and more of them than CPUs
+ * only adds switches (8 gained nothing at 64 MiB on 2 cores). Several comms
+ * carrying one peer's traffic (the engine's channels) share that budget: a
+ * chunk goes whole to one socket anyway, so the channels are the
+ * parallelism, and sockets beyond the CPUs' worth only take turns (2 cores,
+ * 64 MiB through the engine, medians of 7 alternating rounds: 2 channels x 1
+ * socket 12.5 GB/s vs 11.1 with 2 x 2; docs/BENCHMARKS.md). */
+int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
+  if (cfg != NULL && cfg->nsocks > 0) return cfg->nsocks;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int d = ncpu >= 1 && ncpu <= 2 ? 2 : 4;
+  if (comms < 1) comms = 1;
+  return d / comms > 1 ? d / comms : 1;
+}
+
 static tpx_config_t global_cfg;
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -189,7 +200,12 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
       fprintf(out, "%s", l >= 0 && l <= 5 ? levels[l] : "?");
       break;
     }
-    case V_INT: fprintf(out, "%d", *(const int *)field); break;
+    case V_INT:
+      fprintf(out, "%d", *(const int *)field);
+      if (v->off == offsetof(tpx_config_t, nsocks) && cfg->nsocks == 0)
+        fprintf(out, " (automatic: %d for one comm, %d per comm of an endpoint's %d channels)",
+                tpx_config_nsocks(cfg, 1), tpx_config_nsocks(cfg, cfg->num_channels), cfg->num_channels);
+      break;
     case V_SIZE: fprintf(out, "%zu", *(const size_t *)field); break;
     }
     if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);

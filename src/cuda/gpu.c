@@ -600,7 +600,7 @@ int tpx_gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **out) {
   p->dev = dev;
   pthread_mutex_init(&p->mu, NULL);
   for (int i = 0; i < prealloc; i++) {
-    tpx_gpu_event_t *ev;
+    tpx_gpu_event_t *ev = NULL;
     rc = event_new(p, &ev);
     if (rc) {
       tpx_gpu_evpool_destroy(p);

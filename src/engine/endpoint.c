@@ -517,7 +517,11 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     builtin = ep->net->abi_version == 0;
   } else if (is_builtin(plugin)) {
     builtin = 1;
-    rc = tpx_net_open_builtin(c, &ep->net);
+    /* Our channels spread the data: the transport's sockets per comm are
+     * shared among them (tpx_config_nsocks). */
+    tpx_config_t tc = *c;
+    tc.nsocks = tpx_config_nsocks(c, c->num_channels);
+    rc = tpx_net_open_builtin(&tc, &ep->net);
     ep->own_net = rc == 0;
   } else {
     rc = tpx_net_open(plugin, &ep->net);

@@ -380,8 +380,9 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open_builtin: out is NULL");
   *out = NULL;
   if (cfg == NULL) cfg = tpx_config_global();
-  if (cfg->nsocks < 1 || cfg->nsocks > TPX_SOCK_MAX_NSOCKS)
-    return tpx_err(TPX_EINVAL, "sock: nsocks %d outside [1, %d]", cfg->nsocks, TPX_SOCK_MAX_NSOCKS);
+  if (cfg->nsocks < 0 || cfg->nsocks > TPX_SOCK_MAX_NSOCKS)
+    return tpx_err(TPX_EINVAL, "sock: nsocks %d outside [1, %d] (0 = automatic)", cfg->nsocks,
+                   TPX_SOCK_MAX_NSOCKS);
   if (cfg->nthreads < 1 || cfg->nthreads > TPX_SOCK_MAX_THREADS)
     return tpx_err(TPX_EINVAL, "sock: nthreads %d outside [1, %d]", cfg->nthreads,
                    TPX_SOCK_MAX_THREADS);
@@ -394,6 +395,7 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   tpx_sock_net_t *sn = calloc(1, sizeof(*sn));
   if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
+  sn->cfg.nsocks = tpx_config_nsocks(cfg, 1);
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
     seed = tpx_now_ns() ^ ((uint64_t)getpid() << 32);

@@ -1,6 +1,7 @@
 /* Error codes, configuration parsing. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "tpx/config.h"
@@ -57,12 +58,35 @@ static void test_config_env(void **state) {
   unsetenv("TPX_LOG");
 }
 
+/* Sockets per comm: an explicit TPX_NSOCKS wins; automatic is the machine's
+ * one-comm default shared among the comms of one peer, at least 1. */
+static void test_config_nsocks(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  tpx_config_defaults(&cfg);
+  assert_int_equal(cfg.nsocks, 0);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int one = ncpu <= 2 ? 2 : 4;
+  assert_int_equal(tpx_config_nsocks(&cfg, 1), one);
+  assert_int_equal(tpx_config_nsocks(&cfg, 0), one);
+  assert_int_equal(tpx_config_nsocks(NULL, 1), one);
+  assert_int_equal(tpx_config_nsocks(&cfg, 2), one / 2);
+  assert_int_equal(tpx_config_nsocks(&cfg, 64), 1);
+  cfg.nsocks = 3;
+  assert_int_equal(tpx_config_nsocks(&cfg, 8), 3);
+  setenv("TPX_NSOCKS", "0", 1);
+  assert_int_equal(tpx_config_from_env(&cfg), 0);
+  assert_int_equal(cfg.nsocks, 0);
+  unsetenv("TPX_NSOCKS");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
       cmocka_unit_test(test_nccl_mapping),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
+      cmocka_unit_test(test_config_nsocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

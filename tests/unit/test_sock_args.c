@@ -22,7 +22,10 @@ static void test_open_args(void **state) {
   ts_cfg(&cfg, 0, 0, 0);
   assert_int_equal(tpx_net_open_builtin(&cfg, NULL), TPX_EINVAL);
   tpx_net_t *net = (tpx_net_t *)0x1;
-  cfg.nsocks = 0;
+  cfg.nsocks = -1;
+  assert_int_equal(tpx_net_open_builtin(&cfg, &net), TPX_EINVAL);
+  assert_null(net);
+  cfg.nsocks = TPX_SOCK_MAX_NSOCKS + 1;
   assert_int_equal(tpx_net_open_builtin(&cfg, &net), TPX_EINVAL);
   assert_null(net);
   cfg.nsocks = 2;
