@@ -8,11 +8,12 @@
 # checks the received bytes ("[CHECK] server: ok"); a run without that line
 # counts as failed.
 #
-#   bench/gpu_engine_compare.sh [--build DIR] [--out DIR] [--set final|sweep|quick|host]
+#   bench/gpu_engine_compare.sh [--build DIR] [--out DIR] [--set final|sweep|sockets|quick|host]
 #                               [--no-nccl] [--iters N]
 #
 # --set final (default): the configurations reported in docs/BENCHMARKS.md;
-# sweep: more channel / thread / chunk variants; quick: two short runs;
+# sweep: more channel / thread / chunk variants; sockets: automatic data
+# sockets per channel vs explicit TPX_NSOCKS; quick: two short runs;
 # host: host memory only (checks the script on a machine without GPUs).
 # Results: DIR/summary.txt (table, GB/s = 1e9 B/s per GPU, and ratios to
 # NCCL), DIR/results.csv, one log per run. Exit 0 only if every run passed.
@@ -70,6 +71,16 @@ sweep)
     "unpack-8ch|TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8|cuda"
     "unpack-8ch-16thr|TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=8 TPX_NTHREADS=16|cuda"
     "unpack-16ch-16thr|TPX_SOCK_UNPACK=1 TPX_NUM_CHANNELS=16 TPX_NTHREADS=16|cuda"
+  ) ;;
+sockets) # data sockets per channel: automatic (defaults) vs explicit TPX_NSOCKS
+  configs=(
+    "host-defaults|-|host"
+    "host-nsocks4|TPX_NSOCKS=4|host"
+    "staging-defaults|-|cuda"
+    "staging-nsocks2|TPX_NSOCKS=2|cuda"
+    "staging-nsocks4|TPX_NSOCKS=4|cuda"
+    "unpack-defaults|TPX_SOCK_UNPACK=1|cuda"
+    "unpack-nsocks4|TPX_SOCK_UNPACK=1 TPX_NSOCKS=4|cuda"
   ) ;;
 host) # no GPU needed: the script's own check on any machine
   configs=(
