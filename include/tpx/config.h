@@ -62,7 +62,8 @@ const tpx_config_t *tpx_config_global(void);
 /* Data sockets per comm of the built-in transport when `comms` comms carry
  * one peer's traffic together (an endpoint's channels; 1 for a comm on its
  * own): cfg->nsocks when set (> 0), else the machine's default for one comm
- * (4; 2 with at most 2 CPUs) divided among them, at least 1. */
+ * (4; 2 with at most 2 CPUs), lowered so that the comms together have no
+ * more data sockets than the machine has CPUs (at least 1 each). */
 int tpx_config_nsocks(const tpx_config_t *cfg, int comms);
 /* Print the effective configuration as a table (name, value, source). */
 void tpx_config_print(const tpx_config_t *cfg, FILE *out);

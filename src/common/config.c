@@ -161,17 +161,21 @@ int tpx_config_from_env(tpx_config_t *cfg) {
 /* One comm alone: 4 data sockets; 2 with at most 2 CPUs, where every busy
  * socket needs a sending and a receiving thread and more of them than CPUs
  * only adds switches (8 gained nothing at 64 MiB on 2 cores). Several comms
- * carrying one peer's traffic (the engine's channels) share that budget: a
- * chunk goes whole to one socket anyway, so the channels are the
- * parallelism, and sockets beyond the CPUs' worth only take turns (2 cores,
- * 64 MiB through the engine, medians of 7 alternating rounds: 2 channels x 1
- * socket 12.5 GB/s vs 11.1 with 2 x 2; docs/BENCHMARKS.md). */
+ * carrying one peer's traffic (the engine's channels) get no more sockets
+ * together than there are CPUs: a chunk goes whole to one socket anyway, so
+ * the channels are the parallelism, and sockets beyond what the CPUs can
+ * serve only take turns. 2 cores, 64 MiB through the engine, medians of 6
+ * alternating rounds: 2 channels x 1 socket 13.1 GB/s vs 11.7 with 2 x 2;
+ * 32 cores, GPU0 -> GPU1: 8 x 4 21.5/32.6 GB/s vs 18.0/22.3 with 8 x 1
+ * (64/256 MiB; docs/BENCHMARKS.md). */
 int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
   if (cfg != NULL && cfg->nsocks > 0) return cfg->nsocks;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  int d = ncpu >= 1 && ncpu <= 2 ? 2 : 4;
-  if (comms < 1) comms = 1;
-  return d / comms > 1 ? d / comms : 1;
+  if (ncpu < 1) ncpu = 1;
+  int one = ncpu <= 2 ? 2 : 4;
+  if (comms <= 1) return one;
+  long fit = ncpu / comms;
+  return fit < 1 ? 1 : fit > one ? one : (int)fit;
 }
 
 static tpx_config_t global_cfg;

@@ -70,8 +70,13 @@ static void test_config_nsocks(void **state) {
   assert_int_equal(tpx_config_nsocks(&cfg, 1), one);
   assert_int_equal(tpx_config_nsocks(&cfg, 0), one);
   assert_int_equal(tpx_config_nsocks(NULL, 1), one);
-  assert_int_equal(tpx_config_nsocks(&cfg, 2), one / 2);
-  assert_int_equal(tpx_config_nsocks(&cfg, 64), 1);
+  /* Together no more data sockets than CPUs, 1..one each. */
+  for (int comms = 2; comms <= 64; comms *= 2) {
+    long fit = ncpu / comms;
+    int want = fit < 1 ? 1 : fit > one ? one : (int)fit;
+    assert_int_equal(tpx_config_nsocks(&cfg, comms), want);
+  }
+  assert_int_equal(tpx_config_nsocks(&cfg, (int)ncpu + 1), 1);
   cfg.nsocks = 3;
   assert_int_equal(tpx_config_nsocks(&cfg, 8), 3);
   setenv("TPX_NSOCKS", "0", 1);
