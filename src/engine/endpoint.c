@@ -25,6 +25,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/ports.h"
 #include "common/util.h"
 #include "engine/engine.h"
 
@@ -157,17 +158,18 @@ static int ep_listen(tpx_endpoint_t *ep, const char *host, int port_req) {
       rc = tpx_err(TPX_ESYSTEM, "endpoint %s: socket: %s", ep->name, strerror(errno));
       break;
     }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    tpx_set_reuseaddr(fd);
     struct sockaddr_storage sa;
     memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
     if (sa.ss_family == AF_INET) ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
     else ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
-    if (bind(fd, (struct sockaddr *)&sa, ai->ai_addrlen) == 0 && listen(fd, 256) == 0) {
+    int e = port == 0 ? tpx_bind_any_port(fd, (struct sockaddr *)&sa, ai->ai_addrlen)
+                      : bind(fd, (struct sockaddr *)&sa, ai->ai_addrlen) == 0 ? 0 : errno;
+    if (e == 0 && listen(fd, 256) == 0) {
       rc = 0;
       break;
     }
-    int e = errno;
+    if (e == 0) e = errno;
     close(fd);
     fd = -1;
     if (e != EADDRINUSE) {
@@ -657,6 +659,7 @@ static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_
     return tpx_err(TPX_ESYSTEM, "tpx_connect: socket: %s", strerror(errno));
   }
   set_nodelay(fd);
+  tpx_set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
   char where[96];
   fmt_addr(ai->ai_addr, where, sizeof(where));
   int r = connect(fd, ai->ai_addr, ai->ai_addrlen);

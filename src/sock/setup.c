@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/ports.h"
 #include "common/util.h"
 #include "sock/sock.h"
 #include "sock/wire.h"
@@ -114,9 +115,9 @@ int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
   char as[64];
   tpx_sock_addr_str(&sa, as, sizeof(as));
   socklen_t len = tpx_sock_addr_len(&sa);
-  if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 16384) != 0 ||
-      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-    int e = errno;
+  int e = tpx_bind_any_port(fd, (struct sockaddr *)&sa, len);
+  if (e != 0 || listen(fd, 16384) != 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+    if (e == 0) e = errno;
     close(fd);
     return tpx_err(TPX_ESYSTEM, "listen on %s (%s): %s", d->name, as, strerror(e));
   }
@@ -250,6 +251,7 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
       break;
     }
     s->fds[i] = fd;
+    tpx_set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
     if (set_nodelay(fd) != 0) {
       rc = tpx_err(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
       break;

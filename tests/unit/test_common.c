@@ -2,11 +2,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "testutil.h"
 #include "tpx/config.h"
 #include "tpx/error.h"
 #include "common/error.h"
+#include "common/ports.h"
 
 static void test_strerror(void **state) {
   (void)state;
@@ -85,6 +90,44 @@ static void test_config_nsocks(void **state) {
   unsetenv("TPX_NSOCKS");
 }
 
+/* Any free port, IPv4 and IPv6 loopback: distinct ports, listenable. */
+static void test_bind_any_port(void **state) {
+  (void)state;
+  struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(1)};
+  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  const struct sockaddr *addrs[2] = {(struct sockaddr *)&a4, (struct sockaddr *)&a6};
+  socklen_t lens[2] = {sizeof(a4), sizeof(a6)};
+  for (int k = 0; k < 2; k++) {
+    int fds[2];
+    uint16_t ports[2];
+    for (int i = 0; i < 2; i++) {
+      fds[i] = socket(addrs[k]->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      assert_true(fds[i] >= 0);
+      int e = tpx_bind_any_port(fds[i], addrs[k], lens[k]);
+      if (k == 1 && e == EADDRNOTAVAIL) { /* no IPv6 loopback here */
+        close(fds[i]);
+        if (i == 1) close(fds[0]);
+        return;
+      }
+      assert_int_equal(e, 0);
+      assert_int_equal(listen(fds[i], 4), 0);
+      struct sockaddr_storage got;
+      socklen_t gl = sizeof(got);
+      assert_int_equal(getsockname(fds[i], (struct sockaddr *)&got, &gl), 0);
+      ports[i] = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
+                                                : ((struct sockaddr_in6 *)&got)->sin6_port);
+      assert_true(ports[i] != 0 && ports[i] != 1); /* the port asked for is ignored */
+    }
+    assert_true(ports[0] != ports[1]);
+    close(fds[0]);
+    close(fds[1]);
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(tpx_bind_any_port(fd, addrs[0], (socklen_t)sizeof(struct sockaddr_storage) + 1), EINVAL);
+  close(fd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
@@ -92,6 +135,7 @@ int main(void) {
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
       cmocka_unit_test(test_config_nsocks),
+      cmocka_unit_test(test_bind_any_port),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

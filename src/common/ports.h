@@ -1,0 +1,18 @@
+/* Listening on "any free port" when the machine is busy with short-lived
+ * connections (ports.c says why bind(0) is not enough). */
+#ifndef TPX_COMMON_PORTS_H
+#define TPX_COMMON_PORTS_H
+
+#include <sys/socket.h>
+
+/* Sets SO_REUSEADDR on fd: on our listening sockets, and on our connecting
+ * sockets so that their TIME_WAIT leftovers do not keep ports from
+ * tpx_bind_any_port. Best effort. */
+void tpx_set_reuseaddr(int fd);
+
+/* Bind fd to the address in sa (port ignored) on some free port: bind(0),
+ * and after EADDRINUSE random ports of the ephemeral range, a bounded number
+ * of times. Sets SO_REUSEADDR. 0, or the errno of the last attempt. */
+int tpx_bind_any_port(int fd, const struct sockaddr *sa, socklen_t len);
+
+#endif
