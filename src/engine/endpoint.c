@@ -449,7 +449,7 @@ int tpx_progress(tpx_endpoint_t *ep) {
 }
 
 /* ---- create / destroy ---- */
-static uint64_t random_u64(void) {
+uint64_t eng_random_u64(void) {
   uint64_t v = 0;
   if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
   return v ? v : 1;
@@ -491,8 +491,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   ep->cfg = params->cfg ? *params->cfg : *tpx_config_global();
   ep->listen_fd = ep->epfd = ep->evfd = -1;
   ep->gpu = params->gpu;
-  ep->uuid = random_u64();
-  ep->next_mem_id = (random_u64() & 0xffffffffull) << 16 | 1;
+  ep->uuid = eng_random_u64();
   if (params->name && params->name[0]) snprintf(ep->name, sizeof(ep->name), "%s", params->name);
   else {
     char host[32] = "host";

@@ -76,7 +76,12 @@ static int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, st
   struct tpx_mem *m = calloc(1, sizeof(*m));
   if (!m) return tpx_err(TPX_ENOMEM, "register: out of memory");
   m->ep = ep;
-  m->id = ep->next_mem_id++;
+  /* A region's id is the capability a peer's one-sided request must name
+   * (with an address range inside it): random, so it cannot be guessed from
+   * another descriptor, as an rkey. */
+  do
+    m->id = eng_random_u64();
+  while (mem_lookup(ep, m->id) != NULL);
   m->base = d->addr;
   m->len = d->len;
   m->type = d->type;

@@ -46,7 +46,6 @@ static void test_pieces(void **state) {
   tpx_endpoint_t *ep = calloc(1, sizeof(*ep));
   pthread_mutex_init(&ep->lock, NULL);
   ep->net = &net;
-  ep->next_mem_id = 1;
   strcpy(ep->name, "unit");
   uint8_t *base = (uint8_t *)(uintptr_t)0x100000000000ull; /* never dereferenced */
   size_t len = (5ull << 30) + 12345;

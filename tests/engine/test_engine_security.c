@@ -160,6 +160,43 @@ static size_t read_to_eof(int fd, uint8_t *buf, size_t cap) {
   return got;
 }
 
+/* Region ids are capabilities: random, so one descriptor tells nothing about
+ * the ids of the others (sequential ids would let a peer that saw one guess
+ * its neighbours). */
+static void test_region_ids_random(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.no_listen = 1;
+  tpx_endpoint_t *ep;
+  assert_int_equal(tpx_endpoint_create(&p, &ep), 0);
+  enum { N = 64 };
+  static uint8_t bufs[N][4096] __attribute__((aligned(4096)));
+  tpx_mem_t *m[N];
+  uint64_t ids[N];
+  for (int i = 0; i < N; i++) {
+    tpx_mem_desc_t d = {bufs[i], sizeof(bufs[i]), TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+    assert_int_equal(tpx_mem_register(ep, &d, &m[i]), 0);
+    uint8_t blob[TPX_MD_MAX];
+    size_t bl;
+    assert_int_equal(tpx_mem_get_public_data(m[i], blob, sizeof(blob), &bl), 0);
+    struct md_info md;
+    assert_int_equal(md_decode(blob, bl, &md), 0);
+    ids[i] = md.region;
+    assert_true(ids[i] != 0);
+    for (int j = 0; j < i; j++) {
+      uint64_t diff = ids[i] > ids[j] ? ids[i] - ids[j] : ids[j] - ids[i];
+      assert_true(diff >= (1ull << 32)); /* a false alarm: ~2^-20 per run */
+    }
+  }
+  for (int i = 0; i < N; i++)
+    assert_int_equal(tpx_mem_deregister(m[i]), 0);
+  tpx_endpoint_destroy(ep);
+}
+
 static void test_garbage_control(void **state) {
   (void)state;
   tpx_config_t cfg;
@@ -349,7 +386,8 @@ static void test_args(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_outside_rejected), cmocka_unit_test(test_garbage_control),
+      cmocka_unit_test(test_outside_rejected), cmocka_unit_test(test_region_ids_random),
+      cmocka_unit_test(test_garbage_control),
       cmocka_unit_test(test_ports),            cmocka_unit_test(test_args),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
