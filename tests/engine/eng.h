@@ -18,6 +18,8 @@ typedef struct eng_pair {
 
 /* Two endpoints (ephemeral ports), connected. */
 void eng_pair_open(eng_pair_t *p, const tpx_config_t *cfg);
+/* The same with one configuration per side, and B's GPU index. */
+void eng_pair_open2(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *cb, int gpu_b);
 void eng_pair_close(eng_pair_t *p);
 /* Connect a to b (b listening) and return both peer handles. */
 void eng_connect(tpx_endpoint_t *a, tpx_endpoint_t *b, tpx_peer_t **ab, tpx_peer_t **ba);

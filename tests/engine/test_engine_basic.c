@@ -158,38 +158,23 @@ static void test_channel_agreement(void **state) {
   eng_cfg(&cb);
   ca.num_channels = 6;
   cb.num_channels = 3;
-  tpx_endpoint_params_t pa, pb;
-  tpx_endpoint_params_init(&pa);
-  tpx_endpoint_params_init(&pb);
-  pa.cfg = &ca;
-  pa.no_listen = 1;
-  pb.cfg = &cb;
-  pb.port = TPX_PORT_EPHEMERAL;
-  pb.listen_host = "127.0.0.1";
-  pb.gpu = 2;
-  tpx_endpoint_t *a, *b;
-  assert_int_equal(tpx_endpoint_create(&pa, &a), 0);
-  assert_int_equal(tpx_endpoint_create(&pb, &b), 0);
-  tpx_peer_t *ab, *ba;
-  eng_connect(a, b, &ab, &ba);
-  assert_int_equal(tpx_peer_num_channels(ab), 3);
-  assert_int_equal(tpx_peer_num_channels(ba), 3);
-  assert_int_equal(tpx_peer_gpu(ab), 2);
+  eng_pair_t P;
+  eng_pair_open2(&P, &ca, &cb, 2);
+  assert_int_equal(tpx_peer_num_channels(P.ab), 3);
+  assert_int_equal(tpx_peer_num_channels(P.ba), 3);
+  assert_int_equal(tpx_peer_gpu(P.ab), 2);
   eng_buf_t x, y;
-  eng_buf(a, 1 << 20, 0, &x);
-  eng_buf(b, 1 << 20, TPX_ACCESS_WRITE, &y);
+  eng_buf(P.a, 1 << 20, 0, &x);
+  eng_buf(P.b, 1 << 20, TPX_ACCESS_WRITE, &y);
   tu_fill(x.p, x.len, 3, 0);
   tpx_xfer_t *w;
-  assert_int_equal(tpx_write(ab, x.mem, 0, y.rmem, 0, x.len, NULL, 0, &w), 0);
+  assert_int_equal(tpx_write(P.ab, x.mem, 0, y.rmem, 0, x.len, NULL, 0, &w), 0);
   eng_wait(w, 0);
   tpx_xfer_free(w);
   assert_int_equal(tu_check(y.p, y.len, 3, 0), SIZE_MAX);
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
   eng_buf_free(&x);
   eng_buf_free(&y);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  eng_pair_close(&P);
 }
 
 /* Prepared once, posted many times; data changes between posts. */
@@ -279,47 +264,33 @@ static void test_caller_progress(void **state) {
   eng_cfg(&ca);
   eng_cfg(&cb);
   ca.progress_thread = 0;
-  tpx_endpoint_params_t pa, pb;
-  tpx_endpoint_params_init(&pa);
-  tpx_endpoint_params_init(&pb);
-  pa.cfg = &ca;
-  pa.no_listen = 1;
-  pb.cfg = &cb;
-  pb.port = TPX_PORT_EPHEMERAL;
-  pb.listen_host = "127.0.0.1";
-  tpx_endpoint_t *a, *b;
-  assert_int_equal(tpx_endpoint_create(&pa, &a), 0);
-  assert_int_equal(tpx_endpoint_create(&pb, &b), 0);
-  tpx_peer_t *ab, *ba;
-  eng_connect(a, b, &ab, &ba);
+  eng_pair_t P;
+  eng_pair_open2(&P, &ca, &cb, 0);
   eng_buf_t x, y;
-  eng_buf(a, 5 << 20, 0, &x);
-  eng_buf(b, 5 << 20, TPX_ACCESS_WRITE | TPX_ACCESS_READ, &y);
+  eng_buf(P.a, 5 << 20, 0, &x);
+  eng_buf(P.b, 5 << 20, TPX_ACCESS_WRITE | TPX_ACCESS_READ, &y);
   for (uint32_t i = 0; i < 5; i++) {
     tu_fill(x.p, x.len, i, 0);
     tpx_xfer_t *w;
-    assert_int_equal(tpx_write(ab, x.mem, 0, y.rmem, 0, x.len, NULL, 0, &w), 0);
+    assert_int_equal(tpx_write(P.ab, x.mem, 0, y.rmem, 0, x.len, NULL, 0, &w), 0);
     int rc, polls = 0;
-    while ((rc = tpx_xfer_test(w)) == TPX_EINPROGRESS && polls++ < 50000000) tpx_progress(a);
+    while ((rc = tpx_xfer_test(w)) == TPX_EINPROGRESS && polls++ < 50000000) tpx_progress(P.a);
     assert_int_equal(rc, 0);
     tpx_xfer_free(w);
     assert_int_equal(tu_check(y.p, y.len, i, 0), SIZE_MAX);
     memset(x.p, 0, x.len);
-    assert_int_equal(tpx_read(ab, x.mem, 0, y.rmem, 0, x.len, &w), 0);
+    assert_int_equal(tpx_read(P.ab, x.mem, 0, y.rmem, 0, x.len, &w), 0);
     eng_wait(w, 0);
     tpx_xfer_free(w);
     assert_int_equal(tu_check(x.p, x.len, i, 0), SIZE_MAX);
   }
   /* notification into a caller-driven endpoint */
-  assert_int_equal(tpx_notify(ba, "n", 1), 0);
+  assert_int_equal(tpx_notify(P.ba, "n", 1), 0);
   tpx_notif_t nt;
-  assert_int_equal(tpx_wait_notif(a, 5000, &nt), 1);
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
+  assert_int_equal(tpx_wait_notif(P.a, 5000, &nt), 1);
   eng_buf_free(&x);
   eng_buf_free(&y);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  eng_pair_close(&P);
 }
 
 int main(void) {
