@@ -101,7 +101,7 @@ static int cq_post_one(struct tpx_peer *p, struct cq *q) {
     return -1;
   }
   if (!req) return 0;
-  if (ep->gpath) gpu_post_done(p, q, m, off, len, gp);
+  if (ep->gpath) gpu_post_done(p, q, m, off, len, mh, gp);
   struct rslot *s = &q->ring[q->tail % q->cap];
   s->req = req;
   s->op = o;

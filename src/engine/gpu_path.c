@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "engine/gpu_path_int.h"
 
 int gpu_ep_init(tpx_endpoint_t *ep) {
@@ -110,7 +111,8 @@ int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_m
   return g->send_stage ? stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;
 }
 
-void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len, int prep) {
+void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
+                   int prep) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
   stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
@@ -125,6 +127,9 @@ void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t
     s->mode = q->is_recv ? GS_STAGE_IN : GS_STAGE_OUT;
     if (q->is_recv) stage_recv_done(gq, s);
     else stage_send_done(gq, s);
+  } else if (q->is_recv && m->type == TPX_MEM_CUDA && p->ep->net->ops->iflush) {
+    s->mode = GS_FLUSH; /* the transport wrote GPU memory itself */
+    s->mh = mh;
   }
 }
 
@@ -145,7 +150,7 @@ void gpu_cq_purge(struct tpx_peer *p, struct cq *q) {
     struct gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
     if (s->mode == GS_UNPACK_GPU) unpack_purge(gq, s);
-    else stage_slot_wait(gq, s);
+    else if (s->mode != GS_FLUSH) stage_slot_wait(gq, s); /* a flush request goes with its comm */
     s->busy = 0;
   }
   stage_purge(gq);
@@ -165,6 +170,41 @@ void gpu_cq_free(struct cq *q) {
 }
 
 /* ---- receive consume stage ---- */
+
+/* A receive the transport wrote into GPU memory (GPUDirect RDMA): as NCCL
+ * does, iflush once the receive completed, and count the chunk landed only
+ * when the flush request (if the transport gives one) tests done. */
+static int flush_start(struct tpx_peer *p, struct cq *q, struct gslot *s) {
+  tpx_net_t *net = p->ep->net;
+  void *data = s->dst;
+  size_t size = (size_t)s->len;
+  s->freq = NULL;
+  int rc = net->ops->iflush(net, q->comm, 1, &data, &size, &s->mh, &s->freq);
+  if (rc) return tpx_err(rc, "peer %s channel %d: iflush of %llu bytes at %p: %s", p->where, q->ch,
+                         (unsigned long long)s->len, data, tpx_last_error());
+  if (!s->freq) return 1;
+  s->busy = 1;
+  s->deadline = tpx_now_ns() + ms_to_ns(p->ep->cfg.timeout_ms);
+  return 0;
+}
+
+static int flush_poll(struct tpx_peer *p, struct cq *q, struct gslot *s) {
+  if (!s->busy) return 1;
+  tpx_net_t *net = p->ep->net;
+  int done = 0;
+  int rc = net->ops->test(net, s->freq, &done, NULL);
+  if (rc) return tpx_err(rc, "peer %s channel %d: test of a flush request: %s", p->where, q->ch, tpx_last_error());
+  if (done) {
+    s->busy = 0;
+    s->freq = NULL;
+    return 1;
+  }
+  if (tpx_now_ns() > s->deadline)
+    return tpx_err(TPX_ETIMEDOUT, "peer %s channel %d: flush of a %llu-byte receive not done after %d ms", p->where,
+                   q->ch, (unsigned long long)s->len, p->ep->cfg.timeout_ms);
+  return 0;
+}
+
 static int c_start(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) {
@@ -176,6 +216,11 @@ static int c_start(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
   int rc = 0;
   switch (s->mode) {
   case GS_STAGE_IN: return stage_in_start(gq, s);
+  case GS_FLUSH:
+    rc = flush_start(p, q, s);
+    if (rc < 0) return rc;
+    if (rc == 1) rs->state = RS_CONSUMED;
+    return 0;
   case GS_UNPACK_CPU:
   case GS_UNPACK_GPU:
     s->uslot = (uint32_t)(k % TPX_UNPACK_SLOTS);
@@ -188,12 +233,12 @@ static int c_start(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
 }
 
 static int c_poll(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
-  (void)p;
   struct gpu_cq *gq = q->gpu;
   if (!gq) return 1;
   struct gslot *s = &gq->slots[rs - q->ring];
   if (s->mode == GS_STAGE_IN) return stage_poll(gq, s);
   if (s->mode == GS_UNPACK_GPU) return unpack_poll(gq, s);
+  if (s->mode == GS_FLUSH) return flush_poll(p, q, s);
   return 1;
 }
 

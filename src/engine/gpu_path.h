@@ -12,7 +12,10 @@
  *   host    UNPACK                        as before              irecv, CPU gather from the bounce pages
  *   CUDA    host-only (our default)       D2H into staging,      irecv into staging, H2D
  *                                         isend from staging
- *   CUDA    CUDA-capable, HOST type       isend(device ptr)      irecv(device ptr)
+ *   CUDA    CUDA-capable, HOST type       isend(device ptr)      irecv(device ptr), then
+ *                                                                iflush (GPUDirect RDMA:
+ *                                                                the bytes are visible to
+ *                                                                the GPU once it completed)
  *   CUDA    UNPACK                        isend(device ptr)      irecv, GPU unpack (kernel/d2d/host)
  *
  * Staging arenas are per comm direction (one pinned block, registered once
@@ -64,9 +67,10 @@ int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
 enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
 int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh);
-/* The transport accepted the request at ring index q->tail % q->cap. */
+/* The transport accepted the request at ring index q->tail % q->cap
+ * (mh: the memory handle it was posted with). */
 void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len,
-                   int prep);
+                   void *mh, int prep);
 /* cq_progress: start device-to-host copies of upcoming chunks (sends) so
  * they are ready when ring slots free up. */
 void gpu_cq_ahead(struct tpx_peer *p, struct cq *q);

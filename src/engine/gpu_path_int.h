@@ -43,7 +43,8 @@ enum gslot_mode {
   GS_STAGE_OUT,  /* send from staging: arena bytes held until the ring slot is released */
   GS_STAGE_IN,   /* receive into staging: H2D at completion */
   GS_UNPACK_CPU, /* UNPACK receive into host memory: CPU gather */
-  GS_UNPACK_GPU  /* UNPACK receive into GPU memory: unpacker */
+  GS_UNPACK_GPU, /* UNPACK receive into GPU memory: unpacker */
+  GS_FLUSH       /* receive straight into GPU memory: iflush, then its request tested done */
 };
 
 /* Per ring slot of a comm (index = ring index). */
@@ -60,6 +61,9 @@ struct gslot {
   tpx_gpu_event_t *ev;
   uint64_t ticket;
   uint32_t uslot;    /* unpack slot (k-th receive -> k % 16) */
+  void *mh;          /* GS_FLUSH: the receive's memory handle */
+  void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
+  uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
 };
 
 /* A send chunk copied (or being copied) into staging ahead of its post. */
