@@ -271,6 +271,7 @@ static void run(size_t chunk) {
   uint8_t *src = aligned_alloc(4096, area);
   void *dst = NULL;
   if (!src) exit(1);
+  MUST(tpx_gpu_retain(DEV)); /* ours, for the buffer; released after it is freed */
   MUST(tpx_gpu_malloc(DEV, area, &dst));
   MUST(tpx_gpu_memset(DEV, dst, POISON, area));
   tpx_mem_desc_t ds = {src, area, TPX_MEM_HOST, 0, 0};
@@ -324,6 +325,7 @@ static void run(size_t chunk) {
   tpx_net_close(plain);
   tpx_net_close(&w->pub);
   MUST(tpx_gpu_free(DEV, dst));
+  tpx_gpu_release(DEV);
   free(src);
 }
 
