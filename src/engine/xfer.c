@@ -961,13 +961,17 @@ int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms) {
      * the cv. */
     uint64_t spin_until = tpx_now_ns() + WAIT_SPIN_NS;
     atomic_fetch_add(&ep->drivers, 1);
-    for (int i = 0;; i++) {
+    for (;;) {
       if (atomic_load_explicit(&o->status, memory_order_acquire) != TPX_EINPROGRESS) {
         ep_drive_end(ep);
         return xfer_status(o);
       }
       if (tpx_now_ns() > spin_until) break;
-      if (!ep_drive(ep) && i > 16) sched_yield();
+      /* Yield after every pass that did nothing: the thread that will
+       * answer (the peer's, in one process) may share this CPU. 4 KiB write
+       * ping-pong pinned to one core: 6.4 us one-way when the first 16
+       * passes did not yield, 4.5 with this (2 cores: 3.3-3.5 either way). */
+      if (!ep_drive(ep)) sched_yield();
     }
     ep_drive_end(ep);
     pthread_mutex_lock(&ep->lock);
