@@ -6,7 +6,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "cuda/gpu.h"
 #include "tpx/error.h"
 
 static int gc_failures;
@@ -38,6 +41,20 @@ static int gc_checks;
 static inline int gc_finish(const char *name) {
   printf("%s: %d checks, %d failed\n", name, gc_checks, gc_failures);
   return gc_failures ? 1 : 0;
+}
+
+/* Usable GPUs, asked in a child so that this process holds no context yet
+ * (tests fork their sides later). */
+static inline int gc_count_gpus(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int n = 0;
+    tpx_gpu_device_count(&n);
+    _exit(n > 100 ? 100 : n);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
 }
 
 #endif

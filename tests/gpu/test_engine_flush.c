@@ -329,21 +329,10 @@ static void run(size_t chunk) {
   free(src);
 }
 
-static int count_gpus(void) {
-  pid_t pid = fork(); /* ask in a child: this process must not hold a context yet */
-  if (pid == 0) {
-    int n = 0;
-    tpx_gpu_device_count(&n);
-    _exit(n > 100 ? 100 : n);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-}
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (count_gpus() == 0) {
+  if (gc_count_gpus() == 0) {
     printf("test_engine_flush: no GPU; skipped\n");
     return 77;
   }

@@ -486,17 +486,6 @@ static void test_registration_errors(int ndev) {
 }
 
 /* The GPU count without initialising CUDA here (children fork from us). */
-static int count_gpus(void) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int n = 0;
-    tpx_gpu_device_count(&n);
-    _exit(n > 100 ? 100 : n);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-}
 
 int main(int argc, char **argv) {
   const char *only = NULL;
@@ -511,7 +500,7 @@ int main(int argc, char **argv) {
     }
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  int ndev = count_gpus();
+  int ndev = gc_count_gpus();
   if (ndev == 0) {
     printf("test_engine_gpu: no GPU; skipped\n");
     return 77;
