@@ -329,7 +329,6 @@ static void run(size_t chunk) {
   free(src);
 }
 
-
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (gc_count_gpus() == 0) {
