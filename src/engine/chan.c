@@ -143,6 +143,9 @@ static int cq_drain(struct tpx_peer *p, struct cq *q) {
       rc = 0;
     }
     if (rc == 0 && done) {
+      TPX_TRACE("peer %s channel %d: %s chunk %llu of %s %llu done in the transport", p->where, q->ch,
+                q->is_recv ? "recv" : "send", (unsigned long long)s->chunk, kind_name(s->op->kind),
+                (unsigned long long)s->op->id);
       s->state = RS_NET_DONE;
       q->test++;
       did++;
@@ -201,6 +204,9 @@ static int cq_drain(struct tpx_peer *p, struct cq *q) {
       }
     }
     struct op *o = s->op;
+    if (q->is_recv)
+      TPX_TRACE("peer %s channel %d: recv chunk %llu of %s %llu landed", p->where, q->ch,
+                (unsigned long long)s->chunk, kind_name(o->kind), (unsigned long long)o->id);
     s->req = NULL;
     s->op = NULL;
     q->head++;

@@ -151,6 +151,8 @@ static void xfer_destroy(struct op *o);
 
 void op_finish(struct op *o, int status) {
   struct tpx_peer *p = o->peer;
+  TPX_TRACE("peer %s: %s %llu finished (%s)", p->where, kname(o->kind), (unsigned long long)o->id,
+            status ? tpx_strerror(status) : "ok");
   if (o->id_reg) {
     id_unregister(p, o->id);
     o->id_reg = 0;
@@ -256,6 +258,7 @@ static void op_data_done(struct op *o) {
     }
     break;
   case K_IN_WRITE:
+    TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
     if (!o->discard) send_status(p, ST_WRITE, o->id, 0);
     op_finish(o, o->discard ? TPX_EACCES : 0);
     break;
@@ -579,6 +582,7 @@ int peer_on_msg(struct tpx_peer *p, const struct wire_frame *f) {
     if (m.what == ST_WRITE) {
       if (!o || o->kind != K_WRITE || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || o->acked)
         return proto_err(p, "write acknowledgement", m.id);
+      TPX_TRACE("peer %s: write %llu acknowledged (status %d)", p->where, (unsigned long long)m.id, m.status);
       o->acked = 1;
       o->ack_status = m.status;
       if (m.status)
@@ -868,6 +872,8 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     }
   }
   atomic_store_explicit(&o->status, TPX_EINPROGRESS, memory_order_relaxed);
+  TPX_TRACE("peer %s: %s %llu posted (%llu bytes, %llu chunks)", p->where, kname(o->kind), (unsigned long long)o->id,
+            (unsigned long long)o->total, (unsigned long long)o->nchunks);
   active_add(p, o);
   switch (o->kind) {
   case K_WRITE: {
