@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -55,11 +54,8 @@ int tpx_bind_any_port(int fd, const struct sockaddr *addr, socklen_t len) {
   if (errno != EADDRINUSE) return errno;
   int lo, hi;
   ephemeral_range(&lo, &hi);
-  uint64_t x = 0;
-  if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) x = tpx_now_ns();
   for (int i = 0; i < PORT_TRIES; i++) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull; /* LCG step */
-    uint16_t port = (uint16_t)(lo + (int)((x >> 33) % (uint64_t)(hi - lo + 1)));
+    uint16_t port = (uint16_t)(lo + (int)(tpx_random_u64() % (uint64_t)(hi - lo + 1)));
     set_port(&sa, port);
     if (bind(fd, (struct sockaddr *)&sa, len) == 0) {
       TPX_DEBUG("bind: no port free for port 0; took %u after %d tries", port, i + 1);

@@ -3,12 +3,22 @@
 #define TPX_COMMON_UTIL_H
 
 #include <stdint.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline uint64_t tpx_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Non-zero random 64 bits: getrandom (which waits only until the kernel's
+ * generator is first seeded), else clock and pid. */
+static inline uint64_t tpx_random_u64(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) v = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
+  return v ? v : 1;
 }
 
 #define TPX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

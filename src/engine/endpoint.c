@@ -18,7 +18,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -449,12 +448,6 @@ int tpx_progress(tpx_endpoint_t *ep) {
 }
 
 /* ---- create / destroy ---- */
-uint64_t eng_random_u64(void) {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
-  return v ? v : 1;
-}
-
 static int is_builtin(const char *s) {
   return !s || !s[0] || strcmp(s, "tpx") == 0 || strcmp(s, "builtin") == 0;
 }
@@ -491,7 +484,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   ep->cfg = params->cfg ? *params->cfg : *tpx_config_global();
   ep->listen_fd = ep->epfd = ep->evfd = -1;
   ep->gpu = params->gpu;
-  ep->uuid = eng_random_u64();
+  ep->uuid = tpx_random_u64();
   if (params->name && params->name[0]) snprintf(ep->name, sizeof(ep->name), "%s", params->name);
   else {
     char host[32] = "host";

@@ -304,8 +304,6 @@ void ep_slot_release(tpx_endpoint_t *ep, int slot);
 int mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh);
 void mem_release_slot(tpx_endpoint_t *ep, int slot);
 struct tpx_mem *mem_lookup(tpx_endpoint_t *ep, uint64_t id);
-/* Non-zero random 64 bits (getrandom; clock and pid if that fails). */
-uint64_t eng_random_u64(void);
 void mem_free_all(tpx_endpoint_t *ep);
 int mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out);
 void mem_unregister(struct tpx_mem *m);

@@ -80,7 +80,7 @@ static int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, st
    * (with an address range inside it): random, so it cannot be guessed from
    * another descriptor, as an rkey. */
   do
-    m->id = eng_random_u64();
+    m->id = tpx_random_u64();
   while (mem_lookup(ep, m->id) != NULL);
   m->base = d->addr;
   m->len = d->len;

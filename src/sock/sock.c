@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -396,10 +395,7 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
   sn->cfg.nsocks = tpx_config_nsocks(cfg, 1);
-  uint64_t seed = 0;
-  if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
-    seed = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
-  atomic_store(&sn->rng, seed);
+  atomic_store(&sn->rng, tpx_random_u64());
   tpx_sock_reg_init(&sn->reg, (uint32_t)tpx_sock_random(sn) | 0x100u);
   int rc = discover(sn);
   if (rc != 0) {
