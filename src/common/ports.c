@@ -43,22 +43,22 @@ static void set_port(struct sockaddr_storage *sa, uint16_t port) {
   else ((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
 }
 
-int tpx_bind_any_port(int fd, const struct sockaddr *addr, socklen_t len) {
-  if (len > sizeof(struct sockaddr_storage)) return EINVAL;
+int tpx_bind_port(int fd, const struct sockaddr *addr, socklen_t len, int port) {
+  if (len > sizeof(struct sockaddr_storage) || port < 0 || port > 65535) return EINVAL;
   struct sockaddr_storage sa;
   memset(&sa, 0, sizeof(sa));
   memcpy(&sa, addr, len);
   tpx_set_reuseaddr(fd);
-  set_port(&sa, 0);
+  set_port(&sa, (uint16_t)port);
   if (bind(fd, (struct sockaddr *)&sa, len) == 0) return 0;
-  if (errno != EADDRINUSE) return errno;
+  if (errno != EADDRINUSE || port != 0) return errno;
   int lo, hi;
   ephemeral_range(&lo, &hi);
   for (int i = 0; i < PORT_TRIES; i++) {
-    uint16_t port = (uint16_t)(lo + (int)(tpx_random_u64() % (uint64_t)(hi - lo + 1)));
-    set_port(&sa, port);
+    uint16_t p = (uint16_t)(lo + (int)(tpx_random_u64() % (uint64_t)(hi - lo + 1)));
+    set_port(&sa, p);
     if (bind(fd, (struct sockaddr *)&sa, len) == 0) {
-      TPX_DEBUG("bind: no port free for port 0; took %u after %d tries", port, i + 1);
+      TPX_DEBUG("bind: no port free for port 0; took %u after %d tries", p, i + 1);
       return 0;
     }
     if (errno != EADDRINUSE) return errno;

@@ -157,18 +157,12 @@ static int ep_listen(tpx_endpoint_t *ep, const char *host, int port_req) {
       rc = tpx_err(TPX_ESYSTEM, "endpoint %s: socket: %s", ep->name, strerror(errno));
       break;
     }
-    tpx_set_reuseaddr(fd);
-    struct sockaddr_storage sa;
-    memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
-    if (sa.ss_family == AF_INET) ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
-    else ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
-    int e = port == 0 ? tpx_bind_any_port(fd, (struct sockaddr *)&sa, ai->ai_addrlen)
-                      : bind(fd, (struct sockaddr *)&sa, ai->ai_addrlen) == 0 ? 0 : errno;
-    if (e == 0 && listen(fd, 256) == 0) {
+    int e = tpx_bind_port(fd, ai->ai_addr, ai->ai_addrlen, port);
+    if (e == 0 && listen(fd, 256) != 0) e = errno;
+    if (e == 0) {
       rc = 0;
       break;
     }
-    if (e == 0) e = errno;
     close(fd);
     fd = -1;
     if (e != EADDRINUSE) {

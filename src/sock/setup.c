@@ -115,7 +115,7 @@ int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
   char as[64];
   tpx_sock_addr_str(&sa, as, sizeof(as));
   socklen_t len = tpx_sock_addr_len(&sa);
-  int e = tpx_bind_any_port(fd, (struct sockaddr *)&sa, len);
+  int e = tpx_bind_port(fd, (struct sockaddr *)&sa, len, 0);
   if (e != 0 || listen(fd, 16384) != 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
     if (e == 0) e = errno;
     close(fd);

@@ -91,7 +91,7 @@ static void test_config_nsocks(void **state) {
 }
 
 /* Any free port, IPv4 and IPv6 loopback: distinct ports, listenable. */
-static void test_bind_any_port(void **state) {
+static void test_bind_port(void **state) {
   (void)state;
   struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(1)};
   a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -104,7 +104,7 @@ static void test_bind_any_port(void **state) {
     for (int i = 0; i < 2; i++) {
       fds[i] = socket(addrs[k]->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       assert_true(fds[i] >= 0);
-      int e = tpx_bind_any_port(fds[i], addrs[k], lens[k]);
+      int e = tpx_bind_port(fds[i], addrs[k], lens[k], 0);
       if (k == 1 && e == EADDRNOTAVAIL) { /* no IPv6 loopback here */
         close(fds[i]);
         if (i == 1) close(fds[0]);
@@ -124,7 +124,8 @@ static void test_bind_any_port(void **state) {
     close(fds[1]);
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_int_equal(tpx_bind_any_port(fd, addrs[0], (socklen_t)sizeof(struct sockaddr_storage) + 1), EINVAL);
+  assert_int_equal(tpx_bind_port(fd, addrs[0], (socklen_t)sizeof(struct sockaddr_storage) + 1, 0), EINVAL);
+  assert_int_equal(tpx_bind_port(fd, addrs[0], lens[0], 65536), EINVAL);
   close(fd);
 }
 
@@ -135,7 +136,7 @@ int main(void) {
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
       cmocka_unit_test(test_config_nsocks),
-      cmocka_unit_test(test_bind_any_port),
+      cmocka_unit_test(test_bind_port),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
