@@ -71,3 +71,12 @@ void eng_wait(tpx_xfer_t *x, int expect) {
   int rc = tpx_xfer_wait(x, 60000);
   if (rc != expect) fail_msg("transfer: got %d (%s), expected %d: %s", rc, tpx_strerror(rc), expect, tpx_last_error());
 }
+
+void eng_write_check(tpx_peer_t *peer, eng_buf_t *src, eng_buf_t *dst, uint32_t seed) {
+  tu_fill(src->p, src->len, seed, 0);
+  tpx_xfer_t *x;
+  assert_int_equal(tpx_write(peer, src->mem, 0, dst->rmem, 0, src->len, NULL, 0, &x), 0);
+  eng_wait(x, 0);
+  tpx_xfer_free(x);
+  assert_int_equal(tu_check(dst->p, src->len, seed, 0), SIZE_MAX);
+}

@@ -37,5 +37,8 @@ void eng_buf_free(eng_buf_t *b);
 
 /* Wait with a bounded timeout (ms), assert the result code. */
 void eng_wait(tpx_xfer_t *x, int expect);
+/* Fill src with pattern seed, write all of it to the start of dst through
+ * peer, and check that it landed. */
+void eng_write_check(tpx_peer_t *peer, eng_buf_t *src, eng_buf_t *dst, uint32_t seed);
 
 #endif

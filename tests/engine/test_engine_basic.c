@@ -166,12 +166,7 @@ static void test_channel_agreement(void **state) {
   eng_buf_t x, y;
   eng_buf(P.a, 1 << 20, 0, &x);
   eng_buf(P.b, 1 << 20, TPX_ACCESS_WRITE, &y);
-  tu_fill(x.p, x.len, 3, 0);
-  tpx_xfer_t *w;
-  assert_int_equal(tpx_write(P.ab, x.mem, 0, y.rmem, 0, x.len, NULL, 0, &w), 0);
-  eng_wait(w, 0);
-  tpx_xfer_free(w);
-  assert_int_equal(tu_check(y.p, y.len, 3, 0), SIZE_MAX);
+  eng_write_check(P.ab, &x, &y, 3);
   eng_buf_free(&x);
   eng_buf_free(&y);
   eng_pair_close(&P);

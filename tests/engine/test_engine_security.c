@@ -264,12 +264,7 @@ static void test_garbage_control(void **state) {
   eng_buf_t x, y;
   eng_buf(P.a, 1 << 20, 0, &x);
   eng_buf(P.b, 1 << 20, TPX_ACCESS_WRITE, &y);
-  tu_fill(x.p, x.len, 60, 0);
-  tpx_xfer_t *t;
-  assert_int_equal(tpx_write(P.ab, x.mem, 0, y.rmem, 0, x.len, NULL, 0, &t), 0);
-  eng_wait(t, 0);
-  tpx_xfer_free(t);
-  assert_int_equal(tu_check(y.p, y.len, 60, 0), SIZE_MAX);
+  eng_write_check(P.ab, &x, &y, 60);
   /* no peer got through from the junk connections */
   tpx_peer_t *none = NULL;
   assert_int_equal(tpx_accept(P.b, 0, &none), TPX_ETIMEDOUT);
