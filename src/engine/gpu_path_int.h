@@ -50,7 +50,7 @@ enum gslot_mode {
 /* Per ring slot of a comm (index = ring index). */
 struct gslot {
   uint8_t mode;
-  uint8_t busy;      /* GPU work outstanding: ev (staging) or ticket (unpack) */
+  uint8_t busy;      /* outstanding: ev (staging), ticket (unpack) or freq (flush) */
   uint8_t deferred;  /* unpack / staging copy not submitted yet (unpacker full) */
   uint8_t kern;      /* the staging copy is an unpacker ticket (else a copy-engine event) */
   int dev;
