@@ -1,12 +1,14 @@
-/* Registrations: public descriptors, the id table peers' requests are checked
- * against, and the lazy per-comm transport registrations (split in pieces). */
+/* Registrations (mem.h): the id table peers' requests are checked against,
+ * and the lazy per-comm transport registrations (split in pieces). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "engine/engine.h"
+#include "engine/endpoint.h"
+#include "engine/gpu/gpu_path.h"
+#include "engine/mem.h"
 
 static uint32_t hash_id(uint64_t id) {
   id ^= id >> 33;
@@ -72,7 +74,7 @@ struct tpx_mem *mem_lookup(tpx_endpoint_t *ep, uint64_t id) {
   return NULL;
 }
 
-static int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out) {
+int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out) {
   struct tpx_mem *m = calloc(1, sizeof(*m));
   if (!m) return tpx_err(TPX_ENOMEM, "register: out of memory");
   m->ep = ep;
@@ -108,34 +110,6 @@ int mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx
   return mem_add(ep, &d, 1, out);
 }
 
-int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, tpx_mem_t **out) {
-  if (!ep || !d || !out) return tpx_err(TPX_EINVAL, "tpx_mem_register: NULL argument");
-  *out = NULL;
-  if (!d->addr || d->len == 0) return tpx_err(TPX_EINVAL, "tpx_mem_register: empty region");
-  if ((uintptr_t)d->addr + d->len < (uintptr_t)d->addr)
-    return tpx_err(TPX_EINVAL, "tpx_mem_register: region wraps around");
-  if (d->access & ~(unsigned)(TPX_ACCESS_READ | TPX_ACCESS_WRITE))
-    return tpx_err(TPX_EINVAL, "tpx_mem_register: unknown access bits 0x%x", d->access);
-  if (d->type != TPX_MEM_HOST && d->type != TPX_MEM_CUDA)
-    return tpx_err(TPX_EINVAL, "tpx_mem_register: memory type %d", d->type);
-  tpx_mem_desc_t cd = *d; /* CUDA: device -1 becomes the pointer's GPU */
-  uint32_t pre = 0, post = 0;
-  pthread_mutex_lock(&ep->lock);
-  int rc = d->type == TPX_MEM_CUDA ? gpu_mem_check(ep, &cd, &pre, &post) : 0;
-  if (rc == 0) rc = mem_add(ep, &cd, 0, out);
-  if (rc == 0) {
-    (*out)->reg_pre = pre;
-    (*out)->reg_post = post;
-  }
-  pthread_mutex_unlock(&ep->lock);
-  if (rc == 0)
-    TPX_DEBUG("endpoint %s: registered region %llu [%p, +%zu) access %s%s", ep->name,
-              (unsigned long long)(*out)->id, d->addr, d->len, d->access & TPX_ACCESS_READ ? "r" : "-",
-              d->access & TPX_ACCESS_WRITE ? "w" : "-");
-  return rc;
-}
-
-/* Drop every transport registration of m. Lock held. */
 static void mem_dereg_all(struct tpx_mem *m) {
   tpx_endpoint_t *ep = m->ep;
   for (int s = 0; s < m->mh_cap; s++) {
@@ -163,36 +137,6 @@ void mem_unregister(struct tpx_mem *m) {
   else ep->mems = m->next;
   if (m->next) m->next->prev = m->prev;
   free(m);
-}
-
-static int no_irefs(tpx_endpoint_t *ep, void *arg) {
-  (void)ep;
-  return ((struct tpx_mem *)arg)->irefs == 0;
-}
-
-int tpx_mem_deregister(tpx_mem_t *m) {
-  if (!m) return tpx_err(TPX_EINVAL, "tpx_mem_deregister: NULL");
-  tpx_endpoint_t *ep = m->ep;
-  pthread_mutex_lock(&ep->lock);
-  /* A peer's write or read may still be finishing on it (the initiator can
-   * see completion before our last send request is reaped): wait for those. */
-  if (m->refs == 0 && m->irefs > 0)
-    ep_wait_until(ep, no_irefs, m, tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms));
-  if (m->irefs > 0) {
-    int refs = m->irefs;
-    pthread_mutex_unlock(&ep->lock);
-    return tpx_err(TPX_EAGAIN, "tpx_mem_deregister: region %llu is still used by %d request(s) of peers",
-                   (unsigned long long)m->id, refs);
-  }
-  if (m->refs > 0) {
-    int refs = m->refs;
-    pthread_mutex_unlock(&ep->lock);
-    return tpx_err(TPX_EAGAIN, "tpx_mem_deregister: region %llu is used by %d transfer(s)",
-                   (unsigned long long)m->id, refs);
-  }
-  mem_unregister(m);
-  pthread_mutex_unlock(&ep->lock);
-  return 0;
 }
 
 void mem_free_all(tpx_endpoint_t *ep) {
@@ -245,7 +189,7 @@ int mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh
 }
 
 /* A comm is going away: deregister everything registered with it. */
-void mem_release_slot(tpx_endpoint_t *ep, int slot) {
+static void mem_release_slot(tpx_endpoint_t *ep, int slot) {
   for (struct tpx_mem *m = ep->mems; m; m = m->next) {
     if (slot >= m->mh_cap || !m->mh[slot]) continue;
     for (uint32_t k = 0; k < m->npieces; k++) {
@@ -259,30 +203,26 @@ void mem_release_slot(tpx_endpoint_t *ep, int slot) {
   }
 }
 
-void *tpx_mem_addr(const tpx_mem_t *m) { return m ? m->base : NULL; }
-size_t tpx_mem_len(const tpx_mem_t *m) { return m ? m->len : 0; }
 
-int tpx_mem_get_public_data(const tpx_mem_t *m, void *buf, size_t cap, size_t *len) {
-  if (!m || !buf || !len) return tpx_err(TPX_EINVAL, "tpx_mem_get_public_data: NULL argument");
-  struct md_info md = {m->ep->uuid, m->id, (uint64_t)(uintptr_t)m->base, m->len, m->access,
-                       (uint8_t)m->type, m->device};
-  return md_encode(&md, buf, cap, len);
+int mem_slot_alloc(tpx_endpoint_t *ep, void *comm) {
+  for (int i = 0; i < ep->nslots; i++)
+    if (!ep->slots[i]) {
+      ep->slots[i] = comm;
+      return i;
+    }
+  int n = ep->nslots ? ep->nslots * 2 : 32;
+  void **s = realloc(ep->slots, (size_t)n * sizeof(*s));
+  if (!s) return -1;
+  for (int i = ep->nslots; i < n; i++) s[i] = NULL;
+  ep->slots = s;
+  int i = ep->nslots;
+  ep->nslots = n;
+  ep->slots[i] = comm;
+  return i;
 }
 
-int tpx_load_remote_md(const void *blob, size_t len, tpx_rmem_t **out) {
-  if (!blob || !out) return tpx_err(TPX_EINVAL, "tpx_load_remote_md: NULL argument");
-  *out = NULL;
-  struct md_info md;
-  int rc = md_decode(blob, len, &md);
-  if (rc) return rc;
-  tpx_rmem_t *r = calloc(1, sizeof(*r));
-  if (!r) return tpx_err(TPX_ENOMEM, "tpx_load_remote_md: out of memory");
-  r->md = md;
-  *out = r;
-  return 0;
+void mem_slot_release(tpx_endpoint_t *ep, int slot) {
+  if (slot < 0 || slot >= ep->nslots || !ep->slots[slot]) return;
+  mem_release_slot(ep, slot); /* deregister before the comm closes */
+  ep->slots[slot] = NULL;
 }
-
-void tpx_rmem_free(tpx_rmem_t *r) { free(r); }
-uint64_t tpx_rmem_addr(const tpx_rmem_t *r) { return r ? r->md.addr : 0; }
-size_t tpx_rmem_len(const tpx_rmem_t *r) { return r ? (size_t)r->md.len : 0; }
-unsigned tpx_rmem_access(const tpx_rmem_t *r) { return r ? r->md.access : 0; }

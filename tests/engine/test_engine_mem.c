@@ -8,7 +8,8 @@
 #include <sys/mman.h>
 
 #include "eng.h"
-#include "engine/engine.h"
+#include "engine/endpoint.h"
+#include "engine/mem.h"
 
 struct rec {
   void *comm;
@@ -53,7 +54,7 @@ static void test_pieces(void **state) {
   tpx_mem_t *m;
   assert_int_equal(tpx_mem_register(ep, &d, &m), 0);
   assert_int_equal(m->npieces, 6);
-  int commA = ep_slot_alloc(ep, (void *)0x1), commB = ep_slot_alloc(ep, (void *)0x2);
+  int commA = mem_slot_alloc(ep, (void *)0x1), commB = mem_slot_alloc(ep, (void *)0x2);
   /* every chunk position, incl. straddling 1 GiB and 2 GiB boundaries and the end */
   uint64_t offs[] = {0, 4096, (1ull << 30) - 4096, (1ull << 30) - 1, (2ull << 30) - (1u << 20), (2ull << 30),
                      (4ull << 30) + 7, len - (4u << 20), len - 1};
@@ -77,7 +78,7 @@ static void test_pieces(void **state) {
   assert_int_equal(nrec, before);
   /* a comm going away deregisters what was registered with it, and only that */
   pthread_mutex_lock(&ep->lock);
-  ep_slot_release(ep, commA);
+  mem_slot_release(ep, commA);
   int live = 0;
   for (int i = 0; i < nrec; i++) {
     if (recs[i].comm == (void *)0x1) assert_int_equal(recs[i].live, 0);

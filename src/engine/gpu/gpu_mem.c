@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/gpu_path_int.h"
+#include "engine/gpu/gpu_path_int.h"
 
 void gpu_dev_free(struct gpu_dev *d) {
   if (!d) return;

@@ -8,7 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "engine/gpu_path_int.h"
+#include "engine/gpu/gpu_path_int.h"
 
 int gpu_ep_init(tpx_endpoint_t *ep) {
   int unpack = 0, cuda_all = 1, version = TPX_NET_UNPACK_VERSION;
@@ -62,7 +62,7 @@ void gpu_ep_fini(tpx_endpoint_t *ep) {
   ep->consume = NULL;
 }
 
-int gpu_cq_get(struct tpx_peer *p, struct cq *q, struct gpu_cq **out) {
+int gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
   if (q->gpu) {
     *out = q->gpu;
     return 0;
@@ -94,7 +94,7 @@ int gpu_cq_get(struct tpx_peer *p, struct cq *q, struct gpu_cq **out) {
   return 0;
 }
 
-int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_mem *m, uint64_t off,
+int gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh) {
   (void)off;
   struct gpu_ep *g = p->ep->gpath;
@@ -111,7 +111,7 @@ int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_m
   return g->send_stage ? stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;
 }
 
-void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
+void gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
                    int prep) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
@@ -133,14 +133,14 @@ void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t
   }
 }
 
-void gpu_cq_ahead(struct tpx_peer *p, struct cq *q) {
+void gpu_cq_ahead(struct tpx_peer *p, struct window *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;
   stage_reclaim(gq, q);
   (void)stage_ahead(q, gq, 0, 2); /* errors come back through the next post */
 }
 
-void gpu_cq_purge(struct tpx_peer *p, struct cq *q) {
+void gpu_cq_purge(struct tpx_peer *p, struct window *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
   (void)p;
@@ -160,7 +160,7 @@ void gpu_cq_purge(struct tpx_peer *p, struct cq *q) {
   gq->have_dh = 0;
 }
 
-void gpu_cq_free(struct cq *q) {
+void gpu_cq_free(struct window *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
   stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
@@ -174,7 +174,7 @@ void gpu_cq_free(struct cq *q) {
 /* A receive the transport wrote into GPU memory (GPUDirect RDMA): as NCCL
  * does, iflush once the receive completed, and count the chunk landed only
  * when the flush request (if the transport gives one) tests done. */
-static int flush_start(struct tpx_peer *p, struct cq *q, struct gslot *s) {
+static int flush_start(struct tpx_peer *p, struct window *q, struct gslot *s) {
   tpx_net_t *net = p->ep->net;
   void *data = s->dst;
   size_t size = (size_t)s->len;
@@ -188,7 +188,7 @@ static int flush_start(struct tpx_peer *p, struct cq *q, struct gslot *s) {
   return 0;
 }
 
-static int flush_poll(struct tpx_peer *p, struct cq *q, struct gslot *s) {
+static int flush_poll(struct tpx_peer *p, struct window *q, struct gslot *s) {
   if (!s->busy) return 1;
   tpx_net_t *net = p->ep->net;
   int done = 0;
@@ -205,10 +205,10 @@ static int flush_poll(struct tpx_peer *p, struct cq *q, struct gslot *s) {
   return 0;
 }
 
-static int c_start(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
+static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) {
-    rs->state = RS_CONSUMED;
+    rs->state = WS_CONSUMED;
     return 0;
   }
   struct gslot *s = &gq->slots[rs - q->ring];
@@ -219,20 +219,20 @@ static int c_start(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
   case GS_FLUSH:
     rc = flush_start(p, q, s);
     if (rc < 0) return rc;
-    if (rc == 1) rs->state = RS_CONSUMED;
+    if (rc == 1) rs->state = WS_CONSUMED;
     return 0;
   case GS_UNPACK_CPU:
   case GS_UNPACK_GPU:
     s->uslot = (uint32_t)(k % TPX_UNPACK_SLOTS);
     rc = unpack_start(p, q, gq, s);
     if (rc < 0) return rc;
-    if (rc == 1) rs->state = RS_CONSUMED;
+    if (rc == 1) rs->state = WS_CONSUMED;
     return 0;
-  default: rs->state = RS_CONSUMED; return 0;
+  default: rs->state = WS_CONSUMED; return 0;
   }
 }
 
-static int c_poll(struct tpx_peer *p, struct cq *q, struct rslot *rs) {
+static int c_poll(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return 1;
   struct gslot *s = &gq->slots[rs - q->ring];

@@ -37,9 +37,9 @@
 #include "tpx/mem.h"
 
 struct tpx_peer;
-struct cq;
-struct rslot;
-struct link;
+struct window;
+struct wslot;
+struct wlink;
 struct tpx_mem;
 
 /* Endpoint lifecycle. init runs once the transport is open (it reads its
@@ -59,26 +59,26 @@ int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint
  * NCCL does. */
 int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
 
-/* cq_post_one, before the post: where the chunk [m->base + off, +len)
+/* window.c's post_one, before the post: where the chunk [m->base + off, +len)
  * really goes. Returns GPU_POST_DEFAULT (post m's own memory),
  * GPU_POST_STAGED (*data / *mh set to a staging slot), GPU_POST_WAIT (not
  * ready: the device-to-host copy is still running or no staging room;
  * back-pressure) or < 0 (error, tpx_err set). Idempotent until gpu_post_done. */
 enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
-int gpu_post_prep(struct tpx_peer *p, struct cq *q, struct link *l, struct tpx_mem *m, uint64_t off,
+int gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh);
 /* The transport accepted the request at ring index q->tail % q->cap
  * (mh: the memory handle it was posted with). */
-void gpu_post_done(struct tpx_peer *p, struct cq *q, struct tpx_mem *m, uint64_t off, uint64_t len,
+void gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len,
                    void *mh, int prep);
-/* cq_progress: start device-to-host copies of upcoming chunks (sends) so
+/* window_progress: start device-to-host copies of upcoming chunks (sends) so
  * they are ready when ring slots free up. */
-void gpu_cq_ahead(struct tpx_peer *p, struct cq *q);
+void gpu_cq_ahead(struct tpx_peer *p, struct window *q);
 /* The comm is about to close (peer failed or closed): wait for copies and
  * unpacks still touching memory, deregister and free the staging arena. */
-void gpu_cq_purge(struct tpx_peer *p, struct cq *q);
-/* cq_free: whatever purge did not free. */
-void gpu_cq_free(struct cq *q);
+void gpu_cq_purge(struct tpx_peer *p, struct window *q);
+/* window_free: whatever purge did not free. */
+void gpu_cq_free(struct window *q);
 
 /* Inline data of a control message landing in CUDA memory (synchronous
  * copy; <= WIRE_MAX_INLINE bytes). */

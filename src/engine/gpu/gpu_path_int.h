@@ -5,8 +5,12 @@
 
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
-#include "engine/engine.h"
-#include "engine/gpu_path.h"
+#include "engine/endpoint.h"
+#include "engine/mem.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+#include "engine/window.h"
+#include "engine/gpu/gpu_path.h"
 
 #define GPU_NSTREAMS 8       /* copy streams per GPU and direction; comms take them by channel */
 #define GPU_PRE_MAX 32       /* sends copied to staging ahead of their post, per comm (a window's worth) */
@@ -112,25 +116,25 @@ void gpu_thread_pin(struct gpu_ep *g);
 int gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
 
 /* gpu_path.c */
-int gpu_cq_get(struct tpx_peer *p, struct cq *q, struct gpu_cq **out);
+int gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out);
 const struct consume_ops *gpu_consume_ops(void);
 
 /* staging.c */
-int stage_send_prep(struct cq *q, struct gpu_cq *gq, struct link *l, void **data, void **mh);
+int stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh);
 void stage_send_done(struct gpu_cq *gq, struct gslot *s);
 int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
 void stage_recv_done(struct gpu_cq *gq, struct gslot *s);
 int stage_in_start(struct gpu_cq *gq, struct gslot *s);
 int stage_poll(struct gpu_cq *gq, struct gslot *s);
 void stage_slot_wait(struct gpu_cq *gq, struct gslot *s);
-int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup, int max_new);
-void stage_reclaim(struct gpu_cq *gq, struct cq *q);
+int stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new);
+void stage_reclaim(struct gpu_cq *gq, struct window *q);
 void stage_purge(struct gpu_cq *gq);
 void stage_free(struct gpu_cq *gq);
 
 /* unpack_stage.c */
-int unpack_cq_setup(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq);
-int unpack_start(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq, struct gslot *s);
+int unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq);
+int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s);
 int unpack_poll(struct gpu_cq *gq, struct gslot *s);
 void unpack_purge(struct gpu_cq *gq, struct gslot *s);
 

@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/gpu_path_int.h"
+#include "engine/gpu/gpu_path_int.h"
 
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
 
@@ -76,7 +76,7 @@ static int arena_fit(const struct gpu_cq *gq, uint64_t len, uint64_t *off, uint6
 }
 
 /* Ring slots the engine released since the last look give their bytes back. */
-void stage_reclaim(struct gpu_cq *gq, struct cq *q) {
+void stage_reclaim(struct gpu_cq *gq, struct window *q) {
   while (gq->rel_pos < q->head) {
     struct gslot *s = &gq->slots[gq->rel_pos % gq->cap];
     if (s->aend) {
@@ -185,10 +185,10 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
  * room. Small steps per call, called for every comm on every pass, keep the
  * copies close to the transfer's chunk order across channels, so no channel
  * waits behind another's whole window of copies at the start. */
-int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup, int max_new) {
+int stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
-  for (struct link *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
+  for (struct wlink *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
     struct op *o = l->op;
     struct cursor c = l->cur;
     for (;;) {
@@ -213,7 +213,7 @@ int stage_ahead(struct cq *q, struct gpu_cq *gq, int setup, int max_new) {
   return 0;
 }
 
-int stage_send_prep(struct cq *q, struct gpu_cq *gq, struct link *l, void **data, void **mh) {
+int stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh) {
   int rc = stage_ahead(q, gq, 1, 1);
   if (rc < 0) return rc;
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */

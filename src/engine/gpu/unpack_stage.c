@@ -11,12 +11,12 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/gpu_path_int.h"
+#include "engine/gpu/gpu_path_int.h"
 
 /* Copy the 24-byte {meta, bounce_buf, head} that accept's device handle
  * points to (device memory for TCPX, host or mapped memory for the
  * built-in transport's emulation). */
-int unpack_cq_setup(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq) {
+int unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq) {
   tpx_net_dev_handle_t *dh = &p->ch[q->ch].recv_dev;
   if (dh->type != TPX_NET_DEV_UNPACK || !dh->handle)
     return tpx_err(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
@@ -64,7 +64,7 @@ static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *m
 }
 
 /* 1: done (CPU), 0: GPU work queued, < 0: error. */
-int unpack_start(struct tpx_peer *p, struct cq *q, struct gpu_cq *gq, struct gslot *s) {
+int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s) {
   if (!gq->have_dh) return tpx_err(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint64_t cnt = __atomic_load_n(&mb->cnt[s->uslot], __ATOMIC_ACQUIRE);

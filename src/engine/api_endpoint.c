@@ -1,0 +1,228 @@
+/* The public endpoint API (include/tpx/endpoint.h, first part): create and
+ * destroy, the transport it opens, accessors, caller-driven progress. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/fail.h"
+#include "engine/gpu/gpu_path.h"
+#include "engine/listen.h"
+#include "engine/mem.h"
+#include "engine/notif.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+#include "engine/progress.h"
+
+#define SCRATCH_BYTES WIRE_MAX_CHUNK
+
+/* Requests per comm the TCPX plugin tolerates, and NCCL's expectation. */
+#define WINDOW_LIMIT_TCPX 16
+#define WINDOW_LIMIT_DEFAULT 32
+
+void tpx_endpoint_params_init(tpx_endpoint_params_t *p) {
+  memset(p, 0, sizeof(*p));
+}
+
+static int is_builtin(const char *s) {
+  return !s || !s[0] || strcmp(s, "tpx") == 0 || strcmp(s, "builtin") == 0;
+}
+
+/* The request limit per comm of the transport: TCPX allows 16, NCCL expects
+ * plugins to sustain 32. Our own transport in strict mode mimics TCPX. */
+static int transport_limit(tpx_endpoint_t *ep, int builtin, int *unpack) {
+  int limit = WINDOW_LIMIT_DEFAULT;
+  *unpack = 0;
+  if (strstr(ep->net->name, "TCPX") || strstr(ep->net->name, "tcpx")) limit = WINDOW_LIMIT_TCPX;
+  if (builtin && ep->cfg.sock_strict) limit = WINDOW_LIMIT_TCPX;
+  for (int d = 0; d < ep->ndev; d++) {
+    tpx_net_props_t pr;
+    memset(&pr, 0, sizeof(pr));
+    if (ep->net->ops->get_properties(ep->net, d, &pr) != 0) continue;
+    if (pr.dev_type == TPX_NET_DEV_UNPACK || strstr(pr.name, "TCPX")) limit = WINDOW_LIMIT_TCPX;
+    if (pr.dev_type == TPX_NET_DEV_UNPACK) *unpack = 1;
+    if (!(pr.ptr_support & TPX_PTR_HOST))
+      TPX_WARN("endpoint %s: net device %d (%s) does not take host pointers", ep->name, d, pr.name);
+  }
+  return limit;
+}
+
+/* Open (or adopt) the transport, set up the GPU path and the window size. */
+static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *params) {
+  tpx_config_t *c = &ep->cfg;
+  const char *plugin = params->plugin ? params->plugin : c->net_plugin;
+  int builtin = 0, rc;
+  if (params->net) {
+    ep->net = params->net;
+    builtin = ep->net->abi_version == 0;
+    rc = 0;
+  } else if (is_builtin(plugin)) {
+    builtin = 1;
+    /* Our channels spread the data: the transport's sockets per comm are
+     * shared among them (tpx_config_nsocks). */
+    tpx_config_t tc = *c;
+    tc.nsocks = tpx_config_nsocks(c, c->num_channels);
+    rc = tpx_net_open_builtin(&tc, &ep->net);
+    ep->own_net = rc == 0;
+  } else {
+    rc = tpx_net_open(plugin, &ep->net);
+    ep->own_net = rc == 0;
+  }
+  if (rc) return rc;
+  rc = ep->net->ops->devices(ep->net, &ep->ndev);
+  if (rc == 0 && ep->ndev < 1) rc = tpx_err(TPX_ENOENT, "endpoint %s: transport %s has no devices", ep->name, ep->net->name);
+  if (rc) return rc;
+  if ((rc = gpu_ep_init(ep)) != 0) return rc; /* GPU path; installs the unpack stage for UNPACK transports */
+  int unpack = 0;
+  int limit = transport_limit(ep, builtin, &unpack);
+  if (unpack && !ep->consume) {
+    /* Receives would land in the transport's bounce pages, not in our buffers:
+     * refuse rather than deliver garbage until the consume stage exists. */
+    return tpx_err(TPX_ENOTSUP, "endpoint %s: transport %s delivers receives through bounce buffers "
+                   "(UNPACK device); the engine's unpack stage comes with GPU support", ep->name, ep->net->name);
+  }
+  ep->window = c->window < limit ? c->window : limit;
+  if (c->window > limit)
+    TPX_INFO("endpoint %s: window %d capped to %d requests per comm by transport %s", ep->name, c->window,
+             limit, ep->net->name);
+  return 0;
+}
+
+/* epoll set, wake-up eventfd, control listener, discard scratch. */
+static int open_io(tpx_endpoint_t *ep, const tpx_endpoint_params_t *params) {
+  /* TCPX may send without MSG_NOSIGNAL: a dead peer must not kill us. */
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+  ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep->epfd < 0 || ep->evfd < 0)
+    return tpx_err(TPX_ESYSTEM, "endpoint %s: epoll/eventfd: %s", ep->name, strerror(errno));
+  struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ep->evfd};
+  if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &e) != 0)
+    return tpx_err(TPX_ESYSTEM, "endpoint %s: epoll: %s", ep->name, strerror(errno));
+  int rc;
+  if (!params->no_listen && (rc = listen_open(ep, params->listen_host, params->port)) != 0) return rc;
+  ep->scratch_buf = aligned_alloc(4096, SCRATCH_BYTES);
+  if (!ep->scratch_buf || mem_register_internal(ep, ep->scratch_buf, SCRATCH_BYTES, &ep->scratch) != 0)
+    return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
+  return 0;
+}
+
+static tpx_endpoint_t *ep_alloc(const tpx_endpoint_params_t *params) {
+  tpx_endpoint_t *ep = calloc(1, sizeof(*ep));
+  if (!ep) return NULL;
+  ep->cfg = params->cfg ? *params->cfg : *tpx_config_global();
+  ep->listen_fd = ep->epfd = ep->evfd = -1;
+  ep->gpu = params->gpu;
+  ep->uuid = tpx_random_u64();
+  if (params->name && params->name[0]) snprintf(ep->name, sizeof(ep->name), "%s", params->name);
+  else {
+    char host[32] = "host";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(ep->name, sizeof(ep->name), "%.31s:%d:%d", host, (int)getpid(), params->gpu);
+  }
+  pthread_mutex_init(&ep->lock, NULL);
+  pthread_cond_init(&ep->cv, NULL);
+  return ep;
+}
+
+int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **out) {
+  if (!out) return tpx_err(TPX_EINVAL, "tpx_endpoint_create: NULL out");
+  *out = NULL;
+  tpx_endpoint_params_t defp;
+  if (!params) {
+    tpx_endpoint_params_init(&defp);
+    params = &defp;
+  }
+  tpx_endpoint_t *ep = ep_alloc(params);
+  if (!ep) return tpx_err(TPX_ENOMEM, "tpx_endpoint_create: out of memory");
+  int rc = 0;
+  tpx_config_t *c = &ep->cfg;
+  if (c->num_channels < 1 || c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes < 1 ||
+      c->chunk_bytes > WIRE_MAX_CHUNK || c->window < 1 || c->timeout_ms < 1 || c->connect_timeout_ms < 1) {
+    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu, window %d)",
+                 c->num_channels, c->chunk_bytes, c->window);
+    goto fail;
+  }
+  if ((rc = open_transport(ep, params)) != 0 || (rc = open_io(ep, params)) != 0) goto fail;
+  if (c->progress_thread && progress_thread_start(ep) != 0) {
+    rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);
+    goto fail;
+  }
+  TPX_INFO("endpoint %s: transport %s, %d device(s), %d channel(s), chunk %zu, window %d, port %d, %s progress",
+           ep->name, ep->net->name, ep->ndev, c->num_channels, c->chunk_bytes, ep->window, ep->port,
+           ep->thread_on ? "thread" : "caller");
+  *out = ep;
+  return 0;
+fail:
+  tpx_endpoint_destroy(ep);
+  return rc;
+}
+
+/* Peers, handles and lingering control sockets, lock held. */
+static void close_all(tpx_endpoint_t *ep) {
+  for (struct tpx_peer *p = ep->peers; p; p = p->next)
+    if (p->state != P_DEAD) peer_shutdown(p, TPX_ECANCELED);
+  while (ep->xfers) op_user_destroy(ep->xfers); /* handles the user did not free */
+  ep->acceptq_n = 0;
+  while (ep->peers) { /* peers the user did not close */
+    struct tpx_peer *p = ep->peers;
+    p->refs = 1;
+    peer_release(p);
+  }
+  /* Give closing control connections a moment to see the peer's FIN. */
+  for (int i = 0; i < 50 && ep->nclosing; i++) {
+    ctl_closing_step(ep, tpx_now_ns(), 0);
+    if (!ep->nclosing) break;
+    pthread_mutex_unlock(&ep->lock);
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&ep->lock);
+  }
+  ctl_closing_step(ep, tpx_now_ns(), 1);
+}
+
+void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
+  if (!ep) return;
+  progress_thread_stop(ep);
+  pthread_mutex_lock(&ep->lock);
+  close_all(ep);
+  if (ep->net) mem_free_all(ep);
+  gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */
+  pthread_mutex_unlock(&ep->lock);
+  free(ep->scratch_buf);
+  free(ep->slots);
+  free(ep->closing);
+  free(ep->acceptq);
+  notif_queue_free(ep);
+  if (ep->own_net) tpx_net_close(ep->net);
+  if (ep->listen_fd >= 0) close(ep->listen_fd);
+  if (ep->epfd >= 0) close(ep->epfd);
+  if (ep->evfd >= 0) close(ep->evfd);
+  pthread_cond_destroy(&ep->cv);
+  pthread_mutex_destroy(&ep->lock);
+  free(ep);
+}
+
+int tpx_endpoint_port(const tpx_endpoint_t *ep) { return ep ? ep->port : 0; }
+const char *tpx_endpoint_name(const tpx_endpoint_t *ep) { return ep ? ep->name : ""; }
+const tpx_config_t *tpx_endpoint_config(const tpx_endpoint_t *ep) { return ep ? &ep->cfg : NULL; }
+const char *tpx_endpoint_transport(const tpx_endpoint_t *ep) { return ep && ep->net ? ep->net->name : ""; }
+
+int tpx_progress(tpx_endpoint_t *ep) {
+  if (!ep) return tpx_err(TPX_EINVAL, "tpx_progress: NULL");
+  pthread_mutex_lock(&ep->lock);
+  (void)ep_pass(ep);
+  pthread_mutex_unlock(&ep->lock);
+  return 0;
+}

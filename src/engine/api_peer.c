@@ -1,0 +1,230 @@
+/* The public peer API (include/tpx/endpoint.h, second part): connect and
+ * accept, connection info, and the peer handle's close and accessors. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/ports.h"
+#include "common/util.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/fail.h"
+#include "engine/listen.h"
+#include "engine/peer.h"
+#include "engine/progress.h"
+
+/* ---- connect / accept ---- */
+static int peer_settled(tpx_endpoint_t *ep, void *arg) {
+  (void)ep;
+  struct tpx_peer *p = arg;
+  return p->state == P_READY || p->state == P_DEAD || p->state == P_CLOSING;
+}
+
+static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **out) {
+  char portstr[16];
+  snprintf(portstr, sizeof(portstr), "%d", port);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *ai = NULL;
+  int g = getaddrinfo(host, portstr, &hints, &ai);
+  if (g != 0 || !ai) return tpx_err(TPX_ENOENT, "tpx_connect: cannot resolve %s: %s", host, gai_strerror(g));
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(ai);
+    return tpx_err(TPX_ESYSTEM, "tpx_connect: socket: %s", strerror(errno));
+  }
+  ctl_set_nodelay(fd);
+  tpx_set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
+  char where[96];
+  listen_fmt_addr(ai->ai_addr, where, sizeof(where));
+  int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
+  int e = errno;
+  freeaddrinfo(ai);
+  if (r != 0 && e != EINPROGRESS) {
+    close(fd);
+    return tpx_err(TPX_ECLOSED, "tpx_connect: %s: %s", where, strerror(e));
+  }
+  pthread_mutex_lock(&ep->lock);
+  struct tpx_peer *p = peer_new(ep, fd, 0, where);
+  if (!p) {
+    pthread_mutex_unlock(&ep->lock);
+    close(fd);
+    return tpx_err(TPX_ENOMEM, "tpx_connect: out of memory");
+  }
+  ep_wake(ep);
+  uint64_t deadline = tpx_now_ns() + ms_to_ns(ep->cfg.connect_timeout_ms) + 50000000ull;
+  ep_wait(ep, peer_settled, p, deadline);
+  int rc = 0;
+  if (p->state != P_READY) {
+    if (p->state != P_DEAD)
+      peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms", p->where,
+                ep->cfg.connect_timeout_ms);
+    rc = tpx_err(p->err ? p->err : TPX_ECLOSED, "tpx_connect: %s", p->errmsg);
+  }
+  pthread_mutex_unlock(&ep->lock);
+  if (rc) tpx_peer_close(p);
+  else *out = p;
+  return rc;
+}
+
+int tpx_connect(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **out) {
+  if (!ep || !host || !out || port <= 0 || port > 65535) return tpx_err(TPX_EINVAL, "tpx_connect: bad argument");
+  *out = NULL;
+  return connect_one(ep, host, port, out);
+}
+
+static int acceptq_ready(tpx_endpoint_t *ep, void *arg) {
+  (void)arg;
+  return ep->acceptq_n > 0;
+}
+
+int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **out) {
+  if (!ep || !out) return tpx_err(TPX_EINVAL, "tpx_accept: NULL argument");
+  *out = NULL;
+  if (ep->listen_fd < 0) return tpx_err(TPX_EUSAGE, "tpx_accept: endpoint %s does not listen", ep->name);
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + ms_to_ns(timeout_ms);
+  pthread_mutex_lock(&ep->lock);
+  if (!ep->thread_on && timeout_ms == 0) (void)ep_pass(ep);
+  int rc = 0;
+  if (ep_wait(ep, acceptq_ready, NULL, deadline)) {
+    struct tpx_peer *p = ep->acceptq[0];
+    memmove(&ep->acceptq[0], &ep->acceptq[1], (size_t)(ep->acceptq_n - 1) * sizeof(p));
+    ep->acceptq_n--;
+    p->in_acceptq = 0;
+    *out = p;
+  } else {
+    rc = tpx_err_quiet(TPX_ETIMEDOUT, "tpx_accept: no peer connected to %s within %d ms", ep->name, timeout_ms);
+  }
+  pthread_mutex_unlock(&ep->lock);
+  return rc;
+}
+
+/* ---- connection info ---- */
+/* NCCL_SOCKET_IFNAME syntax: "^a,b" excludes prefixes, "=a,b" exact names,
+ * "a,b" prefixes; empty: anything but loopback and docker bridges. */
+static int ifname_match(const char *spec, const char *name) {
+  if (!spec || !spec[0]) return strcmp(name, "lo") != 0 && strncmp(name, "docker", 6) != 0;
+  int exclude = spec[0] == '^', exact = spec[0] == '=';
+  const char *s = spec + (exclude || exact);
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", s);
+  int hit = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (exact ? strcmp(tok, name) == 0 : strncmp(tok, name, strlen(tok)) == 0) {
+      hit = 1;
+      break;
+    }
+  }
+  return exclude ? !hit : hit;
+}
+
+int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
+  if (!ep || !buf || !len) return tpx_err(TPX_EINVAL, "tpx_get_conn_info: NULL argument");
+  if (ep->listen_fd < 0) return tpx_err(TPX_EUSAGE, "tpx_get_conn_info: endpoint %s does not listen", ep->name);
+  struct conn_info ci;
+  memset(&ci, 0, sizeof(ci));
+  ci.uuid = ep->uuid;
+  ci.gpu = ep->gpu;
+  ci.port = (uint16_t)ep->port;
+  snprintf(ci.name, sizeof(ci.name), "%s", ep->name);
+  int wildcard = !ep->listen_host[0] || strcmp(ep->listen_host, "0.0.0.0") == 0 || strcmp(ep->listen_host, "::") == 0;
+  if (!wildcard) {
+    snprintf(ci.addr[ci.naddr++], CONN_ADDR_MAX, "%s", ep->listen_host);
+  } else {
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) == 0) {
+      for (struct ifaddrs *i = ifa; i && ci.naddr < CONN_MAX_ADDRS; i = i->ifa_next) {
+        if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
+        int fam = i->ifa_addr->sa_family;
+        if (fam != AF_INET && !(fam == AF_INET6 && strcmp(ep->listen_host, "::") == 0)) continue;
+        if (!ifname_match(ep->cfg.socket_ifname, i->ifa_name)) continue;
+        char h[INET6_ADDRSTRLEN];
+        const void *a = fam == AF_INET ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                                       : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL((const struct in6_addr *)a)) continue;
+        inet_ntop(fam, a, h, sizeof(h));
+        snprintf(ci.addr[ci.naddr++], CONN_ADDR_MAX, "%s", h);
+      }
+      freeifaddrs(ifa);
+    }
+    if (ci.naddr == 0) snprintf(ci.addr[ci.naddr++], CONN_ADDR_MAX, "127.0.0.1");
+  }
+  return conn_info_encode(&ci, buf, cap, len);
+}
+
+int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **out) {
+  if (!ep || !blob || !out) return tpx_err(TPX_EINVAL, "tpx_load_remote_conn_info: NULL argument");
+  *out = NULL;
+  struct conn_info ci;
+  int rc = conn_info_decode(blob, len, &ci);
+  if (rc) return rc;
+  for (int i = 0; i < ci.naddr; i++) {
+    rc = connect_one(ep, ci.addr[i], ci.port, out);
+    if (rc == 0) {
+      if ((*out)->uuid != ci.uuid) {
+        tpx_peer_close(*out);
+        *out = NULL;
+        rc = tpx_err(TPX_ENOENT, "tpx_load_remote_conn_info: %s:%u is not endpoint %s", ci.addr[i], ci.port, ci.name);
+        continue;
+      }
+      return 0;
+    }
+  }
+  return rc;
+}
+
+
+void tpx_peer_close(tpx_peer_t *p) {
+  if (!p) return;
+  tpx_endpoint_t *ep = p->ep;
+  pthread_mutex_lock(&ep->lock);
+  if (!p->user_closed) {
+    p->user_closed = 1;
+    if (p->state != P_DEAD) peer_shutdown(p, TPX_ECANCELED);
+    if (p->in_acceptq) { /* closed before tpx_accept handed it out */
+      for (int i = 0; i < ep->acceptq_n; i++)
+        if (ep->acceptq[i] == p) {
+          memmove(&ep->acceptq[i], &ep->acceptq[i + 1], (size_t)(ep->acceptq_n - i - 1) * sizeof(p));
+          ep->acceptq_n--;
+          break;
+        }
+      p->in_acceptq = 0;
+    }
+    peer_unlist(p);
+    peer_release(p);
+  }
+  pthread_mutex_unlock(&ep->lock);
+}
+
+int tpx_peer_status(const tpx_peer_t *p) {
+  if (!p) return TPX_EINVAL;
+  int st = p->state;
+  if (st == P_READY) return 0;
+  if (st == P_DEAD || st == P_CLOSING) return p->err ? p->err : TPX_ECLOSED;
+  return TPX_EINPROGRESS;
+}
+const char *tpx_peer_name(const tpx_peer_t *p) { return p ? p->name : ""; }
+int tpx_peer_gpu(const tpx_peer_t *p) { return p ? p->gpu : -1; }
+int tpx_peer_num_channels(const tpx_peer_t *p) { return p ? p->nch : 0; }
+
+tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name) {
+  if (!ep || !name) return NULL;
+  tpx_peer_t *found = NULL;
+  pthread_mutex_lock(&ep->lock);
+  for (struct tpx_peer *p = ep->peers; p; p = p->next)
+    if (p->state == P_READY && strcmp(p->name, name) == 0) {
+      found = p;
+      break;
+    }
+  pthread_mutex_unlock(&ep->lock);
+  return found;
+}

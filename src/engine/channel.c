@@ -1,0 +1,150 @@
+/* A peer's channels (channel.h): allocation, transport listen, connect and
+ * accept, close, and data progress through their windows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/channel.h"
+#include "engine/endpoint.h"
+#include "engine/mem.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+
+int channels_alloc(struct tpx_peer *p, int n) {
+  tpx_endpoint_t *ep = p->ep;
+  p->ch = calloc((size_t)n, sizeof(*p->ch));
+  if (!p->ch) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
+  p->nch = n;
+  for (int c = 0; c < n; c++) {
+    struct channel *ch = &p->ch[c];
+    ch->idx = c;
+    ch->dev = (c + (ep->gpu > 0 ? ep->gpu : 0)) % ep->ndev; /* round robin over devices */
+    int rc = window_init(&ch->sq, c, 0, (uint32_t)ep->window);
+    if (rc == 0) rc = window_init(&ch->rq, c, 1, (uint32_t)ep->window);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int channels_listen(struct tpx_peer *p, int from, int to) {
+  tpx_net_t *net = p->ep->net;
+  for (int c = from; c < to; c++) {
+    struct channel *ch = &p->ch[c];
+    memset(ch->my_handle, 0, sizeof(ch->my_handle));
+    int rc = net->ops->listen(net, ch->dev, ch->my_handle, &ch->listen_comm);
+    if (rc) return tpx_err_quiet(rc, "peer %s channel %d: listen on net device %d failed", p->where, c, ch->dev);
+    if (!ch->listen_comm)
+      return tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: listen returned no comm", p->where, c);
+  }
+  return 0;
+}
+
+void channels_trim(struct tpx_peer *p, int n) {
+  tpx_net_t *net = p->ep->net;
+  for (int c = n; c < p->nch; c++) {
+    struct channel *ch = &p->ch[c];
+    if (ch->listen_comm) net->ops->close_listen(net, ch->listen_comm);
+    ch->listen_comm = NULL;
+    window_free(&ch->sq);
+    window_free(&ch->rq);
+  }
+  p->nch = n;
+}
+
+/* One direction's comm came up: give it its registration-cache slot. */
+static int comm_up(struct tpx_peer *p, struct window *q, void *comm) {
+  q->comm = comm;
+  q->slot = mem_slot_alloc(p->ep, comm);
+  if (q->slot < 0) return tpx_err_quiet(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, q->ch);
+  return 0;
+}
+
+int channels_connect(struct tpx_peer *p, int *did) {
+  tpx_net_t *net = p->ep->net;
+  int all = 1;
+  *did = 0;
+  for (int c = 0; c < p->nch; c++) {
+    struct channel *ch = &p->ch[c];
+    if (!ch->sq.comm) {
+      void *comm = NULL;
+      int rc = net->ops->connect(net, ch->dev, ch->peer_handle, &comm, &ch->send_dev);
+      if (rc) return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed", p->where, c, ch->dev);
+      if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
+      if (comm) ++*did;
+      else all = 0;
+    }
+    if (!ch->rq.comm) {
+      void *comm = NULL;
+      int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
+      if (rc) return tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed", p->where, c, ch->dev);
+      if (!comm) {
+        all = 0;
+        continue;
+      }
+      if ((rc = comm_up(p, &ch->rq, comm)) != 0) return rc;
+      ++*did;
+      rc = net->ops->close_listen(net, ch->listen_comm); /* one accept per listen */
+      if (rc) TPX_WARN("peer %s channel %d: closeListen failed: %s", p->where, c, tpx_strerror(rc));
+      ch->listen_comm = NULL;
+    }
+  }
+  return all;
+}
+
+static void close_comm(struct tpx_peer *p, struct window *q) {
+  tpx_net_t *net = p->ep->net;
+  if (!q->comm) return;
+  if (q->slot >= 0) mem_slot_release(p->ep, q->slot);
+  int rc = q->is_recv ? net->ops->close_recv(net, q->comm) : net->ops->close_send(net, q->comm);
+  if (rc) TPX_WARN("peer %s channel %d: close%s failed: %s", p->where, q->ch, q->is_recv ? "Recv" : "Send",
+                   tpx_strerror(rc));
+  q->comm = NULL;
+  q->slot = -1;
+}
+
+void channels_close(struct tpx_peer *p) {
+  tpx_net_t *net = p->ep->net;
+  for (int c = 0; c < p->nch; c++) {
+    struct channel *ch = &p->ch[c];
+    window_purge(p, &ch->sq);
+    window_purge(p, &ch->rq);
+    close_comm(p, &ch->sq);
+    close_comm(p, &ch->rq);
+    if (ch->listen_comm) {
+      int rc = net->ops->close_listen(net, ch->listen_comm);
+      if (rc) TPX_WARN("peer %s channel %d: closeListen failed: %s", p->where, c, tpx_strerror(rc));
+      ch->listen_comm = NULL;
+    }
+  }
+}
+
+void channels_free(struct tpx_peer *p) {
+  for (int c = 0; c < p->nch; c++) {
+    window_free(&p->ch[c].sq);
+    window_free(&p->ch[c].rq);
+  }
+  free(p->ch);
+  p->ch = NULL;
+}
+
+int channels_progress(struct tpx_peer *p) {
+  int did = 0;
+  for (int c = 0; c < p->nch; c++) {
+    struct channel *ch = &p->ch[c];
+    int r = window_progress(p, &ch->sq, op_chunk_done);
+    if (r < 0) return r;
+    did += r;
+    r = window_progress(p, &ch->rq, op_chunk_done);
+    if (r < 0) return r;
+    did += r;
+  }
+  return did;
+}
+
+int channels_busy(const struct tpx_peer *p) {
+  if (p->inflight) return 1;
+  for (int c = 0; c < p->nch; c++)
+    if (p->ch[c].sq.pend || p->ch[c].rq.pend) return 1;
+  return 0;
+}

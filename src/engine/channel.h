@@ -1,0 +1,42 @@
+/* Channels: a peer's parallel transport connections. Each has one send and
+ * one receive comm (each with its window), on net device
+ * (channel + gpu) % ndev. Chunk i of a transfer goes to channel
+ * (first_ch + i) % nch (plan.h). */
+#ifndef TPX_ENGINE_CHANNEL_H
+#define TPX_ENGINE_CHANNEL_H
+
+#include <stdint.h>
+
+#include "engine/window.h"
+#include "tpx/net.h"
+
+struct tpx_peer;
+
+struct channel {
+  int idx, dev;
+  struct window sq, rq;
+  void *listen_comm;
+  uint8_t my_handle[TPX_NET_HANDLE_BYTES];
+  uint8_t peer_handle[TPX_NET_HANDLE_BYTES]; /* stable buffer for connect retries */
+  tpx_net_dev_handle_t send_dev, recv_dev;   /* caller-owned device handle storage */
+};
+
+/* Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
+int channels_alloc(struct tpx_peer *p, int n);
+/* Listen once per channel; the handles are kept for the whole setup. */
+int channels_listen(struct tpx_peer *p, int from, int to);
+/* Keep only the first n channels (the peer agreed to fewer). */
+void channels_trim(struct tpx_peer *p, int n);
+/* Transport connect/accept of every channel, retried until all are up:
+ * 1 all up, 0 not yet (did: comms that came up), < 0 error. */
+int channels_connect(struct tpx_peer *p, int *did);
+/* Close every comm (their requests with them) and listen comm. */
+void channels_close(struct tpx_peer *p);
+void channels_free(struct tpx_peer *p);
+/* Post and drain every window of the peer. Returns the number of state
+ * changes, or < 0 with the failure's detail in tpx_last_error(). */
+int channels_progress(struct tpx_peer *p);
+/* Anything still queued or in flight on any channel? */
+int channels_busy(const struct tpx_peer *p);
+
+#endif

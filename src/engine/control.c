@@ -1,0 +1,153 @@
+/* The control connection's I/O (control.h). */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/peer.h"
+
+#define IN_INITIAL (64 * 1024)
+#define CLOSE_LINGER_MS 1000
+
+int ctl_set_nodelay(int fd) {
+  int one = 1;
+  return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events) {
+  if (p->fd < 0) {
+    p->ev = 0;
+    return;
+  }
+  struct epoll_event e = {.events = events, .data.ptr = p};
+  if (events == 0) {
+    if (p->ev) epoll_ctl(ep->epfd, EPOLL_CTL_DEL, p->fd, &e);
+  } else if (p->ev == 0) {
+    if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, p->fd, &e) != 0)
+      TPX_WARN("endpoint %s: epoll add failed: %s", ep->name, strerror(errno));
+  } else if (p->ev != events) {
+    epoll_ctl(ep->epfd, EPOLL_CTL_MOD, p->fd, &e);
+  }
+  p->ev = events;
+}
+
+int ctl_flush(struct tpx_peer *p) {
+  if (p->fd < 0) return TPX_ECLOSED;
+  while (p->out_off < p->out.len) {
+    ssize_t n = send(p->fd, p->out.p + p->out_off, p->out.len - p->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p->out_off += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!(p->ev & EPOLLOUT)) ctl_epoll_set(p->ep, p, p->ev | EPOLLOUT);
+      return 0;
+    }
+    return tpx_err_quiet(TPX_ECLOSED, "peer %s: control send failed: %s", p->where, strerror(errno));
+  }
+  p->out_off = 0;
+  p->out.len = 0;
+  if (p->ev & EPOLLOUT && p->state != P_CONNECTING) ctl_epoll_set(p->ep, p, p->ev & ~(uint32_t)EPOLLOUT);
+  return 0;
+}
+
+int ctl_send(struct tpx_peer *p, int rc) {
+  if (rc == 0) rc = ctl_flush(p);
+  return rc;
+}
+
+int ctl_read(struct tpx_peer *p) {
+  if (p->fd < 0) return TPX_ECLOSED;
+  size_t want = IN_INITIAL;
+  struct wire_frame f;
+  if (p->in_len >= WIRE_HDR_BYTES && wire_frame_parse(p->in, p->in_len, &f) == 0)
+    want = WIRE_HDR_BYTES + (size_t)f.len; /* room for the whole frame */
+  if (want < IN_INITIAL) want = IN_INITIAL;
+  if (p->in_cap < want) {
+    uint8_t *n = realloc(p->in, want);
+    if (!n) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory for control input", p->where);
+    p->in = n;
+    p->in_cap = want;
+  }
+  if (p->in_len == p->in_cap) return 0; /* full and not parseable yet (setup in progress): read later */
+  for (;;) {
+    ssize_t n = recv(p->fd, p->in + p->in_len, p->in_cap - p->in_len, MSG_DONTWAIT);
+    if (n > 0) {
+      p->in_len += (size_t)n;
+      return (int)(n > 0x7fffffff ? 0x7fffffff : n);
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    /* EOF or reset */
+    int e = n < 0 ? errno : 0;
+    p->eof = 1;
+    (void)ctl_flush(p);
+    ctl_epoll_set(p->ep, p, 0);
+    close(p->fd);
+    p->fd = -1;
+    return tpx_err_quiet(TPX_ECLOSED, "%s", e ? "control connection reset" : "peer closed the control connection");
+  }
+}
+
+static void closing_add(tpx_endpoint_t *ep, int fd) {
+  if (ep->nclosing == ep->closing_cap) {
+    int n = ep->closing_cap ? ep->closing_cap * 2 : 16;
+    struct closing_fd *c = realloc(ep->closing, (size_t)n * sizeof(*c));
+    if (!c) {
+      close(fd);
+      return;
+    }
+    ep->closing = c;
+    ep->closing_cap = n;
+  }
+  ep->closing[ep->nclosing].fd = fd;
+  ep->closing[ep->nclosing].deadline = tpx_now_ns() + ms_to_ns(CLOSE_LINGER_MS);
+  ep->nclosing++;
+}
+
+void ctl_drop(struct tpx_peer *p, int graceful) {
+  if (p->fd < 0) return;
+  tpx_endpoint_t *ep = p->ep;
+  ctl_epoll_set(ep, p, 0);
+  if (graceful && !p->eof) {
+    (void)ctl_flush(p);
+    shutdown(p->fd, SHUT_WR);
+    closing_add(ep, p->fd);
+  } else {
+    close(p->fd);
+  }
+  p->fd = -1;
+}
+
+void ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force) {
+  for (int i = 0; i < ep->nclosing;) {
+    int fd = ep->closing[i].fd, done = force;
+    char buf[4096];
+    while (!done) {
+      ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        done = now > ep->closing[i].deadline;
+        break;
+      }
+      done = 1; /* EOF or error */
+    }
+    if (done) {
+      close(fd);
+      ep->closing[i] = ep->closing[--ep->nclosing];
+    } else {
+      i++;
+    }
+  }
+}

@@ -1,0 +1,128 @@
+/* The incoming control stream (dispatch.h). */
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/control.h"
+#include "engine/dispatch.h"
+#include "engine/endpoint.h"
+#include "engine/fail.h"
+#include "engine/handshake.h"
+#include "engine/msg.h"
+#include "engine/peer.h"
+
+static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
+  if (f->type == MSG_ERROR) {
+    struct wire_error e;
+    if (wire_get_error(f, &e) == 0) {
+      int code = e.code < 0 && e.code >= TPX_EUNKNOWN ? e.code : TPX_EREMOTE;
+      peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code,
+                "peer %s reported: %s", p->where, e.msg);
+    } else {
+      peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
+    }
+    return;
+  }
+  switch (p->state) {
+  case P_WAIT_HELLO:
+    if (f->type != MSG_HELLO) break;
+    handshake_on_hello(p, f);
+    return;
+  case P_WAIT_ACK:
+    if (f->type != MSG_HELLO_ACK) break;
+    handshake_on_hello_ack(p, f);
+    return;
+  case P_READY:
+  case P_CLOSING:
+    if (f->type == MSG_HELLO || f->type == MSG_HELLO_ACK) break;
+    if (f->type == MSG_BYE) {
+      p->bye_recv = 1;
+      peer_remote_gone(p, "peer closed the connection");
+      return;
+    }
+    if (p->bye_recv) {
+      peer_fail(p, TPX_EPROTO, "peer %s: message type %u after goodbye", p->where, f->type);
+      return;
+    }
+    (void)msg_dispatch(p, f);
+    return;
+  default: break;
+  }
+  peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u in state %d", p->where, f->type, p->state);
+}
+
+int dispatch_parse(struct tpx_peer *p) {
+  size_t off = 0;
+  int did = 0;
+  while (p->state != P_DEAD && p->state != P_NET_SETUP && p->state != P_CONNECTING) {
+    struct wire_frame f;
+    long n = wire_frame_parse(p->in + off, p->in_len - off, &f);
+    if (n == 0) break;
+    if (n < 0) {
+      if (n == TPX_EVERSION && p->fd >= 0) {
+        /* Frame headers are stable across versions, so the peer can read why. */
+        (void)wire_put_error(&p->out, TPX_EVERSION, "protocol version mismatch");
+      }
+      peer_fail(p, (int)n, "peer %s: %s; connection dropped", p->where, tpx_last_error());
+      return -1;
+    }
+    on_frame(p, &f);
+    off += (size_t)n;
+    did++;
+  }
+  if (off > 0 && p->in) {
+    memmove(p->in, p->in + off, p->in_len - off);
+    p->in_len -= off;
+  }
+  return did;
+}
+
+static int read_all(struct tpx_peer *p) {
+  int did = 0;
+  for (;;) {
+    if (p->fd < 0) return did;
+    int r = ctl_read(p);
+    if (r == 0) return did;
+    if (r > 0) {
+      did++;
+      if (dispatch_parse(p) < 0) return -1;
+      continue;
+    }
+    if (r != TPX_ECLOSED) {
+      peer_fail_last(p, r);
+      return -1;
+    }
+    if (p->in_len > 0 && p->state != P_DEAD)
+      TPX_DEBUG("peer %s: %zu unparsed control bytes at close", p->where, p->in_len);
+    char why[64];
+    snprintf(why, sizeof(why), "%s", tpx_last_error());
+    peer_remote_gone(p, why);
+    return did + 1;
+  }
+}
+
+int dispatch_event(struct tpx_peer *p, uint32_t events) {
+  if (p->fd < 0) return 0;
+  int did = 0;
+  if (p->state == P_CONNECTING) {
+    if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+      handshake_connected(p);
+      did++;
+    }
+    return did;
+  }
+  if (events & EPOLLOUT) {
+    int rc = ctl_flush(p);
+    if (rc) {
+      peer_fail(p, rc, "peer %s: control connection broken", p->where);
+      return 1;
+    }
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+    int r = read_all(p);
+    did += r < 0 ? 1 : r;
+  }
+  return did;
+}

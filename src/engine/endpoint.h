@@ -1,0 +1,108 @@
+/* The endpoint: one transport, one control listener, the peers, the
+ * registrations, and the lock that guards them all.
+ *
+ * Locking: one mutex per endpoint (ep->lock) guards everything below it; the
+ * progress thread and API calls take it. The transport is only ever called
+ * with the lock held, from one thread at a time. */
+#ifndef TPX_ENGINE_ENDPOINT_H
+#define TPX_ENGINE_ENDPOINT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "engine/wire.h"
+#include "tpx/config.h"
+#include "tpx/endpoint.h"
+#include "tpx/net.h"
+
+struct tpx_peer;
+struct tpx_mem;
+struct window;
+struct wslot;
+struct op;
+
+/* Receive consume stage. Host memory needs nothing (consume == NULL). The GPU
+ * path plugs unpack kernels or staging copies in here: start() runs when the
+ * transport reports a receive done, poll() until it returns 1; only then is
+ * irecvConsumed called and the ring slot released, in FIFO order (window.c).
+ * Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
+struct consume_ops {
+  int (*start)(struct tpx_peer *p, struct window *q, struct wslot *s);
+  int (*poll)(struct tpx_peer *p, struct window *q, struct wslot *s); /* 1 done, 0 not yet, < 0 error */
+};
+
+struct closing_fd {
+  int fd;
+  uint64_t deadline;
+};
+
+struct notif_node {
+  struct notif_node *next;
+  tpx_notif_t n;
+};
+
+struct tpx_endpoint {
+  tpx_config_t cfg;
+  tpx_net_t *net;
+  int own_net;
+  int ndev;
+  int window; /* requests per comm: min(cfg.window, the transport's limit) */
+  char name[TPX_NAME_MAX];
+  uint64_t uuid;
+  int gpu;
+  int listen_fd;
+  int port;
+  char listen_host[CONN_ADDR_MAX];
+  int epfd, evfd;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  pthread_t thread;
+  int thread_on;
+  atomic_int stop;
+  atomic_int sleeping;
+  int waiters;
+  struct tpx_peer *peers;
+  struct tpx_peer **acceptq;
+  int acceptq_n, acceptq_cap;
+  struct notif_node *notif_head, *notif_tail;
+  int notif_n;
+  struct tpx_mem *mems;
+  struct tpx_mem **mem_tab; /* open addressing by id */
+  uint32_t mem_tab_cap, mem_tab_n;
+  void **slots; /* comm slots (index of the per-comm registration cache) */
+  int nslots;
+  struct tpx_mem *scratch; /* discard target for refused writes */
+  void *scratch_buf;
+  const struct consume_ops *consume; /* NULL: host memory, nothing to do */
+  struct gpu_ep *gpath;    /* GPU data path (gpu/gpu_path.h); NULL: host memory only */
+  struct op *xfers;        /* user transfer handles alive */
+  struct closing_fd *closing;
+  int nclosing, closing_cap;
+  uint64_t inflight;       /* requests in the transport, all peers */
+  uint64_t queued;         /* op links waiting in pending FIFOs, all peers */
+  atomic_uint work_seq;    /* bumped by posters; the sleeping thread re-checks it */
+  atomic_int drivers;      /* callers driving progress themselves while they spin in a wait */
+  int setups;              /* peers in setup */
+  uint64_t next_deadline_scan;
+};
+
+static inline uint64_t ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
+
+/* Work was posted: the progress thread, if asleep, looks again. */
+static inline void ep_wake(tpx_endpoint_t *ep) {
+  atomic_fetch_add(&ep->work_seq, 1);
+  if (atomic_load(&ep->sleeping)) {
+    uint64_t one = 1;
+    ssize_t r = write(ep->evfd, &one, sizeof(one));
+    (void)r; /* a full eventfd already wakes it */
+  }
+}
+
+/* Something a blocked caller may wait for changed (lock held). */
+static inline void ep_signal(tpx_endpoint_t *ep) {
+  if (ep->waiters) pthread_cond_broadcast(&ep->cv);
+}
+
+#endif

@@ -1,0 +1,143 @@
+/* Connection setup (handshake.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/channel.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/fail.h"
+#include "engine/handshake.h"
+#include "engine/peer.h"
+
+static int send_hello(struct tpx_peer *p, int ack) {
+  tpx_endpoint_t *ep = p->ep;
+  uint8_t *handles = malloc((size_t)p->nch * TPX_NET_HANDLE_BYTES);
+  if (!handles) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
+  for (int c = 0; c < p->nch; c++)
+    memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
+  struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, 0, {0}, handles};
+  snprintf(h.name, sizeof(h.name), "%s", ep->name);
+  int rc = ctl_send(p, wire_put_hello(&p->out, ack, &h));
+  free(handles);
+  return rc;
+}
+
+void handshake_connected(struct tpx_peer *p) {
+  tpx_endpoint_t *ep = p->ep;
+  int soerr = 0;
+  socklen_t sl = sizeof(soerr);
+  if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) soerr = errno;
+  if (soerr) {
+    peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(soerr));
+    return;
+  }
+  ctl_epoll_set(ep, p, EPOLLIN);
+  int rc = channels_alloc(p, ep->cfg.num_channels);
+  if (rc == 0) rc = channels_listen(p, 0, p->nch);
+  if (rc == 0) rc = send_hello(p, 0);
+  if (rc) {
+    peer_fail(p, rc, "peer %s: handshake failed: %s", p->where, tpx_last_error());
+    return;
+  }
+  p->state = P_WAIT_ACK;
+}
+
+static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
+  p->uuid = h->uuid;
+  p->gpu = h->gpu;
+  snprintf(p->name, sizeof(p->name), "%s", h->name);
+  char where[sizeof(p->where)];
+  snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);
+  memcpy(p->where, where, sizeof(where));
+}
+
+static void take_handles(struct tpx_peer *p, const struct wire_hello *h) {
+  for (int c = 0; c < p->nch; c++)
+    memcpy(p->ch[c].peer_handle, h->handles + (size_t)c * TPX_NET_HANDLE_BYTES, TPX_NET_HANDLE_BYTES);
+}
+
+void handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
+  tpx_endpoint_t *ep = p->ep;
+  struct wire_hello h;
+  int rc = wire_get_hello(f, &h);
+  if (rc) {
+    peer_fail(p, rc, "peer %s: bad hello: %s", p->where, tpx_last_error());
+    return;
+  }
+  accept_identity(p, &h);
+  int n = h.nch < ep->cfg.num_channels ? h.nch : ep->cfg.num_channels;
+  rc = channels_alloc(p, n);
+  if (rc == 0) rc = channels_listen(p, 0, n);
+  if (rc) {
+    peer_fail(p, rc, "peer %s: channel setup failed: %s", p->where, tpx_last_error());
+    return;
+  }
+  take_handles(p, &h);
+  rc = send_hello(p, 1);
+  if (rc) {
+    peer_fail(p, rc, "peer %s: hello reply failed: %s", p->where, tpx_last_error());
+    return;
+  }
+  TPX_INFO("endpoint %s: peer %s (gpu %d) connecting with %d channel(s)", ep->name, p->where, p->gpu, n);
+  p->state = P_NET_SETUP;
+}
+
+void handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f) {
+  tpx_endpoint_t *ep = p->ep;
+  struct wire_hello h;
+  int rc = wire_get_hello(f, &h);
+  if (rc) {
+    peer_fail(p, rc, "peer %s: bad hello reply: %s", p->where, tpx_last_error());
+    return;
+  }
+  if (h.nch > p->nch) {
+    peer_fail(p, TPX_EPROTO, "peer %s: agreed %u channels, we offered %d", p->where, h.nch, p->nch);
+    return;
+  }
+  accept_identity(p, &h);
+  channels_trim(p, h.nch); /* channels the peer did not take: their listen comms go now */
+  take_handles(p, &h);
+  TPX_INFO("endpoint %s: connected to %s (gpu %d) with %d channel(s)", ep->name, p->where, p->gpu, p->nch);
+  p->state = P_NET_SETUP;
+}
+
+static int became_ready(struct tpx_peer *p) {
+  tpx_endpoint_t *ep = p->ep;
+  p->state = P_READY;
+  p->ever_ready = 1;
+  ep->setups--;
+  if (p->incoming && !p->user_closed) {
+    if (ep->acceptq_n == ep->acceptq_cap) {
+      int ncap = ep->acceptq_cap ? ep->acceptq_cap * 2 : 16;
+      struct tpx_peer **q = realloc(ep->acceptq, (size_t)ncap * sizeof(*q));
+      if (!q) {
+        peer_fail(p, TPX_ENOMEM, "peer %s: accept queue: out of memory", p->where);
+        return -1;
+      }
+      ep->acceptq = q;
+      ep->acceptq_cap = ncap;
+    }
+    ep->acceptq[ep->acceptq_n++] = p;
+    p->in_acceptq = 1;
+  }
+  TPX_DEBUG("endpoint %s: peer %s ready", ep->name, p->where);
+  ep_signal(ep);
+  return 1;
+}
+
+int handshake_step(struct tpx_peer *p, int *did) {
+  *did = 0;
+  if (p->state != P_NET_SETUP) return 0;
+  int rc = channels_connect(p, did);
+  if (rc < 0) {
+    peer_fail_last(p, rc);
+    return -1;
+  }
+  return rc == 1 ? became_ready(p) : 0;
+}

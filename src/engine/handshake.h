@@ -1,0 +1,19 @@
+/* Connection setup: the dialled TCP connection comes up, HELLO / HELLO_ACK
+ * exchange identities, channel counts and the transport's listen handles,
+ * then every channel's transport connect/accept completes and the peer is
+ * ready (incoming ones wait in the accept queue). Failures fail the peer. */
+#ifndef TPX_ENGINE_HANDSHAKE_H
+#define TPX_ENGINE_HANDSHAKE_H
+
+struct tpx_peer;
+struct wire_frame;
+
+void handshake_connected(struct tpx_peer *p);
+void handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f);
+void handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f);
+/* P_NET_SETUP: drive connect/accept. 1: the peer became ready (frames that
+ * arrived meanwhile are waiting to be parsed), 0: progress or not yet (did
+ * counts comms that came up), < 0: failed. */
+int handshake_step(struct tpx_peer *p, int *did);
+
+#endif

@@ -1,0 +1,40 @@
+/* Transfer ids (op.h): the slot index in the low half, a generation in the
+ * high half, so a late or forged id never matches a recycled slot. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/op.h"
+#include "engine/peer.h"
+
+uint64_t id_register(struct tpx_peer *p, struct op *o) {
+  uint32_t i = p->ids_free_hint;
+  while (i < p->ids_cap && p->ids[i].op) i++;
+  if (i >= p->ids_cap) {
+    uint32_t ncap = p->ids_cap ? p->ids_cap * 2 : 64;
+    struct id_slot *n = realloc(p->ids, ncap * sizeof(*n));
+    if (!n) return 0;
+    memset(n + p->ids_cap, 0, (ncap - p->ids_cap) * sizeof(*n));
+    p->ids = n;
+    i = p->ids_cap;
+    p->ids_cap = ncap;
+  }
+  p->ids[i].op = o;
+  if (++p->ids[i].gen == 0) p->ids[i].gen = 1;
+  p->ids_free_hint = i + 1;
+  o->id_reg = 1;
+  return ((uint64_t)p->ids[i].gen << 32) | i;
+}
+
+struct op *id_lookup(struct tpx_peer *p, uint64_t id) {
+  uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
+  if (i < p->ids_cap && p->ids[i].op && p->ids[i].gen == gen) return p->ids[i].op;
+  return NULL;
+}
+
+void id_unregister(struct tpx_peer *p, uint64_t id) {
+  uint32_t i = (uint32_t)id;
+  if (i < p->ids_cap && p->ids[i].gen == (uint32_t)(id >> 32)) {
+    p->ids[i].op = NULL;
+    if (i < p->ids_free_hint) p->ids_free_hint = i;
+  }
+}

@@ -1,0 +1,31 @@
+/* Inline data (inline_data.h). */
+#include <string.h>
+
+#include "engine/endpoint.h"
+#include "engine/inline_data.h"
+#include "engine/mem.h"
+
+int inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
+  int k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!e[i].len) continue;
+    if (k == INLINE_MAX_IOV || e[i].mem->type != TPX_MEM_HOST) return -1;
+    iov[k].iov_base = e[i].mem->base + e[i].off;
+    iov[k].iov_len = (size_t)e[i].len;
+    k++;
+  }
+  return k;
+}
+
+int inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
+  if (total > ep->cfg.inline_bytes || total > WIRE_MAX_INLINE) return -1;
+  return inline_iov(e, n, iov);
+}
+
+void inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (!e[i].len) continue;
+    memcpy(e[i].mem->base + e[i].off, data, (size_t)e[i].len);
+    data += e[i].len;
+  }
+}

@@ -1,0 +1,113 @@
+/* The endpoint's control listener (listen.h). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/ports.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/listen.h"
+#include "engine/peer.h"
+
+int listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+  struct addrinfo *ai = NULL;
+  int g = getaddrinfo(host ? host : "0.0.0.0", NULL, &hints, &ai);
+  if (g != 0 || !ai)
+    return tpx_err(TPX_EINVAL, "endpoint %s: listen address '%s': %s", ep->name, host ? host : "0.0.0.0",
+                   gai_strerror(g));
+  int first, count;
+  if (port_req > 0) first = port_req, count = 1;
+  else if (port_req == TPX_PORT_EPHEMERAL) first = 0, count = 1;
+  else first = ep->cfg.port_base + (ep->gpu > 0 ? ep->gpu : 0), count = ep->cfg.port_span;
+  int rc = TPX_EADDRINUSE, fd = -1, tried = 0;
+  for (int i = 0; i < count; i++) {
+    int port = first + i;
+    if (port > 65535) break;
+    tried++;
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      rc = tpx_err(TPX_ESYSTEM, "endpoint %s: socket: %s", ep->name, strerror(errno));
+      break;
+    }
+    int e = tpx_bind_port(fd, ai->ai_addr, ai->ai_addrlen, port);
+    if (e == 0 && listen(fd, 256) != 0) e = errno;
+    if (e == 0) {
+      rc = 0;
+      break;
+    }
+    close(fd);
+    fd = -1;
+    if (e != EADDRINUSE) {
+      rc = tpx_err(TPX_ESYSTEM, "endpoint %s: bind/listen on port %d: %s", ep->name, port, strerror(e));
+      break;
+    }
+  }
+  freeaddrinfo(ai);
+  if (rc == TPX_EADDRINUSE)
+    return tpx_err(TPX_EADDRINUSE, "endpoint %s: ports %d..%d are all in use (TPX_PORT_BASE + gpu, TPX_PORT_SPAN=%d)",
+                   ep->name, first, first + count - 1, ep->cfg.port_span);
+  if (rc) return rc;
+  struct sockaddr_storage sa;
+  socklen_t sl = sizeof(sa);
+  getsockname(fd, (struct sockaddr *)&sa, &sl);
+  ep->port = ntohs(sa.ss_family == AF_INET ? ((struct sockaddr_in *)&sa)->sin_port
+                                            : ((struct sockaddr_in6 *)&sa)->sin6_port);
+  ep->listen_fd = fd;
+  snprintf(ep->listen_host, sizeof(ep->listen_host), "%s", host ? host : "");
+  struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ep->listen_fd};
+  if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &e) != 0)
+    return tpx_err(TPX_ESYSTEM, "endpoint %s: epoll: %s", ep->name, strerror(errno));
+  TPX_INFO("endpoint %s: control port %d%s (after %d attempt(s))", ep->name, ep->port,
+           port_req == 0 ? " (port base + gpu)" : "", tried);
+  return 0;
+}
+
+void listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap) {
+  char h[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, h, sizeof(h));
+    port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    snprintf(out, cap, "%s:%d", h, port);
+  } else {
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, h, sizeof(h));
+    port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    snprintf(out, cap, "[%s]:%d", h, port);
+  }
+}
+
+int listen_accept(tpx_endpoint_t *ep) {
+  int did = 0;
+  for (int i = 0; i < 16; i++) {
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof(sa);
+    int fd = accept4(ep->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+        TPX_WARN("endpoint %s: accept: %s", ep->name, strerror(errno));
+      break;
+    }
+    ctl_set_nodelay(fd);
+    char where[96];
+    listen_fmt_addr((struct sockaddr *)&sa, where, sizeof(where));
+    if (!peer_new(ep, fd, 1, where)) {
+      close(fd);
+      TPX_WARN("endpoint %s: out of memory for incoming peer %s", ep->name, where);
+      continue;
+    }
+    TPX_DEBUG("endpoint %s: control connection from %s", ep->name, where);
+    did++;
+  }
+  return did;
+}
+

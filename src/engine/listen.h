@@ -1,0 +1,18 @@
+/* The endpoint's control listener: a port (explicit, ephemeral, or
+ * TPX_PORT_BASE + gpu retried over TPX_PORT_SPAN), and new connections
+ * accepted as peers in setup. */
+#ifndef TPX_ENGINE_LISTEN_H
+#define TPX_ENGINE_LISTEN_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "tpx/endpoint.h"
+
+int listen_open(tpx_endpoint_t *ep, const char *host, int port_req);
+/* Accept what is pending (bounded per call). Returns connections taken. */
+int listen_accept(tpx_endpoint_t *ep);
+/* "a.b.c.d:port" or "[v6]:port". */
+void listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,143 @@
+/* Two-sided transfers: a recv announces itself (MSG_CTS: id, tag, capacity);
+ * a send waits for the oldest announcement with its tag, then tells the
+ * receiver where its data goes (MSG_SEND) and moves it (or carries it inline).
+ * Unmatched sends and unmatched announcements wait in per-peer queues. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/fail.h"
+#include "engine/inline_data.h"
+#include "engine/msg.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+
+void match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c) {
+  o->match_id = c->recv_id;
+  if (o->total > c->cap) {
+    op_set_errmsg(o, "peer %s: send of %llu bytes (tag %llu) is larger than the matching recv (%llu bytes)",
+             p->where, (unsigned long long)o->total, (unsigned long long)o->tag, (unsigned long long)c->cap);
+    TPX_WARN("%s", o->errmsg);
+    int rc = op_send_status(p, ST_SEND, c->recv_id, TPX_ETRUNC);
+    o->phase = PH_IDLE;
+    op_finish(o, TPX_ETRUNC);
+    if (rc) peer_fail_last(p, rc);
+    return;
+  }
+  struct iovec iov[INLINE_MAX_IOV];
+  int niov = c->inl_ok ? inline_ok(p->ep, o->ents, o->nents, o->total, iov) : -1;
+  if (niov >= 0) { /* copied into the control message: the buffer is free again */
+    struct wire_send s = {c->recv_id, o->total, 0, o->chunk, 1, NULL};
+    int rc = ctl_send(p, wire_put_send(&p->out, &s, iov, niov));
+    if (rc) {
+      peer_fail_last(p, rc);
+      return;
+    }
+    op_finish(o, 0);
+    return;
+  }
+  uint32_t first = op_take_first_ch(p, o->nchunks);
+  struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL};
+  int rc = ctl_send(p, wire_put_send(&p->out, &s, NULL, 0));
+  if (rc) {
+    peer_fail_last(p, rc);
+    return;
+  }
+  (void)msg_start_data(p, o, first, 0);
+}
+
+int match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
+  struct wire_cts m;
+  int rc = wire_get_cts(f, &m);
+  if (rc) {
+    peer_fail(p, rc, "peer %s: bad recv announcement", p->where);
+    return rc;
+  }
+  struct cts_entry c = {m.recv_id, m.tag, m.cap, m.inl_ok};
+  for (struct op *o = p->sends_head; o; o = o->qnext) {
+    if (o->tag != m.tag) continue;
+    /* take it out of the unmatched list, then start it */
+    struct op **pp = &p->sends_head, *prev = NULL;
+    while (*pp != o) {
+      prev = *pp;
+      pp = &(*pp)->qnext;
+    }
+    *pp = o->qnext;
+    if (p->sends_tail == o) p->sends_tail = prev;
+    o->qnext = NULL;
+    o->phase = PH_DATA;
+    match_start_send(p, o, &c);
+    return 0;
+  }
+  if (p->cts_n == p->cts_cap) {
+    uint32_t ncap = p->cts_cap ? p->cts_cap * 2 : 32;
+    struct cts_entry *n = malloc(ncap * sizeof(*n));
+    if (!n) {
+      peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);
+      return TPX_ENOMEM;
+    }
+    for (uint32_t i = 0; i < p->cts_n; i++) n[i] = p->cts[(p->cts_head + i) % p->cts_cap];
+    free(p->cts);
+    p->cts = n;
+    p->cts_cap = ncap;
+    p->cts_head = 0;
+  }
+  p->cts[(p->cts_head + p->cts_n) % p->cts_cap] = c;
+  p->cts_n++;
+  return 0;
+}
+
+/* Oldest unmatched CTS with this tag, removed from the ring. */
+int match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out) {
+  for (uint32_t i = 0; i < p->cts_n; i++) {
+    struct cts_entry *c = &p->cts[(p->cts_head + i) % p->cts_cap];
+    if (c->tag != tag) continue;
+    *out = *c;
+    for (uint32_t j = i; j > 0; j--) /* close the gap, keeping order */
+      p->cts[(p->cts_head + j) % p->cts_cap] = p->cts[(p->cts_head + j - 1) % p->cts_cap];
+    p->cts_head = (p->cts_head + 1) % p->cts_cap;
+    p->cts_n--;
+    return 1;
+  }
+  return 0;
+}
+
+
+void match_queue_send(struct tpx_peer *p, struct op *o) {
+  o->phase = PH_WAIT_CTS;
+  o->qnext = NULL;
+  if (p->sends_tail) p->sends_tail->qnext = o;
+  else p->sends_head = o;
+  p->sends_tail = o;
+}
+
+int match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
+  int rc;
+  struct wire_send m;
+  if ((rc = wire_get_send(f, &m))) {
+    peer_fail(p, rc, "peer %s: bad send header", p->where);
+    return rc;
+  }
+  struct op *o = id_lookup(p, m.recv_id);
+  if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR) return msg_proto_err(p, "send", m.recv_id);
+  if (m.len > o->cap) {
+    peer_fail(p, TPX_EPROTO, "peer %s: send of %llu bytes into a recv of %llu", p->where,
+              (unsigned long long)m.len, (unsigned long long)o->cap);
+    return TPX_EPROTO;
+  }
+  o->received = m.len;
+  o->ents[0].len = m.len;
+  o->chunk = m.chunk;
+  o->total = m.len;
+  if (m.inl) {
+    inline_scatter(o->ents, 1, m.data);
+    op_finish(o, 0);
+    return 0;
+  }
+  o->nchunks = plan_nchunks(o->ents, 1, o->chunk);
+  return msg_start_data(p, o, m.first_ch, 1);
+}

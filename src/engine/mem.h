@@ -1,0 +1,58 @@
+/* Registrations: the id table peers' requests are checked against, and the
+ * lazy per-comm transport registrations (split in pieces). Lock held for all. */
+#ifndef TPX_ENGINE_MEM_H
+#define TPX_ENGINE_MEM_H
+
+#include <stdint.h>
+
+#include "engine/wire.h"
+#include "tpx/endpoint.h"
+#include "tpx/mem.h"
+
+/* Transport registrations are split into pieces the v7 int size accepts.
+ * Piece k starts at k * PIECE_STRIDE and spans PIECE_SPAN bytes (clipped), so
+ * pieces overlap by the largest chunk and any chunk lies inside the piece of
+ * its first byte: lookup is one division, chunking needs no knowledge of it. */
+#define PIECE_STRIDE (1ull << 30)
+#define PIECE_SPAN (PIECE_STRIDE + WIRE_MAX_CHUNK)
+
+struct tpx_mem {
+  tpx_endpoint_t *ep;
+  uint64_t id;
+  uint8_t *base;
+  size_t len;
+  tpx_mem_type_t type;
+  int device;
+  unsigned access;
+  int internal; /* engine scratch: never reachable by peers */
+  int refs;     /* user transfer handles (prepared or running) using it */
+  int irefs;    /* peers' requests being served from / into it */
+  uint32_t reg_pre, reg_post; /* CUDA: transport registrations widened to 4 KiB pages (gpu/gpu_mem.c) */
+  uint32_t npieces;
+  void ***mh; /* [comm slot] -> mhandle per piece, lazily filled */
+  int mh_cap;
+  struct tpx_mem *next, *prev;
+};
+
+struct tpx_rmem {
+  struct md_info md;
+};
+
+/* Add a registration (desc already checked); internal ones are never in the
+ * id table, so peers cannot name them. */
+int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out);
+int mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out);
+struct tpx_mem *mem_lookup(tpx_endpoint_t *ep, uint64_t id);
+void mem_unregister(struct tpx_mem *m);
+void mem_free_all(tpx_endpoint_t *ep);
+
+/* The transport memory handle of m's piece holding offset off, registered
+ * with the comm in `slot` on first use. */
+int mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh);
+
+/* Comm slots: each comm gets an index into every region's handle cache. */
+int mem_slot_alloc(tpx_endpoint_t *ep, void *comm);
+/* The comm is about to close: deregister everything registered with it. */
+void mem_slot_release(tpx_endpoint_t *ep, int slot);
+
+#endif

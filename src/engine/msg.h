@@ -1,0 +1,33 @@
+/* Handlers of the messages a ready peer sends (msg.c, target.c, match.c).
+ * Each returns 0, or the error it failed the peer with. */
+#ifndef TPX_ENGINE_MSG_H
+#define TPX_ENGINE_MSG_H
+
+#include <stdint.h>
+
+struct tpx_peer;
+struct op;
+struct wire_frame;
+struct cts_entry;
+
+int msg_dispatch(struct tpx_peer *p, const struct wire_frame *f);
+/* An id the peer named is not one of ours in the right state. */
+int msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id);
+/* op_start_data, failing the peer when that fails. */
+int msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
+
+/* target.c */
+int target_on_write(struct tpx_peer *p, const struct wire_frame *f);
+int target_on_read(struct tpx_peer *p, const struct wire_frame *f);
+
+/* match.c */
+int match_on_cts(struct tpx_peer *p, const struct wire_frame *f);
+int match_on_send(struct tpx_peer *p, const struct wire_frame *f);
+/* Oldest unmatched announcement with this tag, removed from the ring. */
+int match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out);
+/* A posted send with no announcement yet waits for one. */
+void match_queue_send(struct tpx_peer *p, struct op *o);
+/* Matched: move the send's data (or refuse it when it does not fit). */
+void match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c);
+
+#endif

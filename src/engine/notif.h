@@ -1,0 +1,29 @@
+/* Notifications. A peer's notification travels with a write (or a read, or
+ * alone) and must not be seen before the data it follows: incoming writes
+ * and notifications enter the peer's arrival-order FIFO, and a notification
+ * is delivered to the endpoint's queue only when it and everything before it
+ * has landed. Lock held. */
+#ifndef TPX_ENGINE_NOTIF_H
+#define TPX_ENGINE_NOTIF_H
+
+#include <stdint.h>
+
+#include "tpx/endpoint.h"
+
+struct tpx_peer;
+struct op;
+
+/* Append to the endpoint's queue (tpx_get_notif / tpx_wait_notif pop it). */
+void notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len);
+int notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out);
+void notif_queue_free(tpx_endpoint_t *ep);
+
+/* The peer's arrival-order FIFO of incoming ops. */
+void notif_fifo_push(struct tpx_peer *p, struct op *o);
+/* The head, if it finished, leaves the FIFO (its notification delivered when
+ * it succeeded); the caller frees it. NULL: nothing finished at the head. */
+struct op *notif_fifo_pop_done(struct tpx_peer *p);
+/* The head, finished or not (the peer failed: nothing is delivered). */
+struct op *notif_fifo_pop(struct tpx_peer *p);
+
+#endif

@@ -1,0 +1,256 @@
+/* Operation lifetime (op.h): creation and freeing, the data phase (chunks
+ * queued on the peer's windows), completion and failure. Completion arrives
+ * from below (window.c reports each chunk through op_chunk_done); nothing
+ * here fails a peer: errors are returned to whoever decides that. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/mem.h"
+#include "engine/notif.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+
+const char *op_kind_name(int k) {
+  static const char *n[] = {"op", "write", "read", "send", "recv", "incoming write", "served read", "notification"};
+  return k >= 0 && k <= K_NOTIF ? n[k] : "op";
+}
+
+/* vsnprintf: messages are clipped to the buffer on purpose. */
+void op_set_errmsg(struct op *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(o->errmsg, sizeof(o->errmsg), fmt, ap);
+  va_end(ap);
+}
+
+/* ---- creation and freeing ---- */
+static struct op *op_alloc(struct tpx_peer *p, int kind, uint32_t nents, size_t size, uint32_t min_ents) {
+  struct op *o = calloc(1, size);
+  if (!o) return NULL;
+  o->kind = kind;
+  o->peer = p;
+  if (nents || min_ents) o->ents = calloc(nents ? nents : min_ents, sizeof(*o->ents));
+  o->links = calloc((size_t)p->nch, sizeof(*o->links));
+  if (((nents || min_ents) && !o->ents) || !o->links) {
+    free(o->ents);
+    free(o->links);
+    free(o);
+    return NULL;
+  }
+  o->nents = nents;
+  return o;
+}
+
+struct op *op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
+  struct op *o = op_alloc(p, kind, nents, sizeof(struct op), 0);
+  if (o) atomic_init(&o->status, TPX_EINPROGRESS);
+  return o;
+}
+
+struct op *op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
+  struct op *o = op_alloc(p, kind, nents, sizeof(struct tpx_xfer), 1);
+  if (!o) return NULL;
+  o->user = 1;
+  atomic_init(&o->status, TPX_EUSAGE);
+  o->chunk = (uint32_t)p->ep->cfg.chunk_bytes;
+  return o;
+}
+
+int op_copy_notif(struct op *o, const void *msg, uint32_t len) {
+  o->has_notif = 1;
+  o->notif_len = len;
+  if (len == 0) return 0;
+  o->notif = malloc(len);
+  if (!o->notif) return TPX_ENOMEM;
+  memcpy(o->notif, msg, len);
+  return 0;
+}
+
+static void op_release_refs(struct op *o) {
+  if (!o->refs_taken) return;
+  for (uint32_t i = 0; i < o->nents; i++) {
+    if (!o->ents[i].mem) continue;
+    if (o->user) o->ents[i].mem->refs--;
+    else o->ents[i].mem->irefs--;
+  }
+  o->refs_taken = 0;
+}
+
+void op_free(struct op *o) {
+  free(o->ents);
+  free(o->rents);
+  free(o->links);
+  free(o->notif);
+  free(o);
+}
+
+void op_free_internal(struct op *o) {
+  int had_refs = o->refs_taken;
+  op_release_refs(o);
+  if (had_refs) ep_signal(o->peer->ep); /* a deregistration may be waiting for it */
+  op_free(o);
+}
+
+void op_user_link(struct op *o) {
+  tpx_endpoint_t *ep = o->peer->ep;
+  o->peer->refs++;
+  for (uint32_t i = 0; i < o->nents; i++) o->ents[i].mem->refs++;
+  o->refs_taken = 1;
+  o->xprev = NULL;
+  o->xnext = ep->xfers;
+  if (ep->xfers) ep->xfers->xprev = o;
+  ep->xfers = o;
+}
+
+void op_user_destroy(struct op *o) {
+  tpx_endpoint_t *ep = o->peer->ep;
+  if (o->xprev) o->xprev->xnext = o->xnext;
+  else ep->xfers = o->xnext;
+  if (o->xnext) o->xnext->xprev = o->xprev;
+  op_release_refs(o);
+  struct tpx_peer *p = o->peer;
+  op_free(o);
+  peer_release(p);
+}
+
+/* ---- the peer's active list ---- */
+void op_active_add(struct tpx_peer *p, struct op *o) {
+  o->prev = NULL;
+  o->next = p->active;
+  if (p->active) p->active->prev = o;
+  p->active = o;
+}
+
+static void active_del(struct tpx_peer *p, struct op *o) {
+  if (o->prev) o->prev->next = o->next;
+  else if (p->active == o) p->active = o->next;
+  if (o->next) o->next->prev = o->prev;
+  o->next = o->prev = NULL;
+}
+
+/* ---- completion ---- */
+static void leave_send_queue(struct tpx_peer *p, struct op *o) {
+  struct op **pp = &p->sends_head, *prev = NULL;
+  while (*pp && *pp != o) {
+    prev = *pp;
+    pp = &(*pp)->qnext;
+  }
+  if (*pp) {
+    *pp = o->qnext;
+    if (p->sends_tail == o) p->sends_tail = prev;
+  }
+  o->qnext = NULL;
+}
+
+void op_finish(struct op *o, int status) {
+  struct tpx_peer *p = o->peer;
+  TPX_TRACE("peer %s: %s %llu finished (%s)", p->where, op_kind_name(o->kind), (unsigned long long)o->id,
+            status ? tpx_strerror(status) : "ok");
+  if (o->id_reg) {
+    id_unregister(p, o->id);
+    o->id_reg = 0;
+  }
+  if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) leave_send_queue(p, o);
+  active_del(p, o);
+  if (status < 0 && !o->errmsg[0]) op_set_errmsg(o, "%s", p->errmsg[0] ? p->errmsg : tpx_strerror(status));
+  if (o->user) {
+    o->phase = PH_IDLE;
+    atomic_store_explicit(&o->status, status, memory_order_release);
+    if (o->orphan) op_user_destroy(o);
+    else ep_signal(p->ep);
+    return;
+  }
+  o->err = status;
+  o->phase = PH_FINAL;
+  if (!o->in_fifo) {
+    op_free_internal(o);
+    return;
+  }
+  for (struct op *d; (d = notif_fifo_pop_done(p)) != NULL;) op_free_internal(d);
+}
+
+void op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
+  for (struct op *o = p->active, *n; o; o = n) {
+    n = o->next;
+    if (only_ctrl_waits) {
+      int waits = (o->kind == K_SEND && o->phase == PH_WAIT_CTS) ||
+                  (o->kind == K_RECV && o->phase == PH_WAIT_HDR) ||
+                  (o->kind == K_READ && o->phase == PH_WAIT_HDR) ||
+                  (o->kind == K_WRITE && o->phase == PH_WAIT_ACK && !o->acked);
+      if (!waits) continue;
+    }
+    op_finish(o, err);
+  }
+  p->cts_n = 0;
+  if (!only_ctrl_waits) {
+    p->sends_head = p->sends_tail = NULL;
+    for (struct op *o; (o = notif_fifo_pop(p)) != NULL;) op_free_internal(o);
+  }
+}
+
+int op_send_status(struct tpx_peer *p, int what, uint64_t id, int status) {
+  if (p->state != P_READY || p->fd < 0) return 0;
+  struct wire_status st = {(uint8_t)what, id, status};
+  return ctl_send(p, wire_put_status(&p->out, &st));
+}
+
+/* ---- the data phase ---- */
+uint32_t op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
+  uint32_t f = p->next_first_ch % (uint32_t)p->nch;
+  p->next_first_ch = (uint32_t)((f + (nchunks ? nchunks : 1)) % (uint64_t)p->nch);
+  return f;
+}
+
+/* Every chunk is through: a write waits for the target's acknowledgement,
+ * an incoming write sends it (target.c decided to accept it). */
+static int op_data_done(struct op *o) {
+  struct tpx_peer *p = o->peer;
+  int rc = 0;
+  switch (o->kind) {
+  case K_WRITE:
+    if (o->acked) op_finish(o, o->ack_status);
+    else if (p->state != P_READY) op_finish(o, TPX_ECLOSED);
+    else {
+      o->phase = PH_WAIT_ACK;
+      o->deadline = tpx_now_ns() + ms_to_ns(p->ep->cfg.timeout_ms);
+    }
+    break;
+  case K_IN_WRITE:
+    TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
+    if (!o->discard) rc = op_send_status(p, ST_WRITE, o->id, 0);
+    op_finish(o, o->discard ? TPX_EACCES : 0);
+    break;
+  default: op_finish(o, 0); break;
+  }
+  return rc;
+}
+
+int op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
+  struct tpx_peer *p = o->peer;
+  o->nch = (uint32_t)p->nch;
+  o->first_ch = first_ch % o->nch;
+  o->phase = PH_DATA;
+  o->chunks_left = o->nchunks;
+  if (o->nchunks == 0) return op_data_done(o);
+  for (uint32_t c = 0; c < o->nch; c++) {
+    uint64_t idx = plan_first_idx(c, o->first_ch, o->nch);
+    if (idx >= o->nchunks) continue;
+    struct wlink *l = &o->links[c];
+    l->op = o;
+    plan_seek(o->ents, o->nents, o->chunk, idx, &l->cur);
+    window_enqueue(p, is_recv ? &p->ch[c].rq : &p->ch[c].sq, l);
+  }
+  return 0;
+}
+
+int op_chunk_done(struct op *o) {
+  if (--o->chunks_left == 0 && o->phase == PH_DATA) return op_data_done(o);
+  return 0;
+}

@@ -1,0 +1,124 @@
+/* Operations: one struct for every kind of transfer, the user's (write, read,
+ * send, recv) and the peer's we serve (incoming write, served read,
+ * standalone notification). Lifetime, the data phase and completion live in
+ * op.c; ids in ids.c. */
+#ifndef TPX_ENGINE_OP_H
+#define TPX_ENGINE_OP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine/plan.h"
+#include "engine/wire.h"
+
+struct tpx_peer;
+struct wlink;
+
+enum op_kind {
+  K_WRITE = 1, /* local, user */
+  K_READ,
+  K_SEND,
+  K_RECV,
+  K_IN_WRITE,   /* incoming write (we are the target) */
+  K_SERVE_READ, /* serving a peer's read */
+  K_NOTIF       /* standalone notification waiting its turn */
+};
+enum op_phase {
+  PH_IDLE = 0,  /* prepared, not posted (or finished) */
+  PH_WAIT_CTS,  /* send: waiting for a matching recv */
+  PH_WAIT_HDR,  /* recv: waiting for MSG_SEND; read: waiting for MSG_READ_DATA */
+  PH_DATA,      /* chunks queued / in flight */
+  PH_WAIT_ACK,  /* write: data sent, ack not yet in */
+  PH_FINAL      /* internal ops: finished, waiting to leave the FIFO */
+};
+
+struct op {
+  int kind, phase;
+  struct tpx_peer *peer;
+  uint64_t id; /* our id (write/read/recv/send, per post) or the peer's (incoming) */
+  _Atomic int status;
+  int err;     /* first error seen while finishing */
+  /* local layout */
+  struct xent *ents;
+  uint32_t nents;
+  struct wire_entry *rents; /* remote side of a write/read (prepared once) */
+  uint64_t total;
+  uint32_t chunk;           /* chunk bytes used by this transfer */
+  uint64_t nchunks, chunks_left;
+  uint32_t first_ch, nch;
+  uint32_t inflight;        /* requests of this op inside the transport */
+  struct wlink *links;      /* [nch] */
+  /* two-sided */
+  uint64_t tag, cap, received, match_id;
+  /* write bookkeeping */
+  int acked;
+  int ack_status;
+  int discard;              /* incoming write refused: drain into scratch */
+  uint64_t deadline;        /* for control waits (ack, read data) */
+  /* notification */
+  uint8_t *notif;
+  uint32_t notif_len;
+  int has_notif;
+  /* lifetime */
+  int user;                 /* owned by a tpx_xfer handle */
+  int orphan;               /* user freed it while running */
+  int posted;               /* posted at least once */
+  int id_reg;               /* id is in peer->ids */
+  int in_fifo;              /* in peer's incoming FIFO (freed when it leaves it) */
+  int refs_taken;           /* mem refs held for ents (incoming ops) */
+  char errmsg[200];         /* detail of a failure, replayed by tpx_xfer_test */
+  struct op *next, *prev;   /* peer->active */
+  struct op *qnext;         /* peer queues: unmatched sends, incoming FIFO */
+  struct op *xnext, *xprev; /* ep->xfers (user handles) */
+};
+
+struct tpx_xfer {
+  struct op op;
+};
+
+/* Limits on what a peer's request may ask of us. */
+#define OP_MAX_BYTES (1ull << 48)
+#define OP_MAX_CHUNKS (1ull << 31)
+
+/* "write", "incoming write", ...: the one name table. */
+const char *op_kind_name(int kind);
+void op_set_errmsg(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Internal ops (we serve a peer's request) and user handles. */
+struct op *op_new_internal(struct tpx_peer *p, int kind, uint32_t nents);
+struct op *op_new_user(struct tpx_peer *p, int kind, uint32_t nents);
+int op_copy_notif(struct op *o, const void *msg, uint32_t len);
+/* Free an op that holds no references and is in no list. */
+void op_free(struct op *o);
+void op_free_internal(struct op *o);
+/* Link a user op into ep->xfers, taking references on its peer and memory. */
+void op_user_link(struct op *o);
+/* Free a user op that is not in flight (drops its references). */
+void op_user_destroy(struct op *o);
+
+/* The peer's list of ops in progress (deadlines, failure). */
+void op_active_add(struct tpx_peer *p, struct op *o);
+
+/* Round-robin start channel for the next transfer of nchunks chunks. */
+uint32_t op_take_first_ch(struct tpx_peer *p, uint64_t nchunks);
+/* Queue every chunk on the peer's windows (or finish at once when there
+ * are none). Returns < 0 when the peer can no longer go on. */
+int op_start_data(struct op *o, uint32_t first_ch, int is_recv);
+/* window_done_fn: one chunk of o left its window. */
+int op_chunk_done(struct op *o);
+/* Done (status 0) or failed: user ops report, internal ops are freed once
+ * they leave the peer's arrival-order FIFO (notif.c). */
+void op_finish(struct op *o, int status);
+/* The peer failed (every op) or went away (only_ctrl_waits: the ops waiting
+ * for a control message that can no longer come). */
+void op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits);
+/* Status of an acknowledged / refused id, back to the peer. */
+int op_send_status(struct tpx_peer *p, int what, uint64_t id, int status);
+
+/* ids.c: slot index in the low half, generation in the high half, so a late
+ * or forged id never matches a recycled slot. 0 when out of memory. */
+uint64_t id_register(struct tpx_peer *p, struct op *o);
+struct op *id_lookup(struct tpx_peer *p, uint64_t id);
+void id_unregister(struct tpx_peer *p, uint64_t id);
+
+#endif

@@ -1,0 +1,84 @@
+/* Peers: one remote endpoint, its control connection and its channels.
+ * This file's functions are the peer object's lifetime (list, references,
+ * free); failure and close are fail.c, setup handshake.c, the control
+ * stream control.c (I/O) and dispatch.c (incoming frames). */
+#ifndef TPX_ENGINE_PEER_H
+#define TPX_ENGINE_PEER_H
+
+#include <stdint.h>
+
+#include "engine/channel.h"
+#include "engine/wire.h"
+#include "tpx/endpoint.h"
+
+struct op;
+
+enum peer_state {
+  P_CONNECTING = 1, /* TCP connect in progress (we dialled) */
+  P_WAIT_HELLO,     /* accepted: waiting for HELLO */
+  P_WAIT_ACK,       /* dialled: HELLO sent, waiting for HELLO_ACK */
+  P_NET_SETUP,      /* transport connect/accept in progress */
+  P_READY,
+  P_CLOSING,        /* remote said BYE / closed: finishing data in flight */
+  P_DEAD            /* failed or closed; err says why */
+};
+
+static inline int peer_in_setup(int st) { return st >= P_CONNECTING && st <= P_NET_SETUP; }
+
+struct cts_entry { /* a peer's recv announcement no send matched yet */
+  uint64_t recv_id, tag, cap;
+  int inl_ok;
+};
+
+struct id_slot {
+  struct op *op;
+  uint32_t gen;
+};
+
+struct tpx_peer {
+  tpx_endpoint_t *ep;
+  int refs;
+  int state;
+  int err;
+  char errmsg[200];
+  int incoming;
+  int listed;     /* in ep->peers */
+  int ever_ready; /* reached P_READY once (else a failed incoming one is swept) */
+  int in_acceptq;
+  int user_closed;
+  int bye_sent, bye_recv, eof;
+  int fd;
+  uint32_t ev; /* epoll events registered */
+  char name[TPX_NAME_MAX];
+  char where[96]; /* "name (addr:port)" for messages */
+  uint64_t uuid;
+  int gpu;
+  struct wbuf out;
+  size_t out_off;
+  uint8_t *in;
+  size_t in_len, in_cap;
+  int nch;
+  struct channel *ch;
+  uint64_t setup_deadline;
+  /* ops */
+  struct op *active;
+  struct id_slot *ids;
+  uint32_t ids_cap, ids_free_hint;
+  struct cts_entry *cts;  /* ring of unmatched CTS */
+  uint32_t cts_cap, cts_head, cts_n;
+  struct op *sends_head, *sends_tail; /* sends waiting for a CTS */
+  struct op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
+  uint32_t next_first_ch;
+  uint64_t inflight; /* requests in the transport */
+  struct tpx_peer *next, *prev;
+};
+
+/* A new control connection (fd non-blocking), listed in ep->peers. */
+struct tpx_peer *peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where);
+void peer_unlist(struct tpx_peer *p);
+/* Drop one reference; the last one frees the peer, which must be dead. */
+void peer_release(struct tpx_peer *p);
+/* Incoming connections that never became peers are nobody's handle. */
+void peer_sweep(tpx_endpoint_t *ep);
+
+#endif

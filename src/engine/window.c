@@ -1,0 +1,245 @@
+/* The sliding window of one comm direction (window.h): capacity checked
+ * before posting, FIFO head-only testing with tri-state release, a deadline
+ * per request, the receive consume stage before irecvConsumed. Progress is
+ * per comm, never per transfer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/endpoint.h"
+#include "engine/gpu/gpu_path.h"
+#include "engine/mem.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+#include "engine/window.h"
+
+int window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
+  memset(q, 0, sizeof(*q));
+  q->ring = calloc(cap, sizeof(*q->ring));
+  if (!q->ring) return tpx_err_quiet(TPX_ENOMEM, "channel %d: out of memory", ch);
+  q->cap = cap;
+  q->ch = ch;
+  q->is_recv = is_recv;
+  q->slot = -1;
+  return 0;
+}
+
+void window_free(struct window *q) {
+  gpu_cq_free(q);
+  free(q->ring);
+  q->ring = NULL;
+}
+
+void window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l) {
+  p->ep->queued++;
+  l->next = NULL;
+  l->queued = 1;
+  if (q->pend_tail) q->pend_tail->next = l;
+  else q->pend = l;
+  q->pend_tail = l;
+}
+
+static void account(struct tpx_peer *p, struct op *o, int delta) {
+  o->inflight += delta;
+  p->inflight += delta;
+  p->ep->inflight += delta;
+}
+
+static const char *dir(const struct window *q) { return q->is_recv ? "recv" : "send"; }
+
+/* Post the next pending chunk. 1 posted, 0 back-pressure, < 0 error. */
+static int post_one(struct tpx_peer *p, struct window *q) {
+  tpx_endpoint_t *ep = p->ep;
+  tpx_net_t *net = ep->net;
+  struct wlink *l = q->pend;
+  struct op *o = l->op;
+  uint64_t len = plan_len(o->ents, o->chunk, &l->cur);
+  struct tpx_mem *m;
+  uint64_t off;
+  if (o->discard) { /* refused incoming write: land in scratch, never in user memory */
+    m = ep->scratch;
+    off = 0;
+  } else {
+    const struct xent *e = &o->ents[l->cur.e];
+    m = e->mem;
+    off = e->off + l->cur.off;
+  }
+  void *mh = NULL;
+  void *data = m->base + off;
+  /* GPU memory may go through pinned staging instead (gpu/gpu_path.h). */
+  int gp = ep->gpath ? gpu_post_prep(p, q, l, m, off, len, &data, &mh) : GPU_POST_DEFAULT;
+  if (gp == GPU_POST_WAIT) return 0;
+  if (gp < 0)
+    return tpx_err_quiet(gp, "peer %s channel %d: GPU path for chunk %llu of %s: %s", p->where, q->ch,
+                         (unsigned long long)l->cur.idx, op_kind_name(o->kind), tpx_last_error());
+  int rc = gp == GPU_POST_STAGED ? 0 : mem_mhandle(m, q->slot, q->comm, off, &mh);
+  if (rc)
+    return tpx_err_quiet(rc, "peer %s channel %d: registering memory for chunk %llu of %s failed: %s", p->where,
+                         q->ch, (unsigned long long)l->cur.idx, op_kind_name(o->kind), tpx_last_error());
+  void *req = NULL;
+  if (q->is_recv) {
+    size_t sz = (size_t)len;
+    int tag = 0; /* tags are ignored: matching is FIFO per comm */
+    rc = net->ops->irecv(net, q->comm, 1, &data, &sz, &tag, &mh, &req);
+  } else {
+    rc = net->ops->isend(net, q->comm, data, (size_t)len, 0, mh, &req);
+  }
+  if (rc)
+    return tpx_err_quiet(rc, "peer %s channel %d: i%s of chunk %llu (%llu bytes) of %s failed", p->where, q->ch,
+                         dir(q), (unsigned long long)l->cur.idx, (unsigned long long)len, op_kind_name(o->kind));
+  if (!req) return 0;
+  if (ep->gpath) gpu_post_done(p, q, m, off, len, mh, gp);
+  struct wslot *s = &q->ring[q->tail % q->cap];
+  s->req = req;
+  s->op = o;
+  s->data = data;
+  s->len = len;
+  s->chunk = l->cur.idx;
+  s->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
+  s->state = WS_POSTED;
+  q->tail++;
+  q->posted++;
+  account(p, o, 1);
+  TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
+            (unsigned long long)l->cur.idx, op_kind_name(o->kind), (unsigned long long)o->id,
+            (unsigned long long)len);
+  if (!plan_advance(o->ents, o->nents, o->chunk, &l->cur, o->nch)) {
+    q->pend = l->next;
+    if (!q->pend) q->pend_tail = NULL;
+    l->next = NULL;
+    l->queued = 0;
+    p->ep->queued--;
+  }
+  return 1;
+}
+
+/* Test the oldest not-done request, as long as they come back done. Returns
+ * the number of state changes, or < 0. */
+static int test_head(struct tpx_peer *p, struct window *q) {
+  tpx_endpoint_t *ep = p->ep;
+  tpx_net_t *net = ep->net;
+  int did = 0;
+  while (q->test < q->tail) {
+    struct wslot *s = &q->ring[q->test % q->cap];
+    struct op *o = s->op;
+    int done = 0;
+    int rc = net->ops->test(net, s->req, &done, NULL);
+    if (rc == TPX_ESYSTEM && done) {
+      /* TCPX: the peer closed after this request's data arrived. */
+      TPX_DEBUG("peer %s channel %d: chunk %llu done as the peer closed", p->where, q->ch,
+                (unsigned long long)s->chunk);
+      rc = 0;
+    }
+    if (rc == 0 && done) {
+      TPX_TRACE("peer %s channel %d: %s chunk %llu of %s %llu done in the transport", p->where, q->ch, dir(q),
+                (unsigned long long)s->chunk, op_kind_name(o->kind), (unsigned long long)o->id);
+      s->state = WS_NET_DONE;
+      q->test++;
+      did++;
+      if (!q->is_recv) continue;
+      if (!ep->consume) {
+        s->state = WS_CONSUMED;
+        continue;
+      }
+      int c = ep->consume->start(p, q, s);
+      if (c < 0)
+        return tpx_err_quiet(c, "peer %s channel %d: consume of chunk %llu failed: %s", p->where, q->ch,
+                             (unsigned long long)s->chunk, tpx_last_error());
+      continue;
+    }
+    if (rc == 0 || rc == TPX_ESYSTEM) { /* not ready (rc 2 + done 0 may be transient) */
+      if (tpx_now_ns() > s->deadline)
+        return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s channel %d: %s chunk %llu of %s %llu not done after %d ms%s",
+                             p->where, q->ch, dir(q), (unsigned long long)s->chunk, op_kind_name(o->kind),
+                             (unsigned long long)o->id, ep->cfg.timeout_ms, rc ? " (peer closed)" : "");
+      break;
+    }
+    return tpx_err_quiet(rc, "peer %s channel %d: test of %s chunk %llu of %s %llu failed", p->where, q->ch, dir(q),
+                         (unsigned long long)s->chunk, op_kind_name(o->kind), (unsigned long long)o->id);
+  }
+  return did;
+}
+
+/* Release finished heads in ring order: a receive only once consumed and
+ * handed back (irecvConsumed). Each release reports its chunk upward. */
+static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn done) {
+  tpx_endpoint_t *ep = p->ep;
+  tpx_net_t *net = ep->net;
+  int did = 0;
+  while (q->head < q->test) {
+    struct wslot *s = &q->ring[q->head % q->cap];
+    if (q->is_recv) {
+      if (s->state != WS_CONSUMED) {
+        int c = ep->consume ? ep->consume->poll(p, q, s) : 1;
+        if (c < 0)
+          return tpx_err_quiet(c, "peer %s channel %d: consume of chunk %llu failed: %s", p->where, q->ch,
+                               (unsigned long long)s->chunk, tpx_last_error());
+        if (c == 0) break;
+        s->state = WS_CONSUMED;
+      }
+      if (net->ops->irecv_consumed) {
+        int rc = net->ops->irecv_consumed(net, q->comm, 1, s->req);
+        if (rc)
+          return tpx_err_quiet(rc, "peer %s channel %d: irecvConsumed of chunk %llu failed", p->where, q->ch,
+                               (unsigned long long)s->chunk);
+      }
+    }
+    struct op *o = s->op;
+    if (q->is_recv)
+      TPX_TRACE("peer %s channel %d: recv chunk %llu of %s %llu landed", p->where, q->ch,
+                (unsigned long long)s->chunk, op_kind_name(o->kind), (unsigned long long)o->id);
+    s->req = NULL;
+    s->op = NULL;
+    q->head++;
+    q->done++;
+    did++;
+    account(p, o, -1);
+    int rc = done(o);
+    if (rc < 0) return rc;
+  }
+  return did;
+}
+
+static int drain(struct tpx_peer *p, struct window *q, window_done_fn done) {
+  int a = test_head(p, q);
+  if (a < 0) return a;
+  int b = release_heads(p, q, done);
+  return b < 0 ? b : a + b;
+}
+
+int window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {
+  if (!q->comm) return 0;
+  int did = drain(p, q, done);
+  if (did < 0) return did;
+  if (q->gpu && q->pend) gpu_cq_ahead(p, q); /* staging copies of the next sends */
+  while (q->pend && q->tail - q->head < q->cap) { /* capacity checked BEFORE posting */
+    int r = post_one(p, q);
+    if (r < 0) return r;
+    if (r == 0) break;
+    did++;
+    r = drain(p, q, done); /* drain this comm right after every post */
+    if (r < 0) return r;
+    did += r;
+  }
+  return did;
+}
+
+void window_purge(struct tpx_peer *p, struct window *q) {
+  gpu_cq_purge(p, q); /* GPU copies / unpacks touching memory end first */
+  for (uint64_t i = q->head; i < q->tail; i++) {
+    struct wslot *s = &q->ring[i % q->cap];
+    if (s->op) account(p, s->op, -1);
+    s->op = NULL;
+    s->req = NULL;
+  }
+  q->head = q->test = q->tail = 0;
+  for (struct wlink *l = q->pend, *n; l; l = n) {
+    n = l->next;
+    l->next = NULL;
+    l->queued = 0;
+    p->ep->queued--;
+  }
+  q->pend = q->pend_tail = NULL;
+}

@@ -1,0 +1,76 @@
+/* The sliding window: one direction of one channel (a transport comm), its
+ * ring of requests and its queue of transfers waiting for room.
+ *
+ * The discipline is the strictest plugin contract, TCPX's (docs/UNPACK.md):
+ *  - at most `cap` requests per comm; capacity is checked before posting;
+ *  - only the oldest not-yet-done request of a comm is tested (FIFO);
+ *  - a receive leaves the ring only after its consume stage finished and
+ *    irecvConsumed (if the transport has it) was called, in FIFO order
+ *    (tri-state: posted -> done in the transport -> consumed);
+ *  - every request has a deadline (cfg.timeout_ms);
+ *  - rc TPX_ESYSTEM from test with done=1 is success, with done=0 "not yet".
+ *
+ * The window reports upward only through its return values and the `done`
+ * callback it is given: it never fails a peer or finishes a transfer itself. */
+#ifndef TPX_ENGINE_WINDOW_H
+#define TPX_ENGINE_WINDOW_H
+
+#include <stdint.h>
+
+#include "engine/plan.h"
+
+struct tpx_peer;
+struct op;
+struct gpu_cq;
+
+enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
+
+struct wslot {
+  void *req;
+  struct op *op;
+  void *data;     /* where the chunk lands / comes from (the consume stage's dst) */
+  uint64_t len;
+  uint64_t chunk; /* chunk index within the op (for messages) */
+  uint64_t deadline;
+  uint8_t state;
+};
+
+/* An op's place in one window's pending queue. */
+struct wlink {
+  struct wlink *next;
+  struct op *op;
+  struct cursor cur;
+  uint8_t queued;
+};
+
+struct window {
+  void *comm;
+  int slot;       /* comm slot (registration cache index) */
+  int is_recv;
+  int ch;         /* channel index */
+  struct wslot *ring;
+  uint32_t cap;
+  uint64_t head;  /* oldest request still owned by the transport */
+  uint64_t test;  /* oldest request not yet reported done */
+  uint64_t tail;  /* next free */
+  struct wlink *pend, *pend_tail;
+  struct gpu_cq *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
+  uint64_t posted, done;
+};
+
+/* A chunk left the window (sent, or landed and consumed). Returns < 0 when
+ * the peer can no longer go on (the window stops and passes it up). */
+typedef int (*window_done_fn)(struct op *o);
+
+int window_init(struct window *q, int ch, int is_recv, uint32_t cap);
+void window_free(struct window *q);
+/* Queue an op's chunks for this window (posted as room allows). */
+void window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l);
+/* Test, release and post what can move now. Returns the number of state
+ * changes, or < 0 with tpx_last_error() naming peer, channel and chunk. */
+int window_progress(struct tpx_peer *p, struct window *q, window_done_fn done);
+/* Forget every request and pending chunk (the comm is being closed, which
+ * frees the transport's requests). */
+void window_purge(struct tpx_peer *p, struct window *q);
+
+#endif
