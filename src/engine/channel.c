@@ -119,15 +119,6 @@ void channels_close(struct tpx_peer *p) {
   }
 }
 
-void channels_free(struct tpx_peer *p) {
-  for (int c = 0; c < p->nch; c++) {
-    window_free(&p->ch[c].sq);
-    window_free(&p->ch[c].rq);
-  }
-  free(p->ch);
-  p->ch = NULL;
-}
-
 int channels_progress(struct tpx_peer *p) {
   int did = 0;
   for (int c = 0; c < p->nch; c++) {

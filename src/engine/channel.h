@@ -32,7 +32,6 @@ void channels_trim(struct tpx_peer *p, int n);
 int channels_connect(struct tpx_peer *p, int *did);
 /* Close every comm (their requests with them) and listen comm. */
 void channels_close(struct tpx_peer *p);
-void channels_free(struct tpx_peer *p);
 /* Post and drain every window of the peer. Returns the number of state
  * changes, or < 0 with the failure's detail in tpx_last_error(). */
 int channels_progress(struct tpx_peer *p);

@@ -13,6 +13,21 @@
 #include "engine/msg.h"
 #include "engine/peer.h"
 
+static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
+  switch (f->type) {
+  case MSG_CTS: return match_on_cts(p, f);
+  case MSG_SEND: return match_on_send(p, f);
+  case MSG_WRITE: return target_on_write(p, f);
+  case MSG_READ: return target_on_read(p, f);
+  case MSG_READ_DATA: return msg_on_read_data(p, f);
+  case MSG_STATUS: return msg_on_status(p, f);
+  case MSG_NOTIF: return msg_on_notif(p, f);
+  default:
+    peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
+    return TPX_EPROTO;
+  }
+}
+
 static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   if (f->type == MSG_ERROR) {
     struct wire_error e;
@@ -46,7 +61,7 @@ static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
       peer_fail(p, TPX_EPROTO, "peer %s: message type %u after goodbye", p->where, f->type);
       return;
     }
-    (void)msg_dispatch(p, f);
+    (void)on_ready_msg(p, f);
     return;
   default: break;
   }

@@ -1,7 +1,9 @@
-/* The handlers of incoming messages once a peer is ready: each frame type
- * goes to its handler here, in target.c (the peer's one-sided requests) or
- * match.c (two-sided). A handler that finds the peer lying or broken fails
- * it (fail.c) with the reason; the reason is logged there, once. */
+/* Handlers of incoming messages about our own transfers (a read's data, a
+ * status for one of our ids, a standalone notification), and what every
+ * handler shares. The peer's one-sided requests are target.c's, two-sided
+ * matching is match.c's; dispatch.c routes frames to all three. A handler
+ * that finds the peer lying or broken fails it (fail.c) with the reason,
+ * which is logged there, once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ int msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_r
 }
 
 /* The target accepted our read: data follows on the channels, or here. */
-static int on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
+int msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_read_data m;
   if ((rc = wire_get_read_data(f, &m))) {
@@ -53,7 +55,7 @@ static int on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
 
 /* Completion or refusal of one of our ids: a write's acknowledgement, a
  * refused read, a send too large for its recv. */
-static int on_status(struct tpx_peer *p, const struct wire_frame *f) {
+int msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_status m;
   if ((rc = wire_get_status(f, &m))) {
@@ -90,7 +92,7 @@ static int on_status(struct tpx_peer *p, const struct wire_frame *f) {
 }
 
 /* A standalone notification waits behind incoming writes still landing. */
-static int on_notif(struct tpx_peer *p, const struct wire_frame *f) {
+int msg_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   int rc;
   struct wire_notif m;
@@ -111,19 +113,4 @@ static int on_notif(struct tpx_peer *p, const struct wire_frame *f) {
   o->phase = PH_FINAL;
   notif_fifo_push(p, o);
   return 0;
-}
-
-int msg_dispatch(struct tpx_peer *p, const struct wire_frame *f) {
-  switch (f->type) {
-  case MSG_CTS: return match_on_cts(p, f);
-  case MSG_SEND: return match_on_send(p, f);
-  case MSG_WRITE: return target_on_write(p, f);
-  case MSG_READ: return target_on_read(p, f);
-  case MSG_READ_DATA: return on_read_data(p, f);
-  case MSG_STATUS: return on_status(p, f);
-  case MSG_NOTIF: return on_notif(p, f);
-  default:
-    peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
-    return TPX_EPROTO;
-  }
 }

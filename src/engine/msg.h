@@ -1,5 +1,6 @@
-/* Handlers of the messages a ready peer sends (msg.c, target.c, match.c).
- * Each returns 0, or the error it failed the peer with. */
+/* Handlers of the messages a ready peer sends (msg.c, target.c, match.c;
+ * dispatch.c routes to them). Each returns 0, or the error it failed the
+ * peer with. */
 #ifndef TPX_ENGINE_MSG_H
 #define TPX_ENGINE_MSG_H
 
@@ -10,7 +11,9 @@ struct op;
 struct wire_frame;
 struct cts_entry;
 
-int msg_dispatch(struct tpx_peer *p, const struct wire_frame *f);
+int msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
+int msg_on_status(struct tpx_peer *p, const struct wire_frame *f);
+int msg_on_notif(struct tpx_peer *p, const struct wire_frame *f);
 /* An id the peer named is not one of ours in the right state. */
 int msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id);
 /* op_start_data, failing the peer when that fails. */

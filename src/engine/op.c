@@ -17,11 +17,6 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-const char *op_kind_name(int k) {
-  static const char *n[] = {"op", "write", "read", "send", "recv", "incoming write", "served read", "notification"};
-  return k >= 0 && k <= K_NOTIF ? n[k] : "op";
-}
-
 /* vsnprintf: messages are clipped to the buffer on purpose. */
 void op_set_errmsg(struct op *o, const char *fmt, ...) {
   va_list ap;

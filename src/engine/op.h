@@ -81,7 +81,10 @@ struct tpx_xfer {
 #define OP_MAX_CHUNKS (1ull << 31)
 
 /* "write", "incoming write", ...: the one name table. */
-const char *op_kind_name(int kind);
+static inline const char *op_kind_name(int k) {
+  static const char *const n[] = {"op", "write", "read", "send", "recv", "incoming write", "served read", "notification"};
+  return k >= 0 && k <= K_NOTIF ? n[k] : "op";
+}
 void op_set_errmsg(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Internal ops (we serve a peer's request) and user handles. */

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/channel.h"
+#include "engine/window.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
 #include "engine/peer.h"
@@ -39,6 +40,15 @@ void peer_unlist(struct tpx_peer *p) {
   if (p->next) p->next->prev = p->prev;
   p->next = p->prev = NULL;
   p->listed = 0;
+}
+
+static void channels_free(struct tpx_peer *p) {
+  for (int c = 0; c < p->nch; c++) {
+    window_free(&p->ch[c].sq);
+    window_free(&p->ch[c].rq);
+  }
+  free(p->ch);
+  p->ch = NULL;
 }
 
 void peer_release(struct tpx_peer *p) {

@@ -138,7 +138,7 @@ int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint
   if (rc) return rc;
   *reg_pre = (uint32_t)(a - lo);
   *reg_post = (uint32_t)(hi - (a + d->len));
-  if (!ep->consume) ep->consume = gpu_consume_ops();
+  if (!ep->consume) ep->consume = g->consume; /* CUDA receives are consumed (staging, flush) */
   return 0;
 }
 

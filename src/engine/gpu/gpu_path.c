@@ -39,6 +39,7 @@ int gpu_ep_init(tpx_endpoint_t *ep) {
   g->recv_stage = !cuda_all && !unpack;
   g->unpack_mode = mode;
   g->pin_dev = -1;
+  g->consume = gpu_consume_ops();
   ep->gpath = g;
   if (unpack) ep->consume = gpu_consume_ops(); /* every receive lands in bounce pages */
   TPX_DEBUG("endpoint %s: GPU path: transport %s, %s%s", ep->name, ep->net->name,

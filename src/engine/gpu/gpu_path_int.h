@@ -37,6 +37,7 @@ struct gpu_ep {
   int recv_stage;  /* CUDA receives go through our staging (host-only, not UNPACK) */
   int unpack_mode; /* TPX_UNPACK_* from cfg.unpack */
   int pin_dev;     /* GPU the progress thread keeps current (-1: none yet) */
+  const struct consume_ops *consume; /* gpu_path.c's consume stage, installed by whoever needs it */
   struct gpu_dev *devs[TPX_GPU_MAX_DEVICES];
   /* counters, for logs and tests */
   uint64_t staged_out, staged_in, unpacked_gpu, unpacked_cpu;
