@@ -6,7 +6,8 @@
 # send/recv on its Socket transport (defaults and 4 threads x 4 sockets,
 # bench/nccl_with_tpx.py, P2P/SHM off) in the same run. Every engine run
 # checks the received bytes ("[CHECK] server: ok"); a run without that line
-# counts as failed.
+# counts as failed. CLIENT_GPU / SERVER_GPU (default 0 / 1) pick the GPUs:
+# CLIENT_GPU=0 SERVER_GPU=0 --no-nccl runs both processes on one GPU.
 #
 #   bench/gpu_engine_compare.sh [--build DIR] [--out DIR] [--set final|sweep|sockets|quick|host]
 #                               [--no-nccl] [--iters N]
@@ -45,7 +46,8 @@ export TPX_SOCKET_IFNAME=lo TPX_LOG=${TPX_LOG:-warn}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 # name | environment | memory (cuda, host, or client:server such as cuda:host)
-# The server (receiver of writes) is on GPU 1, the client on GPU 0.
+# The server (receiver of writes) is on GPU $SERVER_GPU, the client on GPU $CLIENT_GPU.
+CLIENT_GPU=${CLIENT_GPU:-0} SERVER_GPU=${SERVER_GPU:-1}
 case $set_name in
 final)
   configs=(
@@ -101,7 +103,7 @@ esac
   echo "host:    $(uname -n) $(uname -r), $(nproc) cores"
   echo "gpus:    $(nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader 2>/dev/null | tr '\n' ';')"
   echo "commit:  $(git -C "$root" log -1 --format='%h %s' 2>/dev/null | cut -c1-80)"
-  echo "set:     $set_name, write GPU0 -> GPU1 (initiator done = target acknowledged), $iters iterations at 64 MiB"
+  echo "set:     $set_name, write GPU$CLIENT_GPU -> GPU$SERVER_GPU (initiator done = target acknowledged), $iters iterations at 64 MiB"
 } | tee "$out/machine.txt"
 
 fail=0
@@ -116,12 +118,12 @@ run_one() {
   local log=$out/$name-$size-$op.log slog=$out/$name-$size-$op.server.log
   port=$((port + 1))
   # shellcheck disable=SC2086
-  env $envs timeout 120 "$bench" server --port $port --host 127.0.0.1 --gpu 1 --mem "$smem" >"$slog" 2>&1 &
+  env $envs timeout 120 "$bench" server --port $port --host 127.0.0.1 --gpu $SERVER_GPU --mem "$smem" >"$slog" 2>&1 &
   local spid=$!
   sleep 0.3
   local rc=0
   # shellcheck disable=SC2086
-  env $envs timeout 120 "$bench" client 127.0.0.1 --port $port --gpu 0 --mem "$cmem" --size "$size" \
+  env $envs timeout 120 "$bench" client 127.0.0.1 --port $port --gpu $CLIENT_GPU --mem "$cmem" --size "$size" \
     --iters "$it" --warmup "$wu" --op "$op" >"$log" 2>&1 || rc=$?
   wait $spid || rc=$((rc ? rc : 90))
   local bw check
@@ -183,7 +185,7 @@ EOF
   done
 fi
 
-python3 - "$out/results.csv" <<'EOF' | tee "$out/summary.txt"
+python3 - "$out/results.csv" "$CLIENT_GPU" "$SERVER_GPU" <<'EOF' | tee "$out/summary.txt"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 val = {}
@@ -196,7 +198,7 @@ for r in rows:
         names.append(r["config"])
 ref = {s: val.get(("nccl-socket-4x4", s)) for s in ("64M", "256M")}
 ref0 = {s: val.get(("nccl-socket", s)) for s in ("64M", "256M")}
-print("GPU0 -> GPU1, two processes, loopback; GB/s = 1e9 B/s per GPU (one GPU pair: also total)")
+print(f"GPU{sys.argv[2]} -> GPU{sys.argv[3]}, two processes, loopback; GB/s = 1e9 B/s per GPU (one GPU pair: also total)")
 print(f"{'configuration':<22} {'64 MiB':>8} {'256 MiB':>8}   {'x NCCL 4x4 (64M/256M)':>22}  {'x NCCL default':>15}")
 for n in names:
     a, b = val.get((n, "64M")), val.get((n, "256M"))
