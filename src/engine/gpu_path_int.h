@@ -5,6 +5,7 @@
 
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
+#include "tcpx/contract.h"
 #include "engine/engine.h"
 #include "engine/gpu_path.h"
 
@@ -60,7 +61,7 @@ struct gslot {
   uint64_t aend;     /* arena position after this chunk (0: holds no arena bytes) */
   tpx_gpu_event_t *ev;
   uint64_t ticket;
-  uint32_t uslot;    /* unpack slot (k-th receive -> k % 16) */
+  uint32_t uslot;    /* unpack slot: tpx_tcpx_slot(k) for the k-th receive */
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */

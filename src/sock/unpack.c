@@ -1,5 +1,6 @@
-/* Unpack mode of the built-in transport (TPX_SOCK_UNPACK=1): the receive
- * contract of the GPUDirect-TCPX plugin (spec/tcpx.md, docs/UNPACK.md).
+/* Unpack mode of the built-in transport (TPX_SOCK_UNPACK=1): the producer
+ * side of the GPUDirect-TCPX plugin's receive contract (tcpx/contract.h,
+ * docs/UNPACK.md).
  *
  * Receive side. Each recv comm owns a bounce pool of 4 KiB pages and a
  * metadata block {loadMeta mem[16][2048]; u64 cnt[16]}. When a socket's
@@ -40,10 +41,6 @@
 /* The device handle sits right after the metadata block, 64-byte aligned. */
 #define DH_OFFSET ((META_BYTES + 63) & ~(size_t)63)
 #define META_ALLOC (DH_OFFSET + 64)
-
-static inline uint32_t slot_of(uint64_t seq) {
-  return (uint32_t)(seq % TPX_UNPACK_SLOTS);
-}
 
 /* ---- memory --------------------------------------------------------------------- */
 
@@ -183,7 +180,7 @@ static void kick_waiters(tpx_sock_comm_t *m) {
 
 int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = slot_of(seq);
+  uint32_t s = tpx_tcpx_slot(seq);
   uint32_t n = (uint32_t)((keep + TPX_SOCK_PAGE - 1) / TPX_SOCK_PAGE); /* <= 2048: irecv checks */
   uint32_t *pg = u->pages[s];
   pthread_mutex_lock(&u->mu);
@@ -273,15 +270,13 @@ ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages
 
 void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = slot_of(seq);
-  /* Entries (and the bytes) before the count, as the contract says. */
-  atomic_thread_fence(memory_order_release);
-  __atomic_store_n(&u->meta->cnt[s], (uint64_t)u->npg[s], __ATOMIC_RELEASE);
+  uint32_t s = tpx_tcpx_slot(seq);
+  tpx_tcpx_cnt_publish(u->meta, s, u->npg[s]); /* entries and bytes before the count */
 }
 
 void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = slot_of(seq);
+  uint32_t s = tpx_tcpx_slot(seq);
   uint32_t n = u->npg[s];
   __atomic_store_n(&u->meta->cnt[s], (uint64_t)0, __ATOMIC_RELAXED);
   u->npg[s] = 0;
@@ -294,12 +289,7 @@ void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
 }
 
 void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d) {
-  /* Only the ncclNetDeviceHandle fields: the spare bytes belong to the caller. */
-  d->type = TPX_NET_DEV_UNPACK;
-  d->version = TPX_NET_UNPACK_VERSION;
-  d->handle = m->upk->dh_dev;
-  d->size = sizeof(tpx_unpack_dev_handle_t);
-  d->needs_proxy_progress = 1;
+  tpx_tcpx_dev_handle_fill(d, m->upk->dh_dev); /* the spare bytes stay the caller's */
 }
 
 /* ---- send side: staging of CUDA sends -------------------------------------------------- */
