@@ -3,6 +3,7 @@
 #ifndef TPX_ENGINE_GPU_PATH_INT_H
 #define TPX_ENGINE_GPU_PATH_INT_H
 
+#include "common/ring.h"
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
 #include "tcpx/contract.h"
@@ -87,18 +88,17 @@ struct gpu_cq {
   uint32_t cap;
   struct gslot *slots; /* [cap] */
   uint64_t rel_pos;    /* ring positions below this gave their arena bytes back */
-  /* staging arena: a byte ring */
+  /* staging arena: a byte ring (common/ring.h) */
   uint8_t *arena;
   uint8_t *arena_dev;  /* the same as GPU code addresses it (equal under UVA) */
-  size_t asize;
   int adev;
   void *amh;           /* its registration with comm */
-  uint64_t a_head, a_tail; /* monotonic: released / allocated */
+  tpx_ring_t aring;    /* allocated in posting order, released in ring order */
   /* sends staged ahead (FIFO: the first pre_n CUDA chunks of the pending queue) */
   struct gpre pre[GPU_PRE_MAX];
   uint32_t pre_head, pre_n;
   /* receive: arena space picked by prep, taken by done */
-  uint64_t t_off, t_end;
+  tpx_ring_span_t tsp;
   /* UNPACK */
   uint64_t nrecv;      /* receives completed on this comm */
   int have_dh;

@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "common/ring.h"
 #include "tcpx/contract.h"
 #include "tpx/config.h"
 #include "tpx/net.h"
@@ -235,7 +236,7 @@ typedef struct tpx_sock_req {
   char *buf;
   size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
-  uint64_t stage_end; /* send from CUDA memory: staging ring position after it (0 = none) */
+  uint64_t stage_end; /* send from CUDA memory: its staging span's end (0 = none) */
   /* written by I/O threads */
   size_t msg_size;          /* recv: size announced by the sender */
   _Atomic uint64_t msize;   /* recv: 0 until a part header arrived, then msg_size + 1 */
@@ -427,10 +428,9 @@ typedef struct tpx_sock_upk {
 } tpx_sock_upk_t;
 
 typedef struct tpx_sock_stage {
-  int gpu;   /* context that allocated buf */
-  char *buf; /* pinned ring */
-  size_t bytes;
-  uint64_t alloc_pos, free_pos; /* monotonic ring positions */
+  int gpu;         /* context that allocated buf */
+  char *buf;       /* pinned, ring.size bytes */
+  tpx_ring_t ring; /* FIFO byte ring over buf, 64-byte aligned pieces */
 } tpx_sock_stage_t;
 
 /* Recv comm: create / free the bounce pool and metadata. */

@@ -21,7 +21,8 @@
  * memory and the consumer gathers with the CPU (tpx_unpack_cpu).
  *
  * Send side. Sends from CUDA memory are copied into a pinned staging ring of
- * the send comm (device -> host) before their bytes go on the wire.
+ * the send comm (device -> host) before their bytes go on the wire; the
+ * ring's arithmetic is common/ring.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -306,44 +307,37 @@ int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const vo
     st = calloc(1, sizeof(*st));
     if (st == NULL) return tpx_err(TPX_ENOMEM, "isend: out of memory for the staging state");
     st->gpu = gpu;
-    st->bytes = m->sn->cfg.sock_bounce_bytes & ~(size_t)63;
-    if ((rc = mem_alloc(gpu, st->bytes, &st->buf, "CUDA-send staging")) != 0) {
+    /* 64-byte pieces: every staged copy starts cache-line aligned. */
+    tpx_ring_init(&st->ring, m->sn->cfg.sock_bounce_bytes, 64);
+    if ((rc = mem_alloc(gpu, (size_t)st->ring.size, &st->buf, "CUDA-send staging")) != 0) {
       free(st);
       return rc;
     }
     m->stage = st;
-    TPX_DEBUG("sock unpack: send comm to %s: %zu bytes of pinned staging for CUDA sends", m->peer,
-              st->bytes);
+    TPX_DEBUG("sock unpack: send comm to %s: %llu bytes of pinned staging for CUDA sends", m->peer,
+              (unsigned long long)st->ring.size);
   }
-  size_t need = (size + 63) & ~(size_t)63;
-  if (need > st->bytes)
-    return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %zu-byte staging",
-                   m->peer, size, st->bytes);
-  if (st->alloc_pos == st->free_pos) {
-    /* Empty: restart at the ring's start so any size up to the ring fits. */
-    uint64_t p = (st->alloc_pos + st->bytes - 1) / st->bytes * st->bytes;
-    st->alloc_pos = st->free_pos = p;
-  }
-  uint64_t pos = st->alloc_pos;
-  size_t off = (size_t)(pos % st->bytes);
-  if (off + need > st->bytes) { /* no wrap inside a message: skip the tail */
-    pos += st->bytes - off;
-    off = 0;
-  }
-  if (pos + need - st->free_pos > st->bytes) return 1; /* full until earlier sends complete */
-  rc = tpx_gpu_memcpy(gpu, st->buf + off, src, size);
+  /* One contiguous piece per message (never wrapping); an empty ring takes
+   * any size up to its own. */
+  tpx_ring_span_t sp;
+  int fit = tpx_ring_fit(&st->ring, size, &sp);
+  if (fit < 0)
+    return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %llu-byte staging",
+                   m->peer, size, (unsigned long long)st->ring.size);
+  if (fit == 0) return 1; /* full until earlier sends complete */
+  rc = tpx_gpu_memcpy(gpu, st->buf + sp.off, src, size);
   if (rc != 0)
     return tpx_err(rc, "isend to %s: copying %zu bytes from GPU %d: %s", m->peer, size, gpu,
                    tpx_last_error());
-  st->alloc_pos = pos + need;
-  r->stage_end = st->alloc_pos;
-  *out = st->buf + off;
+  tpx_ring_take(&st->ring, &sp);
+  r->stage_end = sp.end;
+  *out = st->buf + sp.off;
   return 0;
 }
 
 void tpx_sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   /* Sends release in FIFO order (strict rules), so the ring frees in order. */
-  if (m->stage && r->stage_end > m->stage->free_pos) m->stage->free_pos = r->stage_end;
+  if (m->stage) tpx_ring_release(&m->stage->ring, r->stage_end);
   r->stage_end = 0;
 }
 
