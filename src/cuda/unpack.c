@@ -1,5 +1,6 @@
 /* The GPU unpacker: persistent streams, pooled events, persistent descriptor
- * buffers. See unpack.h. The kernel itself is in unpack_kernel.cu. */
+ * buffers. See unpack.h; the entries and their validation are the TCPX
+ * contract's (tcpx/contract.h). The kernel itself is in unpack_kernel.cu. */
 #include "cuda/unpack.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
+#include "tcpx/contract.h"
 
 void tpx_unpack_opts_default(tpx_unpack_opts_t *o) {
   memset(o, 0, sizeof *o);

@@ -1,28 +1,27 @@
-/* Unpack of received chunks under the TCPX receive contract (spec/tcpx.md,
- * "The receive-side unpack contract").
+/* The GPU unpacker: gathers received chunks under the TCPX receive
+ * contract (tcpx/contract.h, docs/UNPACK.md) into GPU memory.
  *
  * A received chunk is `cnt` loadMeta entries {src_off, len, dst_off}: copy
  * `len` bytes from bounce + src_off to dst + dst_off for each. The bounce
  * buffer is device memory (GPUDirect) or pinned host memory mapped into the
- * GPU (the built-in transport's emulation); dst is the receive buffer.
+ * GPU (the built-in transport's emulation); dst is the receive buffer. The
+ * layout, the entry validation and the CPU gather for host memory
+ * (tpx_unpack_cpu) belong to the contract; this is the GPU side.
  *
- * Two layers:
- *  - tpx_unpack_cpu: a CPU gather for host memory, always built (CI, and the
- *    built-in transport's emulation mode without a GPU).
- *  - tpx_unpacker_t: one GPU per unpacker, one persistent stream, a pooled
- *    event per chunk. Modes:
- *      kernel  one launch per chunk; 16-byte vector copies where alignment
- *              allows, exact tails otherwise; one warp per fragment (large
- *              fragments are sliced across warps);
- *      d2d     one cudaMemcpyAsync per fragment (adjacent ones merged);
- *      host    gather through a pinned host buffer (debug; synchronous).
- *    Submission is asynchronous and returns a ticket; tickets complete in
- *    submission order (one stream), so the caller polls the oldest and calls
- *    irecvConsumed in FIFO order once it is done.
+ * tpx_unpacker_t: one GPU per unpacker, persistent streams, a pooled event
+ * per chunk. Modes:
+ *   kernel  one launch per chunk; 16-byte vector copies where alignment
+ *           allows, exact tails otherwise; one warp per fragment (large
+ *           fragments are sliced across warps);
+ *   d2d     one cudaMemcpyAsync per fragment (adjacent ones merged);
+ *   host    gather through a pinned host buffer (debug; synchronous).
+ * Submission is asynchronous and returns a ticket; tickets complete in
+ * submission order, so the caller polls the oldest and calls irecvConsumed
+ * in FIFO order once it is done.
  *
  * Every entry is checked against the sizes of the bounce buffer and of the
- * destination before any copy is queued: a bad entry is TPX_EPROTO and
- * nothing of that chunk is copied.
+ * destination before any copy is queued (tpx_unpack_validate): a bad entry
+ * is TPX_EPROTO and nothing of that chunk is copied.
  */
 #ifndef TPX_CUDA_UNPACK_H
 #define TPX_CUDA_UNPACK_H
@@ -30,33 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tcpx/contract.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* One fragment, exactly the plugin's loadMeta (16 bytes, 16-aligned). */
-typedef struct tpx_unpack_meta {
-  uint32_t src_off; /* offset into the bounce buffer */
-  uint32_t len;     /* bytes */
-  uint64_t dst_off; /* offset from the start of the receive buffer */
-} __attribute__((aligned(16))) tpx_unpack_meta_t;
-
-#define TPX_UNPACK_SLOTS 16        /* slots per comm; the k-th receive uses k % 16 */
-#define TPX_UNPACK_MAX_FRAGS 2048  /* entries per slot (one request) */
-
-/* The plugin's host-mapped metadata block that `meta` in the device handle
- * points to. cnt[slot] is written last, after a release fence. */
-typedef struct tpx_unpack_meta_block {
-  tpx_unpack_meta_t mem[TPX_UNPACK_SLOTS][TPX_UNPACK_MAX_FRAGS];
-  uint64_t cnt[TPX_UNPACK_SLOTS];
-} tpx_unpack_meta_block_t;
-
-/* What the device handle's `handle` points to (device memory, 24 bytes). */
-typedef struct tpx_unpack_dev_handle {
-  void *meta;       /* tpx_unpack_meta_block_t, host-mapped */
-  void *bounce_buf; /* base for src_off */
-  uint64_t head;
-} tpx_unpack_dev_handle_t;
 
 enum tpx_unpack_mode { TPX_UNPACK_KERNEL = 0, TPX_UNPACK_D2D = 1, TPX_UNPACK_HOST = 2 };
 
@@ -85,18 +62,6 @@ int tpx_unpack_mode_parse(const char *s, int *mode);
 const char *tpx_unpack_mode_name(int mode);
 int tpx_unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" | "param" */
 const char *tpx_unpack_desc_name(int desc);
-
-/* Check every entry: src_off + len <= bounce_bytes and dst_off + len <=
- * dst_bytes. Returns 0, or TPX_EPROTO naming the first bad entry.
- * *max_len (may be NULL) gets the largest len, *total (may be NULL) the sum. */
-int tpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
-                        size_t dst_bytes, uint32_t *max_len, uint64_t *total);
-
-/* CPU gather: validate, then memcpy every fragment (adjacent ones merged).
- * Both buffers must be host-accessible. Returns 0 or TPX_EPROTO / TPX_EINVAL;
- * on error nothing was copied. */
-int tpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
-                   const tpx_unpack_meta_t *meta, uint32_t cnt);
 
 /* ---------------- GPU unpacker ---------------- */
 

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "cuda/unpack.h"
+#include "tcpx/contract.h" /* tpx_unpack_meta_t */
 
 #ifdef __cplusplus
 extern "C" {

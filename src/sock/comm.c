@@ -326,7 +326,7 @@ static int recv_header(tpx_sock_conn_t *c) {
   p->len = (size_t)len;
   p->keep = keep;
   p->buf = keep && u == NULL ? r->buf + off : NULL;
-  p->pages = keep && u != NULL ? u->pages[seq % TPX_UNPACK_SLOTS] + off / TPX_SOCK_PAGE : NULL;
+  p->pages = keep && u != NULL ? u->pages[tpx_tcpx_slot(seq)] + off / TPX_SOCK_PAGE : NULL;
   c->have = 1;
   c->done_bytes = 0;
   return 0;

@@ -202,7 +202,7 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
   props->max_coll_bytes = TPX_SOCK_MAX_MSG;
   if (sn->unpack) {
     props->dev_type = TPX_NET_DEV_UNPACK;
-    props->dev_version = TPX_NET_UNPACK_VERSION;
+    props->dev_version = TPX_TCPX_DEV_VERSION;
     props->max_p2p_bytes = TPX_SOCK_UNPACK_MAX_MSG;
     props->max_coll_bytes = TPX_SOCK_UNPACK_MAX_MSG;
   }

@@ -47,7 +47,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "cuda/unpack.h"
+#include "common/ring.h"
+#include "tcpx/contract.h"
 #include "tpx/config.h"
 #include "tpx/net.h"
 
@@ -57,7 +58,7 @@
 /* Request slots per comm: NCCL keeps up to 32 in flight; 64 leaves room. */
 #define TPX_SOCK_RING 64
 /* The GPUDirect-TCPX plugin's request limit, enforced in strict mode. */
-#define TPX_SOCK_STRICT_REQUESTS 16
+#define TPX_SOCK_STRICT_REQUESTS TPX_TCPX_MAX_REQUESTS
 /* Messages up to this size travel whole on socket 0. */
 #define TPX_SOCK_INLINE_MAX (16u * 1024u)
 /* Smallest part the sender cuts a message into (tpx_sock_split); parts are
@@ -235,7 +236,7 @@ typedef struct tpx_sock_req {
   char *buf;
   size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
-  uint64_t stage_end; /* send from CUDA memory: staging ring position after it (0 = none) */
+  uint64_t stage_end; /* send from CUDA memory: its staging span's end (0 = none) */
   /* written by I/O threads */
   size_t msg_size;          /* recv: size announced by the sender */
   _Atomic uint64_t msize;   /* recv: 0 until a part header arrived, then msg_size + 1 */
@@ -397,9 +398,10 @@ int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t siz
 
 /* ---- unpack mode (unpack.c) ------------------------------------------------ */
 
-#define TPX_SOCK_PAGE 4096u
+/* Bounce pages are the contract's pages (4 KiB). */
+#define TPX_SOCK_PAGE TPX_TCPX_PAGE_BYTES
 /* One request holds at most 2048 fragments of 4 KiB (the TCPX plugin's limit). */
-#define TPX_SOCK_UNPACK_MAX_MSG ((size_t)TPX_UNPACK_MAX_FRAGS * TPX_SOCK_PAGE)
+#define TPX_SOCK_UNPACK_MAX_MSG ((size_t)TPX_TCPX_MAX_REQ_BYTES)
 /* Page iovecs per recvmsg: 1 MiB per call at most. */
 #define TPX_SOCK_UNPACK_IOV 256
 
@@ -426,10 +428,9 @@ typedef struct tpx_sock_upk {
 } tpx_sock_upk_t;
 
 typedef struct tpx_sock_stage {
-  int gpu;   /* context that allocated buf */
-  char *buf; /* pinned ring */
-  size_t bytes;
-  uint64_t alloc_pos, free_pos; /* monotonic ring positions */
+  int gpu;         /* context that allocated buf */
+  char *buf;       /* pinned, ring.size bytes */
+  tpx_ring_t ring; /* FIFO byte ring over buf, 64-byte aligned pieces */
 } tpx_sock_stage_t;
 
 /* Recv comm: create / free the bounce pool and metadata. */

@@ -1,5 +1,6 @@
-/* Unpack mode of the built-in transport (TPX_SOCK_UNPACK=1): the receive
- * contract of the GPUDirect-TCPX plugin (spec/tcpx.md, docs/UNPACK.md).
+/* Unpack mode of the built-in transport (TPX_SOCK_UNPACK=1): the producer
+ * side of the GPUDirect-TCPX plugin's receive contract (tcpx/contract.h,
+ * docs/UNPACK.md).
  *
  * Receive side. Each recv comm owns a bounce pool of 4 KiB pages and a
  * metadata block {loadMeta mem[16][2048]; u64 cnt[16]}. When a socket's
@@ -20,7 +21,8 @@
  * memory and the consumer gathers with the CPU (tpx_unpack_cpu).
  *
  * Send side. Sends from CUDA memory are copied into a pinned staging ring of
- * the send comm (device -> host) before their bytes go on the wire.
+ * the send comm (device -> host) before their bytes go on the wire; the
+ * ring's arithmetic is common/ring.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,10 +42,6 @@
 /* The device handle sits right after the metadata block, 64-byte aligned. */
 #define DH_OFFSET ((META_BYTES + 63) & ~(size_t)63)
 #define META_ALLOC (DH_OFFSET + 64)
-
-static inline uint32_t slot_of(uint64_t seq) {
-  return (uint32_t)(seq % TPX_UNPACK_SLOTS);
-}
 
 /* ---- memory --------------------------------------------------------------------- */
 
@@ -183,7 +181,7 @@ static void kick_waiters(tpx_sock_comm_t *m) {
 
 int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = slot_of(seq);
+  uint32_t s = tpx_tcpx_slot(seq);
   uint32_t n = (uint32_t)((keep + TPX_SOCK_PAGE - 1) / TPX_SOCK_PAGE); /* <= 2048: irecv checks */
   uint32_t *pg = u->pages[s];
   pthread_mutex_lock(&u->mu);
@@ -273,15 +271,13 @@ ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages
 
 void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = slot_of(seq);
-  /* Entries (and the bytes) before the count, as the contract says. */
-  atomic_thread_fence(memory_order_release);
-  __atomic_store_n(&u->meta->cnt[s], (uint64_t)u->npg[s], __ATOMIC_RELEASE);
+  uint32_t s = tpx_tcpx_slot(seq);
+  tpx_tcpx_cnt_publish(u->meta, s, u->npg[s]); /* entries and bytes before the count */
 }
 
 void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = slot_of(seq);
+  uint32_t s = tpx_tcpx_slot(seq);
   uint32_t n = u->npg[s];
   __atomic_store_n(&u->meta->cnt[s], (uint64_t)0, __ATOMIC_RELAXED);
   u->npg[s] = 0;
@@ -294,12 +290,7 @@ void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
 }
 
 void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d) {
-  /* Only the ncclNetDeviceHandle fields: the spare bytes belong to the caller. */
-  d->type = TPX_NET_DEV_UNPACK;
-  d->version = TPX_NET_UNPACK_VERSION;
-  d->handle = m->upk->dh_dev;
-  d->size = sizeof(tpx_unpack_dev_handle_t);
-  d->needs_proxy_progress = 1;
+  tpx_tcpx_dev_handle_fill(d, m->upk->dh_dev); /* the spare bytes stay the caller's */
 }
 
 /* ---- send side: staging of CUDA sends -------------------------------------------------- */
@@ -316,44 +307,37 @@ int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const vo
     st = calloc(1, sizeof(*st));
     if (st == NULL) return tpx_err(TPX_ENOMEM, "isend: out of memory for the staging state");
     st->gpu = gpu;
-    st->bytes = m->sn->cfg.sock_bounce_bytes & ~(size_t)63;
-    if ((rc = mem_alloc(gpu, st->bytes, &st->buf, "CUDA-send staging")) != 0) {
+    /* 64-byte pieces: every staged copy starts cache-line aligned. */
+    tpx_ring_init(&st->ring, m->sn->cfg.sock_bounce_bytes, 64);
+    if ((rc = mem_alloc(gpu, (size_t)st->ring.size, &st->buf, "CUDA-send staging")) != 0) {
       free(st);
       return rc;
     }
     m->stage = st;
-    TPX_DEBUG("sock unpack: send comm to %s: %zu bytes of pinned staging for CUDA sends", m->peer,
-              st->bytes);
+    TPX_DEBUG("sock unpack: send comm to %s: %llu bytes of pinned staging for CUDA sends", m->peer,
+              (unsigned long long)st->ring.size);
   }
-  size_t need = (size + 63) & ~(size_t)63;
-  if (need > st->bytes)
-    return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %zu-byte staging",
-                   m->peer, size, st->bytes);
-  if (st->alloc_pos == st->free_pos) {
-    /* Empty: restart at the ring's start so any size up to the ring fits. */
-    uint64_t p = (st->alloc_pos + st->bytes - 1) / st->bytes * st->bytes;
-    st->alloc_pos = st->free_pos = p;
-  }
-  uint64_t pos = st->alloc_pos;
-  size_t off = (size_t)(pos % st->bytes);
-  if (off + need > st->bytes) { /* no wrap inside a message: skip the tail */
-    pos += st->bytes - off;
-    off = 0;
-  }
-  if (pos + need - st->free_pos > st->bytes) return 1; /* full until earlier sends complete */
-  rc = tpx_gpu_memcpy(gpu, st->buf + off, src, size);
+  /* One contiguous piece per message (never wrapping); an empty ring takes
+   * any size up to its own. */
+  tpx_ring_span_t sp;
+  int fit = tpx_ring_fit(&st->ring, size, &sp);
+  if (fit < 0)
+    return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %llu-byte staging",
+                   m->peer, size, (unsigned long long)st->ring.size);
+  if (fit == 0) return 1; /* full until earlier sends complete */
+  rc = tpx_gpu_memcpy(gpu, st->buf + sp.off, src, size);
   if (rc != 0)
     return tpx_err(rc, "isend to %s: copying %zu bytes from GPU %d: %s", m->peer, size, gpu,
                    tpx_last_error());
-  st->alloc_pos = pos + need;
-  r->stage_end = st->alloc_pos;
-  *out = st->buf + off;
+  tpx_ring_take(&st->ring, &sp);
+  r->stage_end = sp.end;
+  *out = st->buf + sp.off;
   return 0;
 }
 
 void tpx_sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   /* Sends release in FIFO order (strict rules), so the ring frees in order. */
-  if (m->stage && r->stage_end > m->stage->free_pos) m->stage->free_pos = r->stage_end;
+  if (m->stage) tpx_ring_release(&m->stage->ring, r->stage_end);
   r->stage_end = 0;
 }
 

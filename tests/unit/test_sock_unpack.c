@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "cuda/gpu.h"
-#include "cuda/unpack.h"
 #include "sock/sock.h"
+#include "tcpx/contract.h"
 #include "test_sock_util.h"
 
 #define PAGE 4096u

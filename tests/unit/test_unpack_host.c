@@ -1,12 +1,13 @@
-/* The unpack module without a GPU: the CPU gather used by the built-in
- * transport's emulation mode in CI, entry validation, names, and the GPU
- * layer's answers on a host without GPU support. */
+/* Unpacking without a GPU: the contract's CPU gather (used by the built-in
+ * transport's emulation mode in CI) and entry validation, the unpacker's
+ * names, and the GPU layer's answers on a host without GPU support. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
+#include "tcpx/contract.h"
 #include "tpx/error.h"
 
 #define PAGE 4096u

@@ -11,7 +11,7 @@
 #include "engine/gpu/gpu_path_int.h"
 
 int gpu_ep_init(tpx_endpoint_t *ep) {
-  int unpack = 0, cuda_all = 1, version = TPX_NET_UNPACK_VERSION;
+  int unpack = 0, cuda_all = 1, version = TPX_TCPX_DEV_VERSION;
   for (int d = 0; d < ep->ndev; d++) {
     tpx_net_props_t pr;
     memset(&pr, 0, sizeof(pr));
@@ -23,9 +23,9 @@ int gpu_ep_init(tpx_endpoint_t *ep) {
     }
     if (!(pr.ptr_support & TPX_PTR_CUDA)) cuda_all = 0;
   }
-  if (unpack && version != TPX_NET_UNPACK_VERSION)
+  if (unpack && version != TPX_TCPX_DEV_VERSION)
     return tpx_err(TPX_EVERSION, "endpoint %s: transport %s offers UNPACK device offload version %d, only %d is "
-                   "supported", ep->name, ep->net->name, version, TPX_NET_UNPACK_VERSION);
+                   "supported", ep->name, ep->net->name, version, TPX_TCPX_DEV_VERSION);
   if (!unpack && !tpx_gpu_built()) return 0; /* host memory only: nothing to do per chunk */
   int mode = TPX_UNPACK_KERNEL;
   if (tpx_unpack_mode_parse(ep->cfg.unpack, &mode) != 0)
@@ -224,7 +224,7 @@ static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
     return 0;
   case GS_UNPACK_CPU:
   case GS_UNPACK_GPU:
-    s->uslot = (uint32_t)(k % TPX_UNPACK_SLOTS);
+    s->uslot = tpx_tcpx_slot(k);
     rc = unpack_start(p, q, gq, s);
     if (rc < 0) return rc;
     if (rc == 1) rs->state = WS_CONSUMED;

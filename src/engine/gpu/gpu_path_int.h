@@ -3,8 +3,10 @@
 #ifndef TPX_ENGINE_GPU_PATH_INT_H
 #define TPX_ENGINE_GPU_PATH_INT_H
 
+#include "common/ring.h"
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
+#include "tcpx/contract.h"
 #include "engine/endpoint.h"
 #include "engine/mem.h"
 #include "engine/op.h"
@@ -65,7 +67,7 @@ struct gslot {
   uint64_t aend;     /* arena position after this chunk (0: holds no arena bytes) */
   tpx_gpu_event_t *ev;
   uint64_t ticket;
-  uint32_t uslot;    /* unpack slot (k-th receive -> k % 16) */
+  uint32_t uslot;    /* unpack slot: tpx_tcpx_slot(k) for the k-th receive */
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
@@ -91,18 +93,17 @@ struct gpu_cq {
   uint32_t cap;
   struct gslot *slots; /* [cap] */
   uint64_t rel_pos;    /* ring positions below this gave their arena bytes back */
-  /* staging arena: a byte ring */
+  /* staging arena: a byte ring (common/ring.h) */
   uint8_t *arena;
   uint8_t *arena_dev;  /* the same as GPU code addresses it (equal under UVA) */
-  size_t asize;
   int adev;
   void *amh;           /* its registration with comm */
-  uint64_t a_head, a_tail; /* monotonic: released / allocated */
+  tpx_ring_t aring;    /* allocated in posting order, released in ring order */
   /* sends staged ahead (FIFO: the first pre_n CUDA chunks of the pending queue) */
   struct gpre pre[GPU_PRE_MAX];
   uint32_t pre_head, pre_n;
   /* receive: arena space picked by prep, taken by done */
-  uint64_t t_off, t_end;
+  tpx_ring_span_t tsp;
   /* UNPACK */
   uint64_t nrecv;      /* receives completed on this comm */
   int have_dh;

@@ -1,9 +1,9 @@
 /* Host staging for GPU memory over transports that take only host pointers.
  *
  * Each comm direction owns one pinned, GPU-mapped arena registered once with
- * that comm and used as a byte ring. Allocation follows posting order and
- * release follows the ring's FIFO release, so the ring needs only a head and
- * a tail. Sends: device-to-host copies of the next chunks are started ahead
+ * that comm and used as a byte ring (common/ring.h). Allocation follows posting
+ * order and release follows the ring's FIFO release, so the ring needs only two
+ * positions. Sends: device-to-host copies of the next chunks are started ahead
  * (up to GPU_PRE_MAX, as far as the arena allows), each an SM copy through
  * the GPU's unpacker (or, TPX_UNPACK=d2d/host, a copy-engine copy on a
  * persistent stream with a pooled event); a chunk is posted once its copy finished, so the
@@ -53,26 +53,23 @@ static int arena_setup(struct gpu_cq *gq, int dev) {
   }
   gq->arena = a;
   gq->arena_dev = adev;
-  gq->asize = (size_t)sz;
+  tpx_ring_init(&gq->aring, sz, 1);
   gq->adev = dev;
   gq->amh = mh;
-  gq->a_head = gq->a_tail = 0;
   TPX_DEBUG("channel %d: %s staging of %llu bytes (GPU %d)", gq->ch, gq->is_recv ? "receive" : "send",
             (unsigned long long)sz, dev);
   return 0;
 }
 
-/* Room for len contiguous bytes after the tail? Wrapping skips the end. */
-static int arena_fit(const struct gpu_cq *gq, uint64_t len, uint64_t *off, uint64_t *end) {
-  uint64_t t = gq->a_tail, o = t % gq->asize;
-  if (o + len > gq->asize) {
-    t += gq->asize - o;
-    o = 0;
-  }
-  if (t + len - gq->a_head > gq->asize) return 0;
-  *off = o;
-  *end = t + len;
-  return 1;
+/* Room for len contiguous bytes? 1 yes (*sp), 0 not until earlier chunks
+ * are released, < 0 never (the arena is sized for two of the largest chunk,
+ * so this is a bug). */
+static int arena_fit(const struct gpu_cq *gq, uint64_t len, tpx_ring_span_t *sp) {
+  int r = tpx_ring_fit(&gq->aring, len, sp);
+  if (r < 0)
+    return tpx_err(TPX_EINTERNAL, "channel %d: a %llu-byte chunk cannot fit the %llu-byte staging arena", gq->ch,
+                   (unsigned long long)len, (unsigned long long)gq->aring.size);
+  return r;
 }
 
 /* Ring slots the engine released since the last look give their bytes back. */
@@ -80,7 +77,7 @@ void stage_reclaim(struct gpu_cq *gq, struct window *q) {
   while (gq->rel_pos < q->head) {
     struct gslot *s = &gq->slots[gq->rel_pos % gq->cap];
     if (s->aend) {
-      gq->a_head = s->aend;
+      tpx_ring_release(&gq->aring, s->aend);
       s->aend = 0;
     }
     gq->rel_pos++;
@@ -162,20 +159,21 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
   const struct xent *e = &o->ents[c->e];
   struct tpx_mem *m = e->mem;
   uint64_t len = plan_len(o->ents, o->chunk, c);
-  uint64_t off, end;
-  if (!arena_fit(gq, len, &off, &end)) return 0;
+  tpx_ring_span_t sp;
+  int fit = arena_fit(gq, len, &sp);
+  if (fit <= 0) return fit;
   int kern = 0;
   tpx_gpu_event_t *ev = NULL;
   uint64_t ticket = 0;
-  int rc = copy_start(gq, m->device, gq->arena_dev + off, m->base + e->off + c->off, len, 0, &kern, &ev, &ticket);
+  int rc = copy_start(gq, m->device, gq->arena_dev + sp.off, m->base + e->off + c->off, len, 0, &kern, &ev, &ticket);
   if (rc < 0)
     return tpx_err(rc, "channel %d: device-to-host copy of chunk %llu (%llu bytes, GPU %d) failed: %s", gq->ch,
                    (unsigned long long)c->idx, (unsigned long long)len, m->device, tpx_last_error());
   if (rc == 0) return 0; /* unpacker full: later, like a full arena */
   struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
-  *p = (struct gpre){o, c->idx, off, end, len, m->device, 1, kern, ev, ticket};
+  *p = (struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, kern, ev, ticket};
   gq->pre_n++;
-  gq->a_tail = end;
+  tpx_ring_take(&gq->aring, &sp);
   gq->g->staged_out += len;
   return 1;
 }
@@ -249,16 +247,18 @@ int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **d
     int rc = arena_setup(gq, m->device);
     if (rc) return rc;
   }
-  if (!arena_fit(gq, len, &gq->t_off, &gq->t_end)) return GPU_POST_WAIT;
-  *data = gq->arena + gq->t_off;
+  int fit = arena_fit(gq, len, &gq->tsp);
+  if (fit < 0) return fit;
+  if (fit == 0) return GPU_POST_WAIT;
+  *data = gq->arena + gq->tsp.off;
   *mh = gq->amh;
   return GPU_POST_STAGED;
 }
 
 void stage_recv_done(struct gpu_cq *gq, struct gslot *s) {
-  s->aoff = gq->t_off;
-  s->aend = gq->t_end;
-  gq->a_tail = gq->t_end;
+  s->aoff = gq->tsp.off;
+  s->aend = gq->tsp.end;
+  tpx_ring_take(&gq->aring, &gq->tsp);
 }
 
 /* Queue the host-to-device copy of a received chunk (or defer it while the
@@ -315,7 +315,7 @@ void stage_purge(struct gpu_cq *gq) {
     if (rc) TPX_WARN("channel %d: deregistering staging failed: %s", gq->ch, tpx_strerror(rc));
   }
   gq->amh = NULL;
-  gq->a_head = gq->a_tail;
+  tpx_ring_release_all(&gq->aring);
 }
 
 void stage_free(struct gpu_cq *gq) {

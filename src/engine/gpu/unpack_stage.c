@@ -1,8 +1,9 @@
-/* The receive side of UNPACK transports (the TCPX contract, spec/tcpx.md):
- * received bytes sit in scattered pages of the plugin's bounce buffer,
- * described by `cnt[slot]` loadMeta entries; the k-th receive of a comm uses
- * slot k % 16. Per chunk: read cnt (acquire: it is written after the
- * entries), check the entries cover exactly the chunk, then gather - with
+/* The receive side of UNPACK transports (the TCPX contract: tcpx/contract.h,
+ * docs/UNPACK.md): received bytes sit in scattered pages of the plugin's
+ * bounce buffer, described by `cnt[slot]` loadMeta entries; the k-th receive
+ * of a comm uses slot tpx_tcpx_slot(k). Per chunk: read cnt (acquire: it is
+ * written after the entries) and validate the entries (tpx_tcpx_slot_read),
+ * check they cover exactly the chunk, then gather - with
  * the CPU into host memory, or with the GPU unpacker (kernel / d2d / host
  * mode, one pooled event per chunk) into device memory. The engine calls
  * irecvConsumed only once this finished, oldest receive first. */
@@ -67,14 +68,12 @@ static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *m
 int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s) {
   if (!gq->have_dh) return tpx_err(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
-  uint64_t cnt = __atomic_load_n(&mb->cnt[s->uslot], __ATOMIC_ACQUIRE);
-  if (cnt > TPX_UNPACK_MAX_FRAGS)
-    return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack slot %u claims %llu entries (max %d)", p->where, q->ch,
-                   s->uslot, (unsigned long long)cnt, TPX_UNPACK_MAX_FRAGS);
-  const tpx_unpack_meta_t *meta = mb->mem[s->uslot];
+  uint32_t cnt = 0;
   uint64_t total = 0;
-  int rc = tpx_unpack_validate(meta, (uint32_t)cnt, SIZE_MAX, (size_t)s->len, NULL, &total);
-  if (rc) return tpx_err(rc, "peer %s channel %d: unpack slot %u: %s", p->where, q->ch, s->uslot, tpx_last_error());
+  /* The plugin does not publish its bounce size: sources are unbounded. */
+  int rc = tpx_tcpx_slot_read(mb, s->uslot, SIZE_MAX, (size_t)s->len, &cnt, &total);
+  if (rc) return tpx_err(rc, "peer %s channel %d: %s", p->where, q->ch, tpx_last_error());
+  const tpx_unpack_meta_t *meta = mb->mem[s->uslot];
   if (total != s->len)
     return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack slot %u describes %llu bytes, the chunk has %llu", p->where,
                    q->ch, s->uslot, (unsigned long long)total, (unsigned long long)s->len);
@@ -82,20 +81,20 @@ int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct
     if (gq->bounce_on_gpu)
       return tpx_err(TPX_ENOTSUP, "peer %s channel %d: a host receive buffer cannot be filled from bounce pages in "
                      "GPU memory (TCPX devmem): receive into registered GPU memory on this transport", p->where, q->ch);
-    rc = tpx_unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, (uint32_t)cnt);
+    rc = tpx_unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, cnt);
     if (rc) return rc;
     gq->g->unpacked_cpu += s->len;
     return 1;
   }
   s->busy = 1;
-  return submit(gq, s, meta, (uint32_t)cnt);
+  return submit(gq, s, meta, cnt);
 }
 
 int unpack_poll(struct gpu_cq *gq, struct gslot *s) {
   if (!s->busy) return 1;
   if (s->deferred) {
     tpx_unpack_meta_block_t *mb = gq->dh.meta;
-    uint32_t cnt = (uint32_t)__atomic_load_n(&mb->cnt[s->uslot], __ATOMIC_ACQUIRE);
+    uint32_t cnt = (uint32_t)tpx_tcpx_cnt_load(mb, s->uslot); /* checked by unpack_start */
     int rc = submit(gq, s, mb->mem[s->uslot], cnt);
     if (rc) return rc;
     if (s->deferred) return 0;
