@@ -28,7 +28,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cuda/gpu.h"
+#include "internal.h" /* GPU buffers, primary-context counts: tools/internal.h */
 #include "tpx/net.h"
 #include "tpx/tpx.h"
 

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "net/loader.h"
 #include "tpx/config.h"
 #include "tpx/error.h"
 #include "tpx/net.h"

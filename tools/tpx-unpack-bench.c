@@ -35,8 +35,7 @@ int main(void) {
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "cuda/gpu.h"
-#include "cuda/unpack.h"
+#include "internal.h" /* the unpack kernels and GPU buffers: tools/internal.h */
 #include "tpx/error.h"
 
 #define POISON 0xA5

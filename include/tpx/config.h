@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "tpx/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,24 +51,24 @@ typedef struct tpx_config {
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */
-void tpx_config_defaults(tpx_config_t *cfg);
+TPX_API void tpx_config_defaults(tpx_config_t *cfg);
 
 /* Defaults, then the environment. A malformed value is reported (warn) and the
  * default kept; returns TPX_EINVAL in that case, 0 otherwise (cfg usable
  * either way). */
-int tpx_config_from_env(tpx_config_t *cfg);
+TPX_API int tpx_config_from_env(tpx_config_t *cfg);
 
 /* The process-wide configuration read from the environment once. */
-const tpx_config_t *tpx_config_global(void);
+TPX_API const tpx_config_t *tpx_config_global(void);
 
 /* Data sockets per comm of the built-in transport when `comms` comms carry
  * one peer's traffic together (an endpoint's channels; 1 for a comm on its
  * own): cfg->nsocks when set (> 0), else the machine's default for one comm
  * (4; 2 with at most 2 CPUs), lowered so that the comms together have no
  * more data sockets than the machine has CPUs (at least 1 each). */
-int tpx_config_nsocks(const tpx_config_t *cfg, int comms);
+TPX_API int tpx_config_nsocks(const tpx_config_t *cfg, int comms);
 /* Print the effective configuration as a table (name, value, source). */
-void tpx_config_print(const tpx_config_t *cfg, FILE *out);
+TPX_API void tpx_config_print(const tpx_config_t *cfg, FILE *out);
 
 #ifdef __cplusplus
 }

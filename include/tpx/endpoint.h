@@ -24,6 +24,7 @@
 
 #include "tpx/config.h"
 #include "tpx/error.h"
+#include "tpx/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,50 +53,51 @@ typedef struct tpx_endpoint_params {
 } tpx_endpoint_params_t;
 
 /* Defaults: cfg NULL, plugin NULL, name NULL, gpu 0, port 0, listening. */
-void tpx_endpoint_params_init(tpx_endpoint_params_t *p);
+TPX_API void tpx_endpoint_params_init(tpx_endpoint_params_t *p);
 
-int tpx_endpoint_create(const tpx_endpoint_params_t *p, tpx_endpoint_t **out);
+TPX_API int tpx_endpoint_create(const tpx_endpoint_params_t *p, tpx_endpoint_t **out);
 /* Closes every peer (their unfinished transfers fail with TPX_ECANCELED),
  * stops the progress thread, releases the transport. NULL ok. Registrations
  * and transfer handles still alive are released too: do not use them after. */
-void tpx_endpoint_destroy(tpx_endpoint_t *ep);
+TPX_API void tpx_endpoint_destroy(tpx_endpoint_t *ep);
 
 /* The control port actually bound (after EADDRINUSE retries); 0 if not listening. */
-int tpx_endpoint_port(const tpx_endpoint_t *ep);
-const char *tpx_endpoint_name(const tpx_endpoint_t *ep);
+TPX_API int tpx_endpoint_port(const tpx_endpoint_t *ep);
+TPX_API const char *tpx_endpoint_name(const tpx_endpoint_t *ep);
 /* The endpoint's copy of the configuration. */
-const tpx_config_t *tpx_endpoint_config(const tpx_endpoint_t *ep);
+TPX_API const tpx_config_t *tpx_endpoint_config(const tpx_endpoint_t *ep);
 /* Name of the transport in use ("tpx", "GPUDirectTCPX_v7", ...). */
-const char *tpx_endpoint_transport(const tpx_endpoint_t *ep);
+TPX_API const char *tpx_endpoint_transport(const tpx_endpoint_t *ep);
 
 /* One progress pass (non-blocking). Needed only without a progress thread;
  * harmless with one. Returns 0 or a negative code for an endpoint-level failure. */
-int tpx_progress(tpx_endpoint_t *ep);
+TPX_API int tpx_progress(tpx_endpoint_t *ep);
 
 /* Connection info: an opaque, serialisable blob (name, identity, addresses,
  * port) that a remote process passes to tpx_load_remote_conn_info. */
-int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len);
+TPX_API int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len);
 /* Connect to the endpoint the blob describes (tries its addresses in order).
  * Blocks until the peer is ready or cfg->connect_timeout_ms passed. */
-int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **peer);
+TPX_API int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len,
+                                      tpx_peer_t **peer);
 /* Connect to host:port (numeric address or name). Blocks like the above. */
-int tpx_connect(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **peer);
+TPX_API int tpx_connect(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **peer);
 /* Next peer that connected to us, in arrival order. timeout_ms < 0: wait
  * forever; 0: poll. TPX_ETIMEDOUT when none arrived in time. */
-int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **peer);
+TPX_API int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **peer);
 
 /* Close a peer: unfinished transfers fail with TPX_ECANCELED, the control
  * connection is shut down gracefully, the transport comms closed. The handle
  * is invalid afterwards. NULL ok. */
-void tpx_peer_close(tpx_peer_t *peer);
+TPX_API void tpx_peer_close(tpx_peer_t *peer);
 /* 0 while usable; the error that broke it otherwise (TPX_ECLOSED after the
  * remote side closed, TPX_ETIMEDOUT, TPX_EREMOTE, ...). */
-int tpx_peer_status(const tpx_peer_t *peer);
-const char *tpx_peer_name(const tpx_peer_t *peer); /* the remote endpoint's name */
-int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index */
-int tpx_peer_num_channels(const tpx_peer_t *peer); /* channels agreed with the peer */
+TPX_API int tpx_peer_status(const tpx_peer_t *peer);
+TPX_API const char *tpx_peer_name(const tpx_peer_t *peer); /* the remote endpoint's name */
+TPX_API int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index */
+TPX_API int tpx_peer_num_channels(const tpx_peer_t *peer); /* channels agreed with the peer */
 /* Find a ready peer by the remote endpoint's name; NULL if none. */
-tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name);
+TPX_API tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name);
 
 /* Notifications: small messages delivered to the remote endpoint in order,
  * after every write this endpoint posted to that peer before it has landed.
@@ -110,12 +112,12 @@ typedef struct tpx_notif {
 } tpx_notif_t;
 
 /* Send a notification (non-blocking). */
-int tpx_notify(tpx_peer_t *peer, const void *msg, size_t len);
+TPX_API int tpx_notify(tpx_peer_t *peer, const void *msg, size_t len);
 /* Pop the oldest delivered notification: 1 when one was copied to *out, 0 when
  * none is pending, < 0 on error. */
-int tpx_get_notif(tpx_endpoint_t *ep, tpx_notif_t *out);
+TPX_API int tpx_get_notif(tpx_endpoint_t *ep, tpx_notif_t *out);
 /* Like tpx_get_notif but waits up to timeout_ms (< 0: forever) for one. */
-int tpx_wait_notif(tpx_endpoint_t *ep, int timeout_ms, tpx_notif_t *out);
+TPX_API int tpx_wait_notif(tpx_endpoint_t *ep, int timeout_ms, tpx_notif_t *out);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 #ifndef TPX_ERROR_H
 #define TPX_ERROR_H
 
+#include "tpx/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -38,15 +40,15 @@ enum tpx_err {
 };
 
 /* Short static description of an error code ("invalid argument"). Never NULL. */
-const char *tpx_strerror(int err);
+TPX_API const char *tpx_strerror(int err);
 
 /* Detail of the most recent failure on this thread (who, what, why).
  * Never NULL; empty string when none was recorded. */
-const char *tpx_last_error(void);
+TPX_API const char *tpx_last_error(void);
 
 /* Map to/from ncclResult_t values (0..7). */
-int tpx_to_nccl(int err);
-int tpx_from_nccl(int nccl_result);
+TPX_API int tpx_to_nccl(int err);
+TPX_API int tpx_from_nccl(int nccl_result);
 
 #ifdef __cplusplus
 }

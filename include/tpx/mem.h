@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "tpx/endpoint.h"
+#include "tpx/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,20 +45,20 @@ typedef struct tpx_mem_desc {
   unsigned access;      /* TPX_ACCESS_* bits granted to remote peers */
 } tpx_mem_desc_t;
 
-int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *desc, tpx_mem_t **out);
+TPX_API int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *desc, tpx_mem_t **out);
 /* TPX_EAGAIN while transfers (prepared or in flight) still use it. */
-int tpx_mem_deregister(tpx_mem_t *mem);
-void *tpx_mem_addr(const tpx_mem_t *mem);
-size_t tpx_mem_len(const tpx_mem_t *mem);
+TPX_API int tpx_mem_deregister(tpx_mem_t *mem);
+TPX_API void *tpx_mem_addr(const tpx_mem_t *mem);
+TPX_API size_t tpx_mem_len(const tpx_mem_t *mem);
 
 /* Serialise the public descriptor into buf (cap >= TPX_MD_MAX is always enough). */
-int tpx_mem_get_public_data(const tpx_mem_t *mem, void *buf, size_t cap, size_t *len);
+TPX_API int tpx_mem_get_public_data(const tpx_mem_t *mem, void *buf, size_t cap, size_t *len);
 /* Parse a descriptor blob from a peer. TPX_EPROTO / TPX_EVERSION on a bad blob. */
-int tpx_load_remote_md(const void *blob, size_t len, tpx_rmem_t **out);
-void tpx_rmem_free(tpx_rmem_t *rmem);
-uint64_t tpx_rmem_addr(const tpx_rmem_t *rmem); /* the owner's virtual address */
-size_t tpx_rmem_len(const tpx_rmem_t *rmem);
-unsigned tpx_rmem_access(const tpx_rmem_t *rmem);
+TPX_API int tpx_load_remote_md(const void *blob, size_t len, tpx_rmem_t **out);
+TPX_API void tpx_rmem_free(tpx_rmem_t *rmem);
+TPX_API uint64_t tpx_rmem_addr(const tpx_rmem_t *rmem); /* the owner's virtual address */
+TPX_API size_t tpx_rmem_len(const tpx_rmem_t *rmem);
+TPX_API unsigned tpx_rmem_access(const tpx_rmem_t *rmem);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,11 @@
  * accept return 0 with *comm == NULL until the connection is up and are called
  * again with the SAME handle buffer / listen comm; isend/irecv may return 0
  * with *request == NULL (back-pressure: retry later); test reports completion.
+ *
+ * Public API (exported, like the rest of include/tpx/), though not in the
+ * tpx.h umbrella: a tpx_net_t opened here can be shared by several endpoints
+ * (tpx_endpoint_params.net), and tpx-netbench, tpx-info and the conformance
+ * suite drive transports through it directly.
  */
 #ifndef TPX_NET_H
 #define TPX_NET_H
@@ -17,6 +22,7 @@
 #include <stdint.h>
 
 #include "tpx/error.h"
+#include "tpx/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -108,14 +114,19 @@ struct tpx_net {
  * Errors: TPX_ENOENT (file missing; detail carries dlerror), TPX_ENOSYM
  * (no known symbol), TPX_EVERSION (only unsupported versions, e.g. v6),
  * or the plugin's init failure. */
-int tpx_net_open(const char *spec, tpx_net_t **out);
+TPX_API int tpx_net_open(const char *spec, tpx_net_t **out);
 
 /* The built-in TCP transport, configured from cfg (NULL: the environment). */
 struct tpx_config;
-int tpx_net_open_builtin(const struct tpx_config *cfg, tpx_net_t **out);
+TPX_API int tpx_net_open_builtin(const struct tpx_config *cfg, tpx_net_t **out);
 
 /* Release the transport (plugin finalize + dlclose for loaded ones). NULL ok. */
-void tpx_net_close(tpx_net_t *net);
+TPX_API void tpx_net_close(tpx_net_t *net);
+
+/* The file a loaded plugin came from, as the dynamic loader resolved it (for
+ * a bare name too); NULL for the built-in transport. Valid until
+ * tpx_net_close. */
+TPX_API const char *tpx_net_plugin_file(const tpx_net_t *net);
 
 #ifdef __cplusplus
 }

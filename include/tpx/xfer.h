@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "tpx/endpoint.h"
+#include "tpx/export.h"
 #include "tpx/mem.h"
 
 #ifdef __cplusplus
@@ -45,48 +46,48 @@ typedef struct tpx_iov {
 
 /* Write n triples into the peer's memory; notif (may be NULL/0, at most
  * TPX_NOTIF_MAX bytes) is delivered to the peer after all of them landed. */
-int tpx_xfer_prep_write(tpx_peer_t *peer, const tpx_iov_t *iov, size_t n, const void *notif,
-                        size_t notif_len, tpx_xfer_t **out);
+TPX_API int tpx_xfer_prep_write(tpx_peer_t *peer, const tpx_iov_t *iov, size_t n, const void *notif,
+                                size_t notif_len, tpx_xfer_t **out);
 /* Read n triples from the peer's memory into local memory. A notif, if any,
  * is delivered to the peer once it has sent the data. */
-int tpx_xfer_prep_read(tpx_peer_t *peer, const tpx_iov_t *iov, size_t n, const void *notif,
-                       size_t notif_len, tpx_xfer_t **out);
+TPX_API int tpx_xfer_prep_read(tpx_peer_t *peer, const tpx_iov_t *iov, size_t n, const void *notif,
+                               size_t notif_len, tpx_xfer_t **out);
 /* Two-sided: a send matches the peer's oldest unmatched recv with the same
  * tag; a send larger than that recv fails on both sides with TPX_ETRUNC. */
-int tpx_xfer_prep_send(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t len, uint64_t tag,
-                       tpx_xfer_t **out);
-int tpx_xfer_prep_recv(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t cap, uint64_t tag,
-                       tpx_xfer_t **out);
+TPX_API int tpx_xfer_prep_send(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t len,
+                               uint64_t tag, tpx_xfer_t **out);
+TPX_API int tpx_xfer_prep_recv(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t cap,
+                               uint64_t tag, tpx_xfer_t **out);
 
 /* Replace the notification sent with the next post of a write/read. */
-int tpx_xfer_set_notif(tpx_xfer_t *x, const void *notif, size_t len);
+TPX_API int tpx_xfer_set_notif(tpx_xfer_t *x, const void *notif, size_t len);
 
 /* Start the transfer. Non-blocking. TPX_EUSAGE if it is still in flight;
  * TPX_ECLOSED etc. if the peer is gone. */
-int tpx_xfer_post(tpx_xfer_t *x);
+TPX_API int tpx_xfer_post(tpx_xfer_t *x);
 /* 0 when complete, TPX_EINPROGRESS while in flight, else the transfer's error
  * (tpx_last_error() names peer, channel and chunk). TPX_EUSAGE if never posted. */
-int tpx_xfer_test(tpx_xfer_t *x);
+TPX_API int tpx_xfer_test(tpx_xfer_t *x);
 /* Wait for completion up to timeout_ms (< 0: forever). TPX_ETIMEDOUT when the
  * wait timed out (the transfer itself goes on). */
-int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms);
+TPX_API int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms);
 /* Bytes received by a completed recv (the sender's length). */
-size_t tpx_xfer_received(const tpx_xfer_t *x);
-tpx_op_t tpx_xfer_op(const tpx_xfer_t *x);
+TPX_API size_t tpx_xfer_received(const tpx_xfer_t *x);
+TPX_API tpx_op_t tpx_xfer_op(const tpx_xfer_t *x);
 /* Release. A transfer still in flight is finished or cancelled in the
  * background (its registrations stay pinned until then). NULL ok. */
-void tpx_xfer_free(tpx_xfer_t *x);
+TPX_API void tpx_xfer_free(tpx_xfer_t *x);
 
 /* One-shot helpers: prep + post. The caller waits and frees. */
-int tpx_write(tpx_peer_t *peer, tpx_mem_t *local, size_t local_off, const tpx_rmem_t *remote,
-              uint64_t remote_off, size_t len, const void *notif, size_t notif_len,
-              tpx_xfer_t **out);
-int tpx_read(tpx_peer_t *peer, tpx_mem_t *local, size_t local_off, const tpx_rmem_t *remote,
-             uint64_t remote_off, size_t len, tpx_xfer_t **out);
-int tpx_send(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t len, uint64_t tag,
-             tpx_xfer_t **out);
-int tpx_recv(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t cap, uint64_t tag,
-             tpx_xfer_t **out);
+TPX_API int tpx_write(tpx_peer_t *peer, tpx_mem_t *local, size_t local_off,
+                      const tpx_rmem_t *remote, uint64_t remote_off, size_t len, const void *notif,
+                      size_t notif_len, tpx_xfer_t **out);
+TPX_API int tpx_read(tpx_peer_t *peer, tpx_mem_t *local, size_t local_off, const tpx_rmem_t *remote,
+                     uint64_t remote_off, size_t len, tpx_xfer_t **out);
+TPX_API int tpx_send(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t len, uint64_t tag,
+                     tpx_xfer_t **out);
+TPX_API int tpx_recv(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, size_t cap, uint64_t tag,
+                     tpx_xfer_t **out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,26 @@
+/* tools/internal.h: the library internals that some tools use. Tools only:
+ * never installed, not part of the API, no stability promise.
+ *
+ * Tools use the public API (the headers in include/tpx/) and nothing else,
+ * except the ones that include this header, which CMakeLists.txt lists in
+ * TPX_INTERNAL_TOOLS: only those get src/ on their include path, and like
+ * every tool they link the static libtpx.a, where the internal symbols that
+ * libtpx.so hides (-fvisibility=hidden) still link. Who uses what, and why:
+ *
+ *  - tpx-bench: cuda/gpu.h (tpx_gpu_retain/release, _malloc/_free, _memcpy,
+ *    _device_count) for its --mem cuda buffers in the library's own primary-
+ *    context references, and tpx_gpu_ctx_refs/_ctx_retained to report that
+ *    the engine released every context it retained at teardown.
+ *  - tpx-unpack-bench: cuda/unpack.h, the TCPX unpack kernels themselves
+ *    (tpx_unpacker_*, tpx_unpack_submit/_wait/_sync, tpx_unpack_cpu for the
+ *    reference result), which the engine drives internally and no public call
+ *    reaches; and cuda/gpu.h for its pinned and device buffers.
+ *
+ * tpx-info and tpx-netbench need none of it (tpx/net.h is public). */
+#ifndef TPX_TOOLS_INTERNAL_H
+#define TPX_TOOLS_INTERNAL_H
+
+#include "cuda/gpu.h"
+#include "cuda/unpack.h"
+
+#endif
