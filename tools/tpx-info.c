@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/ifname.h"
 #include "net/loader.h"
 #include "tpx/config.h"
 #include "tpx/error.h"
@@ -151,8 +152,7 @@ int main(int argc, char **argv) {
 #endif
   if (strcmp(net->name, "tpx") == 0 && net->abi_version == 0) {
     if (cfg->socket_ifname[0] == '\0')
-      printf("note           TPX_SOCKET_IFNAME unset: every up non-loopback interface (else "
-             "loopback)\n");
+      printf("note           TPX_SOCKET_IFNAME unset: %s\n", TPX_IFNAME_DEFAULT_DESC);
   }
   if (warnings == 0) printf("ok             no warnings\n");
 

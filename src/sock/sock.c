@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/ifname.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
@@ -104,7 +105,7 @@ static int discover(tpx_sock_net_t *sn) {
                    : family == AF_INET6 ? "IPv6"
                                         : "IP",
                    sn->cfg.socket_ifname[0] ? sn->cfg.socket_ifname
-                                            : "(default: non-loopback, else lo)");
+                                            : "(" TPX_IFNAME_DEFAULT_DESC ")");
   }
   for (int i = 0; i < cnt; i++) {
     tpx_sock_dev_t *d = &sn->devs[i];
