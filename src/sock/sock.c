@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
+#include "net/caps.h"
 #include "sock/sock.h"
 
 /* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
@@ -418,6 +419,12 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   snprintf(sn->pub.name, sizeof(sn->pub.name), "tpx");
   sn->pub.abi_version = 0;
   sn->pub.impl = sn;
+  /* Unpack mode follows the TCPX plugin's rules too (comm.c). */
+  rc = tpx_net_caps_init(&sn->pub, 1, cfg->sock_strict || cfg->sock_unpack);
+  if (rc != 0) {
+    sock_destroy(&sn->pub);
+    return rc;
+  }
   *out = &sn->pub;
   return 0;
 }

@@ -57,7 +57,7 @@
 /* Request slots per comm: NCCL keeps up to 32 in flight; 64 leaves room. */
 #define TPX_SOCK_RING 64
 /* The GPUDirect-TCPX plugin's request limit, enforced in strict mode. */
-#define TPX_SOCK_STRICT_REQUESTS 16
+#define TPX_SOCK_STRICT_REQUESTS TPX_NET_TCPX_MAX_REQUESTS
 /* Messages up to this size travel whole on socket 0. */
 #define TPX_SOCK_INLINE_MAX (16u * 1024u)
 /* Smallest part the sender cuts a message into (tpx_sock_split); parts are
