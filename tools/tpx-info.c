@@ -80,11 +80,19 @@ int main(int argc, char **argv) {
   }
   const char *file = tpx_net_plugin_file(net);
   printf("name           %s\n", net->name);
-  if (net->abi_version)
-    printf("ncclNet ABI    v%d\n", net->abi_version);
-  else
+  if (net->caps.builtin)
     printf("ncclNet ABI    (built in, not loaded through the plugin ABI)\n");
+  else
+    printf("ncclNet ABI    v%d\n", net->abi_version);
   printf("file           %s\n", file ? file : "(part of this program)");
+  const tpx_net_caps_t *caps = &net->caps;
+  printf("requests/comm  %d%s\n", caps->max_requests,
+         caps->max_requests == TPX_NET_TCPX_MAX_REQUESTS ? " (the TCPX plugin's limit)" : "");
+  printf("receives       %s\n", caps->unpack ? "UNPACK: into bounce pages, unpacked by the caller"
+                                             : "into the posted buffer");
+  printf("pointers       %s%s%s\n", caps->host_ptr ? "HOST " : "", caps->cuda_ptr ? "CUDA " : "",
+         caps->host_ptr || caps->cuda_ptr ? "(every device)" : "none common to every device");
+  printf("iflush         %s\n", caps->flush ? "yes" : "no");
 
   int warnings = 0;
 #define WARNF(...) (printf("WARNING        " __VA_ARGS__), putchar('\n'), warnings++)
@@ -139,20 +147,18 @@ int main(int argc, char **argv) {
   if (net->abi_version == 7 || net->abi_version == 8)
     printf("note           ncclNet v%d takes int sizes: at most 2 GiB - 1 per request%s\n",
            net->abi_version, net->abi_version == 7 ? " and per registration" : "");
-  if (any_unpack && cfg->window > 16)
-    WARNF("TPX_WINDOW=%d but UNPACK plugins such as GPUDirect-TCPX allow 16 requests per comm",
-          cfg->window);
+  if (cfg->window > caps->max_requests)
+    WARNF("TPX_WINDOW=%d but this transport allows %d requests per comm (the engine caps it)",
+          cfg->window, caps->max_requests);
 #ifndef TPX_HAVE_CUDA
   if (any_cuda || any_unpack)
     WARNF("the transport takes GPU memory but this build has no CUDA support: host memory only");
 #else
   (void)any_cuda;
+  (void)any_unpack;
 #endif
-  if (strcmp(net->name, "tpx") == 0 && net->abi_version == 0) {
-    if (cfg->socket_ifname[0] == '\0')
-      printf("note           TPX_SOCKET_IFNAME unset: every up non-loopback interface (else "
-             "loopback)\n");
-  }
+  if (caps->builtin && cfg->socket_ifname[0] == '\0')
+    printf("note           TPX_SOCKET_IFNAME unset: NCCL's default choice (docs/CONFIG.md); the devices above are what it picked\n");
   if (warnings == 0) printf("ok             no warnings\n");
 
   printf("\n== configuration\n");

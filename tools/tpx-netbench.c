@@ -562,7 +562,7 @@ int main(int argc, char **argv) {
       die("bad parameters from the client");
   }
   printf("tpx-netbench: transport '%s' (ncclNet v%d%s), device %d '%s', host memory, %s\n",
-         NET->name, NET->abi_version, NET->abi_version ? "" : " = built-in", DEV, props.name,
+         NET->name, NET->abi_version, NET->caps.builtin ? " = built-in" : "", DEV, props.name,
          O.mode == MODE_LOOPBACK ? "loopback (one process, two threads)"
          : O.mode == MODE_SERVER ? "server (receiver)" : "client (sender)");
   printf("  host %s, %s %s, %ld cpus\n", u.nodename, u.sysname, u.release,

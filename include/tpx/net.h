@@ -66,6 +66,39 @@ typedef struct tpx_net_dev_handle {
   _Alignas(16) unsigned char spare[480];
 } tpx_net_dev_handle_t;
 
+/* Requests in flight per comm: what NCCL expects every plugin to sustain
+ * (32 since NCCL 2.19.1), and the GPUDirect-TCPX plugin's lower limit (16),
+ * which the built-in transport also enforces in strict and unpack mode. */
+#define TPX_NET_NCCL_MAX_REQUESTS 32
+#define TPX_NET_TCPX_MAX_REQUESTS 16 /* the TCPX contract's limit (docs/UNPACK.md) */
+
+/* What a transport can do, worked out once when it is opened (tpx_net_open,
+ * tpx_net_open_builtin) from its own properties over all its devices, so
+ * that no caller guesses from names or ABI versions. */
+typedef struct tpx_net_caps {
+  /* Requests in flight per comm the transport tolerates:
+   * TPX_NET_TCPX_MAX_REQUESTS for TCPX-like transports (some device is
+   * UNPACK; the built-in in strict or unpack mode; a HOST-type build of the
+   * TCPX plugin, known only by its name: see tpx_net_caps_init),
+   * else TPX_NET_NCCL_MAX_REQUESTS. */
+  int max_requests;
+  /* Some device is TPX_NET_DEV_UNPACK: receives land in the transport's
+   * bounce pages (not the posted buffer), accept fills a device handle, and
+   * every receive must be released with irecv_consumed (docs/UNPACK.md). */
+  int unpack;
+  int cuda_ptr; /* every device takes TPX_PTR_CUDA buffers */
+  int host_ptr; /* every device takes TPX_PTR_HOST buffers */
+  /* Our built-in TCP transport opened in this process (tpx_net_open_builtin,
+   * also through tpx_net_open("" / "tpx" / "builtin")): CUDA sends are
+   * staged by the caller, the sock layer's extras apply. 0 for every loaded
+   * plugin, our own libnccl-net-tpx.so included. */
+  int builtin;
+  /* The transport has iflush (ops->iflush != NULL). GPUDirect RDMA plugins
+   * need it before GPU memory written by a receive is read; the built-in's
+   * is a no-op. */
+  int flush;
+} tpx_net_caps_t;
+
 typedef struct tpx_net tpx_net_t;
 
 typedef struct tpx_net_ops {
@@ -102,7 +135,13 @@ struct tpx_net {
   char name[TPX_NET_NAME_MAX]; /* the transport's own name ("tpx", "GPUDirectTCPX_v7") */
   int abi_version;             /* ncclNet version loaded (7..11); 0 for the built-in transport */
   void *impl;                  /* transport private state */
+  tpx_net_caps_t caps;         /* filled by the open call; read-only afterwards */
 };
+
+/* 1 when spec names the built-in transport rather than a plugin: NULL, "",
+ * "tpx" or "builtin" (TPX_NET_PLUGIN's values; tpx_net_open reads the
+ * environment for a NULL spec before asking). The one place this is decided. */
+TPX_API int tpx_net_spec_is_builtin(const char *spec);
 
 /* Open a transport.
  * spec: NULL -> TPX_NET_PLUGIN from the environment, else the built-in one;

@@ -26,48 +26,19 @@
 
 #define SCRATCH_BYTES WIRE_MAX_CHUNK
 
-/* Requests per comm the TCPX plugin tolerates, and NCCL's expectation. */
-#define WINDOW_LIMIT_TCPX 16
-#define WINDOW_LIMIT_DEFAULT 32
-
 void tpx_endpoint_params_init(tpx_endpoint_params_t *p) {
   memset(p, 0, sizeof(*p));
-}
-
-static int is_builtin(const char *s) {
-  return !s || !s[0] || strcmp(s, "tpx") == 0 || strcmp(s, "builtin") == 0;
-}
-
-/* The request limit per comm of the transport: TCPX allows 16, NCCL expects
- * plugins to sustain 32. Our own transport in strict mode mimics TCPX. */
-static int transport_limit(tpx_endpoint_t *ep, int builtin, int *unpack) {
-  int limit = WINDOW_LIMIT_DEFAULT;
-  *unpack = 0;
-  if (strstr(ep->net->name, "TCPX") || strstr(ep->net->name, "tcpx")) limit = WINDOW_LIMIT_TCPX;
-  if (builtin && ep->cfg.sock_strict) limit = WINDOW_LIMIT_TCPX;
-  for (int d = 0; d < ep->ndev; d++) {
-    tpx_net_props_t pr;
-    memset(&pr, 0, sizeof(pr));
-    if (ep->net->ops->get_properties(ep->net, d, &pr) != 0) continue;
-    if (pr.dev_type == TPX_NET_DEV_UNPACK || strstr(pr.name, "TCPX")) limit = WINDOW_LIMIT_TCPX;
-    if (pr.dev_type == TPX_NET_DEV_UNPACK) *unpack = 1;
-    if (!(pr.ptr_support & TPX_PTR_HOST))
-      TPX_WARN("endpoint %s: net device %d (%s) does not take host pointers", ep->name, d, pr.name);
-  }
-  return limit;
 }
 
 /* Open (or adopt) the transport, set up the GPU path and the window size. */
 static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *params) {
   tpx_config_t *c = &ep->cfg;
   const char *plugin = params->plugin ? params->plugin : c->net_plugin;
-  int builtin = 0, rc;
+  int rc;
   if (params->net) {
-    ep->net = params->net;
-    builtin = ep->net->abi_version == 0;
+    ep->net = params->net; /* opened by tpx_net_open*: its caps are filled */
     rc = 0;
-  } else if (is_builtin(plugin)) {
-    builtin = 1;
+  } else if (tpx_net_spec_is_builtin(plugin)) {
     /* Our channels spread the data: the transport's sockets per comm are
      * shared among them (tpx_config_nsocks). */
     tpx_config_t tc = *c;
@@ -79,18 +50,19 @@ static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *param
     ep->own_net = rc == 0;
   }
   if (rc) return rc;
+  const tpx_net_caps_t *caps = &ep->net->caps;
   rc = ep->net->ops->devices(ep->net, &ep->ndev);
   if (rc == 0 && ep->ndev < 1) rc = tpx_err(TPX_ENOENT, "endpoint %s: transport %s has no devices", ep->name, ep->net->name);
   if (rc) return rc;
+  if (!caps->host_ptr) TPX_WARN("endpoint %s: transport %s does not take host pointers on every device", ep->name, ep->net->name);
   if ((rc = gpu_ep_init(ep)) != 0) return rc; /* GPU path; installs the unpack stage for UNPACK transports */
-  int unpack = 0;
-  int limit = transport_limit(ep, builtin, &unpack);
-  if (unpack && !ep->consume) {
+  if (caps->unpack && !ep->consume) {
     /* Receives would land in the transport's bounce pages, not in our buffers:
      * refuse rather than deliver garbage until the consume stage exists. */
     return tpx_err(TPX_ENOTSUP, "endpoint %s: transport %s delivers receives through bounce buffers "
                    "(UNPACK device); the engine's unpack stage comes with GPU support", ep->name, ep->net->name);
   }
+  int limit = caps->max_requests;
   ep->window = c->window < limit ? c->window : limit;
   if (c->window > limit)
     TPX_INFO("endpoint %s: window %d capped to %d requests per comm by transport %s", ep->name, c->window,

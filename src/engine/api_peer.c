@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/ifname.h"
 #include "common/log.h"
 #include "common/ports.h"
 #include "common/util.h"
@@ -109,22 +110,50 @@ int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **out) {
 }
 
 /* ---- connection info ---- */
-/* NCCL_SOCKET_IFNAME syntax: "^a,b" excludes prefixes, "=a,b" exact names,
- * "a,b" prefixes; empty: anything but loopback and docker bridges. */
-static int ifname_match(const char *spec, const char *name) {
-  if (!spec || !spec[0]) return strcmp(name, "lo") != 0 && strncmp(name, "docker", 6) != 0;
-  int exclude = spec[0] == '^', exact = spec[0] == '=';
-  const char *s = spec + (exclude || exact);
-  char buf[256];
-  snprintf(buf, sizeof(buf), "%s", s);
-  int hit = 0;
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (exact ? strcmp(tok, name) == 0 : strncmp(tok, name, strlen(tok)) == 0) {
-      hit = 1;
-      break;
-    }
+/* Our addresses that peers may dial: the listen host when it names one,
+ * else the addresses of the interfaces TPX_SOCKET_IFNAME selects, with the
+ * transport's rule (common/ifname.h), so both planes use the same NICs. */
+#define CAND_MAX 64
+struct cand {
+  char name[IFNAMSIZ];
+  char addr[INET6_ADDRSTRLEN];
+};
+
+static int list_candidates(tpx_endpoint_t *ep, struct cand *c, int cap) {
+  struct ifaddrs *ifa = NULL;
+  int n = 0;
+  if (getifaddrs(&ifa) != 0) return 0;
+  for (struct ifaddrs *i = ifa; i && n < cap; i = i->ifa_next) {
+    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
+    int fam = i->ifa_addr->sa_family;
+    if (fam != AF_INET && !(fam == AF_INET6 && strcmp(ep->listen_host, "::") == 0)) continue;
+    const void *a = fam == AF_INET ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                                   : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+    if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL((const struct in6_addr *)a)) continue;
+    snprintf(c[n].name, sizeof(c[n].name), "%s", i->ifa_name);
+    if (inet_ntop(fam, a, c[n].addr, sizeof(c[n].addr))) n++;
   }
-  return exclude ? !hit : hit;
+  freeifaddrs(ifa);
+  return n;
+}
+
+static int our_addresses(tpx_endpoint_t *ep, struct conn_info *ci) {
+  int wildcard = !ep->listen_host[0] || strcmp(ep->listen_host, "0.0.0.0") == 0 || strcmp(ep->listen_host, "::") == 0;
+  if (!wildcard) {
+    snprintf(ci->addr[ci->naddr++], CONN_ADDR_MAX, "%s", ep->listen_host);
+    return 0;
+  }
+  struct cand c[CAND_MAX];
+  const char *names[CAND_MAX];
+  unsigned char sel[CAND_MAX];
+  int n = list_candidates(ep, c, CAND_MAX);
+  for (int i = 0; i < n; i++) names[i] = c[i].name;
+  int rc = tpx_ifname_select(ep->cfg.socket_ifname, names, n, sel);
+  if (rc < 0) return tpx_err(rc, "tpx_get_conn_info: TPX_SOCKET_IFNAME='%s' is malformed", ep->cfg.socket_ifname);
+  for (int i = 0; i < n && ci->naddr < CONN_MAX_ADDRS; i++)
+    if (sel[i]) snprintf(ci->addr[ci->naddr++], CONN_ADDR_MAX, "%s", c[i].addr);
+  if (ci->naddr == 0) snprintf(ci->addr[ci->naddr++], CONN_ADDR_MAX, "127.0.0.1");
+  return 0;
 }
 
 int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
@@ -136,29 +165,8 @@ int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
   ci.gpu = ep->gpu;
   ci.port = (uint16_t)ep->port;
   snprintf(ci.name, sizeof(ci.name), "%s", ep->name);
-  int wildcard = !ep->listen_host[0] || strcmp(ep->listen_host, "0.0.0.0") == 0 || strcmp(ep->listen_host, "::") == 0;
-  if (!wildcard) {
-    snprintf(ci.addr[ci.naddr++], CONN_ADDR_MAX, "%s", ep->listen_host);
-  } else {
-    struct ifaddrs *ifa = NULL;
-    if (getifaddrs(&ifa) == 0) {
-      for (struct ifaddrs *i = ifa; i && ci.naddr < CONN_MAX_ADDRS; i = i->ifa_next) {
-        if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
-        int fam = i->ifa_addr->sa_family;
-        if (fam != AF_INET && !(fam == AF_INET6 && strcmp(ep->listen_host, "::") == 0)) continue;
-        if (!ifname_match(ep->cfg.socket_ifname, i->ifa_name)) continue;
-        char h[INET6_ADDRSTRLEN];
-        const void *a = fam == AF_INET ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
-                                       : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-        if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL((const struct in6_addr *)a)) continue;
-        inet_ntop(fam, a, h, sizeof(h));
-        snprintf(ci.addr[ci.naddr++], CONN_ADDR_MAX, "%s", h);
-      }
-      freeifaddrs(ifa);
-    }
-    if (ci.naddr == 0) snprintf(ci.addr[ci.naddr++], CONN_ADDR_MAX, "127.0.0.1");
-  }
-  return conn_info_encode(&ci, buf, cap, len);
+  int rc = our_addresses(ep, &ci);
+  return rc ? rc : conn_info_encode(&ci, buf, cap, len);
 }
 
 int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **out) {

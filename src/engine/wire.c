@@ -35,15 +35,15 @@ static void wb_u8(struct wbuf *b, uint8_t v) {
 }
 static void wb_u16(struct wbuf *b, uint16_t v) {
   uint8_t *p = wb_grow(b, 2);
-  if (p) le_put16(p, v);
+  if (p) tpx_put16(p, v);
 }
 static void wb_u32(struct wbuf *b, uint32_t v) {
   uint8_t *p = wb_grow(b, 4);
-  if (p) le_put32(p, v);
+  if (p) tpx_put32(p, v);
 }
 static void wb_u64(struct wbuf *b, uint64_t v) {
   uint8_t *p = wb_grow(b, 8);
-  if (p) le_put64(p, v);
+  if (p) tpx_put64(p, v);
 }
 static void wb_bytes(struct wbuf *b, const void *src, size_t n) {
   if (n == 0) return;
@@ -82,7 +82,7 @@ static int frame_end(struct wbuf *b, size_t start) {
     b->len = start;
     return tpx_err(TPX_EINVAL, "control message of %zu bytes exceeds %u", plen, WIRE_MAX_PAYLOAD);
   }
-  le_put32(b->p + start + 8, (uint32_t)plen);
+  tpx_put32(b->p + start + 8, (uint32_t)plen);
   return 0;
 }
 
@@ -94,8 +94,8 @@ long wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f) {
   if (avail < WIRE_HDR_BYTES) return 0;
   f->version = buf[4];
   f->type = buf[5];
-  uint16_t flags = le_get16(buf + 6);
-  f->len = le_get32(buf + 8);
+  uint16_t flags = tpx_get16(buf + 6);
+  f->len = tpx_get32(buf + 8);
   if (f->version != WIRE_VERSION)
     return tpx_err(TPX_EVERSION, "control stream: protocol version %u, we speak %u", f->version,
                    WIRE_VERSION);
@@ -131,15 +131,15 @@ static uint8_t rd_u8(struct rd *r) {
 }
 static uint16_t rd_u16(struct rd *r) {
   const uint8_t *p = rd_take(r, 2);
-  return p ? le_get16(p) : 0;
+  return p ? tpx_get16(p) : 0;
 }
 static uint32_t rd_u32(struct rd *r) {
   const uint8_t *p = rd_take(r, 4);
-  return p ? le_get32(p) : 0;
+  return p ? tpx_get32(p) : 0;
 }
 static uint64_t rd_u64(struct rd *r) {
   const uint8_t *p = rd_take(r, 8);
-  return p ? le_get64(p) : 0;
+  return p ? tpx_get64(p) : 0;
 }
 static int rd_done(struct rd *r, const char *what) {
   if (r->bad) return tpx_err(TPX_EPROTO, "control message %s: truncated", what);
@@ -289,9 +289,9 @@ int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32
   uint8_t *p = wb_grow(b, (size_t)n * WIRE_ENTRY_BYTES);
   if (p) {
     for (uint32_t i = 0; i < n; i++, p += WIRE_ENTRY_BYTES) {
-      le_put64(p, e[i].region);
-      le_put64(p + 8, e[i].addr);
-      le_put64(p + 16, e[i].len);
+      tpx_put64(p, e[i].region);
+      tpx_put64(p + 8, e[i].addr);
+      tpx_put64(p + 16, e[i].len);
     }
   }
   wb_u8(b, notif != NULL);
@@ -326,7 +326,7 @@ int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
   if (!r.bad && m->inl > 1) return tpx_err(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
   if (!r.bad && m->inl && f->type == MSG_WRITE) {
     for (uint32_t i = 0; i < m->n; i++) {
-      uint64_t l = le_get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
+      uint64_t l = tpx_get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
       if (l > WIRE_MAX_INLINE || m->inl_len + l > WIRE_MAX_INLINE)
         return tpx_err(TPX_EPROTO, "%s: inline data over %d bytes", what, WIRE_MAX_INLINE);
       m->inl_len += l;
@@ -341,9 +341,9 @@ int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
 }
 void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
   const uint8_t *p = entries + (size_t)i * WIRE_ENTRY_BYTES;
-  e->region = le_get64(p);
-  e->addr = le_get64(p + 8);
-  e->len = le_get64(p + 16);
+  e->region = tpx_get64(p);
+  e->addr = tpx_get64(p + 8);
+  e->len = tpx_get64(p + 16);
 }
 
 int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov) {
@@ -463,29 +463,29 @@ int conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
 int md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len) {
   if (cap < MD_BLOB_BYTES) return tpx_err(TPX_EINVAL, "descriptor needs %d bytes, buffer has %zu", MD_BLOB_BYTES, cap);
   uint8_t *p = buf;
-  le_put32(p, BLOB_MD_MAGIC);
+  tpx_put32(p, BLOB_MD_MAGIC);
   p[4] = BLOB_VERSION;
   p[5] = m->type;
-  le_put32(p + 6, m->access);
-  le_put32(p + 10, (uint32_t)m->device);
-  le_put64(p + 14, m->owner);
-  le_put64(p + 22, m->region);
-  le_put64(p + 30, m->addr);
-  le_put64(p + 38, m->len);
+  tpx_put32(p + 6, m->access);
+  tpx_put32(p + 10, (uint32_t)m->device);
+  tpx_put64(p + 14, m->owner);
+  tpx_put64(p + 22, m->region);
+  tpx_put64(p + 30, m->addr);
+  tpx_put64(p + 38, m->len);
   *len = MD_BLOB_BYTES;
   return 0;
 }
 int md_decode(const uint8_t *p, size_t len, struct md_info *m) {
-  if (len < 5 || le_get32(p) != BLOB_MD_MAGIC) return tpx_err(TPX_EPROTO, "memory descriptor: bad magic");
+  if (len < 5 || tpx_get32(p) != BLOB_MD_MAGIC) return tpx_err(TPX_EPROTO, "memory descriptor: bad magic");
   if (p[4] != BLOB_VERSION) return tpx_err(TPX_EVERSION, "memory descriptor: version %u, we read %u", p[4], BLOB_VERSION);
   if (len != MD_BLOB_BYTES) return tpx_err(TPX_EPROTO, "memory descriptor: %zu bytes, expected %d", len, MD_BLOB_BYTES);
   m->type = p[5];
-  m->access = le_get32(p + 6);
-  m->device = (int32_t)le_get32(p + 10);
-  m->owner = le_get64(p + 14);
-  m->region = le_get64(p + 22);
-  m->addr = le_get64(p + 30);
-  m->len = le_get64(p + 38);
+  m->access = tpx_get32(p + 6);
+  m->device = (int32_t)tpx_get32(p + 10);
+  m->owner = tpx_get64(p + 14);
+  m->region = tpx_get64(p + 22);
+  m->addr = tpx_get64(p + 30);
+  m->len = tpx_get64(p + 38);
   if (m->type > 1 || (m->access & ~3u) != 0 || m->len == 0 || m->addr + m->len < m->addr)
     return tpx_err(TPX_EPROTO, "memory descriptor: invalid fields");
   return 0;

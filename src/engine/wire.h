@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "common/le.h"
 #include "tpx/endpoint.h"
 #include "tpx/net.h"
 
@@ -155,24 +156,15 @@ int wire_get_status(const struct wire_frame *f, struct wire_status *m);
 int wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
 void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 
-/* Little-endian load/store helpers (also used for the blobs). */
-static inline void le_put16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static inline void le_put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void le_put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t le_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t le_get32(const uint8_t *p) {
-  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline uint64_t le_get64(const uint8_t *p) {
-  return (uint64_t)le_get32(p) | ((uint64_t)le_get32(p + 4) << 32);
-}
+/* The little-endian helpers are common/le.h's tpx_put* / tpx_get* (shared
+ * with the built-in transport's wire format). The le_* spellings below are
+ * the engine's former names, kept only for the tests that still use them. */
+#define le_put16 tpx_put16
+#define le_put32 tpx_put32
+#define le_put64 tpx_put64
+#define le_get16 tpx_get16
+#define le_get32 tpx_get32
+#define le_get64 tpx_get64
 
 /* Blobs handed to applications (same byte order, own magic). */
 #define BLOB_CONN_MAGIC 0x49585054u /* "TPXI" */

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "net/adapt.h"
+#include "net/caps.h"
 #include "net/loader.h"
 #include "tpx/config.h"
 #include "tpx/net.h"
@@ -46,8 +47,9 @@ static void plugin_log(int level, unsigned long flags, const char *file, int lin
 
 /* ---- finding the file -------------------------------------------------------------- */
 
-static int is_builtin(const char *spec) {
-  return spec[0] == '\0' || strcmp(spec, "tpx") == 0 || strcmp(spec, "builtin") == 0;
+int tpx_net_spec_is_builtin(const char *spec) {
+  return spec == NULL || spec[0] == '\0' || strcmp(spec, "tpx") == 0 ||
+         strcmp(spec, "builtin") == 0;
 }
 
 /* dlerror() reports a missing candidate as "<name>: cannot open shared object
@@ -124,6 +126,14 @@ static int probe(void *dl, const char *file, int max_version, const void **table
 
 /* ---- open / close ---------------------------------------------------------------------- */
 
+/* Our own libnccl-net-tpx.so (the built-in transport behind the plugin ABI,
+ * named "tpx") reads TPX_SOCK_STRICT from this same environment, and its
+ * HOST devices cannot report that it then allows only 16 requests per comm.
+ * (Its unpack mode shows as UNPACK devices.) */
+static int own_plugin_strict(const tpx_net_t *net) {
+  return strcmp(net->name, "tpx") == 0 && tpx_config_global()->sock_strict;
+}
+
 static void plugin_destroy(tpx_net_t *net) {
   struct tpx_plugin *p = net->impl;
   tpx_adapt_fini(p);
@@ -140,7 +150,7 @@ int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out) {
   if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open: out is NULL");
   *out = NULL;
   if (spec == NULL) spec = tpx_config_global()->net_plugin;
-  if (is_builtin(spec)) return tpx_net_open_builtin(NULL, out);
+  if (tpx_net_spec_is_builtin(spec)) return tpx_net_open_builtin(NULL, out);
   if (max_version < NCCLNET_MIN_VERSION || max_version > NCCLNET_MAX_VERSION)
     return tpx_err(TPX_EINVAL, "tpx_net_open: ABI version %d outside %d..%d", max_version,
                    NCCLNET_MIN_VERSION, NCCLNET_MAX_VERSION);
@@ -174,6 +184,10 @@ int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out) {
     p->ops.destroy = plugin_destroy;
     p->net.ops = &p->ops;
     rc = tpx_adapt_init(p, plugin_log);
+  }
+  if (rc == 0) {
+    rc = tpx_net_caps_init(&p->net, 0, own_plugin_strict(&p->net));
+    if (rc) tpx_adapt_fini(p);
   }
   if (rc) {
     dlclose(dl);

@@ -1,57 +1,14 @@
-/* Interface selection for the built-in transport: the NCCL_SOCKET_IFNAME list
- * syntax, the choice of one address per interface, and address printing. */
+/* Interface selection for the built-in transport: which interfaces (the
+ * NCCL_SOCKET_IFNAME matcher of common/ifname.h), one address per interface,
+ * and address printing. */
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/error.h"
+#include "common/ifname.h"
 #include "sock/sock.h"
-
-int tpx_sock_iflist_parse(const char *spec, tpx_sock_iflist_t *out) {
-  memset(out, 0, sizeof(*out));
-  if (spec == NULL) return 0;
-  const char *p = spec;
-  while (isspace((unsigned char)*p))
-    p++;
-  if (*p == '^') out->exclude = 1, p++;
-  if (*p == '=') out->exact = 1, p++;
-  while (*p) {
-    const char *end = strchr(p, ',');
-    if (end == NULL) end = p + strlen(p);
-    const char *a = p, *b = end;
-    while (a < b && isspace((unsigned char)*a))
-      a++;
-    while (b > a && isspace((unsigned char)b[-1]))
-      b--;
-    size_t len = (size_t)(b - a);
-    if (len > 0) {
-      if (len >= TPX_SOCK_IFNAMSIZ)
-        return tpx_err(TPX_EINVAL, "socket ifname list '%s': '%.*s' is longer than %d characters",
-                       spec, (int)len, a, TPX_SOCK_IFNAMSIZ - 1);
-      if (out->n >= TPX_SOCK_IFLIST_MAX)
-        return tpx_err(TPX_EINVAL, "socket ifname list '%s': more than %d names", spec,
-                       TPX_SOCK_IFLIST_MAX);
-      memcpy(out->names[out->n], a, len);
-      out->names[out->n][len] = '\0';
-      out->n++;
-    }
-    p = *end ? end + 1 : end;
-  }
-  return 0;
-}
-
-int tpx_sock_iflist_match(const tpx_sock_iflist_t *l, const char *ifname) {
-  int hit = 0;
-  for (int i = 0; i < l->n && !hit; i++) {
-    if (l->exact)
-      hit = strcmp(ifname, l->names[i]) == 0;
-    else
-      hit = strncmp(ifname, l->names[i], strlen(l->names[i])) == 0;
-  }
-  return l->exclude ? !hit : hit;
-}
 
 int tpx_sock_parse_family(const char *s) {
   if (s == NULL || s[0] == '\0') return 0;
@@ -83,42 +40,38 @@ static int addr_rank(const tpx_sock_ifaddr_t *a, int family) {
 
 int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
                     tpx_sock_ifaddr_t *out, int max) {
-  tpx_sock_iflist_t list;
-  int use_default = spec == NULL || spec[0] == '\0';
-  if (!use_default) {
-    int rc = tpx_sock_iflist_parse(spec, &list);
-    if (rc != 0) return rc;
+  tpx_ifname_spec_t s;
+  int rc = tpx_ifname_parse(spec, &s);
+  if (rc != 0) return rc;
+  /* As NCCL, only the best tier among the usable interfaces is used (an
+   * explicit list has one tier; the automatic choice falls back to docker
+   * and lo only when nothing else is up). */
+  int best = -1;
+  for (int i = 0; i < n; i++) {
+    if (!all[i].up || addr_rank(&all[i], family) < 0) continue;
+    int t = tpx_ifname_tier(&s, all[i].name);
+    if (t >= 0 && (best < 0 || t < best)) best = t;
   }
-  /* Two passes for the default: non-loopback first, then loopback alone. */
-  for (int pass = 0; pass < (use_default ? 2 : 1); pass++) {
-    int cnt = 0;
-    int ranks[TPX_SOCK_MAX_DEVS];
-    for (int i = 0; i < n; i++) {
-      const tpx_sock_ifaddr_t *a = &all[i];
-      if (!a->up) continue;
-      if (use_default) {
-        if (pass == 0 && a->loopback) continue;
-        if (pass == 1 && !a->loopback) continue;
-      } else if (!tpx_sock_iflist_match(&list, a->name)) {
-        continue;
-      }
-      int r = addr_rank(a, family);
-      if (r < 0) continue;
-      int j = 0;
-      while (j < cnt && strcmp(out[j].name, a->name) != 0)
-        j++;
-      if (j < cnt) {
-        if (r > ranks[j]) out[j] = *a, ranks[j] = r;
-        continue;
-      }
-      if (cnt >= max || cnt >= TPX_SOCK_MAX_DEVS) continue;
-      out[cnt] = *a;
-      ranks[cnt] = r;
-      cnt++;
+  if (best < 0) return 0;
+  int cnt = 0;
+  int ranks[TPX_SOCK_MAX_DEVS];
+  for (int i = 0; i < n; i++) {
+    const tpx_sock_ifaddr_t *a = &all[i];
+    int r = a->up ? addr_rank(a, family) : -1;
+    if (r < 0 || tpx_ifname_tier(&s, a->name) != best) continue;
+    int j = 0;
+    while (j < cnt && strcmp(out[j].name, a->name) != 0)
+      j++;
+    if (j < cnt) {
+      if (r > ranks[j]) out[j] = *a, ranks[j] = r;
+      continue;
     }
-    if (cnt > 0 || !use_default) return cnt;
+    if (cnt >= max || cnt >= TPX_SOCK_MAX_DEVS) continue;
+    out[cnt] = *a;
+    ranks[cnt] = r;
+    cnt++;
   }
-  return 0;
+  return cnt;
 }
 
 socklen_t tpx_sock_addr_len(const struct sockaddr_storage *a) {

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/ifname.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
+#include "net/caps.h"
 #include "sock/sock.h"
 
 /* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
@@ -104,7 +106,7 @@ static int discover(tpx_sock_net_t *sn) {
                    : family == AF_INET6 ? "IPv6"
                                         : "IP",
                    sn->cfg.socket_ifname[0] ? sn->cfg.socket_ifname
-                                            : "(default: non-loopback, else lo)");
+                                            : "(" TPX_IFNAME_DEFAULT_DESC ")");
   }
   for (int i = 0; i < cnt; i++) {
     tpx_sock_dev_t *d = &sn->devs[i];
@@ -417,6 +419,12 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   snprintf(sn->pub.name, sizeof(sn->pub.name), "tpx");
   sn->pub.abi_version = 0;
   sn->pub.impl = sn;
+  /* Unpack mode follows the TCPX plugin's rules too (comm.c). */
+  rc = tpx_net_caps_init(&sn->pub, 1, cfg->sock_strict || cfg->sock_unpack);
+  if (rc != 0) {
+    sock_destroy(&sn->pub);
+    return rc;
+  }
   *out = &sn->pub;
   return 0;
 }

@@ -1,7 +1,7 @@
 /* The built-in TCP transport ("tpx"): internal declarations.
  *
  * Layout of the code:
- *   ifaces.c   interface list parsing/matching, device discovery, sysfs props
+ *   ifaces.c   interface selection (common/ifname.h matcher), addresses
  *   handles.c  the per-net handle table: every object given to the caller
  *              (listen/send/recv comm, memory handle, connect state, request)
  *              is an opaque token checked on every call, so unknown, freed and
@@ -70,24 +70,7 @@
 #define TPX_SOCK_MAX_OBJECTS 65534
 #define TPX_SOCK_IFNAMSIZ 16
 
-/* ---- interface lists (ifaces.c) -------------------------------------------- */
-
-#define TPX_SOCK_IFLIST_MAX 32
-/* NCCL_SOCKET_IFNAME syntax: comma-separated names; leading '^' excludes the
- * listed names, leading '=' makes them exact names instead of prefixes ("^="
- * combines both). Empty items are skipped, blanks around items trimmed. */
-typedef struct tpx_sock_iflist {
-  int exclude;
-  int exact;
-  int n;
-  char names[TPX_SOCK_IFLIST_MAX][TPX_SOCK_IFNAMSIZ];
-} tpx_sock_iflist_t;
-
-/* 0, or TPX_EINVAL (too many items, an item longer than an interface name). */
-int tpx_sock_iflist_parse(const char *spec, tpx_sock_iflist_t *out);
-/* 1 when ifname is selected by the list. An empty include list selects
- * nothing; an empty exclude list ("^") everything. */
-int tpx_sock_iflist_match(const tpx_sock_iflist_t *l, const char *ifname);
+/* ---- interfaces (ifaces.c) ------------------------------------------------- */
 
 /* One usable address of one interface (what getifaddrs gives). */
 typedef struct tpx_sock_ifaddr {
@@ -97,11 +80,13 @@ typedef struct tpx_sock_ifaddr {
   struct sockaddr_storage addr; /* AF_INET or AF_INET6, port 0 */
 } tpx_sock_ifaddr_t;
 
-/* Pick devices from a list of interface addresses: spec (may be NULL/empty:
- * every up non-loopback interface, else loopback), family (0 = IPv4 first,
- * AF_INET, AF_INET6). One entry per interface, in first-seen order, with its
- * preferred address (IPv4; else global IPv6; else link-local IPv6; loopback:
- * 127.0.0.1 or ::1). Returns the count (<= max) or a negative code. Pure. */
+/* Pick devices from a list of interface addresses: spec (NCCL_SOCKET_IFNAME
+ * syntax, common/ifname.h; NULL/empty: NCCL's automatic choice, which falls
+ * back to docker* and lo* only when nothing else is up), family (0 = IPv4
+ * first, AF_INET, AF_INET6). One entry per interface, in first-seen order,
+ * with its preferred address (IPv4; else global IPv6; else link-local IPv6;
+ * loopback: 127.0.0.1 or ::1). Returns the count (<= max) or a negative
+ * code. Pure. */
 int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
                     tpx_sock_ifaddr_t *out, int max);
 

@@ -1,6 +1,6 @@
 /* Wire formats of the built-in TCP transport, defined once.
  *
- * All integers are little-endian on the wire (explicit encode/decode below),
+ * All integers are little-endian on the wire (encoded with common/le.h),
  * addresses and ports are in network order where the socket API wants them.
  *
  * 1. The listen handle (TPX_NET_HANDLE_BYTES = 128 bytes), filled by listen and
@@ -59,6 +59,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/le.h" /* tpx_put16 .. tpx_get64 */
+
 #define TPX_WIRE_VERSION 2u
 #define TPX_WIRE_HANDLE_MAGIC 0x4c585054u /* "TPXL" */
 #define TPX_WIRE_HELLO_MAGIC 0x48585054u  /* "TPXH" */
@@ -78,34 +80,6 @@
 #define TPX_WH_NONCE 32
 #define TPX_WH_STATE 96
 #define TPX_WH_CHECK 104
-
-static inline void tpx_put16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static inline void tpx_put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void tpx_put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t tpx_get16(const uint8_t *p) {
-  return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t tpx_get32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-static inline uint64_t tpx_get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
 
 static inline void tpx_wire_part_encode(uint8_t *h, uint64_t seq, uint64_t size, uint64_t off,
                                         uint64_t len) {

@@ -317,9 +317,10 @@ int main(int argc, char **argv) {
   int ret = 2;
   if (pick_device() != 0) goto out;
   G.unpack = G.props.dev_type == TPX_NET_DEV_UNPACK;
+  /* TCPX quirks: an UNPACK device, or a loaded plugin limited to 16 requests. */
   G.quirks = G.o.quirks >= 0 ? G.o.quirks
-                             : (G.unpack || strcasestr(G.net->name, "tcpx") != NULL);
-  G.window = G.o.window > 0 ? G.o.window : (G.quirks ? 16 : 32);
+                             : (G.unpack || (G.net->caps.max_requests == TPX_NET_TCPX_MAX_REQUESTS && !G.net->caps.builtin));
+  G.window = G.o.window > 0 ? G.o.window : G.net->caps.max_requests;
   printf("tpx-conformance: transport '%s' (%s, ncclNet v%d), device %d '%s' of %d, role %s, "
          "window %d, TCPX quirks %s, max message %zu B\n",
          G.net->name, G.o.plugin ? G.o.plugin : "default", G.net->abi_version, G.dev,

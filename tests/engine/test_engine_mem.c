@@ -43,7 +43,7 @@ static void test_pieces(void **state) {
   memset(&ops, 0, sizeof(ops));
   ops.reg_mr = f_reg;
   ops.dereg_mr = f_dereg;
-  tpx_net_t net = {&ops, "fake", 7, NULL};
+  tpx_net_t net = {.ops = &ops, .name = "fake", .abi_version = 7};
   tpx_endpoint_t *ep = calloc(1, sizeof(*ep));
   pthread_mutex_init(&ep->lock, NULL);
   ep->net = &net;

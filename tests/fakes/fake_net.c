@@ -2,7 +2,8 @@
  * several .so files that differ by which tables they export (FAKE_V7 ..
  * FAKE_V11), plus flavours: FAKE_INIT_FAIL (init returns a system error),
  * FAKE_UNPACK (v7 device offload: fills the device handle, has getDeviceMr
- * and irecvConsumed). It counts every call in `fake_stats`.
+ * and irecvConsumed), FAKE_TCPX_NAME (the v7 table is named like a HOST-type
+ * GPUDirect-TCPX build). It counts every call in `fake_stats`.
  *
  * Both ends of a connection live in this process: listen writes a pointer to
  * the listen comm into the handle; connect and accept each answer "not yet"
@@ -422,6 +423,12 @@ static ncclnet_result_t f_listen_noctx(int dev, void *handle, void **lc) {
 }
 #endif
 
+#ifdef FAKE_TCPX_NAME
+#define FAKE_V7_NAME "GPUDirectTCPX_host"
+#else
+#define FAKE_V7_NAME "fake_v7"
+#endif
+
 #ifdef FAKE_V7
 static ncclnet_result_t f_init7(ncclnet_logger_t l) {
   return f_init(7, l);
@@ -431,7 +438,7 @@ static ncclnet_result_t f_props7(int dev, ncclnet_props_v7_t *p) {
   return NCCLNET_SUCCESS;
 }
 EXPORT const ncclnet_v7_t ncclNetPlugin_v7 = {
-    "fake_v7",    f_init7,      f_devices,      f_props7,      f_listen_noctx, f_connect, f_accept,
+    FAKE_V7_NAME, f_init7,      f_devices,      f_props7,      f_listen_noctx, f_connect, f_accept,
     f_regmr_int,  NULL,         f_deregmr,      f_isend_int,   f_irecv_int,    f_iflush,  f_test,
     f_close_send, f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
 #endif

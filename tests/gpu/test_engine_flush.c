@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "cuda/gpu.h"
 #include "gpu_check.h"
+#include "net/caps.h"
 #include "tpx/net.h"
 #include "tpx/tpx.h"
 
@@ -217,6 +218,7 @@ static struct wnet *wnet_open(const tpx_config_t *cfg) {
   snprintf(w->pub.name, sizeof(w->pub.name), "gdr-sim");
   w->pub.abi_version = 9; /* a plugin, as far as the engine can tell */
   w->pub.impl = w;
+  MUST(tpx_net_caps_init(&w->pub, 0, 0)); /* from its own properties: CUDA pointers, iflush */
   return w;
 }
 

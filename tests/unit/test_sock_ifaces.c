@@ -1,85 +1,11 @@
-/* Built-in transport: NCCL_SOCKET_IFNAME parsing and matching, and the choice
- * of devices and addresses from a synthetic interface list (pure functions). */
+/* Built-in transport: the choice of devices and addresses from a synthetic
+ * interface list (pure functions). The NCCL_SOCKET_IFNAME matcher itself is
+ * tested in test_ifname.c. */
 #include <arpa/inet.h>
 #include <string.h>
 
 #include "sock/sock.h"
 #include "test_sock_util.h"
-
-static void test_parse(void **state) {
-  (void)state;
-  tpx_sock_iflist_t l;
-  assert_int_equal(tpx_sock_iflist_parse("eth,ens", &l), 0);
-  assert_int_equal(l.n, 2);
-  assert_false(l.exclude);
-  assert_false(l.exact);
-  assert_string_equal(l.names[0], "eth");
-  assert_string_equal(l.names[1], "ens");
-
-  assert_int_equal(tpx_sock_iflist_parse("^docker,lo", &l), 0);
-  assert_true(l.exclude);
-  assert_false(l.exact);
-  assert_int_equal(l.n, 2);
-
-  assert_int_equal(tpx_sock_iflist_parse("=eth0,eth1", &l), 0);
-  assert_true(l.exact);
-  assert_false(l.exclude);
-
-  assert_int_equal(tpx_sock_iflist_parse("^=eth0", &l), 0);
-  assert_true(l.exact);
-  assert_true(l.exclude);
-  assert_int_equal(l.n, 1);
-
-  /* Blanks and empty items are ignored. */
-  assert_int_equal(tpx_sock_iflist_parse(" eth0 ,, ib0 ,", &l), 0);
-  assert_int_equal(l.n, 2);
-  assert_string_equal(l.names[0], "eth0");
-  assert_string_equal(l.names[1], "ib0");
-
-  assert_int_equal(tpx_sock_iflist_parse("", &l), 0);
-  assert_int_equal(l.n, 0);
-  assert_int_equal(tpx_sock_iflist_parse(NULL, &l), 0);
-  assert_int_equal(l.n, 0);
-
-  /* Too long a name, too many names. */
-  assert_int_equal(tpx_sock_iflist_parse("abcdefghijklmnopq", &l), TPX_EINVAL);
-  char many[400] = "";
-  for (int i = 0; i < TPX_SOCK_IFLIST_MAX + 1; i++)
-    strcat(many, "e,");
-  assert_int_equal(tpx_sock_iflist_parse(many, &l), TPX_EINVAL);
-}
-
-static void test_match(void **state) {
-  (void)state;
-  tpx_sock_iflist_t l;
-  tpx_sock_iflist_parse("eth,ens", &l);
-  assert_true(tpx_sock_iflist_match(&l, "eth0"));
-  assert_true(tpx_sock_iflist_match(&l, "eth12"));
-  assert_true(tpx_sock_iflist_match(&l, "ens5"));
-  assert_false(tpx_sock_iflist_match(&l, "lo"));
-  assert_false(tpx_sock_iflist_match(&l, "et"));
-
-  tpx_sock_iflist_parse("=eth1", &l);
-  assert_true(tpx_sock_iflist_match(&l, "eth1"));
-  assert_false(tpx_sock_iflist_match(&l, "eth10"));
-  assert_false(tpx_sock_iflist_match(&l, "eth"));
-
-  tpx_sock_iflist_parse("^docker,lo", &l);
-  assert_true(tpx_sock_iflist_match(&l, "eth0"));
-  assert_false(tpx_sock_iflist_match(&l, "docker0"));
-  assert_false(tpx_sock_iflist_match(&l, "lo"));
-  assert_false(tpx_sock_iflist_match(&l, "lo2"));
-
-  tpx_sock_iflist_parse("^=eth1", &l);
-  assert_false(tpx_sock_iflist_match(&l, "eth1"));
-  assert_true(tpx_sock_iflist_match(&l, "eth10"));
-  assert_true(tpx_sock_iflist_match(&l, "lo"));
-
-  tpx_sock_iflist_parse("^", &l); /* exclude nothing */
-  assert_true(tpx_sock_iflist_match(&l, "eth0"));
-  tpx_sock_iflist_parse("", &l); /* include nothing */
-  assert_false(tpx_sock_iflist_match(&l, "eth0"));
-}
 
 static tpx_sock_ifaddr_t v4(const char *name, const char *ip, int up, int loop) {
   tpx_sock_ifaddr_t a;
@@ -125,14 +51,14 @@ static void test_select(void **state) {
   tpx_sock_ifaddr_t out[8];
   char b[80];
 
-  /* Default: up, non-loopback, first-seen order, IPv4 preferred. */
+  /* Default (NCCL's): up, neither docker* nor lo*, first-seen order, IPv4
+   * preferred. */
   int k = tpx_sock_select(NULL, 0, all, n, out, 8);
-  assert_int_equal(k, 3);
+  assert_int_equal(k, 2);
   assert_string_equal(out[0].name, "eth0");
   assert_string_equal(ip_of(&out[0], b), "10.0.0.2:0");
   assert_string_equal(out[1].name, "eth2");
   assert_string_equal(ip_of(&out[1], b), "[2001:db8::2]:0"); /* global over link-local */
-  assert_string_equal(out[2].name, "docker0");
 
   /* Only loopback up: the default falls back to lo (127.0.0.1 exactly). */
   tpx_sock_ifaddr_t only_lo[] = {v4("lo", "127.0.0.2", 1, 1), v4("lo", "127.0.0.1", 1, 1),
@@ -141,6 +67,27 @@ static void test_select(void **state) {
   assert_int_equal(k, 1);
   assert_string_equal(out[0].name, "lo");
   assert_string_equal(ip_of(&out[0], b), "127.0.0.1:0");
+
+  /* NCCL's fallbacks: docker before lo; ib* before everything else; an
+   * interface without a usable address (family) does not count. */
+  tpx_sock_ifaddr_t fall[] = {v4("lo", "127.0.0.1", 1, 1), v4("docker0", "172.17.0.1", 1, 0),
+                              v4("eth0", "10.0.0.2", 0, 0), v6("eth1", "fd00::1", 1, 0)};
+  k = tpx_sock_select(NULL, AF_INET, fall, 4, out, 8);
+  assert_int_equal(k, 1);
+  assert_string_equal(out[0].name, "docker0");
+  k = tpx_sock_select(NULL, 0, fall, 4, out, 8);
+  assert_int_equal(k, 1);
+  assert_string_equal(out[0].name, "eth1");
+  tpx_sock_ifaddr_t ib[] = {v4("eth0", "10.0.0.2", 1, 0), v4("ib0", "10.1.0.2", 1, 0),
+                            v4("lo", "127.0.0.1", 1, 1)};
+  k = tpx_sock_select(NULL, 0, ib, 3, out, 8);
+  assert_int_equal(k, 1);
+  assert_string_equal(out[0].name, "ib0");
+  /* An explicit list has no fallback: ^eth here means ib0 and lo. */
+  k = tpx_sock_select("^eth", 0, ib, 3, out, 8);
+  assert_int_equal(k, 2);
+  assert_string_equal(out[0].name, "ib0");
+  assert_string_equal(out[1].name, "lo");
 
   /* Explicit lists. */
   k = tpx_sock_select("lo", 0, all, n, out, 8);
@@ -212,8 +159,8 @@ static void test_open_ifname(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse),       cmocka_unit_test(test_match),
-      cmocka_unit_test(test_select),      cmocka_unit_test(test_family),
+      cmocka_unit_test(test_select),
+      cmocka_unit_test(test_family),
       cmocka_unit_test(test_open_ifname),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

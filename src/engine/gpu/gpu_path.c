@@ -35,7 +35,7 @@ int gpu_ep_init(tpx_endpoint_t *ep) {
   g->ep = ep;
   g->unpack = unpack;
   g->cuda_ptr = cuda_all;
-  g->send_stage = !cuda_all || ep->net->abi_version == 0;
+  g->send_stage = !cuda_all || ep->net->caps.builtin;
   g->recv_stage = !cuda_all && !unpack;
   g->unpack_mode = mode;
   g->pin_dev = -1;

@@ -1,0 +1,14 @@
+/* Filling tpx_net_t.caps (tpx/net.h) once, when a transport is opened. */
+#ifndef TPX_NET_CAPS_H
+#define TPX_NET_CAPS_H
+
+#include "tpx/net.h"
+
+/* Work out net->caps from net->ops (devices, get_properties, iflush) and
+ * net->name. builtin: net is the built-in transport; strict: it enforces the
+ * TCPX plugin's rules (the built-in's strict or unpack mode). Returns 0, or
+ * the code of the devices / get_properties call that failed (net->caps is
+ * then all zero). */
+int tpx_net_caps_init(tpx_net_t *net, int builtin, int strict);
+
+#endif
