@@ -7,12 +7,12 @@
  * every tool they link the static libtpx.a, where the internal symbols that
  * libtpx.so hides (-fvisibility=hidden) still link. Who uses what, and why:
  *
- *  - tpx-bench: cuda/gpu.h (tpx_gpu_retain/release, _malloc/_free, _memcpy,
+ *  - tpx-bench: cuda/gpu.h (tpx__gpu_retain/release, _malloc/_free, _memcpy,
  *    _device_count) for its --mem cuda buffers in the library's own primary-
- *    context references, and tpx_gpu_ctx_refs/_ctx_retained to report that
+ *    context references, and tpx__gpu_ctx_refs/_ctx_retained to report that
  *    the engine released every context it retained at teardown.
  *  - tpx-unpack-bench: cuda/unpack.h, the TCPX unpack kernels themselves
- *    (tpx_unpacker_*, tpx_unpack_submit/_wait/_sync, tpx_unpack_cpu for the
+ *    (tpx_unpacker_*, tpx__unpack_submit/_wait/_sync, tpx__unpack_cpu for the
  *    reference result), which the engine drives internally and no public call
  *    reaches; and cuda/gpu.h for its pinned and device buffers.
  *

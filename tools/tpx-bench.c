@@ -187,13 +187,13 @@ static int bbuf_alloc(struct bbuf *b, size_t len, int cuda, int gpu, unsigned se
     b->p = h;
     return 0;
   }
-  int rc = tpx_gpu_retain(gpu); /* ours, released in bbuf_free */
-  if (rc == 0 && (rc = tpx_gpu_malloc(gpu, len, &b->p)) == 0) rc = tpx_gpu_memcpy(gpu, b->p, h, len);
+  int rc = tpx__gpu_retain(gpu); /* ours, released in bbuf_free */
+  if (rc == 0 && (rc = tpx__gpu_malloc(gpu, len, &b->p)) == 0) rc = tpx__gpu_memcpy(gpu, b->p, h, len);
   free(h);
   if (rc) {
-    if (b->p) tpx_gpu_free(gpu, b->p);
+    if (b->p) tpx__gpu_free(gpu, b->p);
     b->p = NULL;
-    if (rc != TPX_ENOTSUP || tpx_gpu_ctx_refs(gpu) > 0) tpx_gpu_release(gpu);
+    if (rc != TPX_ENOTSUP || tpx__gpu_ctx_refs(gpu) > 0) tpx__gpu_release(gpu);
     return rc;
   }
   return 0;
@@ -202,8 +202,8 @@ static int bbuf_alloc(struct bbuf *b, size_t len, int cuda, int gpu, unsigned se
 static void bbuf_free(struct bbuf *b) {
   if (!b->p) return;
   if (b->cuda) {
-    tpx_gpu_free(b->gpu, b->p);
-    tpx_gpu_release(b->gpu);
+    tpx__gpu_free(b->gpu, b->p);
+    tpx__gpu_release(b->gpu);
   } else {
     free(b->p);
   }
@@ -216,7 +216,7 @@ static int bbuf_check(const struct bbuf *b, unsigned seed, const char *who) {
   uint8_t *tmp = NULL;
   if (b->cuda) {
     tmp = malloc(b->len);
-    if (!tmp || tpx_gpu_memcpy(b->gpu, tmp, b->p, b->len) != 0) {
+    if (!tmp || tpx__gpu_memcpy(b->gpu, tmp, b->p, b->len) != 0) {
       free(tmp);
       printf("[CHECK] %s: cannot read the GPU buffer back: %s\n", who, tpx_last_error());
       return -1;
@@ -576,7 +576,7 @@ int main(int argc, char **argv) {
   }
   if (o.cuda) { /* fail before any connection rather than leave the other side waiting */
     int ndev = 0;
-    tpx_gpu_device_count(&ndev);
+    tpx__gpu_device_count(&ndev);
     int need = (o.server_gpu > o.gpu ? o.server_gpu : o.gpu) + 1;
     if (ndev < need) {
       fprintf(stderr, "tpx-bench: --mem cuda needs GPU %d, %d usable (%s)\n", need - 1, ndev,
@@ -586,7 +586,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(o.mode, "server") == 0 || strcmp(o.mode, "client") == 0) {
     int r = o.mode[0] == 's' ? run_server(&o, NULL, NULL, NULL) : run_client(&o, o.host, o.port);
-    if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx_gpu_ctx_retained());
+    if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx__gpu_ctx_retained());
     return r;
   }
   tpx_config_t cfg;
@@ -617,6 +617,6 @@ int main(int argc, char **argv) {
   if (l.ep != (tpx_endpoint_t *)-1) rc = run_client(&o, "127.0.0.1", tpx_endpoint_port(l.ep));
   pthread_join(th, NULL);
   tpx_net_close(o.net);
-  if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx_gpu_ctx_retained());
+  if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx__gpu_ctx_retained());
   return rc ? rc : l.ret;
 }

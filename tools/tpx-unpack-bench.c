@@ -176,15 +176,15 @@ static void op_unpack(void *a) {
     };
     int rc;
     /* Full: wait for the oldest chunk in flight, as the engine would. */
-    while ((rc = tpx_unpack_submit(x->u, &c, &x->last)) == TPX_EAGAIN)
-      TPX(tpx_unpack_wait(x->u, x->last + 1 - x->inflight, 60000));
+    while ((rc = tpx__unpack_submit(x->u, &c, &x->last)) == TPX_EAGAIN)
+      TPX(tpx__unpack_wait(x->u, x->last + 1 - x->inflight, 60000));
     TPX(rc);
   }
 }
 
 static void post_unpack(void *a) {
   struct unpack_arg *x = a;
-  TPX(tpx_unpack_sync(x->u)); /* retire the chunks outside the timed region */
+  TPX(tpx__unpack_sync(x->u)); /* retire the chunks outside the timed region */
 }
 
 static int verify(const char *what) {
@@ -212,7 +212,7 @@ static double gbs(float us) { return (double)O.bytes / (us * 1e-6) / 1e9; }
 static struct row *run_unpack(const char *name, int mode, int desc, int threads, int nstreams, int batch,
                               uint32_t chunk, int pinned, int devmeta, int iters, float base_us, float base_e2e_us) {
   tpx_unpack_opts_t o;
-  tpx_unpack_opts_default(&o);
+  tpx__unpack_opts_default(&o);
   o.mode = mode;
   o.desc = desc;
   o.threads = threads;
@@ -223,13 +223,13 @@ static struct row *run_unpack(const char *name, int mode, int desc, int threads,
   o.max_inflight = nchunks + 1 > 4096 ? 4096 : nchunks + 1;
   o.host_stage_bytes = O.bytes;
   tpx_unpacker_t *u = NULL;
-  TPX(tpx_unpacker_create(O.dev, &o, &u));
+  TPX(tpx__unpacker_create(O.dev, &o, &u));
   struct unpack_arg a = {u, pinned, devmeta, chunk, o.max_inflight, 0};
   CU(cudaMemset(B.dst, POISON, O.bytes));
   CU(cudaDeviceSynchronize());
   cudaStream_t ustreams[TPX_UNPACK_MAX_STREAMS];
-  int ns = tpx_unpack_nstreams(u);
-  for (int i = 0; i < ns; i++) ustreams[i] = (cudaStream_t)tpx_unpack_stream_at(u, i);
+  int ns = tpx__unpack_nstreams(u);
+  for (int i = 0; i < ns; i++) ustreams[i] = (cudaStream_t)tpx__unpack_stream_at(u, i);
   /* Gate only what cannot block in submit: the kernel mode with a bounded
    * number of queued operations (d2d queues one copy per fragment and the
    * host mode synchronises, which would deadlock on a closed gate). */
@@ -245,7 +245,7 @@ static struct row *run_unpack(const char *name, int mode, int desc, int threads,
     r->ratio = base_us / r->us;
   }
   r->ok = verify(name);
-  tpx_unpacker_destroy(u);
+  tpx__unpacker_destroy(u);
   return r;
 }
 
@@ -294,16 +294,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   int ndev = 0;
-  if (tpx_gpu_device_count(&ndev) != 0 || ndev <= O.dev) {
+  if (tpx__gpu_device_count(&ndev) != 0 || ndev <= O.dev) {
     printf("tpx-unpack-bench: no GPU %d (%s)\n", O.dev, tpx_last_error());
     return 77;
   }
-  TPX(tpx_gpu_retain(O.dev));
-  TPX(tpx_gpu_set_device(O.dev));
+  TPX(tpx__gpu_retain(O.dev));
+  TPX(tpx__gpu_set_device(O.dev));
   struct cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, O.dev));
   char bus[32];
-  TPX(tpx_gpu_pci_bus_id(O.dev, bus, sizeof bus));
+  TPX(tpx__gpu_pci_bus_id(O.dev, bus, sizeof bus));
   B.nf = (uint32_t)(O.bytes / O.frag);
   printf("tpx-unpack-bench: GPU %d %s (%d SMs, %s), %zu MiB in %u fragments of %zu bytes, shuffled pages; "
          "median of %d after %d warm-up\n",
@@ -328,22 +328,22 @@ int main(int argc, char **argv) {
     perm[i - 1] = perm[j];
     perm[j] = t;
   }
-  TPX(tpx_gpu_host_alloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta));
-  TPX(tpx_gpu_host_dev_ptr(O.dev, B.meta, (void **)&B.meta_map));
+  TPX(tpx__gpu_host_alloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta));
+  TPX(tpx__gpu_host_dev_ptr(O.dev, B.meta, (void **)&B.meta_map));
   for (uint32_t i = 0; i < B.nf; i++)
     B.meta[i] = (tpx_unpack_meta_t){(uint32_t)(perm[i] * O.frag), (uint32_t)O.frag, (uint64_t)i * O.frag};
   free(perm);
-  TPX(tpx_unpack_cpu(B.want, O.bytes, B.ref, O.bytes, B.meta, B.nf));
+  TPX(tpx__unpack_cpu(B.want, O.bytes, B.ref, O.bytes, B.meta, B.nf));
 
-  TPX(tpx_gpu_malloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta_devmem));
-  TPX(tpx_gpu_memcpy(O.dev, B.meta_devmem, B.meta, B.nf * sizeof *B.meta));
-  TPX(tpx_gpu_malloc(O.dev, O.bytes, &B.bdev));
-  TPX(tpx_gpu_memcpy(O.dev, B.bdev, B.ref, O.bytes));
-  TPX(tpx_gpu_host_alloc(O.dev, O.bytes, &B.bpin));
+  TPX(tpx__gpu_malloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta_devmem));
+  TPX(tpx__gpu_memcpy(O.dev, B.meta_devmem, B.meta, B.nf * sizeof *B.meta));
+  TPX(tpx__gpu_malloc(O.dev, O.bytes, &B.bdev));
+  TPX(tpx__gpu_memcpy(O.dev, B.bdev, B.ref, O.bytes));
+  TPX(tpx__gpu_host_alloc(O.dev, O.bytes, &B.bpin));
   memcpy(B.bpin, B.ref, O.bytes);
-  TPX(tpx_gpu_host_dev_ptr(O.dev, B.bpin, &B.bpin_map));
-  TPX(tpx_gpu_malloc(O.dev, O.bytes, &B.dst));
-  TPX(tpx_gpu_malloc(O.dev, O.bytes, &B.dst2));
+  TPX(tpx__gpu_host_dev_ptr(O.dev, B.bpin, &B.bpin_map));
+  TPX(tpx__gpu_malloc(O.dev, O.bytes, &B.dst));
+  TPX(tpx__gpu_malloc(O.dev, O.bytes, &B.dst2));
   CU(cudaEventCreate(&B.t0));
   CU(cudaEventCreate(&B.t1));
   cudaStream_t s;
@@ -352,8 +352,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) CU(cudaEventCreateWithFlags(&B.join[i], cudaEventDisableTiming));
 
   /* The gate (see the top): a pinned flag and the driver's stream wait. */
-  TPX(tpx_gpu_host_alloc(O.dev, 64, (void **)&B.gate));
-  TPX(tpx_gpu_host_dev_ptr(O.dev, B.gate, &B.gate_dev));
+  TPX(tpx__gpu_host_alloc(O.dev, 64, (void **)&B.gate));
+  TPX(tpx__gpu_host_dev_ptr(O.dev, B.gate, &B.gate_dev));
   if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void **)&B.wait_value, 12000, cudaEnableDefault,
                                        NULL) != cudaSuccess)
     B.wait_value = NULL;
@@ -443,7 +443,7 @@ int main(int argc, char **argv) {
     printf("%s: kernel (one launch, mapped entries) %.1f GB/s vs copy %.1f GB/s: ratio %.3f (e2e %.3f; "
            "chunks with the default %s entries over %d streams: 4 MiB %.3f, 512 KiB %.3f); target >= 0.8: %s\n",
            label[p], k->us > 0 ? k->gbs : gbs(k->e2e_us), gbs(base_gpu[p]), ratio, k->e2e_ratio,
-           tpx_unpack_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
+           tpx__unpack_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
            key[p][1] ? (key[p][1]->us > 0 ? key[p][1]->ratio : key[p][1]->e2e_ratio) : 0.0,
            key[p][2] ? (key[p][2]->us > 0 ? key[p][2]->ratio : key[p][2]->e2e_ratio) : 0.0,
            ratio >= 0.8 ? "met" : "NOT met");
@@ -455,14 +455,14 @@ int main(int argc, char **argv) {
   for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) CU(cudaEventDestroy(B.join[i]));
   CU(cudaEventDestroy(B.t0));
   CU(cudaEventDestroy(B.t1));
-  TPX(tpx_gpu_free(O.dev, B.dst2));
-  TPX(tpx_gpu_free(O.dev, B.dst));
-  TPX(tpx_gpu_host_free(O.dev, B.bpin));
-  TPX(tpx_gpu_free(O.dev, B.bdev));
-  TPX(tpx_gpu_free(O.dev, B.meta_devmem));
-  TPX(tpx_gpu_host_free(O.dev, B.meta));
-  TPX(tpx_gpu_host_free(O.dev, B.gate));
-  TPX(tpx_gpu_release(O.dev));
+  TPX(tpx__gpu_free(O.dev, B.dst2));
+  TPX(tpx__gpu_free(O.dev, B.dst));
+  TPX(tpx__gpu_host_free(O.dev, B.bpin));
+  TPX(tpx__gpu_free(O.dev, B.bdev));
+  TPX(tpx__gpu_free(O.dev, B.meta_devmem));
+  TPX(tpx__gpu_host_free(O.dev, B.meta));
+  TPX(tpx__gpu_host_free(O.dev, B.gate));
+  TPX(tpx__gpu_release(O.dev));
   free(B.ref);
   free(B.want);
   free(B.got);

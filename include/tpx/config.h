@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-enum tpx_log_level {
+enum tpx__log_level {
   TPX_LOG_NONE = 0,
   TPX_LOG_ERROR = 1,
   TPX_LOG_WARN = 2,

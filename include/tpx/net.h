@@ -79,7 +79,7 @@ typedef struct tpx_net_caps {
   /* Requests in flight per comm the transport tolerates:
    * TPX_NET_TCPX_MAX_REQUESTS for TCPX-like transports (some device is
    * UNPACK; the built-in in strict or unpack mode; a HOST-type build of the
-   * TCPX plugin, known only by its name: see tpx_net_caps_init),
+   * TCPX plugin, known only by its name: see tpx__net_caps_init),
    * else TPX_NET_NCCL_MAX_REQUESTS. */
   int max_requests;
   /* Some device is TPX_NET_DEV_UNPACK: receives land in the transport's

@@ -183,7 +183,7 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 static void global_init(void) {
   (void)tpx_config_from_env(&global_cfg);
-  tpx_log_level = global_cfg.log_level;
+  tpx__log_level = global_cfg.log_level;
 }
 
 const tpx_config_t *tpx_config_global(void) {

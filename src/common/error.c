@@ -59,7 +59,7 @@ int tpx_from_nccl(int r) {
   return TPX_EINTERNAL;
 }
 
-int tpx_err_at(int err, int quiet, const char *file, int line, const char *fmt, ...) {
+int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt, ...) {
   char msg[400];
   va_list ap;
   va_start(ap, fmt);
@@ -67,6 +67,6 @@ int tpx_err_at(int err, int quiet, const char *file, int line, const char *fmt, 
   va_end(ap);
   snprintf(last_error, sizeof(last_error), "%s (%s)", msg, tpx_strerror(err));
   if (quiet) TPX_LOG_AT(TPX_LOG_DEBUG, "%s", last_error);
-  else if (TPX_LOG_WARN <= tpx_log_level) tpx_log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
+  else if (TPX_LOG_WARN <= tpx__log_level) tpx__log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
   return err;
 }

@@ -6,10 +6,10 @@
 
 #include "tpx/error.h"
 
-int tpx_err_at(int err, int quiet, const char *file, int line, const char *fmt, ...)
+int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-#define tpx_err(code, ...) tpx_err_at((code), 0, __FILE__, __LINE__, __VA_ARGS__)
-#define tpx_err_quiet(code, ...) tpx_err_at((code), 1, __FILE__, __LINE__, __VA_ARGS__)
+#define tpx_err(code, ...) tpx__err_at((code), 0, __FILE__, __LINE__, __VA_ARGS__)
+#define tpx_err_quiet(code, ...) tpx__err_at((code), 1, __FILE__, __LINE__, __VA_ARGS__)
 
 #endif

@@ -10,7 +10,7 @@ static int has_prefix(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-int tpx_ifname_parse(const char *spec, tpx_ifname_spec_t *out) {
+int tpx__ifname_parse(const char *spec, tpx_ifname_spec_t *out) {
   memset(out, 0, sizeof(*out));
   const char *p = spec ? spec : "", *end = p + strlen(p);
   while (p < end && isspace((unsigned char)*p))
@@ -58,7 +58,7 @@ static int auto_tier(const char *name) {
   return TPX_IFNAME_TIER_OTHER;
 }
 
-int tpx_ifname_tier(const tpx_ifname_spec_t *s, const char *name) {
+int tpx__ifname_tier(const tpx_ifname_spec_t *s, const char *name) {
   if (s->automatic) return auto_tier(name);
   int hit = 0;
   for (int i = 0; i < s->n && !hit; i++)
@@ -66,26 +66,26 @@ int tpx_ifname_tier(const tpx_ifname_spec_t *s, const char *name) {
   return hit != s->exclude ? 0 : -1;
 }
 
-int tpx_ifname_match(const char *spec, const char *name) {
+int tpx__ifname_match(const char *spec, const char *name) {
   tpx_ifname_spec_t s;
-  int rc = tpx_ifname_parse(spec, &s);
+  int rc = tpx__ifname_parse(spec, &s);
   if (rc != 0) return rc;
-  int t = tpx_ifname_tier(&s, name);
+  int t = tpx__ifname_tier(&s, name);
   return t >= 0 && t <= TPX_IFNAME_TIER_OTHER;
 }
 
-int tpx_ifname_select(const char *spec, const char *const *names, int n, unsigned char *sel) {
+int tpx__ifname_select(const char *spec, const char *const *names, int n, unsigned char *sel) {
   tpx_ifname_spec_t s;
-  int rc = tpx_ifname_parse(spec, &s);
+  int rc = tpx__ifname_parse(spec, &s);
   if (rc != 0) return rc;
   int best = -1;
   for (int i = 0; i < n; i++) {
-    int t = tpx_ifname_tier(&s, names[i]);
+    int t = tpx__ifname_tier(&s, names[i]);
     if (t >= 0 && (best < 0 || t < best)) best = t;
   }
   int cnt = 0;
   for (int i = 0; i < n; i++) {
-    sel[i] = best >= 0 && tpx_ifname_tier(&s, names[i]) == best;
+    sel[i] = best >= 0 && tpx__ifname_tier(&s, names[i]) == best;
     cnt += sel[i];
   }
   return cnt;

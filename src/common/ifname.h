@@ -32,7 +32,7 @@
 
 /* Tiers of the automatic choice, best first. An explicit list puts every
  * interface it selects in tier 0. */
-enum tpx_ifname_tier {
+enum tpx__ifname_tier {
   TPX_IFNAME_TIER_IB = 0, /* ib* */
   TPX_IFNAME_TIER_OTHER,  /* anything not below */
   TPX_IFNAME_TIER_DOCKER, /* docker* */
@@ -53,22 +53,22 @@ typedef struct tpx_ifname_spec {
  * names, or a name of TPX_IFNAME_LEN characters or more, which no interface
  * could match). An include list without names (",") selects nothing, an
  * exclude list without names ("^,") everything. */
-int tpx_ifname_parse(const char *spec, tpx_ifname_spec_t *out);
+int tpx__ifname_parse(const char *spec, tpx_ifname_spec_t *out);
 
 /* Tier of interface `name` under s: -1 when s rejects it, else 0 for an
- * explicit list's match or the tpx_ifname_tier for the automatic choice. A
+ * explicit list's match or the tpx__ifname_tier for the automatic choice. A
  * caller choosing among interfaces keeps those of the lowest tier it sees. */
-int tpx_ifname_tier(const tpx_ifname_spec_t *s, const char *name);
+int tpx__ifname_tier(const tpx_ifname_spec_t *s, const char *name);
 
 /* One name, one question: 1 when spec selects name, 0 when not, TPX_EINVAL
  * for a malformed spec. Without a list: 1 for the first two tiers (ib* and
  * ordinary interfaces), i.e. NCCL's "not docker, lo or virbr" (that ib* wins
- * over the others and the fallbacks need the whole set: tpx_ifname_select). */
-int tpx_ifname_match(const char *spec, const char *name);
+ * over the others and the fallbacks need the whole set: tpx__ifname_select). */
+int tpx__ifname_match(const char *spec, const char *name);
 
 /* The whole choice among candidate interfaces (the caller's usable ones;
  * repeats allowed, e.g. one entry per address): sel[i] = 1 for the chosen.
  * Returns how many entries were chosen, or TPX_EINVAL. */
-int tpx_ifname_select(const char *spec, const char *const *names, int n, unsigned char *sel);
+int tpx__ifname_select(const char *spec, const char *const *names, int n, unsigned char *sel);
 
 #endif

@@ -9,31 +9,31 @@
 
 #include <stdint.h>
 
-static inline void tpx_put16(uint8_t *p, uint16_t v) {
+static inline void tpx__put16(uint8_t *p, uint16_t v) {
   p[0] = (uint8_t)v;
   p[1] = (uint8_t)(v >> 8);
 }
 
-static inline void tpx_put32(uint8_t *p, uint32_t v) {
+static inline void tpx__put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++)
     p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static inline void tpx_put64(uint8_t *p, uint64_t v) {
+static inline void tpx__put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++)
     p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static inline uint16_t tpx_get16(const uint8_t *p) {
+static inline uint16_t tpx__get16(const uint8_t *p) {
   return (uint16_t)((uint16_t)p[0] | (uint16_t)((uint16_t)p[1] << 8));
 }
 
-static inline uint32_t tpx_get32(const uint8_t *p) {
+static inline uint32_t tpx__get32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-static inline uint64_t tpx_get64(const uint8_t *p) {
-  return (uint64_t)tpx_get32(p) | ((uint64_t)tpx_get32(p + 4) << 32);
+static inline uint64_t tpx__get64(const uint8_t *p) {
+  return (uint64_t)tpx__get32(p) | ((uint64_t)tpx__get32(p + 4) << 32);
 }
 
 #endif

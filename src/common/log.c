@@ -8,12 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
-int tpx_log_level = TPX_LOG_WARN;
+int tpx__log_level = TPX_LOG_WARN;
 
 /* Read TPX_LOG before main() so the level holds from the first call. */
 __attribute__((constructor)) static void log_init(void) { (void)tpx_config_global(); }
 
-void tpx_log_emit(int level, const char *file, int line, const char *fmt, ...) {
+void tpx__log_emit(int level, const char *file, int line, const char *fmt, ...) {
   static const char *tags[] = {"", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
   char msg[1024];
   va_list ap;

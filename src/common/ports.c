@@ -20,7 +20,7 @@
 
 #define PORT_TRIES 256
 
-void tpx_set_reuseaddr(int fd) {
+void tpx__set_reuseaddr(int fd) {
   int one = 1;
   (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 }
@@ -43,19 +43,19 @@ static void set_port(struct sockaddr_storage *sa, uint16_t port) {
   else ((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
 }
 
-int tpx_bind_port(int fd, const struct sockaddr *addr, socklen_t len, int port) {
+int tpx__bind_port(int fd, const struct sockaddr *addr, socklen_t len, int port) {
   if (len > sizeof(struct sockaddr_storage) || port < 0 || port > 65535) return EINVAL;
   struct sockaddr_storage sa;
   memset(&sa, 0, sizeof(sa));
   memcpy(&sa, addr, len);
-  tpx_set_reuseaddr(fd);
+  tpx__set_reuseaddr(fd);
   set_port(&sa, (uint16_t)port);
   if (bind(fd, (struct sockaddr *)&sa, len) == 0) return 0;
   if (errno != EADDRINUSE || port != 0) return errno;
   int lo, hi;
   ephemeral_range(&lo, &hi);
   for (int i = 0; i < PORT_TRIES; i++) {
-    uint16_t p = (uint16_t)(lo + (int)(tpx_random_u64() % (uint64_t)(hi - lo + 1)));
+    uint16_t p = (uint16_t)(lo + (int)(tpx__random_u64() % (uint64_t)(hi - lo + 1)));
     set_port(&sa, p);
     if (bind(fd, (struct sockaddr *)&sa, len) == 0) {
       TPX_DEBUG("bind: no port free for port 0; took %u after %d tries", p, i + 1);

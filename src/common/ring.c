@@ -1,14 +1,14 @@
 /* Byte-ring arithmetic; the policy is described in ring.h. */
 #include "common/ring.h"
 
-void tpx_ring_init(tpx_ring_t *r, uint64_t size, uint64_t align) {
+void tpx__ring_init(tpx_ring_t *r, uint64_t size, uint64_t align) {
   if (align == 0) align = 1;
   r->align = align;
   r->size = size & ~(align - 1);
   r->alloc_pos = r->free_pos = 0;
 }
 
-int tpx_ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
+int tpx__ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
   if (len > r->size) return -1; /* also keeps the rounding below from wrapping */
   uint64_t need = (len + r->align - 1) & ~(r->align - 1);
   if (need > r->size) return -1;
@@ -29,22 +29,22 @@ int tpx_ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
   return 1;
 }
 
-void tpx_ring_take(tpx_ring_t *r, const tpx_ring_span_t *sp) {
+void tpx__ring_take(tpx_ring_t *r, const tpx_ring_span_t *sp) {
   /* An empty ring restarted at sp->start: the gap before it was never used. */
   if (r->free_pos == r->alloc_pos) r->free_pos = sp->start;
   r->alloc_pos = sp->end;
 }
 
-int tpx_ring_alloc(tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
-  int rc = tpx_ring_fit(r, len, sp);
-  if (rc == 1) tpx_ring_take(r, sp);
+int tpx__ring_alloc(tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
+  int rc = tpx__ring_fit(r, len, sp);
+  if (rc == 1) tpx__ring_take(r, sp);
   return rc;
 }
 
-void tpx_ring_release(tpx_ring_t *r, uint64_t end) {
+void tpx__ring_release(tpx_ring_t *r, uint64_t end) {
   if (end > r->free_pos && end <= r->alloc_pos) r->free_pos = end;
 }
 
-void tpx_ring_release_all(tpx_ring_t *r) {
+void tpx__ring_release_all(tpx_ring_t *r) {
   r->free_pos = r->alloc_pos;
 }

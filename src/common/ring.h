@@ -27,44 +27,44 @@ typedef struct tpx_ring {
   uint64_t free_pos;  /* monotonic: bytes given back; alloc_pos - free_pos <= size */
 } tpx_ring_t;
 
-/* Where an allocation lies: what tpx_ring_fit gives and tpx_ring_take takes. */
+/* Where an allocation lies: what tpx__ring_fit gives and tpx__ring_take takes. */
 typedef struct tpx_ring_span {
   uint64_t off;   /* offset in the buffer */
   uint64_t start; /* ring position of its first byte */
-  uint64_t end;   /* ring position after it: what tpx_ring_release takes */
+  uint64_t end;   /* ring position after it: what tpx__ring_release takes */
 } tpx_ring_span_t;
 
 /* An empty ring over `size` bytes (rounded down to a multiple of align;
  * align 0 is taken as 1, and must otherwise be a power of two). */
-void tpx_ring_init(tpx_ring_t *r, uint64_t size, uint64_t align);
+void tpx__ring_init(tpx_ring_t *r, uint64_t size, uint64_t align);
 
 /* Where `len` bytes would go now, without taking them: 1 with *sp set; 0 no
  * room until earlier allocations are released; -1 never (len rounded up to
  * align exceeds the ring). */
-int tpx_ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
+int tpx__ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
 
-/* Take the span the last tpx_ring_fit gave (releases in between are fine,
+/* Take the span the last tpx__ring_fit gave (releases in between are fine,
  * other takes are not). */
-void tpx_ring_take(tpx_ring_t *r, const tpx_ring_span_t *sp);
+void tpx__ring_take(tpx_ring_t *r, const tpx_ring_span_t *sp);
 
-/* tpx_ring_fit, then tpx_ring_take when it fits; returns what fit returned. */
-int tpx_ring_alloc(tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
+/* tpx__ring_fit, then tpx__ring_take when it fits; returns what fit returned. */
+int tpx__ring_alloc(tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
 
 /* Give back everything allocated up to position `end` (an allocation's
  * span.end, released in allocation order). Positions at or below what was
  * already released, or beyond what was allocated, change nothing. */
-void tpx_ring_release(tpx_ring_t *r, uint64_t end);
+void tpx__ring_release(tpx_ring_t *r, uint64_t end);
 
 /* Give back everything (teardown, or the allocations were abandoned). */
-void tpx_ring_release_all(tpx_ring_t *r);
+void tpx__ring_release_all(tpx_ring_t *r);
 
 /* Bytes held, skipped tails included, and bytes free (not all of them in
- * one run: see tpx_ring_fit for what fits). */
-static inline uint64_t tpx_ring_used(const tpx_ring_t *r) {
+ * one run: see tpx__ring_fit for what fits). */
+static inline uint64_t tpx__ring_used(const tpx_ring_t *r) {
   return r->alloc_pos - r->free_pos;
 }
-static inline uint64_t tpx_ring_free(const tpx_ring_t *r) {
-  return r->size - tpx_ring_used(r);
+static inline uint64_t tpx__ring_free(const tpx_ring_t *r) {
+  return r->size - tpx__ring_used(r);
 }
 
 #endif

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline uint64_t tpx_now_ns(void) {
+static inline uint64_t tpx__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -15,9 +15,9 @@ static inline uint64_t tpx_now_ns(void) {
 
 /* Non-zero random 64 bits: getrandom (which waits only until the kernel's
  * generator is first seeded), else clock and pid. */
-static inline uint64_t tpx_random_u64(void) {
+static inline uint64_t tpx__random_u64(void) {
   uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) v = tpx_now_ns() ^ ((uint64_t)getpid() << 32);
+  if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) v = tpx__now_ns() ^ ((uint64_t)getpid() << 32);
   return v ? v : 1;
 }
 

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 
-bool tpx_gpu_built(void) {
+bool tpx__gpu_built(void) {
 #ifdef TPX_HAVE_CUDA
   return true;
 #else
@@ -25,30 +25,30 @@ static int nosup(const char *what) {
   return tpx_err_quiet(TPX_ENOTSUP, "%s: built without CUDA support", what);
 }
 
-int tpx_gpu_device_count(int *n) {
+int tpx__gpu_device_count(int *n) {
   if (n) *n = 0;
-  return nosup("tpx_gpu_device_count");
+  return nosup("tpx__gpu_device_count");
 }
-int tpx_gpu_pci_bus_id(int dev, char *buf, size_t len) {
+int tpx__gpu_pci_bus_id(int dev, char *buf, size_t len) {
   (void)dev;
   if (buf && len) buf[0] = '\0';
-  return nosup("tpx_gpu_pci_bus_id");
+  return nosup("tpx__gpu_pci_bus_id");
 }
-int tpx_gpu_retain(int dev) { (void)dev; return nosup("tpx_gpu_retain"); }
-int tpx_gpu_release(int dev) { (void)dev; return nosup("tpx_gpu_release"); }
-int tpx_gpu_ctx_refs(int dev) { (void)dev; return 0; }
-int tpx_gpu_ctx_retained(void) { return 0; }
-int tpx_gpu_set_device(int dev) { (void)dev; return nosup("tpx_gpu_set_device"); }
-int tpx_gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
+int tpx__gpu_retain(int dev) { (void)dev; return nosup("tpx__gpu_retain"); }
+int tpx__gpu_release(int dev) { (void)dev; return nosup("tpx__gpu_release"); }
+int tpx__gpu_ctx_refs(int dev) { (void)dev; return 0; }
+int tpx__gpu_ctx_retained(void) { return 0; }
+int tpx__gpu_set_device(int dev) { (void)dev; return nosup("tpx__gpu_set_device"); }
+int tpx__gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
   (void)dev;
   if (g) {
     g->prev = NULL;
     g->changed = 0;
   }
-  return nosup("tpx_gpu_guard_enter");
+  return nosup("tpx__gpu_guard_enter");
 }
-void tpx_gpu_guard_leave(tpx_gpu_guard_t *g) { (void)g; }
-int tpx_gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
+void tpx__gpu_guard_leave(tpx_gpu_guard_t *g) { (void)g; }
+int tpx__gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
   (void)p;
   if (info) {
     info->mem = TPX_GPU_MEM_HOST;
@@ -58,78 +58,78 @@ int tpx_gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
   }
   return TPX_ENOTSUP; /* expected on every host pointer: no log */
 }
-bool tpx_gpu_is_device_ptr(const void *p, int *dev) {
+bool tpx__gpu_is_device_ptr(const void *p, int *dev) {
   (void)p;
   if (dev) *dev = -1;
   return false;
 }
-int tpx_gpu_malloc(int dev, size_t bytes, void **p) {
+int tpx__gpu_malloc(int dev, size_t bytes, void **p) {
   (void)dev; (void)bytes;
   if (p) *p = NULL;
-  return nosup("tpx_gpu_malloc");
+  return nosup("tpx__gpu_malloc");
 }
-int tpx_gpu_free(int dev, void *p) { (void)dev; return p ? nosup("tpx_gpu_free") : 0; }
-int tpx_gpu_host_alloc(int dev, size_t bytes, void **host) {
+int tpx__gpu_free(int dev, void *p) { (void)dev; return p ? nosup("tpx__gpu_free") : 0; }
+int tpx__gpu_host_alloc(int dev, size_t bytes, void **host) {
   (void)dev; (void)bytes;
   if (host) *host = NULL;
-  return nosup("tpx_gpu_host_alloc");
+  return nosup("tpx__gpu_host_alloc");
 }
-int tpx_gpu_host_free(int dev, void *host) { (void)dev; return host ? nosup("tpx_gpu_host_free") : 0; }
-int tpx_gpu_host_register(int dev, void *host, size_t bytes) {
+int tpx__gpu_host_free(int dev, void *host) { (void)dev; return host ? nosup("tpx__gpu_host_free") : 0; }
+int tpx__gpu_host_register(int dev, void *host, size_t bytes) {
   (void)dev; (void)host; (void)bytes;
-  return nosup("tpx_gpu_host_register");
+  return nosup("tpx__gpu_host_register");
 }
-int tpx_gpu_host_unregister(int dev, void *host) {
+int tpx__gpu_host_unregister(int dev, void *host) {
   (void)dev; (void)host;
-  return nosup("tpx_gpu_host_unregister");
+  return nosup("tpx__gpu_host_unregister");
 }
-int tpx_gpu_host_dev_ptr(int dev, void *host, void **dptr) {
+int tpx__gpu_host_dev_ptr(int dev, void *host, void **dptr) {
   (void)dev; (void)host;
   if (dptr) *dptr = NULL;
-  return nosup("tpx_gpu_host_dev_ptr");
+  return nosup("tpx__gpu_host_dev_ptr");
 }
-int tpx_gpu_stream_create(int dev, tpx_gpu_stream_t **s) {
+int tpx__gpu_stream_create(int dev, tpx_gpu_stream_t **s) {
   (void)dev;
   if (s) *s = NULL;
-  return nosup("tpx_gpu_stream_create");
+  return nosup("tpx__gpu_stream_create");
 }
-void tpx_gpu_stream_destroy(tpx_gpu_stream_t *s) { (void)s; }
-int tpx_gpu_stream_sync(tpx_gpu_stream_t *s) { (void)s; return nosup("tpx_gpu_stream_sync"); }
-int tpx_gpu_stream_dev(const tpx_gpu_stream_t *s) { (void)s; return -1; }
-void *tpx_gpu_stream_handle(const tpx_gpu_stream_t *s) { (void)s; return NULL; }
-int tpx_gpu_memcpy_async(tpx_gpu_stream_t *s, void *dst, const void *src, size_t bytes) {
+void tpx__gpu_stream_destroy(tpx_gpu_stream_t *s) { (void)s; }
+int tpx__gpu_stream_sync(tpx_gpu_stream_t *s) { (void)s; return nosup("tpx__gpu_stream_sync"); }
+int tpx__gpu_stream_dev(const tpx_gpu_stream_t *s) { (void)s; return -1; }
+void *tpx__gpu_stream_handle(const tpx_gpu_stream_t *s) { (void)s; return NULL; }
+int tpx__gpu_memcpy_async(tpx_gpu_stream_t *s, void *dst, const void *src, size_t bytes) {
   (void)s; (void)dst; (void)src; (void)bytes;
-  return nosup("tpx_gpu_memcpy_async");
+  return nosup("tpx__gpu_memcpy_async");
 }
-int tpx_gpu_memcpy(int dev, void *dst, const void *src, size_t bytes) {
+int tpx__gpu_memcpy(int dev, void *dst, const void *src, size_t bytes) {
   (void)dev; (void)dst; (void)src; (void)bytes;
-  return nosup("tpx_gpu_memcpy");
+  return nosup("tpx__gpu_memcpy");
 }
-int tpx_gpu_memset(int dev, void *dst, int value, size_t bytes) {
+int tpx__gpu_memset(int dev, void *dst, int value, size_t bytes) {
   (void)dev; (void)dst; (void)value; (void)bytes;
-  return nosup("tpx_gpu_memset");
+  return nosup("tpx__gpu_memset");
 }
-int tpx_gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **pool) {
+int tpx__gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **pool) {
   (void)dev; (void)prealloc;
   if (pool) *pool = NULL;
-  return nosup("tpx_gpu_evpool_create");
+  return nosup("tpx__gpu_evpool_create");
 }
-void tpx_gpu_evpool_destroy(tpx_gpu_evpool_t *pool) { (void)pool; }
-int tpx_gpu_event_get(tpx_gpu_evpool_t *pool, tpx_gpu_event_t **ev) {
+void tpx__gpu_evpool_destroy(tpx_gpu_evpool_t *pool) { (void)pool; }
+int tpx__gpu_event_get(tpx_gpu_evpool_t *pool, tpx_gpu_event_t **ev) {
   (void)pool;
   if (ev) *ev = NULL;
-  return nosup("tpx_gpu_event_get");
+  return nosup("tpx__gpu_event_get");
 }
-void tpx_gpu_event_put(tpx_gpu_evpool_t *pool, tpx_gpu_event_t *ev) { (void)pool; (void)ev; }
-int tpx_gpu_evpool_created(const tpx_gpu_evpool_t *pool) { (void)pool; return 0; }
-int tpx_gpu_evpool_taken(const tpx_gpu_evpool_t *pool) { (void)pool; return 0; }
-int tpx_gpu_event_record(tpx_gpu_event_t *ev, tpx_gpu_stream_t *s) {
+void tpx__gpu_event_put(tpx_gpu_evpool_t *pool, tpx_gpu_event_t *ev) { (void)pool; (void)ev; }
+int tpx__gpu_evpool_created(const tpx_gpu_evpool_t *pool) { (void)pool; return 0; }
+int tpx__gpu_evpool_taken(const tpx_gpu_evpool_t *pool) { (void)pool; return 0; }
+int tpx__gpu_event_record(tpx_gpu_event_t *ev, tpx_gpu_stream_t *s) {
   (void)ev; (void)s;
-  return nosup("tpx_gpu_event_record");
+  return nosup("tpx__gpu_event_record");
 }
-int tpx_gpu_event_query(tpx_gpu_event_t *ev) { (void)ev; return nosup("tpx_gpu_event_query"); }
-int tpx_gpu_event_sync(tpx_gpu_event_t *ev) { (void)ev; return nosup("tpx_gpu_event_sync"); }
-void *tpx_gpu_event_handle(const tpx_gpu_event_t *ev) { (void)ev; return NULL; }
+int tpx__gpu_event_query(tpx_gpu_event_t *ev) { (void)ev; return nosup("tpx__gpu_event_query"); }
+int tpx__gpu_event_sync(tpx_gpu_event_t *ev) { (void)ev; return nosup("tpx__gpu_event_sync"); }
+void *tpx__gpu_event_handle(const tpx_gpu_event_t *ev) { (void)ev; return NULL; }
 
 #else
 /* ---------------- CUDA builds ---------------- */
@@ -237,16 +237,16 @@ static int check_dev(int dev) {
 
 static CUcontext ctx_of(int dev) { return __atomic_load_n(&G.ctx[dev], __ATOMIC_ACQUIRE); }
 
-int tpx_gpu_device_count(int *n) {
-  if (!n) return tpx_err(TPX_EINVAL, "tpx_gpu_device_count: NULL");
+int tpx__gpu_device_count(int *n) {
+  if (!n) return tpx_err(TPX_EINVAL, "tpx__gpu_device_count: NULL");
   *n = gpu_ndev();
   /* Not an error (a GPU-less host), but say why for tpx_last_error(). */
   if (*n == 0) (void)tpx_err_quiet(TPX_ENOTSUP, "%s", G.why);
   return 0;
 }
 
-int tpx_gpu_pci_bus_id(int dev, char *buf, size_t len) {
-  if (!buf || len < 13) return tpx_err(TPX_EINVAL, "tpx_gpu_pci_bus_id: buffer too small");
+int tpx__gpu_pci_bus_id(int dev, char *buf, size_t len) {
+  if (!buf || len < 13) return tpx_err(TPX_EINVAL, "tpx__gpu_pci_bus_id: buffer too small");
   buf[0] = '\0';
   int rc = check_dev(dev);
   if (rc) return rc;
@@ -256,7 +256,7 @@ int tpx_gpu_pci_bus_id(int dev, char *buf, size_t len) {
 
 /* ---- contexts ---- */
 
-int tpx_gpu_retain(int dev) {
+int tpx__gpu_retain(int dev) {
   int rc = check_dev(dev);
   if (rc) return rc;
   pthread_mutex_lock(&G.mu);
@@ -278,7 +278,7 @@ int tpx_gpu_retain(int dev) {
   return 0;
 }
 
-int tpx_gpu_release(int dev) {
+int tpx__gpu_release(int dev) {
   int rc = check_dev(dev);
   if (rc) return rc;
   pthread_mutex_lock(&G.mu);
@@ -300,7 +300,7 @@ int tpx_gpu_release(int dev) {
   return rc;
 }
 
-int tpx_gpu_ctx_refs(int dev) {
+int tpx__gpu_ctx_refs(int dev) {
   if (dev < 0 || dev >= TPX_GPU_MAX_DEVICES) return 0;
   pthread_mutex_lock(&G.mu);
   int n = G.refs[dev];
@@ -308,20 +308,20 @@ int tpx_gpu_ctx_refs(int dev) {
   return n;
 }
 
-int tpx_gpu_ctx_retained(void) {
+int tpx__gpu_ctx_retained(void) {
   pthread_mutex_lock(&G.mu);
   int n = G.retained;
   pthread_mutex_unlock(&G.mu);
   return n;
 }
 
-int tpx_gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
+int tpx__gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
   g->prev = NULL;
   g->changed = 0;
   int rc = check_dev(dev);
   if (rc) return rc;
   CUcontext want = ctx_of(dev);
-  if (!want) return tpx_err(TPX_EUSAGE, "GPU %d: context used before tpx_gpu_retain", dev);
+  if (!want) return tpx_err(TPX_EUSAGE, "GPU %d: context used before tpx__gpu_retain", dev);
   CUcontext cur = NULL;
   CUresult r = G.cuCtxGetCurrent(&cur);
   if (r != CUDA_SUCCESS) return cu_fail(r, "cuCtxGetCurrent", dev);
@@ -333,22 +333,22 @@ int tpx_gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
   return 0;
 }
 
-void tpx_gpu_guard_leave(tpx_gpu_guard_t *g) {
+void tpx__gpu_guard_leave(tpx_gpu_guard_t *g) {
   if (!g->changed) return;
   CUresult r = G.cuCtxSetCurrent((CUcontext)g->prev);
   if (r != CUDA_SUCCESS) TPX_WARN("gpu: restoring the caller's context failed: %s", cu_str(r));
   g->changed = 0;
 }
 
-int tpx_gpu_set_device(int dev) {
+int tpx__gpu_set_device(int dev) {
   tpx_gpu_guard_t g;
-  return tpx_gpu_guard_enter(dev, &g); /* deliberately not left */
+  return tpx__gpu_guard_enter(dev, &g); /* deliberately not left */
 }
 
 /* ---- pointers ---- */
 
-int tpx_gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
-  if (!info) return tpx_err(TPX_EINVAL, "tpx_gpu_ptr_query: NULL info");
+int tpx__gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
+  if (!info) return tpx_err(TPX_EINVAL, "tpx__gpu_ptr_query: NULL info");
   info->mem = TPX_GPU_MEM_HOST;
   info->dev = -1;
   info->base = NULL;
@@ -383,10 +383,10 @@ int tpx_gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
   return 0;
 }
 
-bool tpx_gpu_is_device_ptr(const void *p, int *dev) {
+bool tpx__gpu_is_device_ptr(const void *p, int *dev) {
   tpx_gpu_ptr_info_t info;
   if (dev) *dev = -1;
-  if (tpx_gpu_ptr_query(p, &info) != 0) return false;
+  if (tpx__gpu_ptr_query(p, &info) != 0) return false;
   if (info.mem != TPX_GPU_MEM_DEVICE && info.mem != TPX_GPU_MEM_MANAGED) return false;
   if (dev) *dev = info.dev;
   return true;
@@ -396,84 +396,84 @@ bool tpx_gpu_is_device_ptr(const void *p, int *dev) {
 
 #define WITH_CTX(dev)                                                                              \
   tpx_gpu_guard_t g_;                                                                              \
-  int rc_ = tpx_gpu_guard_enter((dev), &g_);                                                       \
+  int rc_ = tpx__gpu_guard_enter((dev), &g_);                                                       \
   if (rc_) return rc_
 
-int tpx_gpu_malloc(int dev, size_t bytes, void **p) {
-  if (!p || bytes == 0) return tpx_err(TPX_EINVAL, "tpx_gpu_malloc: %zu bytes", bytes);
+int tpx__gpu_malloc(int dev, size_t bytes, void **p) {
+  if (!p || bytes == 0) return tpx_err(TPX_EINVAL, "tpx__gpu_malloc: %zu bytes", bytes);
   *p = NULL;
   WITH_CTX(dev);
   cudaError_t e = cudaMalloc(p, bytes);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaMalloc", dev);
 }
 
-int tpx_gpu_free(int dev, void *p) {
+int tpx__gpu_free(int dev, void *p) {
   if (!p) return 0;
   WITH_CTX(dev);
   cudaError_t e = cudaFree(p);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaFree", dev);
 }
 
-int tpx_gpu_host_alloc(int dev, size_t bytes, void **host) {
-  if (!host || bytes == 0) return tpx_err(TPX_EINVAL, "tpx_gpu_host_alloc: %zu bytes", bytes);
+int tpx__gpu_host_alloc(int dev, size_t bytes, void **host) {
+  if (!host || bytes == 0) return tpx_err(TPX_EINVAL, "tpx__gpu_host_alloc: %zu bytes", bytes);
   *host = NULL;
   WITH_CTX(dev);
   cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaHostAlloc", dev);
 }
 
-int tpx_gpu_host_free(int dev, void *host) {
+int tpx__gpu_host_free(int dev, void *host) {
   if (!host) return 0;
   WITH_CTX(dev);
   cudaError_t e = cudaFreeHost(host);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaFreeHost", dev);
 }
 
-int tpx_gpu_host_register(int dev, void *host, size_t bytes) {
-  if (!host || bytes == 0) return tpx_err(TPX_EINVAL, "tpx_gpu_host_register: %zu bytes", bytes);
+int tpx__gpu_host_register(int dev, void *host, size_t bytes) {
+  if (!host || bytes == 0) return tpx_err(TPX_EINVAL, "tpx__gpu_host_register: %zu bytes", bytes);
   WITH_CTX(dev);
   cudaError_t e = cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaHostRegister", dev);
 }
 
-int tpx_gpu_host_unregister(int dev, void *host) {
-  if (!host) return tpx_err(TPX_EINVAL, "tpx_gpu_host_unregister: NULL");
+int tpx__gpu_host_unregister(int dev, void *host) {
+  if (!host) return tpx_err(TPX_EINVAL, "tpx__gpu_host_unregister: NULL");
   WITH_CTX(dev);
   cudaError_t e = cudaHostUnregister(host);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaHostUnregister", dev);
 }
 
-int tpx_gpu_host_dev_ptr(int dev, void *host, void **dptr) {
-  if (!host || !dptr) return tpx_err(TPX_EINVAL, "tpx_gpu_host_dev_ptr: NULL");
+int tpx__gpu_host_dev_ptr(int dev, void *host, void **dptr) {
+  if (!host || !dptr) return tpx_err(TPX_EINVAL, "tpx__gpu_host_dev_ptr: NULL");
   *dptr = NULL;
   WITH_CTX(dev);
   cudaError_t e = cudaHostGetDevicePointer(dptr, host, 0);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaHostGetDevicePointer", dev);
 }
 
-int tpx_gpu_memcpy(int dev, void *dst, const void *src, size_t bytes) {
+int tpx__gpu_memcpy(int dev, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return 0;
-  if (!dst || !src) return tpx_err(TPX_EINVAL, "tpx_gpu_memcpy: NULL");
+  if (!dst || !src) return tpx_err(TPX_EINVAL, "tpx__gpu_memcpy: NULL");
   WITH_CTX(dev);
   cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaMemcpy", dev);
 }
 
-int tpx_gpu_memset(int dev, void *dst, int value, size_t bytes) {
+int tpx__gpu_memset(int dev, void *dst, int value, size_t bytes) {
   if (bytes == 0) return 0;
-  if (!dst) return tpx_err(TPX_EINVAL, "tpx_gpu_memset: NULL");
+  if (!dst) return tpx_err(TPX_EINVAL, "tpx__gpu_memset: NULL");
   WITH_CTX(dev);
   cudaError_t e = cudaMemset(dst, value, bytes);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaMemset", dev);
 }
 
@@ -484,65 +484,65 @@ struct tpx_gpu_stream {
   int dev;
 };
 
-int tpx_gpu_stream_create(int dev, tpx_gpu_stream_t **out) {
-  if (!out) return tpx_err(TPX_EINVAL, "tpx_gpu_stream_create: NULL");
+int tpx__gpu_stream_create(int dev, tpx_gpu_stream_t **out) {
+  if (!out) return tpx_err(TPX_EINVAL, "tpx__gpu_stream_create: NULL");
   *out = NULL;
-  int rc = tpx_gpu_retain(dev);
+  int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
   tpx_gpu_stream_t *s = calloc(1, sizeof *s);
   if (!s) {
-    tpx_gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "tpx_gpu_stream_create");
+    tpx__gpu_release(dev);
+    return tpx_err(TPX_ENOMEM, "tpx__gpu_stream_create");
   }
   s->dev = dev;
   tpx_gpu_guard_t g;
-  rc = tpx_gpu_guard_enter(dev, &g);
+  rc = tpx__gpu_guard_enter(dev, &g);
   if (rc == 0) {
     cudaError_t e = cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking);
-    tpx_gpu_guard_leave(&g);
+    tpx__gpu_guard_leave(&g);
     if (e != cudaSuccess) rc = cuda_fail(e, "cudaStreamCreate", dev);
   }
   if (rc) {
     free(s);
-    tpx_gpu_release(dev);
+    tpx__gpu_release(dev);
     return rc;
   }
   *out = s;
   return 0;
 }
 
-void tpx_gpu_stream_destroy(tpx_gpu_stream_t *s) {
+void tpx__gpu_stream_destroy(tpx_gpu_stream_t *s) {
   if (!s) return;
   tpx_gpu_guard_t g;
-  if (tpx_gpu_guard_enter(s->dev, &g) == 0) {
+  if (tpx__gpu_guard_enter(s->dev, &g) == 0) {
     cudaError_t e = cudaStreamSynchronize(s->s);
     if (e != cudaSuccess) TPX_WARN("gpu %d: stream teardown: %s", s->dev, cudaGetErrorString(e));
     e = cudaStreamDestroy(s->s);
     if (e != cudaSuccess) TPX_WARN("gpu %d: cudaStreamDestroy: %s", s->dev, cudaGetErrorString(e));
-    tpx_gpu_guard_leave(&g);
+    tpx__gpu_guard_leave(&g);
   }
-  tpx_gpu_release(s->dev);
+  tpx__gpu_release(s->dev);
   free(s);
 }
 
-int tpx_gpu_stream_sync(tpx_gpu_stream_t *s) {
-  if (!s) return tpx_err(TPX_EINVAL, "tpx_gpu_stream_sync: NULL");
+int tpx__gpu_stream_sync(tpx_gpu_stream_t *s) {
+  if (!s) return tpx_err(TPX_EINVAL, "tpx__gpu_stream_sync: NULL");
   WITH_CTX(s->dev);
   cudaError_t e = cudaStreamSynchronize(s->s);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaStreamSynchronize", s->dev);
 }
 
-int tpx_gpu_stream_dev(const tpx_gpu_stream_t *s) { return s ? s->dev : -1; }
-void *tpx_gpu_stream_handle(const tpx_gpu_stream_t *s) { return s ? (void *)s->s : NULL; }
+int tpx__gpu_stream_dev(const tpx_gpu_stream_t *s) { return s ? s->dev : -1; }
+void *tpx__gpu_stream_handle(const tpx_gpu_stream_t *s) { return s ? (void *)s->s : NULL; }
 
-int tpx_gpu_memcpy_async(tpx_gpu_stream_t *s, void *dst, const void *src, size_t bytes) {
-  if (!s) return tpx_err(TPX_EINVAL, "tpx_gpu_memcpy_async: NULL stream");
+int tpx__gpu_memcpy_async(tpx_gpu_stream_t *s, void *dst, const void *src, size_t bytes) {
+  if (!s) return tpx_err(TPX_EINVAL, "tpx__gpu_memcpy_async: NULL stream");
   if (bytes == 0) return 0;
-  if (!dst || !src) return tpx_err(TPX_EINVAL, "tpx_gpu_memcpy_async: NULL");
+  if (!dst || !src) return tpx_err(TPX_EINVAL, "tpx__gpu_memcpy_async: NULL");
   WITH_CTX(s->dev);
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->s);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaMemcpyAsync", s->dev);
 }
 
@@ -568,7 +568,7 @@ static int event_new(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
   ev->dev = p->dev;
   WITH_CTX(p->dev);
   cudaError_t e = cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   if (e != cudaSuccess) {
     free(ev);
     return cuda_fail(e, "cudaEventCreate", p->dev);
@@ -579,23 +579,23 @@ static int event_new(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
 
 static void event_free(tpx_gpu_event_t *ev) {
   tpx_gpu_guard_t g;
-  if (tpx_gpu_guard_enter(ev->dev, &g) == 0) {
+  if (tpx__gpu_guard_enter(ev->dev, &g) == 0) {
     cudaError_t e = cudaEventDestroy(ev->e);
     if (e != cudaSuccess) TPX_WARN("gpu %d: cudaEventDestroy: %s", ev->dev, cudaGetErrorString(e));
-    tpx_gpu_guard_leave(&g);
+    tpx__gpu_guard_leave(&g);
   }
   free(ev);
 }
 
-int tpx_gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **out) {
-  if (!out || prealloc < 0) return tpx_err(TPX_EINVAL, "tpx_gpu_evpool_create");
+int tpx__gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **out) {
+  if (!out || prealloc < 0) return tpx_err(TPX_EINVAL, "tpx__gpu_evpool_create");
   *out = NULL;
-  int rc = tpx_gpu_retain(dev);
+  int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
   tpx_gpu_evpool_t *p = calloc(1, sizeof *p);
   if (!p) {
-    tpx_gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "tpx_gpu_evpool_create");
+    tpx__gpu_release(dev);
+    return tpx_err(TPX_ENOMEM, "tpx__gpu_evpool_create");
   }
   p->dev = dev;
   pthread_mutex_init(&p->mu, NULL);
@@ -603,7 +603,7 @@ int tpx_gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **out) {
     tpx_gpu_event_t *ev = NULL;
     rc = event_new(p, &ev);
     if (rc) {
-      tpx_gpu_evpool_destroy(p);
+      tpx__gpu_evpool_destroy(p);
       return rc;
     }
     ev->next = p->free;
@@ -614,7 +614,7 @@ int tpx_gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **out) {
   return 0;
 }
 
-void tpx_gpu_evpool_destroy(tpx_gpu_evpool_t *p) {
+void tpx__gpu_evpool_destroy(tpx_gpu_evpool_t *p) {
   if (!p) return;
   if (p->taken) TPX_WARN("gpu %d: event pool destroyed with %d event(s) still taken", p->dev, p->taken);
   while (p->free) {
@@ -623,12 +623,12 @@ void tpx_gpu_evpool_destroy(tpx_gpu_evpool_t *p) {
     event_free(ev);
   }
   pthread_mutex_destroy(&p->mu);
-  tpx_gpu_release(p->dev);
+  tpx__gpu_release(p->dev);
   free(p);
 }
 
-int tpx_gpu_event_get(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
-  if (!p || !out) return tpx_err(TPX_EINVAL, "tpx_gpu_event_get: NULL");
+int tpx__gpu_event_get(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
+  if (!p || !out) return tpx_err(TPX_EINVAL, "tpx__gpu_event_get: NULL");
   pthread_mutex_lock(&p->mu);
   tpx_gpu_event_t *ev = p->free;
   if (ev) {
@@ -649,7 +649,7 @@ int tpx_gpu_event_get(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
   return 0;
 }
 
-void tpx_gpu_event_put(tpx_gpu_evpool_t *p, tpx_gpu_event_t *ev) {
+void tpx__gpu_event_put(tpx_gpu_evpool_t *p, tpx_gpu_event_t *ev) {
   if (!p || !ev) return;
   pthread_mutex_lock(&p->mu);
   ev->next = p->free;
@@ -658,7 +658,7 @@ void tpx_gpu_event_put(tpx_gpu_evpool_t *p, tpx_gpu_event_t *ev) {
   pthread_mutex_unlock(&p->mu);
 }
 
-int tpx_gpu_evpool_created(const tpx_gpu_evpool_t *p) {
+int tpx__gpu_evpool_created(const tpx_gpu_evpool_t *p) {
   if (!p) return 0;
   pthread_mutex_lock((pthread_mutex_t *)&p->mu);
   int n = p->created;
@@ -666,7 +666,7 @@ int tpx_gpu_evpool_created(const tpx_gpu_evpool_t *p) {
   return n;
 }
 
-int tpx_gpu_evpool_taken(const tpx_gpu_evpool_t *p) {
+int tpx__gpu_evpool_taken(const tpx_gpu_evpool_t *p) {
   if (!p) return 0;
   pthread_mutex_lock((pthread_mutex_t *)&p->mu);
   int n = p->taken;
@@ -674,34 +674,34 @@ int tpx_gpu_evpool_taken(const tpx_gpu_evpool_t *p) {
   return n;
 }
 
-int tpx_gpu_event_record(tpx_gpu_event_t *ev, tpx_gpu_stream_t *s) {
-  if (!ev || !s) return tpx_err(TPX_EINVAL, "tpx_gpu_event_record: NULL");
+int tpx__gpu_event_record(tpx_gpu_event_t *ev, tpx_gpu_stream_t *s) {
+  if (!ev || !s) return tpx_err(TPX_EINVAL, "tpx__gpu_event_record: NULL");
   if (ev->dev != s->dev)
     return tpx_err(TPX_EINVAL, "event of GPU %d recorded on a stream of GPU %d", ev->dev, s->dev);
   WITH_CTX(s->dev);
   cudaError_t e = cudaEventRecord(ev->e, s->s);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaEventRecord", s->dev);
 }
 
-int tpx_gpu_event_query(tpx_gpu_event_t *ev) {
-  if (!ev) return tpx_err(TPX_EINVAL, "tpx_gpu_event_query: NULL");
+int tpx__gpu_event_query(tpx_gpu_event_t *ev) {
+  if (!ev) return tpx_err(TPX_EINVAL, "tpx__gpu_event_query: NULL");
   WITH_CTX(ev->dev);
   cudaError_t e = cudaEventQuery(ev->e);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   if (e == cudaSuccess) return 1;
   if (e == cudaErrorNotReady) return 0;
   return cuda_fail(e, "cudaEventQuery", ev->dev);
 }
 
-int tpx_gpu_event_sync(tpx_gpu_event_t *ev) {
-  if (!ev) return tpx_err(TPX_EINVAL, "tpx_gpu_event_sync: NULL");
+int tpx__gpu_event_sync(tpx_gpu_event_t *ev) {
+  if (!ev) return tpx_err(TPX_EINVAL, "tpx__gpu_event_sync: NULL");
   WITH_CTX(ev->dev);
   cudaError_t e = cudaEventSynchronize(ev->e);
-  tpx_gpu_guard_leave(&g_);
+  tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaEventSynchronize", ev->dev);
 }
 
-void *tpx_gpu_event_handle(const tpx_gpu_event_t *ev) { return ev ? (void *)ev->e : NULL; }
+void *tpx__gpu_event_handle(const tpx_gpu_event_t *ev) { return ev ? (void *)ev->e : NULL; }
 
 #endif /* TPX_HAVE_CUDA */

@@ -14,7 +14,7 @@
 #include "cuda/gpu.h"
 #include "tcpx/contract.h"
 
-void tpx_unpack_opts_default(tpx_unpack_opts_t *o) {
+void tpx__unpack_opts_default(tpx_unpack_opts_t *o) {
   memset(o, 0, sizeof *o);
   o->mode = TPX_UNPACK_KERNEL;
   o->desc = TPX_UNPACK_DESC_DEFAULT;
@@ -28,52 +28,52 @@ void tpx_unpack_opts_default(tpx_unpack_opts_t *o) {
 
 #ifndef TPX_HAVE_CUDA
 
-int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
+int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
   (void)dev;
   (void)opts;
   if (out) *out = NULL;
-  return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support (use tpx_unpack_cpu)");
+  return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support (use tpx__unpack_cpu)");
 }
-void tpx_unpacker_destroy(tpx_unpacker_t *u) { (void)u; }
-int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+void tpx__unpacker_destroy(tpx_unpacker_t *u) { (void)u; }
+int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
   (void)u;
   (void)c;
   (void)ticket;
   return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support");
 }
-int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
+int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
   (void)u;
   (void)ticket;
   return TPX_ENOTSUP;
 }
-int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
+int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
   (void)u;
   (void)ticket;
   (void)timeout_ms;
   return TPX_ENOTSUP;
 }
-int tpx_unpack_sync(tpx_unpacker_t *u) {
+int tpx__unpack_sync(tpx_unpacker_t *u) {
   (void)u;
   return TPX_ENOTSUP;
 }
-void *tpx_unpack_stream(tpx_unpacker_t *u) {
+void *tpx__unpack_stream(tpx_unpacker_t *u) {
   (void)u;
   return NULL;
 }
-int tpx_unpack_nstreams(const tpx_unpacker_t *u) {
+int tpx__unpack_nstreams(const tpx_unpacker_t *u) {
   (void)u;
   return 0;
 }
-void *tpx_unpack_stream_at(tpx_unpacker_t *u, int i) {
+void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {
   (void)u;
   (void)i;
   return NULL;
 }
-int tpx_unpack_device(const tpx_unpacker_t *u) {
+int tpx__unpack_device(const tpx_unpacker_t *u) {
   (void)u;
   return -1;
 }
-void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
+void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   (void)u;
   if (st) memset(st, 0, sizeof *st);
 }
@@ -133,9 +133,9 @@ static int cuda_fail(cudaError_t e, const char *what, int dev) {
 }
 
 static void free_buffers(tpx_unpacker_t *u) {
-  if (u->stage) tpx_gpu_host_free(u->dev, u->stage);
-  if (u->desc_dev) tpx_gpu_free(u->dev, u->desc_dev);
-  if (u->host_stage) tpx_gpu_host_free(u->dev, u->host_stage);
+  if (u->stage) tpx__gpu_host_free(u->dev, u->stage);
+  if (u->desc_dev) tpx__gpu_free(u->dev, u->desc_dev);
+  if (u->host_stage) tpx__gpu_host_free(u->dev, u->host_stage);
   free(u->param);
   free(u->b_dst);
   free((void *)u->b_src);
@@ -149,16 +149,16 @@ static void free_buffers(tpx_unpacker_t *u) {
 
 static void destroy_streams(tpx_unpacker_t *u) {
   for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) {
-    tpx_gpu_stream_destroy(u->streams[i]);
+    tpx__gpu_stream_destroy(u->streams[i]);
     u->streams[i] = NULL;
   }
 }
 
-int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
-  if (!out) return tpx_err(TPX_EINVAL, "tpx_unpacker_create: NULL");
+int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
+  if (!out) return tpx_err(TPX_EINVAL, "tpx__unpacker_create: NULL");
   *out = NULL;
   tpx_unpack_opts_t o;
-  tpx_unpack_opts_default(&o);
+  tpx__unpack_opts_default(&o);
   if (opts) {
     tpx_unpack_opts_t d = o;
     o = *opts;
@@ -178,14 +178,14 @@ int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t *
                    dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight, o.nstreams);
   /* The host mode reuses one staging buffer: one stream keeps it ordered. */
   if (o.mode == TPX_UNPACK_HOST) o.nstreams = 1;
-  int rc = tpx_gpu_retain(dev);
+  int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
   tpx_unpacker_t *u = calloc(1, sizeof *u);
   struct inflight *ring = calloc(o.max_inflight, sizeof *ring);
   if (!u || !ring) {
     free(u);
     free(ring);
-    tpx_gpu_release(dev);
+    tpx__gpu_release(dev);
     return tpx_err(TPX_ENOMEM, "unpack on GPU %d", dev);
   }
   u->dev = dev;
@@ -196,21 +196,21 @@ int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t *
 
   tpx_gpu_guard_t g;
   for (int i = 0; i < u->ns && !rc; i++) {
-    rc = tpx_gpu_stream_create(dev, &u->streams[i]);
-    if (!rc) u->cs[i] = (cudaStream_t)tpx_gpu_stream_handle(u->streams[i]);
+    rc = tpx__gpu_stream_create(dev, &u->streams[i]);
+    if (!rc) u->cs[i] = (cudaStream_t)tpx__gpu_stream_handle(u->streams[i]);
   }
-  if (!rc) rc = tpx_gpu_evpool_create(dev, (int)TPX_MIN(o.max_inflight, 64u), &u->pool);
-  if (!rc) rc = tpx_gpu_guard_enter(dev, &g);
+  if (!rc) rc = tpx__gpu_evpool_create(dev, (int)TPX_MIN(o.max_inflight, 64u), &u->pool);
+  if (!rc) rc = tpx__gpu_guard_enter(dev, &g);
   if (rc) goto fail;
   const size_t ring_bytes = (size_t)o.max_inflight * o.max_frags * sizeof(tpx_unpack_meta_t);
   if (o.mode == TPX_UNPACK_KERNEL) {
-    cudaError_t e = tpx_unpack_kernel_max_blocks(o.threads, &u->max_blocks);
+    cudaError_t e = tpx__unpack_kernel_max_blocks(o.threads, &u->max_blocks);
     if (e != cudaSuccess) rc = cuda_fail(e, "occupancy query", dev);
     if (!rc && o.desc != TPX_UNPACK_DESC_DIRECT) {
-      rc = tpx_gpu_host_alloc(dev, ring_bytes, (void **)&u->stage);
-      if (!rc) rc = tpx_gpu_host_dev_ptr(dev, u->stage, (void **)&u->stage_dev);
+      rc = tpx__gpu_host_alloc(dev, ring_bytes, (void **)&u->stage);
+      if (!rc) rc = tpx__gpu_host_dev_ptr(dev, u->stage, (void **)&u->stage_dev);
     }
-    if (!rc && o.desc == TPX_UNPACK_DESC_COPY) rc = tpx_gpu_malloc(dev, ring_bytes, (void **)&u->desc_dev);
+    if (!rc && o.desc == TPX_UNPACK_DESC_COPY) rc = tpx__gpu_malloc(dev, ring_bytes, (void **)&u->desc_dev);
     if (!rc && o.desc == TPX_UNPACK_DESC_PARAM) {
       u->param = aligned_alloc(16, TPX_UNPACK_PARAM_MAX * sizeof(tpx_unpack_meta_t));
       if (!u->param) rc = tpx_err(TPX_ENOMEM, "unpack on GPU %d: parameter block", dev);
@@ -223,24 +223,24 @@ int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t *
     u->b_len = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_len);
     if (!u->b_dst || !u->b_src || !u->b_len) rc = tpx_err(TPX_ENOMEM, "unpack on GPU %d: batch arrays", dev);
   } else {
-    rc = tpx_gpu_host_alloc(dev, o.host_stage_bytes, (void **)&u->host_stage);
+    rc = tpx__gpu_host_alloc(dev, o.host_stage_bytes, (void **)&u->host_stage);
     if (!rc) u->host_stage_bytes = o.host_stage_bytes;
   }
-  tpx_gpu_guard_leave(&g);
+  tpx__gpu_guard_leave(&g);
   if (rc) goto fail;
   TPX_DEBUG("unpack on GPU %d: mode %s, descriptors %s, %u frags/chunk, %d threads, %d blocks max, %d streams",
-            dev, tpx_unpack_mode_name(o.mode), tpx_unpack_desc_name(o.desc), o.max_frags, o.threads,
+            dev, tpx__unpack_mode_name(o.mode), tpx__unpack_desc_name(o.desc), o.max_frags, o.threads,
             u->max_blocks, u->ns);
   *out = u;
   return 0;
 fail:
   free_buffers(u);
-  tpx_gpu_evpool_destroy(u->pool);
+  tpx__gpu_evpool_destroy(u->pool);
   destroy_streams(u);
   pthread_mutex_destroy(&u->mu);
   free(u->ring);
   free(u);
-  tpx_gpu_release(dev);
+  tpx__gpu_release(dev);
   return rc;
 }
 
@@ -248,7 +248,7 @@ fail:
 static void retire_upto(tpx_unpacker_t *u, uint64_t upto) {
   while (u->count && u->retired < upto) {
     struct inflight *f = &u->ring[u->head];
-    tpx_gpu_event_put(u->pool, f->ev);
+    tpx__gpu_event_put(u->pool, f->ev);
     f->ev = NULL;
     u->retired = f->ticket + 1;
     u->head = (u->head + 1) % u->o.max_inflight;
@@ -267,14 +267,14 @@ static int poll_ticket(tpx_unpacker_t *u, uint64_t ticket) {
   if (ticket < u->retired) return 1;
   if (u->ns == 1) {
     /* One stream runs in order: this ticket done means all earlier are. */
-    int q = tpx_gpu_event_query(event_of(u, ticket));
+    int q = tpx__gpu_event_query(event_of(u, ticket));
     if (q < 0) return u->failed = q;
     if (q == 1) retire_upto(u, ticket + 1);
     return q;
   }
   /* Several streams: chunks may finish out of order; report in order. */
   while (u->retired <= ticket) {
-    int q = tpx_gpu_event_query(event_of(u, u->retired));
+    int q = tpx__gpu_event_query(event_of(u, u->retired));
     if (q < 0) return u->failed = q;
     if (q == 0) return 0;
     retire_upto(u, u->retired + 1);
@@ -321,12 +321,12 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
   uint32_t max_len = 0;
   uint64_t total = 0;
   /* Validate the copy when there is one: what is checked is what runs. */
-  int rc = tpx_unpack_validate(entries, c->cnt, c->bounce_bytes, c->dst_bytes, &max_len, &total);
+  int rc = tpx__unpack_validate(entries, c->cnt, c->bounce_bytes, c->dst_bytes, &max_len, &total);
   if (rc) return rc;
   const uint32_t shift = slice_shift_for(max_len);
   cudaError_t e;
   if (param) {
-    e = tpx_unpack_kernel_launch_param(entries, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
+    e = tpx__unpack_kernel_launch_param(entries, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
   } else {
     if (u->o.desc == TPX_UNPACK_DESC_COPY && c->cnt) {
       tpx_unpack_meta_t *dslot = u->desc_dev + (slot - u->stage);
@@ -334,7 +334,7 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
       if (e != cudaSuccess) return cuda_fail(e, "descriptor copy", u->dev);
       desc = dslot;
     }
-    e = tpx_unpack_kernel_launch(desc, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
+    e = tpx__unpack_kernel_launch(desc, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
   }
   if (e != cudaSuccess) return cuda_fail(e, "kernel launch", u->dev);
   u->st.launches++;
@@ -346,7 +346,7 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
  * as one batch per chunk where the runtime supports it. */
 static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream_t cs) {
   uint64_t total = 0;
-  int rc = tpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
+  int rc = tpx__unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
   if (rc) return rc;
   const unsigned char *src = c->bounce;
   unsigned char *dst = c->dst;
@@ -395,7 +395,7 @@ static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream
  * destination span, then staging -> destination, per contiguous run. */
 static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream_t cs) {
   uint64_t total = 0;
-  int rc = tpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
+  int rc = tpx__unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
   if (rc || c->cnt == 0) return rc;
   uint64_t lo = UINT64_MAX, hi = 0;
   for (uint32_t i = 0; i < c->cnt; i++) {
@@ -409,10 +409,10 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStrea
   cudaError_t e = cudaStreamSynchronize(cs);
   if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", u->dev);
   if (hi - lo > u->host_stage_bytes) {
-    tpx_gpu_host_free(u->dev, u->host_stage);
+    tpx__gpu_host_free(u->dev, u->host_stage);
     u->host_stage = NULL;
     u->host_stage_bytes = 0;
-    rc = tpx_gpu_host_alloc(u->dev, hi - lo, (void **)&u->host_stage);
+    rc = tpx__gpu_host_alloc(u->dev, hi - lo, (void **)&u->host_stage);
     if (rc) return rc;
     u->host_stage_bytes = hi - lo;
   }
@@ -451,8 +451,8 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStrea
   return 0;
 }
 
-int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
-  if (!u || !c || !ticket) return tpx_err(TPX_EINVAL, "tpx_unpack_submit: NULL");
+int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  if (!u || !c || !ticket) return tpx_err(TPX_EINVAL, "tpx__unpack_submit: NULL");
   if (c->cnt > u->o.max_frags)
     return tpx_err(TPX_EINVAL, "unpack on GPU %d: %u entries > %u per chunk", u->dev, c->cnt, u->o.max_frags);
   if (c->cnt && (!c->meta || !c->bounce || !c->dst))
@@ -468,12 +468,12 @@ int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *
     goto out;
   }
   tpx_gpu_event_t *ev = NULL;
-  rc = tpx_gpu_event_get(u->pool, &ev);
+  rc = tpx__gpu_event_get(u->pool, &ev);
   if (rc) goto out;
   tpx_gpu_guard_t g;
-  rc = tpx_gpu_guard_enter(u->dev, &g);
+  rc = tpx__gpu_guard_enter(u->dev, &g);
   if (rc) {
-    tpx_gpu_event_put(u->pool, ev);
+    tpx__gpu_event_put(u->pool, ev);
     goto out;
   }
   const uint64_t t = u->next_ticket;
@@ -483,10 +483,10 @@ int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *
     case TPX_UNPACK_D2D: rc = submit_d2d(u, c, u->cs[si]); break;
     default: rc = submit_host(u, c, u->cs[si]); break;
   }
-  tpx_gpu_guard_leave(&g);
-  if (!rc) rc = tpx_gpu_event_record(ev, u->streams[si]);
+  tpx__gpu_guard_leave(&g);
+  if (!rc) rc = tpx__gpu_event_record(ev, u->streams[si]);
   if (rc) {
-    tpx_gpu_event_put(u->pool, ev);
+    tpx__gpu_event_put(u->pool, ev);
     goto out;
   }
   u->ring[(u->head + u->count) % u->o.max_inflight] = (struct inflight){t, ev};
@@ -500,8 +500,8 @@ out:
   return rc < 0 ? rc : 0;
 }
 
-int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
-  if (!u) return tpx_err(TPX_EINVAL, "tpx_unpack_done: NULL");
+int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
+  if (!u) return tpx_err(TPX_EINVAL, "tpx__unpack_done: NULL");
   pthread_mutex_lock(&u->mu);
   int rc;
   if (ticket >= u->next_ticket)
@@ -513,13 +513,13 @@ int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
   return rc;
 }
 
-int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
   long sleep_ns = 2000;
   for (;;) {
-    int rc = tpx_unpack_done(u, ticket);
+    int rc = tpx__unpack_done(u, ticket);
     if (rc != 0) return rc < 0 ? rc : 0;
-    if (tpx_now_ns() >= deadline)
+    if (tpx__now_ns() >= deadline)
       return tpx_err(TPX_ETIMEDOUT, "unpack on GPU %d: ticket %llu not done after %d ms", u->dev,
                      (unsigned long long)ticket, timeout_ms);
     struct timespec ts = {0, sleep_ns};
@@ -528,10 +528,10 @@ int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
   }
 }
 
-int tpx_unpack_sync(tpx_unpacker_t *u) {
-  if (!u) return tpx_err(TPX_EINVAL, "tpx_unpack_sync: NULL");
+int tpx__unpack_sync(tpx_unpacker_t *u) {
+  if (!u) return tpx_err(TPX_EINVAL, "tpx__unpack_sync: NULL");
   int rc = 0;
-  for (int i = 0; i < u->ns && !rc; i++) rc = tpx_gpu_stream_sync(u->streams[i]);
+  for (int i = 0; i < u->ns && !rc; i++) rc = tpx__gpu_stream_sync(u->streams[i]);
   pthread_mutex_lock(&u->mu);
   if (rc && !u->failed) u->failed = rc;
   if (!rc && u->count) rc = poll_ticket(u, u->next_ticket - 1);
@@ -541,40 +541,40 @@ int tpx_unpack_sync(tpx_unpacker_t *u) {
   return rc < 0 ? rc : 0;
 }
 
-void tpx_unpacker_destroy(tpx_unpacker_t *u) {
+void tpx__unpacker_destroy(tpx_unpacker_t *u) {
   if (!u) return;
   for (int i = 0; i < u->ns; i++)
-    if (tpx_gpu_stream_sync(u->streams[i])) TPX_WARN("unpack on GPU %d: teardown with failed GPU work", u->dev);
+    if (tpx__gpu_stream_sync(u->streams[i])) TPX_WARN("unpack on GPU %d: teardown with failed GPU work", u->dev);
   while (u->count) { /* return every event, finished or not */
-    tpx_gpu_event_put(u->pool, u->ring[u->head].ev);
+    tpx__gpu_event_put(u->pool, u->ring[u->head].ev);
     u->head = (u->head + 1) % u->o.max_inflight;
     u->count--;
   }
   free_buffers(u);
-  tpx_gpu_evpool_destroy(u->pool);
+  tpx__gpu_evpool_destroy(u->pool);
   destroy_streams(u);
   pthread_mutex_destroy(&u->mu);
   int dev = u->dev;
   free(u->ring);
   free(u);
-  tpx_gpu_release(dev);
+  tpx__gpu_release(dev);
 }
 
-void *tpx_unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs[0] : NULL; }
-int tpx_unpack_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
-void *tpx_unpack_stream_at(tpx_unpacker_t *u, int i) {
+void *tpx__unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs[0] : NULL; }
+int tpx__unpack_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
+void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {
   return (u && i >= 0 && i < u->ns) ? (void *)u->cs[i] : NULL;
 }
-int tpx_unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : -1; }
+int tpx__unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : -1; }
 
-void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
+void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   if (!st) return;
   memset(st, 0, sizeof *st);
   if (!u) return;
   pthread_mutex_lock(&u->mu);
   *st = u->st;
   pthread_mutex_unlock(&u->mu);
-  st->events_created = (uint64_t)tpx_gpu_evpool_created(u->pool);
+  st->events_created = (uint64_t)tpx__gpu_evpool_created(u->pool);
 }
 
 #endif /* TPX_HAVE_CUDA */

@@ -6,7 +6,7 @@
  * buffer is device memory (GPUDirect) or pinned host memory mapped into the
  * GPU (the built-in transport's emulation); dst is the receive buffer. The
  * layout, the entry validation and the CPU gather for host memory
- * (tpx_unpack_cpu) belong to the contract; this is the GPU side.
+ * (tpx__unpack_cpu) belong to the contract; this is the GPU side.
  *
  * tpx_unpacker_t: one GPU per unpacker, persistent streams, a pooled event
  * per chunk. Modes:
@@ -20,7 +20,7 @@
  * in FIFO order once it is done.
  *
  * Every entry is checked against the sizes of the bounce buffer and of the
- * destination before any copy is queued (tpx_unpack_validate): a bad entry
+ * destination before any copy is queued (tpx__unpack_validate): a bad entry
  * is TPX_EPROTO and nothing of that chunk is copied.
  */
 #ifndef TPX_CUDA_UNPACK_H
@@ -58,10 +58,10 @@ enum tpx_unpack_desc {
 };
 
 /* "kernel" | "d2d" | "host" (case-insensitive) -> TPX_UNPACK_*; TPX_EINVAL else. */
-int tpx_unpack_mode_parse(const char *s, int *mode);
-const char *tpx_unpack_mode_name(int mode);
-int tpx_unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" | "param" */
-const char *tpx_unpack_desc_name(int desc);
+int tpx__unpack_mode_parse(const char *s, int *mode);
+const char *tpx__unpack_mode_name(int mode);
+int tpx__unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" | "param" */
+const char *tpx__unpack_desc_name(int desc);
 
 /* ---------------- GPU unpacker ---------------- */
 
@@ -81,16 +81,16 @@ typedef struct tpx_unpack_opts {
 #define TPX_UNPACK_NSTREAMS_DEFAULT 4
 #define TPX_UNPACK_MAX_STREAMS 8
 
-void tpx_unpack_opts_default(tpx_unpack_opts_t *o);
+void tpx__unpack_opts_default(tpx_unpack_opts_t *o);
 
 typedef struct tpx_unpacker tpx_unpacker_t;
 
 /* Creates the unpacker's stream, event pool and buffers on GPU dev (holds a
  * reference on its primary context until destroy). TPX_ENOTSUP without CUDA
  * or without a usable GPU. */
-int tpx_unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out);
+int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out);
 /* Waits for submitted work, then frees everything. NULL ok. */
-void tpx_unpacker_destroy(tpx_unpacker_t *u);
+void tpx__unpacker_destroy(tpx_unpacker_t *u);
 
 typedef struct tpx_unpack_chunk {
   const tpx_unpack_meta_t *meta;     /* entries, readable by the CPU */
@@ -109,26 +109,26 @@ typedef struct tpx_unpack_chunk {
  * still reported in ticket order. TPX_EAGAIN when max_inflight chunks are
  * still running (poll, then retry); TPX_EPROTO for a bad entry (nothing
  * queued). */
-int tpx_unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket);
+int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket);
 
 /* Non-blocking: 1 if chunk `ticket` and every earlier one have been
  * unpacked, 0 if not yet; TPX_EINVAL for a ticket never issued; TPX_ECUDA if
  * the GPU work failed. */
-int tpx_unpack_done(tpx_unpacker_t *u, uint64_t ticket);
+int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket);
 
 /* Block until `ticket` is done, at most timeout_ms (< 0: no limit);
  * TPX_ETIMEDOUT when it passes. */
-int tpx_unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms);
+int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms);
 
 /* Everything submitted so far is done when this returns 0. */
-int tpx_unpack_sync(tpx_unpacker_t *u);
+int tpx__unpack_sync(tpx_unpacker_t *u);
 
 /* The unpacker's streams (cudaStream_t), e.g. for timing events: stream i
- * of tpx_unpack_nstreams; tpx_unpack_stream is stream 0. */
-void *tpx_unpack_stream(tpx_unpacker_t *u);
-int tpx_unpack_nstreams(const tpx_unpacker_t *u);
-void *tpx_unpack_stream_at(tpx_unpacker_t *u, int i);
-int tpx_unpack_device(const tpx_unpacker_t *u);
+ * of tpx__unpack_nstreams; tpx__unpack_stream is stream 0. */
+void *tpx__unpack_stream(tpx_unpacker_t *u);
+int tpx__unpack_nstreams(const tpx_unpacker_t *u);
+void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i);
+int tpx__unpack_device(const tpx_unpacker_t *u);
 
 typedef struct tpx_unpack_stats {
   uint64_t chunks;   /* submitted */
@@ -137,7 +137,7 @@ typedef struct tpx_unpack_stats {
   uint64_t launches; /* kernel launches or copy calls issued */
   uint64_t events_created; /* pooled events ever created (stays small) */
 } tpx_unpack_stats_t;
-void tpx_unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st);
+void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st);
 
 #ifdef __cplusplus
 }

@@ -55,7 +55,7 @@ static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *param
   if (rc == 0 && ep->ndev < 1) rc = tpx_err(TPX_ENOENT, "endpoint %s: transport %s has no devices", ep->name, ep->net->name);
   if (rc) return rc;
   if (!caps->host_ptr) TPX_WARN("endpoint %s: transport %s does not take host pointers on every device", ep->name, ep->net->name);
-  if ((rc = gpu_ep_init(ep)) != 0) return rc; /* GPU path; installs the unpack stage for UNPACK transports */
+  if ((rc = tpx__gpu_ep_init(ep)) != 0) return rc; /* GPU path; installs the unpack stage for UNPACK transports */
   if (caps->unpack && !ep->consume) {
     /* Receives would land in the transport's bounce pages, not in our buffers:
      * refuse rather than deliver garbage until the consume stage exists. */
@@ -83,9 +83,9 @@ static int open_io(tpx_endpoint_t *ep, const tpx_endpoint_params_t *params) {
   if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &e) != 0)
     return tpx_err(TPX_ESYSTEM, "endpoint %s: epoll: %s", ep->name, strerror(errno));
   int rc;
-  if (!params->no_listen && (rc = listen_open(ep, params->listen_host, params->port)) != 0) return rc;
+  if (!params->no_listen && (rc = tpx__listen_open(ep, params->listen_host, params->port)) != 0) return rc;
   ep->scratch_buf = aligned_alloc(4096, SCRATCH_BYTES);
-  if (!ep->scratch_buf || mem_register_internal(ep, ep->scratch_buf, SCRATCH_BYTES, &ep->scratch) != 0)
+  if (!ep->scratch_buf || tpx__mem_register_internal(ep, ep->scratch_buf, SCRATCH_BYTES, &ep->scratch) != 0)
     return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
   return 0;
 }
@@ -96,7 +96,7 @@ static tpx_endpoint_t *ep_alloc(const tpx_endpoint_params_t *params) {
   ep->cfg = params->cfg ? *params->cfg : *tpx_config_global();
   ep->listen_fd = ep->epfd = ep->evfd = -1;
   ep->gpu = params->gpu;
-  ep->uuid = tpx_random_u64();
+  ep->uuid = tpx__random_u64();
   if (params->name && params->name[0]) snprintf(ep->name, sizeof(ep->name), "%s", params->name);
   else {
     char host[32] = "host";
@@ -127,7 +127,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     goto fail;
   }
   if ((rc = open_transport(ep, params)) != 0 || (rc = open_io(ep, params)) != 0) goto fail;
-  if (c->progress_thread && progress_thread_start(ep) != 0) {
+  if (c->progress_thread && tpx__progress_thread_start(ep) != 0) {
     rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);
     goto fail;
   }
@@ -144,39 +144,39 @@ fail:
 /* Peers, handles and lingering control sockets, lock held. */
 static void close_all(tpx_endpoint_t *ep) {
   for (struct tpx_peer *p = ep->peers; p; p = p->next)
-    if (p->state != P_DEAD) peer_shutdown(p, TPX_ECANCELED);
-  while (ep->xfers) op_user_destroy(ep->xfers); /* handles the user did not free */
+    if (p->state != P_DEAD) tpx__peer_shutdown(p, TPX_ECANCELED);
+  while (ep->xfers) tpx__op_user_destroy(ep->xfers); /* handles the user did not free */
   ep->acceptq_n = 0;
   while (ep->peers) { /* peers the user did not close */
     struct tpx_peer *p = ep->peers;
     p->refs = 1;
-    peer_release(p);
+    tpx__peer_release(p);
   }
   /* Give closing control connections a moment to see the peer's FIN. */
   for (int i = 0; i < 50 && ep->nclosing; i++) {
-    ctl_closing_step(ep, tpx_now_ns(), 0);
+    tpx__ctl_closing_step(ep, tpx__now_ns(), 0);
     if (!ep->nclosing) break;
     pthread_mutex_unlock(&ep->lock);
     struct timespec ts = {0, 2000000};
     nanosleep(&ts, NULL);
     pthread_mutex_lock(&ep->lock);
   }
-  ctl_closing_step(ep, tpx_now_ns(), 1);
+  tpx__ctl_closing_step(ep, tpx__now_ns(), 1);
 }
 
 void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   if (!ep) return;
-  progress_thread_stop(ep);
+  tpx__progress_thread_stop(ep);
   pthread_mutex_lock(&ep->lock);
   close_all(ep);
-  if (ep->net) mem_free_all(ep);
-  gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */
+  if (ep->net) tpx__mem_free_all(ep);
+  tpx__gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */
   pthread_mutex_unlock(&ep->lock);
   free(ep->scratch_buf);
   free(ep->slots);
   free(ep->closing);
   free(ep->acceptq);
-  notif_queue_free(ep);
+  tpx__notif_queue_free(ep);
   if (ep->own_net) tpx_net_close(ep->net);
   if (ep->listen_fd >= 0) close(ep->listen_fd);
   if (ep->epfd >= 0) close(ep->epfd);
@@ -194,7 +194,7 @@ const char *tpx_endpoint_transport(const tpx_endpoint_t *ep) { return ep && ep->
 int tpx_progress(tpx_endpoint_t *ep) {
   if (!ep) return tpx_err(TPX_EINVAL, "tpx_progress: NULL");
   pthread_mutex_lock(&ep->lock);
-  (void)ep_pass(ep);
+  (void)tpx__ep_pass(ep);
   pthread_mutex_unlock(&ep->lock);
   return 0;
 }

@@ -24,8 +24,8 @@ int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, tpx_mem_t **ou
   tpx_mem_desc_t cd = *d; /* CUDA: device -1 becomes the pointer's GPU */
   uint32_t pre = 0, post = 0;
   pthread_mutex_lock(&ep->lock);
-  int rc = d->type == TPX_MEM_CUDA ? gpu_mem_check(ep, &cd, &pre, &post) : 0;
-  if (rc == 0) rc = mem_add(ep, &cd, 0, out);
+  int rc = d->type == TPX_MEM_CUDA ? tpx__gpu_mem_check(ep, &cd, &pre, &post) : 0;
+  if (rc == 0) rc = tpx__mem_add(ep, &cd, 0, out);
   if (rc == 0) {
     (*out)->reg_pre = pre;
     (*out)->reg_post = post;
@@ -51,7 +51,7 @@ int tpx_mem_deregister(tpx_mem_t *m) {
   /* A peer's write or read may still be finishing on it (the initiator can
    * see completion before our last send request is reaped): wait for those. */
   if (m->refs == 0 && m->irefs > 0)
-    ep_wait(ep, no_irefs, m, tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms));
+    tpx__ep_wait(ep, no_irefs, m, tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms));
   if (m->irefs > 0) {
     int refs = m->irefs;
     pthread_mutex_unlock(&ep->lock);
@@ -64,7 +64,7 @@ int tpx_mem_deregister(tpx_mem_t *m) {
     return tpx_err(TPX_EAGAIN, "tpx_mem_deregister: region %llu is used by %d transfer(s)",
                    (unsigned long long)m->id, refs);
   }
-  mem_unregister(m);
+  tpx__mem_unregister(m);
   pthread_mutex_unlock(&ep->lock);
   return 0;
 }
@@ -76,14 +76,14 @@ int tpx_mem_get_public_data(const tpx_mem_t *m, void *buf, size_t cap, size_t *l
   if (!m || !buf || !len) return tpx_err(TPX_EINVAL, "tpx_mem_get_public_data: NULL argument");
   struct md_info md = {m->ep->uuid, m->id, (uint64_t)(uintptr_t)m->base, m->len, m->access,
                        (uint8_t)m->type, m->device};
-  return md_encode(&md, buf, cap, len);
+  return tpx__md_encode(&md, buf, cap, len);
 }
 
 int tpx_load_remote_md(const void *blob, size_t len, tpx_rmem_t **out) {
   if (!blob || !out) return tpx_err(TPX_EINVAL, "tpx_load_remote_md: NULL argument");
   *out = NULL;
   struct md_info md;
-  int rc = md_decode(blob, len, &md);
+  int rc = tpx__md_decode(blob, len, &md);
   if (rc) return rc;
   tpx_rmem_t *r = calloc(1, sizeof(*r));
   if (!r) return tpx_err(TPX_ENOMEM, "tpx_load_remote_md: out of memory");

@@ -18,20 +18,20 @@ int tpx_notify(tpx_peer_t *p, const void *msg, size_t len) {
   pthread_mutex_lock(&ep->lock);
   int rc = p->state == P_READY ? 0
            : tpx_err(p->err ? p->err : TPX_EUSAGE, "tpx_notify: peer %s is not connected: %s", p->where, p->errmsg);
-  if (rc == 0 && (rc = ctl_send(p, wire_put_notif(&p->out, msg, (uint32_t)len))) != 0) {
-    peer_fail(p, rc, "peer %s: notification not sent: %s", p->where, tpx_last_error());
+  if (rc == 0 && (rc = tpx__ctl_send(p, tpx__wire_put_notif(&p->out, msg, (uint32_t)len))) != 0) {
+    tpx__peer_fail(p, rc, "peer %s: notification not sent: %s", p->where, tpx_last_error());
     rc = tpx_err_quiet(rc, "tpx_notify: peer %s: %s", p->where, p->errmsg);
   }
   pthread_mutex_unlock(&ep->lock);
-  if (rc == 0) ep_wake(ep);
+  if (rc == 0) tpx__ep_wake(ep);
   return rc;
 }
 
 int tpx_get_notif(tpx_endpoint_t *ep, tpx_notif_t *out) {
   if (!ep || !out) return tpx_err(TPX_EINVAL, "tpx_get_notif: NULL argument");
   pthread_mutex_lock(&ep->lock);
-  if (!ep->thread_on && !ep->notif_head) (void)ep_pass(ep);
-  int r = notif_pop(ep, out);
+  if (!ep->thread_on && !ep->notif_head) (void)tpx__ep_pass(ep);
+  int r = tpx__notif_pop(ep, out);
   pthread_mutex_unlock(&ep->lock);
   return r;
 }
@@ -43,10 +43,10 @@ static int notif_ready(tpx_endpoint_t *ep, void *arg) {
 
 int tpx_wait_notif(tpx_endpoint_t *ep, int timeout_ms, tpx_notif_t *out) {
   if (!ep || !out) return tpx_err(TPX_EINVAL, "tpx_wait_notif: NULL argument");
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + ms_to_ns(timeout_ms);
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + tpx__ms_to_ns(timeout_ms);
   pthread_mutex_lock(&ep->lock);
   int r = 0;
-  if (ep_wait(ep, notif_ready, NULL, deadline)) r = notif_pop(ep, out);
+  if (tpx__ep_wait(ep, notif_ready, NULL, deadline)) r = tpx__notif_pop(ep, out);
   pthread_mutex_unlock(&ep->lock);
   return r;
 }

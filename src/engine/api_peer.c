@@ -43,10 +43,10 @@ static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_
     freeaddrinfo(ai);
     return tpx_err(TPX_ESYSTEM, "tpx_connect: socket: %s", strerror(errno));
   }
-  ctl_set_nodelay(fd);
-  tpx_set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
+  tpx__ctl_set_nodelay(fd);
+  tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
   char where[96];
-  listen_fmt_addr(ai->ai_addr, where, sizeof(where));
+  tpx__listen_fmt_addr(ai->ai_addr, where, sizeof(where));
   int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
   int e = errno;
   freeaddrinfo(ai);
@@ -55,19 +55,19 @@ static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_
     return tpx_err(TPX_ECLOSED, "tpx_connect: %s: %s", where, strerror(e));
   }
   pthread_mutex_lock(&ep->lock);
-  struct tpx_peer *p = peer_new(ep, fd, 0, where);
+  struct tpx_peer *p = tpx__peer_new(ep, fd, 0, where);
   if (!p) {
     pthread_mutex_unlock(&ep->lock);
     close(fd);
     return tpx_err(TPX_ENOMEM, "tpx_connect: out of memory");
   }
-  ep_wake(ep);
-  uint64_t deadline = tpx_now_ns() + ms_to_ns(ep->cfg.connect_timeout_ms) + 50000000ull;
-  ep_wait(ep, peer_settled, p, deadline);
+  tpx__ep_wake(ep);
+  uint64_t deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.connect_timeout_ms) + 50000000ull;
+  tpx__ep_wait(ep, peer_settled, p, deadline);
   int rc = 0;
   if (p->state != P_READY) {
     if (p->state != P_DEAD)
-      peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms", p->where,
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms", p->where,
                 ep->cfg.connect_timeout_ms);
     rc = tpx_err(p->err ? p->err : TPX_ECLOSED, "tpx_connect: %s", p->errmsg);
   }
@@ -92,11 +92,11 @@ int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **out) {
   if (!ep || !out) return tpx_err(TPX_EINVAL, "tpx_accept: NULL argument");
   *out = NULL;
   if (ep->listen_fd < 0) return tpx_err(TPX_EUSAGE, "tpx_accept: endpoint %s does not listen", ep->name);
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + ms_to_ns(timeout_ms);
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + tpx__ms_to_ns(timeout_ms);
   pthread_mutex_lock(&ep->lock);
-  if (!ep->thread_on && timeout_ms == 0) (void)ep_pass(ep);
+  if (!ep->thread_on && timeout_ms == 0) (void)tpx__ep_pass(ep);
   int rc = 0;
-  if (ep_wait(ep, acceptq_ready, NULL, deadline)) {
+  if (tpx__ep_wait(ep, acceptq_ready, NULL, deadline)) {
     struct tpx_peer *p = ep->acceptq[0];
     memmove(&ep->acceptq[0], &ep->acceptq[1], (size_t)(ep->acceptq_n - 1) * sizeof(p));
     ep->acceptq_n--;
@@ -148,7 +148,7 @@ static int our_addresses(tpx_endpoint_t *ep, struct conn_info *ci) {
   unsigned char sel[CAND_MAX];
   int n = list_candidates(ep, c, CAND_MAX);
   for (int i = 0; i < n; i++) names[i] = c[i].name;
-  int rc = tpx_ifname_select(ep->cfg.socket_ifname, names, n, sel);
+  int rc = tpx__ifname_select(ep->cfg.socket_ifname, names, n, sel);
   if (rc < 0) return tpx_err(rc, "tpx_get_conn_info: TPX_SOCKET_IFNAME='%s' is malformed", ep->cfg.socket_ifname);
   for (int i = 0; i < n && ci->naddr < CONN_MAX_ADDRS; i++)
     if (sel[i]) snprintf(ci->addr[ci->naddr++], CONN_ADDR_MAX, "%s", c[i].addr);
@@ -166,14 +166,14 @@ int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
   ci.port = (uint16_t)ep->port;
   snprintf(ci.name, sizeof(ci.name), "%s", ep->name);
   int rc = our_addresses(ep, &ci);
-  return rc ? rc : conn_info_encode(&ci, buf, cap, len);
+  return rc ? rc : tpx__conn_info_encode(&ci, buf, cap, len);
 }
 
 int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **out) {
   if (!ep || !blob || !out) return tpx_err(TPX_EINVAL, "tpx_load_remote_conn_info: NULL argument");
   *out = NULL;
   struct conn_info ci;
-  int rc = conn_info_decode(blob, len, &ci);
+  int rc = tpx__conn_info_decode(blob, len, &ci);
   if (rc) return rc;
   for (int i = 0; i < ci.naddr; i++) {
     rc = connect_one(ep, ci.addr[i], ci.port, out);
@@ -197,7 +197,7 @@ void tpx_peer_close(tpx_peer_t *p) {
   pthread_mutex_lock(&ep->lock);
   if (!p->user_closed) {
     p->user_closed = 1;
-    if (p->state != P_DEAD) peer_shutdown(p, TPX_ECANCELED);
+    if (p->state != P_DEAD) tpx__peer_shutdown(p, TPX_ECANCELED);
     if (p->in_acceptq) { /* closed before tpx_accept handed it out */
       for (int i = 0; i < ep->acceptq_n; i++)
         if (ep->acceptq[i] == p) {
@@ -207,8 +207,8 @@ void tpx_peer_close(tpx_peer_t *p) {
         }
       p->in_acceptq = 0;
     }
-    peer_unlist(p);
-    peer_release(p);
+    tpx__peer_unlist(p);
+    tpx__peer_release(p);
   }
   pthread_mutex_unlock(&ep->lock);
 }

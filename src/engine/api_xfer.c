@@ -71,10 +71,10 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
   }
   struct op *o = NULL;
   if (rc == 0) {
-    o = op_new_user(p, kind, (uint32_t)n);
+    o = tpx__op_new_user(p, kind, (uint32_t)n);
     if (o) o->rents = calloc(n ? n : 1, sizeof(*o->rents));
-    if (!o || !o->rents || (notif && op_copy_notif(o, notif, (uint32_t)notif_len))) {
-      if (o) op_free(o);
+    if (!o || !o->rents || (notif && tpx__op_copy_notif(o, notif, (uint32_t)notif_len))) {
+      if (o) tpx__op_free(o);
       rc = tpx_err(TPX_ENOMEM, "%s: out of memory", what);
     }
   }
@@ -88,8 +88,8 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->rents[i].len = iov[i].len;
       o->total += iov[i].len;
     }
-    o->nchunks = plan_nchunks(o->ents, o->nents, o->chunk);
-    op_user_link(o);
+    o->nchunks = tpx__plan_nchunks(o->ents, o->nents, o->chunk);
+    tpx__op_user_link(o);
     *out = (tpx_xfer_t *)o;
   }
   pthread_mutex_unlock(&ep->lock);
@@ -115,7 +115,7 @@ static int prep_two(tpx_peer_t *p, int kind, tpx_mem_t *mem, size_t off, size_t 
   int rc = check_peer_ready(p, what);
   if (rc == 0) rc = local_range(mem, off, len, ep, what);
   struct op *o = NULL;
-  if (rc == 0 && !(o = op_new_user(p, kind, 1))) rc = tpx_err(TPX_ENOMEM, "%s: out of memory", what);
+  if (rc == 0 && !(o = tpx__op_new_user(p, kind, 1))) rc = tpx_err(TPX_ENOMEM, "%s: out of memory", what);
   if (rc == 0) {
     o->ents[0].mem = mem;
     o->ents[0].off = off;
@@ -123,8 +123,8 @@ static int prep_two(tpx_peer_t *p, int kind, tpx_mem_t *mem, size_t off, size_t 
     o->tag = tag;
     o->cap = len;
     o->total = len;
-    o->nchunks = plan_nchunks(o->ents, 1, o->chunk);
-    op_user_link(o);
+    o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);
+    tpx__op_user_link(o);
     *out = (tpx_xfer_t *)o;
   }
   pthread_mutex_unlock(&ep->lock);
@@ -177,49 +177,49 @@ static void post_start(struct tpx_peer *p, struct op *o) {
   switch (o->kind) {
   case K_WRITE: {
     struct iovec iov[INLINE_MAX_IOV];
-    int niov = inline_ok(ep, o->ents, o->nents, o->total, iov);
-    uint32_t first = niov >= 0 ? 0 : op_take_first_ch(p, o->nchunks);
-    rc = ctl_send(p, wire_put_rw(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents, o->nents,
+    int niov = tpx__inline_ok(ep, o->ents, o->nents, o->total, iov);
+    uint32_t first = niov >= 0 ? 0 : tpx__op_take_first_ch(p, o->nchunks);
+    rc = tpx__ctl_send(p, tpx__wire_put_rw(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents, o->nents,
                                  notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov));
     if (rc) break;
     if (niov >= 0) { /* the data went with the request: wait for the ack */
       uint64_t n = o->nchunks;
       o->nchunks = 0;
-      rc = op_start_data(o, 0, 0);
+      rc = tpx__op_start_data(o, 0, 0);
       o->nchunks = n;
     } else {
-      rc = op_start_data(o, first, 0);
+      rc = tpx__op_start_data(o, first, 0);
     }
     break;
   }
   case K_READ: {
     o->phase = PH_WAIT_HDR;
-    o->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
+    o->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
     struct iovec riov[INLINE_MAX_IOV];
-    int welcome = inline_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
-    rc = ctl_send(p, wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
+    int welcome = tpx__inline_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
+    rc = tpx__ctl_send(p, tpx__wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
                                  o->notif_len, NULL, welcome));
     break;
   }
   case K_RECV: {
     o->phase = PH_WAIT_HDR;
     struct iovec riov[1];
-    struct wire_cts c = {o->id, o->tag, o->cap, inline_iov(o->ents, 1, riov) >= 0};
-    rc = ctl_send(p, wire_put_cts(&p->out, &c));
+    struct wire_cts c = {o->id, o->tag, o->cap, tpx__inline_iov(o->ents, 1, riov) >= 0};
+    rc = tpx__ctl_send(p, tpx__wire_put_cts(&p->out, &c));
     break;
   }
   case K_SEND: {
     struct cts_entry c;
-    if (match_take_cts(p, o->tag, &c)) {
+    if (tpx__match_take_cts(p, o->tag, &c)) {
       o->phase = PH_DATA;
-      match_start_send(p, o, &c);
+      tpx__match_start_send(p, o, &c);
     } else {
-      match_queue_send(p, o);
+      tpx__match_queue_send(p, o);
     }
     break;
   }
   }
-  if (rc) peer_fail(p, rc, "peer %s: %s %llu not started: %s", p->where, op_kind_name(o->kind),
+  if (rc) tpx__peer_fail(p, rc, "peer %s: %s %llu not started: %s", p->where, tpx__op_kind_name(o->kind),
                     (unsigned long long)o->id, tpx_last_error());
 }
 
@@ -231,7 +231,7 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   pthread_mutex_lock(&ep->lock);
   int rc = 0, kick = 0;
   if (o->phase != PH_IDLE) {
-    rc = tpx_err(TPX_EUSAGE, "tpx_xfer_post: %s is still in flight", op_kind_name(o->kind));
+    rc = tpx_err(TPX_EUSAGE, "tpx_xfer_post: %s is still in flight", tpx__op_kind_name(o->kind));
     goto out;
   }
   rc = check_peer_ready(p, "tpx_xfer_post");
@@ -248,27 +248,27 @@ int tpx_xfer_post(tpx_xfer_t *x) {
     o->received = 0;
   }
   if (o->kind != K_SEND) {
-    o->id = id_register(p, o);
+    o->id = tpx__id_register(p, o);
     if (!o->id_reg) {
       rc = tpx_err(TPX_ENOMEM, "tpx_xfer_post: out of memory for transfer ids");
       goto out;
     }
   }
   atomic_store_explicit(&o->status, TPX_EINPROGRESS, memory_order_relaxed);
-  TPX_TRACE("peer %s: %s %llu posted (%llu bytes, %llu chunks)", p->where, op_kind_name(o->kind),
+  TPX_TRACE("peer %s: %s %llu posted (%llu bytes, %llu chunks)", p->where, tpx__op_kind_name(o->kind),
             (unsigned long long)o->id, (unsigned long long)o->total, (unsigned long long)o->nchunks);
-  op_active_add(p, o);
+  tpx__op_active_add(p, o);
   post_start(p, o);
   if (p->state == P_READY) { /* post and drain now, never block */
-    int r = channels_progress(p);
-    if (r < 0) peer_fail_last(p, r);
+    int r = tpx__channels_progress(p);
+    if (r < 0) tpx__peer_fail_last(p, r);
   }
   /* Control answers wake the progress thread through epoll; only requests
    * inside the transport need it woken now. */
   kick = ep->inflight > 0 || ep->queued > 0;
 out:
   pthread_mutex_unlock(&ep->lock);
-  if (rc == 0 && kick) ep_wake(ep);
+  if (rc == 0 && kick) tpx__ep_wake(ep);
   return rc;
 }
 
@@ -287,7 +287,7 @@ int tpx_xfer_test(tpx_xfer_t *x) {
   tpx_endpoint_t *ep = o->peer->ep;
   if (!ep->thread_on && atomic_load_explicit(&o->status, memory_order_acquire) == TPX_EINPROGRESS) {
     pthread_mutex_lock(&ep->lock);
-    (void)ep_pass(ep);
+    (void)tpx__ep_pass(ep);
     pthread_mutex_unlock(&ep->lock);
   }
   return xfer_status(o);
@@ -303,12 +303,12 @@ int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms) {
   struct op *o = &x->op;
   tpx_endpoint_t *ep = o->peer->ep;
   if (op_settled(ep, o)) return xfer_status(o);
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx_now_ns() + ms_to_ns(timeout_ms);
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + tpx__ms_to_ns(timeout_ms);
   pthread_mutex_lock(&ep->lock);
-  int ok = ep_wait(ep, op_settled, o, deadline);
+  int ok = tpx__ep_wait(ep, op_settled, o, deadline);
   pthread_mutex_unlock(&ep->lock);
   if (!ok)
-    return tpx_err_quiet(TPX_ETIMEDOUT, "tpx_xfer_wait: %s still in flight after %d ms", op_kind_name(o->kind),
+    return tpx_err_quiet(TPX_ETIMEDOUT, "tpx_xfer_wait: %s still in flight after %d ms", tpx__op_kind_name(o->kind),
                          timeout_ms);
   return xfer_status(o);
 }
@@ -322,7 +322,7 @@ void tpx_xfer_free(tpx_xfer_t *x) {
   tpx_endpoint_t *ep = o->peer->ep;
   pthread_mutex_lock(&ep->lock);
   if (o->phase != PH_IDLE) o->orphan = 1; /* finishes (or is cancelled) in the background */
-  else op_user_destroy(o);
+  else tpx__op_user_destroy(o);
   pthread_mutex_unlock(&ep->lock);
 }
 

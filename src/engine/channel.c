@@ -11,7 +11,7 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-int channels_alloc(struct tpx_peer *p, int n) {
+int tpx__channels_alloc(struct tpx_peer *p, int n) {
   tpx_endpoint_t *ep = p->ep;
   p->ch = calloc((size_t)n, sizeof(*p->ch));
   if (!p->ch) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
@@ -20,14 +20,14 @@ int channels_alloc(struct tpx_peer *p, int n) {
     struct channel *ch = &p->ch[c];
     ch->idx = c;
     ch->dev = (c + (ep->gpu > 0 ? ep->gpu : 0)) % ep->ndev; /* round robin over devices */
-    int rc = window_init(&ch->sq, c, 0, (uint32_t)ep->window);
-    if (rc == 0) rc = window_init(&ch->rq, c, 1, (uint32_t)ep->window);
+    int rc = tpx__window_init(&ch->sq, c, 0, (uint32_t)ep->window);
+    if (rc == 0) rc = tpx__window_init(&ch->rq, c, 1, (uint32_t)ep->window);
     if (rc) return rc;
   }
   return 0;
 }
 
-int channels_listen(struct tpx_peer *p, int from, int to) {
+int tpx__channels_listen(struct tpx_peer *p, int from, int to) {
   tpx_net_t *net = p->ep->net;
   for (int c = from; c < to; c++) {
     struct channel *ch = &p->ch[c];
@@ -40,14 +40,14 @@ int channels_listen(struct tpx_peer *p, int from, int to) {
   return 0;
 }
 
-void channels_trim(struct tpx_peer *p, int n) {
+void tpx__channels_trim(struct tpx_peer *p, int n) {
   tpx_net_t *net = p->ep->net;
   for (int c = n; c < p->nch; c++) {
     struct channel *ch = &p->ch[c];
     if (ch->listen_comm) net->ops->close_listen(net, ch->listen_comm);
     ch->listen_comm = NULL;
-    window_free(&ch->sq);
-    window_free(&ch->rq);
+    tpx__window_free(&ch->sq);
+    tpx__window_free(&ch->rq);
   }
   p->nch = n;
 }
@@ -55,12 +55,12 @@ void channels_trim(struct tpx_peer *p, int n) {
 /* One direction's comm came up: give it its registration-cache slot. */
 static int comm_up(struct tpx_peer *p, struct window *q, void *comm) {
   q->comm = comm;
-  q->slot = mem_slot_alloc(p->ep, comm);
+  q->slot = tpx__mem_slot_alloc(p->ep, comm);
   if (q->slot < 0) return tpx_err_quiet(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, q->ch);
   return 0;
 }
 
-int channels_connect(struct tpx_peer *p, int *did) {
+int tpx__channels_connect(struct tpx_peer *p, int *did) {
   tpx_net_t *net = p->ep->net;
   int all = 1;
   *did = 0;
@@ -95,7 +95,7 @@ int channels_connect(struct tpx_peer *p, int *did) {
 static void close_comm(struct tpx_peer *p, struct window *q) {
   tpx_net_t *net = p->ep->net;
   if (!q->comm) return;
-  if (q->slot >= 0) mem_slot_release(p->ep, q->slot);
+  if (q->slot >= 0) tpx__mem_slot_release(p->ep, q->slot);
   int rc = q->is_recv ? net->ops->close_recv(net, q->comm) : net->ops->close_send(net, q->comm);
   if (rc) TPX_WARN("peer %s channel %d: close%s failed: %s", p->where, q->ch, q->is_recv ? "Recv" : "Send",
                    tpx_strerror(rc));
@@ -103,12 +103,12 @@ static void close_comm(struct tpx_peer *p, struct window *q) {
   q->slot = -1;
 }
 
-void channels_close(struct tpx_peer *p) {
+void tpx__channels_close(struct tpx_peer *p) {
   tpx_net_t *net = p->ep->net;
   for (int c = 0; c < p->nch; c++) {
     struct channel *ch = &p->ch[c];
-    window_purge(p, &ch->sq);
-    window_purge(p, &ch->rq);
+    tpx__window_purge(p, &ch->sq);
+    tpx__window_purge(p, &ch->rq);
     close_comm(p, &ch->sq);
     close_comm(p, &ch->rq);
     if (ch->listen_comm) {
@@ -119,21 +119,21 @@ void channels_close(struct tpx_peer *p) {
   }
 }
 
-int channels_progress(struct tpx_peer *p) {
+int tpx__channels_progress(struct tpx_peer *p) {
   int did = 0;
   for (int c = 0; c < p->nch; c++) {
     struct channel *ch = &p->ch[c];
-    int r = window_progress(p, &ch->sq, op_chunk_done);
+    int r = tpx__window_progress(p, &ch->sq, tpx__op_chunk_done);
     if (r < 0) return r;
     did += r;
-    r = window_progress(p, &ch->rq, op_chunk_done);
+    r = tpx__window_progress(p, &ch->rq, tpx__op_chunk_done);
     if (r < 0) return r;
     did += r;
   }
   return did;
 }
 
-int channels_busy(const struct tpx_peer *p) {
+int tpx__channels_busy(const struct tpx_peer *p) {
   if (p->inflight) return 1;
   for (int c = 0; c < p->nch; c++)
     if (p->ch[c].sq.pend || p->ch[c].rq.pend) return 1;

@@ -22,20 +22,20 @@ struct channel {
 };
 
 /* Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
-int channels_alloc(struct tpx_peer *p, int n);
+int tpx__channels_alloc(struct tpx_peer *p, int n);
 /* Listen once per channel; the handles are kept for the whole setup. */
-int channels_listen(struct tpx_peer *p, int from, int to);
+int tpx__channels_listen(struct tpx_peer *p, int from, int to);
 /* Keep only the first n channels (the peer agreed to fewer). */
-void channels_trim(struct tpx_peer *p, int n);
+void tpx__channels_trim(struct tpx_peer *p, int n);
 /* Transport connect/accept of every channel, retried until all are up:
  * 1 all up, 0 not yet (did: comms that came up), < 0 error. */
-int channels_connect(struct tpx_peer *p, int *did);
+int tpx__channels_connect(struct tpx_peer *p, int *did);
 /* Close every comm (their requests with them) and listen comm. */
-void channels_close(struct tpx_peer *p);
+void tpx__channels_close(struct tpx_peer *p);
 /* Post and drain every window of the peer. Returns the number of state
  * changes, or < 0 with the failure's detail in tpx_last_error(). */
-int channels_progress(struct tpx_peer *p);
+int tpx__channels_progress(struct tpx_peer *p);
 /* Anything still queued or in flight on any channel? */
-int channels_busy(const struct tpx_peer *p);
+int tpx__channels_busy(const struct tpx_peer *p);
 
 #endif

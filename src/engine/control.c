@@ -18,12 +18,12 @@
 #define IN_INITIAL (64 * 1024)
 #define CLOSE_LINGER_MS 1000
 
-int ctl_set_nodelay(int fd) {
+int tpx__ctl_set_nodelay(int fd) {
   int one = 1;
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-void ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events) {
+void tpx__ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events) {
   if (p->fd < 0) {
     p->ev = 0;
     return;
@@ -40,7 +40,7 @@ void ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events) {
   p->ev = events;
 }
 
-int ctl_flush(struct tpx_peer *p) {
+int tpx__ctl_flush(struct tpx_peer *p) {
   if (p->fd < 0) return TPX_ECLOSED;
   while (p->out_off < p->out.len) {
     ssize_t n = send(p->fd, p->out.p + p->out_off, p->out.len - p->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -50,27 +50,27 @@ int ctl_flush(struct tpx_peer *p) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!(p->ev & EPOLLOUT)) ctl_epoll_set(p->ep, p, p->ev | EPOLLOUT);
+      if (!(p->ev & EPOLLOUT)) tpx__ctl_epoll_set(p->ep, p, p->ev | EPOLLOUT);
       return 0;
     }
     return tpx_err_quiet(TPX_ECLOSED, "peer %s: control send failed: %s", p->where, strerror(errno));
   }
   p->out_off = 0;
   p->out.len = 0;
-  if (p->ev & EPOLLOUT && p->state != P_CONNECTING) ctl_epoll_set(p->ep, p, p->ev & ~(uint32_t)EPOLLOUT);
+  if (p->ev & EPOLLOUT && p->state != P_CONNECTING) tpx__ctl_epoll_set(p->ep, p, p->ev & ~(uint32_t)EPOLLOUT);
   return 0;
 }
 
-int ctl_send(struct tpx_peer *p, int rc) {
-  if (rc == 0) rc = ctl_flush(p);
+int tpx__ctl_send(struct tpx_peer *p, int rc) {
+  if (rc == 0) rc = tpx__ctl_flush(p);
   return rc;
 }
 
-int ctl_read(struct tpx_peer *p) {
+int tpx__ctl_read(struct tpx_peer *p) {
   if (p->fd < 0) return TPX_ECLOSED;
   size_t want = IN_INITIAL;
   struct wire_frame f;
-  if (p->in_len >= WIRE_HDR_BYTES && wire_frame_parse(p->in, p->in_len, &f) == 0)
+  if (p->in_len >= WIRE_HDR_BYTES && tpx__wire_frame_parse(p->in, p->in_len, &f) == 0)
     want = WIRE_HDR_BYTES + (size_t)f.len; /* room for the whole frame */
   if (want < IN_INITIAL) want = IN_INITIAL;
   if (p->in_cap < want) {
@@ -91,8 +91,8 @@ int ctl_read(struct tpx_peer *p) {
     /* EOF or reset */
     int e = n < 0 ? errno : 0;
     p->eof = 1;
-    (void)ctl_flush(p);
-    ctl_epoll_set(p->ep, p, 0);
+    (void)tpx__ctl_flush(p);
+    tpx__ctl_epoll_set(p->ep, p, 0);
     close(p->fd);
     p->fd = -1;
     return tpx_err_quiet(TPX_ECLOSED, "%s", e ? "control connection reset" : "peer closed the control connection");
@@ -111,16 +111,16 @@ static void closing_add(tpx_endpoint_t *ep, int fd) {
     ep->closing_cap = n;
   }
   ep->closing[ep->nclosing].fd = fd;
-  ep->closing[ep->nclosing].deadline = tpx_now_ns() + ms_to_ns(CLOSE_LINGER_MS);
+  ep->closing[ep->nclosing].deadline = tpx__now_ns() + tpx__ms_to_ns(CLOSE_LINGER_MS);
   ep->nclosing++;
 }
 
-void ctl_drop(struct tpx_peer *p, int graceful) {
+void tpx__ctl_drop(struct tpx_peer *p, int graceful) {
   if (p->fd < 0) return;
   tpx_endpoint_t *ep = p->ep;
-  ctl_epoll_set(ep, p, 0);
+  tpx__ctl_epoll_set(ep, p, 0);
   if (graceful && !p->eof) {
-    (void)ctl_flush(p);
+    (void)tpx__ctl_flush(p);
     shutdown(p->fd, SHUT_WR);
     closing_add(ep, p->fd);
   } else {
@@ -129,7 +129,7 @@ void ctl_drop(struct tpx_peer *p, int graceful) {
   p->fd = -1;
 }
 
-void ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force) {
+void tpx__ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force) {
   for (int i = 0; i < ep->nclosing;) {
     int fd = ep->closing[i].fd, done = force;
     char buf[4096];

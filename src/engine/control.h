@@ -11,20 +11,20 @@
 
 struct tpx_peer;
 
-void ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events);
+void tpx__ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events);
 /* Send what p->out holds, as far as the socket takes it. */
-int ctl_flush(struct tpx_peer *p);
+int tpx__ctl_flush(struct tpx_peer *p);
 /* After appending a frame to p->out (rc: the append's result): flush it. */
-int ctl_send(struct tpx_peer *p, int rc);
+int tpx__ctl_send(struct tpx_peer *p, int rc);
 /* Read what is there into p->in: > 0 bytes read, 0 nothing (or no room
  * until a frame is parsed), TPX_ECLOSED at EOF / reset (p->eof set, the
  * socket closed), other < 0 errors. */
-int ctl_read(struct tpx_peer *p);
+int tpx__ctl_read(struct tpx_peer *p);
 /* Close the control socket: gracefully (last frames, FIN, linger until the
  * peer's FIN so unread bytes never turn into a RST) or at once. */
-void ctl_drop(struct tpx_peer *p, int graceful);
+void tpx__ctl_drop(struct tpx_peer *p, int graceful);
 /* Lingering closes: step them (force: close all now). */
-void ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force);
-int ctl_set_nodelay(int fd);
+void tpx__ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force);
+int tpx__ctl_set_nodelay(int fd);
 
 #endif

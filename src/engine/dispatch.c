@@ -15,15 +15,15 @@
 
 static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   switch (f->type) {
-  case MSG_CTS: return match_on_cts(p, f);
-  case MSG_SEND: return match_on_send(p, f);
-  case MSG_WRITE: return target_on_write(p, f);
-  case MSG_READ: return target_on_read(p, f);
-  case MSG_READ_DATA: return msg_on_read_data(p, f);
-  case MSG_STATUS: return msg_on_status(p, f);
-  case MSG_NOTIF: return msg_on_notif(p, f);
+  case MSG_CTS: return tpx__match_on_cts(p, f);
+  case MSG_SEND: return tpx__match_on_send(p, f);
+  case MSG_WRITE: return tpx__target_on_write(p, f);
+  case MSG_READ: return tpx__target_on_read(p, f);
+  case MSG_READ_DATA: return tpx__msg_on_read_data(p, f);
+  case MSG_STATUS: return tpx__msg_on_status(p, f);
+  case MSG_NOTIF: return tpx__msg_on_notif(p, f);
   default:
-    peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
+    tpx__peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
     return TPX_EPROTO;
   }
 }
@@ -31,56 +31,56 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
 static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   if (f->type == MSG_ERROR) {
     struct wire_error e;
-    if (wire_get_error(f, &e) == 0) {
+    if (tpx__wire_get_error(f, &e) == 0) {
       int code = e.code < 0 && e.code >= TPX_EUNKNOWN ? e.code : TPX_EREMOTE;
-      peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code,
+      tpx__peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code,
                 "peer %s reported: %s", p->where, e.msg);
     } else {
-      peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
+      tpx__peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
     }
     return;
   }
   switch (p->state) {
   case P_WAIT_HELLO:
     if (f->type != MSG_HELLO) break;
-    handshake_on_hello(p, f);
+    tpx__handshake_on_hello(p, f);
     return;
   case P_WAIT_ACK:
     if (f->type != MSG_HELLO_ACK) break;
-    handshake_on_hello_ack(p, f);
+    tpx__handshake_on_hello_ack(p, f);
     return;
   case P_READY:
   case P_CLOSING:
     if (f->type == MSG_HELLO || f->type == MSG_HELLO_ACK) break;
     if (f->type == MSG_BYE) {
       p->bye_recv = 1;
-      peer_remote_gone(p, "peer closed the connection");
+      tpx__peer_remote_gone(p, "peer closed the connection");
       return;
     }
     if (p->bye_recv) {
-      peer_fail(p, TPX_EPROTO, "peer %s: message type %u after goodbye", p->where, f->type);
+      tpx__peer_fail(p, TPX_EPROTO, "peer %s: message type %u after goodbye", p->where, f->type);
       return;
     }
     (void)on_ready_msg(p, f);
     return;
   default: break;
   }
-  peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u in state %d", p->where, f->type, p->state);
+  tpx__peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u in state %d", p->where, f->type, p->state);
 }
 
-int dispatch_parse(struct tpx_peer *p) {
+int tpx__dispatch_parse(struct tpx_peer *p) {
   size_t off = 0;
   int did = 0;
   while (p->state != P_DEAD && p->state != P_NET_SETUP && p->state != P_CONNECTING) {
     struct wire_frame f;
-    long n = wire_frame_parse(p->in + off, p->in_len - off, &f);
+    long n = tpx__wire_frame_parse(p->in + off, p->in_len - off, &f);
     if (n == 0) break;
     if (n < 0) {
       if (n == TPX_EVERSION && p->fd >= 0) {
         /* Frame headers are stable across versions, so the peer can read why. */
-        (void)wire_put_error(&p->out, TPX_EVERSION, "protocol version mismatch");
+        (void)tpx__wire_put_error(&p->out, TPX_EVERSION, "protocol version mismatch");
       }
-      peer_fail(p, (int)n, "peer %s: %s; connection dropped", p->where, tpx_last_error());
+      tpx__peer_fail(p, (int)n, "peer %s: %s; connection dropped", p->where, tpx_last_error());
       return -1;
     }
     on_frame(p, &f);
@@ -98,40 +98,40 @@ static int read_all(struct tpx_peer *p) {
   int did = 0;
   for (;;) {
     if (p->fd < 0) return did;
-    int r = ctl_read(p);
+    int r = tpx__ctl_read(p);
     if (r == 0) return did;
     if (r > 0) {
       did++;
-      if (dispatch_parse(p) < 0) return -1;
+      if (tpx__dispatch_parse(p) < 0) return -1;
       continue;
     }
     if (r != TPX_ECLOSED) {
-      peer_fail_last(p, r);
+      tpx__peer_fail_last(p, r);
       return -1;
     }
     if (p->in_len > 0 && p->state != P_DEAD)
       TPX_DEBUG("peer %s: %zu unparsed control bytes at close", p->where, p->in_len);
     char why[64];
     snprintf(why, sizeof(why), "%s", tpx_last_error());
-    peer_remote_gone(p, why);
+    tpx__peer_remote_gone(p, why);
     return did + 1;
   }
 }
 
-int dispatch_event(struct tpx_peer *p, uint32_t events) {
+int tpx__dispatch_event(struct tpx_peer *p, uint32_t events) {
   if (p->fd < 0) return 0;
   int did = 0;
   if (p->state == P_CONNECTING) {
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
-      handshake_connected(p);
+      tpx__handshake_connected(p);
       did++;
     }
     return did;
   }
   if (events & EPOLLOUT) {
-    int rc = ctl_flush(p);
+    int rc = tpx__ctl_flush(p);
     if (rc) {
-      peer_fail(p, rc, "peer %s: control connection broken", p->where);
+      tpx__peer_fail(p, rc, "peer %s: control connection broken", p->where);
       return 1;
     }
   }

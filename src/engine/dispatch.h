@@ -8,10 +8,10 @@
 struct tpx_peer;
 
 /* epoll reported events on p's control socket. Returns work done. */
-int dispatch_event(struct tpx_peer *p, uint32_t events);
+int tpx__dispatch_event(struct tpx_peer *p, uint32_t events);
 /* Handle every complete frame in p->in (frames wait while the channels
  * come up: they may already refer to them). Returns frames handled, < 0
  * when the peer failed. */
-int dispatch_parse(struct tpx_peer *p);
+int tpx__dispatch_parse(struct tpx_peer *p);
 
 #endif

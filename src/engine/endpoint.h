@@ -88,10 +88,10 @@ struct tpx_endpoint {
   uint64_t next_deadline_scan;
 };
 
-static inline uint64_t ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
+static inline uint64_t tpx__ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
 
 /* Work was posted: the progress thread, if asleep, looks again. */
-static inline void ep_wake(tpx_endpoint_t *ep) {
+static inline void tpx__ep_wake(tpx_endpoint_t *ep) {
   atomic_fetch_add(&ep->work_seq, 1);
   if (atomic_load(&ep->sleeping)) {
     uint64_t one = 1;
@@ -101,7 +101,7 @@ static inline void ep_wake(tpx_endpoint_t *ep) {
 }
 
 /* Something a blocked caller may wait for changed (lock held). */
-static inline void ep_signal(tpx_endpoint_t *ep) {
+static inline void tpx__ep_signal(tpx_endpoint_t *ep) {
   if (ep->waiters) pthread_cond_broadcast(&ep->cv);
 }
 

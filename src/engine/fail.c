@@ -12,7 +12,7 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-void peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
+void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (p->state == P_DEAD) return;
   char msg[200];
   va_list ap;
@@ -24,32 +24,32 @@ void peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (quiet) TPX_DEBUG("%s (%s)", msg, tpx_strerror(err));
   else TPX_ERROR("%s (%s)", msg, tpx_strerror(err));
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
-  if (peer_in_setup(p->state)) ep->setups--;
+  if (tpx__peer_in_setup(p->state)) ep->setups--;
   int was_up = p->state == P_READY || p->state == P_CLOSING;
   p->state = P_DEAD;
   p->err = err;
   /* Tell the peer why, unless it is the one that went away. */
   if (p->fd >= 0 && !p->eof && err != TPX_ECLOSED && err != TPX_ECANCELED) {
-    (void)wire_put_error(&p->out, err, msg);
+    (void)tpx__wire_put_error(&p->out, err, msg);
   } else if (p->fd >= 0 && !p->eof && err == TPX_ECANCELED && was_up && !p->bye_sent) {
-    (void)wire_put_bye(&p->out);
+    (void)tpx__wire_put_bye(&p->out);
     p->bye_sent = 1;
   }
-  ctl_drop(p, 1);
-  channels_close(p);
-  op_fail_all(p, err, 0);
-  ep_signal(ep);
+  tpx__ctl_drop(p, 1);
+  tpx__channels_close(p);
+  tpx__op_fail_all(p, err, 0);
+  tpx__ep_signal(ep);
 }
 
-void peer_fail_last(struct tpx_peer *p, int err) { peer_fail(p, err, "%s", tpx_last_error()); }
+void tpx__peer_fail_last(struct tpx_peer *p, int err) { tpx__peer_fail(p, err, "%s", tpx_last_error()); }
 
-void peer_shutdown(struct tpx_peer *p, int err) {
-  peer_fail(p, err, "peer %s: closed locally", p->where);
+void tpx__peer_shutdown(struct tpx_peer *p, int err) {
+  tpx__peer_fail(p, err, "peer %s: closed locally", p->where);
 }
 
-void peer_remote_gone(struct tpx_peer *p, const char *why) {
-  if (peer_in_setup(p->state)) {
-    peer_fail(p, TPX_ECLOSED, "peer %s: %s during connection setup", p->where, why);
+void tpx__peer_remote_gone(struct tpx_peer *p, const char *why) {
+  if (tpx__peer_in_setup(p->state)) {
+    tpx__peer_fail(p, TPX_ECLOSED, "peer %s: %s during connection setup", p->where, why);
     return;
   }
   if (p->state != P_READY) return;
@@ -57,23 +57,23 @@ void peer_remote_gone(struct tpx_peer *p, const char *why) {
   p->state = P_CLOSING;
   p->err = TPX_ECLOSED;
   snprintf(p->errmsg, sizeof(p->errmsg), "peer %s: %s", p->where, why);
-  op_fail_all(p, TPX_ECLOSED, 1);
-  peer_check_closing(p);
-  ep_signal(p->ep);
+  tpx__op_fail_all(p, TPX_ECLOSED, 1);
+  tpx__peer_check_closing(p);
+  tpx__ep_signal(p->ep);
 }
 
-void peer_check_closing(struct tpx_peer *p) {
-  if (p->state != P_CLOSING || channels_busy(p)) return;
-  peer_fail(p, TPX_ECLOSED, "%s", p->errmsg);
+void tpx__peer_check_closing(struct tpx_peer *p) {
+  if (p->state != P_CLOSING || tpx__channels_busy(p)) return;
+  tpx__peer_fail(p, TPX_ECLOSED, "%s", p->errmsg);
 }
 
-void peer_deadlines(struct tpx_peer *p, uint64_t now) {
-  if (peer_in_setup(p->state)) {
+void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
+  if (tpx__peer_in_setup(p->state)) {
     if (now > p->setup_deadline) {
       int c = 0;
       if (p->state == P_NET_SETUP)
         while (c < p->nch && p->ch[c].sq.comm && p->ch[c].rq.comm) c++;
-      peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)",
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)",
                 p->where, p->ep->cfg.connect_timeout_ms,
                 p->state == P_CONNECTING ? "control connect" :
                 p->state == P_NET_SETUP ? "transport connect/accept" : "handshake",
@@ -86,7 +86,7 @@ void peer_deadlines(struct tpx_peer *p, uint64_t now) {
   for (struct op *o = p->active; o; o = o->next) {
     if ((o->phase == PH_WAIT_ACK || (o->kind == K_READ && o->phase == PH_WAIT_HDR)) &&
         o->deadline && now > o->deadline) {
-      peer_fail(p, TPX_ETIMEDOUT, "peer %s: %s %llu got no %s after %d ms", p->where,
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: %s %llu got no %s after %d ms", p->where,
                 o->kind == K_WRITE ? "write" : "read", (unsigned long long)o->id,
                 o->kind == K_WRITE ? "acknowledgement" : "answer", p->ep->cfg.timeout_ms);
       return;

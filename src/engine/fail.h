@@ -1,4 +1,4 @@
-/* A peer fails, closes, or goes away. peer_fail is where a peer's failure is
+/* A peer fails, closes, or goes away. tpx__peer_fail is where a peer's failure is
  * decided and logged, once; everything below returns errors to it. */
 #ifndef TPX_ENGINE_FAIL_H
 #define TPX_ENGINE_FAIL_H
@@ -9,18 +9,18 @@ struct tpx_peer;
 
 /* Fail the peer (no-op when already dead): log, tell the remote why, close
  * the control socket and the comms, fail every op. */
-void peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same, with the detail tpx_err_quiet recorded (the usual way to pass a
  * lower layer's error up). */
-void peer_fail_last(struct tpx_peer *p, int err);
+void tpx__peer_fail_last(struct tpx_peer *p, int err);
 /* Graceful close by the user. */
-void peer_shutdown(struct tpx_peer *p, int err);
+void tpx__peer_shutdown(struct tpx_peer *p, int err);
 /* The remote said goodbye or closed: finish what is in flight, fail what
  * waits for a message that can no longer come. */
-void peer_remote_gone(struct tpx_peer *p, const char *why);
+void tpx__peer_remote_gone(struct tpx_peer *p, const char *why);
 /* CLOSING and nothing left in flight: release the transport resources. */
-void peer_check_closing(struct tpx_peer *p);
+void tpx__peer_check_closing(struct tpx_peer *p);
 /* Setup and control-wait deadlines. */
-void peer_deadlines(struct tpx_peer *p, uint64_t now);
+void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now);
 
 #endif

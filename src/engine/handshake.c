@@ -23,26 +23,26 @@ static int send_hello(struct tpx_peer *p, int ack) {
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
   struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, 0, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
-  int rc = ctl_send(p, wire_put_hello(&p->out, ack, &h));
+  int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
   free(handles);
   return rc;
 }
 
-void handshake_connected(struct tpx_peer *p) {
+void tpx__handshake_connected(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
   int soerr = 0;
   socklen_t sl = sizeof(soerr);
   if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) soerr = errno;
   if (soerr) {
-    peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(soerr));
+    tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(soerr));
     return;
   }
-  ctl_epoll_set(ep, p, EPOLLIN);
-  int rc = channels_alloc(p, ep->cfg.num_channels);
-  if (rc == 0) rc = channels_listen(p, 0, p->nch);
+  tpx__ctl_epoll_set(ep, p, EPOLLIN);
+  int rc = tpx__channels_alloc(p, ep->cfg.num_channels);
+  if (rc == 0) rc = tpx__channels_listen(p, 0, p->nch);
   if (rc == 0) rc = send_hello(p, 0);
   if (rc) {
-    peer_fail(p, rc, "peer %s: handshake failed: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: handshake failed: %s", p->where, tpx_last_error());
     return;
   }
   p->state = P_WAIT_ACK;
@@ -62,46 +62,46 @@ static void take_handles(struct tpx_peer *p, const struct wire_hello *h) {
     memcpy(p->ch[c].peer_handle, h->handles + (size_t)c * TPX_NET_HANDLE_BYTES, TPX_NET_HANDLE_BYTES);
 }
 
-void handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
+void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_hello h;
-  int rc = wire_get_hello(f, &h);
+  int rc = tpx__wire_get_hello(f, &h);
   if (rc) {
-    peer_fail(p, rc, "peer %s: bad hello: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: bad hello: %s", p->where, tpx_last_error());
     return;
   }
   accept_identity(p, &h);
   int n = h.nch < ep->cfg.num_channels ? h.nch : ep->cfg.num_channels;
-  rc = channels_alloc(p, n);
-  if (rc == 0) rc = channels_listen(p, 0, n);
+  rc = tpx__channels_alloc(p, n);
+  if (rc == 0) rc = tpx__channels_listen(p, 0, n);
   if (rc) {
-    peer_fail(p, rc, "peer %s: channel setup failed: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: channel setup failed: %s", p->where, tpx_last_error());
     return;
   }
   take_handles(p, &h);
   rc = send_hello(p, 1);
   if (rc) {
-    peer_fail(p, rc, "peer %s: hello reply failed: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: hello reply failed: %s", p->where, tpx_last_error());
     return;
   }
   TPX_INFO("endpoint %s: peer %s (gpu %d) connecting with %d channel(s)", ep->name, p->where, p->gpu, n);
   p->state = P_NET_SETUP;
 }
 
-void handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f) {
+void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_hello h;
-  int rc = wire_get_hello(f, &h);
+  int rc = tpx__wire_get_hello(f, &h);
   if (rc) {
-    peer_fail(p, rc, "peer %s: bad hello reply: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: bad hello reply: %s", p->where, tpx_last_error());
     return;
   }
   if (h.nch > p->nch) {
-    peer_fail(p, TPX_EPROTO, "peer %s: agreed %u channels, we offered %d", p->where, h.nch, p->nch);
+    tpx__peer_fail(p, TPX_EPROTO, "peer %s: agreed %u channels, we offered %d", p->where, h.nch, p->nch);
     return;
   }
   accept_identity(p, &h);
-  channels_trim(p, h.nch); /* channels the peer did not take: their listen comms go now */
+  tpx__channels_trim(p, h.nch); /* channels the peer did not take: their listen comms go now */
   take_handles(p, &h);
   TPX_INFO("endpoint %s: connected to %s (gpu %d) with %d channel(s)", ep->name, p->where, p->gpu, p->nch);
   p->state = P_NET_SETUP;
@@ -117,7 +117,7 @@ static int became_ready(struct tpx_peer *p) {
       int ncap = ep->acceptq_cap ? ep->acceptq_cap * 2 : 16;
       struct tpx_peer **q = realloc(ep->acceptq, (size_t)ncap * sizeof(*q));
       if (!q) {
-        peer_fail(p, TPX_ENOMEM, "peer %s: accept queue: out of memory", p->where);
+        tpx__peer_fail(p, TPX_ENOMEM, "peer %s: accept queue: out of memory", p->where);
         return -1;
       }
       ep->acceptq = q;
@@ -127,16 +127,16 @@ static int became_ready(struct tpx_peer *p) {
     p->in_acceptq = 1;
   }
   TPX_DEBUG("endpoint %s: peer %s ready", ep->name, p->where);
-  ep_signal(ep);
+  tpx__ep_signal(ep);
   return 1;
 }
 
-int handshake_step(struct tpx_peer *p, int *did) {
+int tpx__handshake_step(struct tpx_peer *p, int *did) {
   *did = 0;
   if (p->state != P_NET_SETUP) return 0;
-  int rc = channels_connect(p, did);
+  int rc = tpx__channels_connect(p, did);
   if (rc < 0) {
-    peer_fail_last(p, rc);
+    tpx__peer_fail_last(p, rc);
     return -1;
   }
   return rc == 1 ? became_ready(p) : 0;

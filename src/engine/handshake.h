@@ -8,12 +8,12 @@
 struct tpx_peer;
 struct wire_frame;
 
-void handshake_connected(struct tpx_peer *p);
-void handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f);
-void handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f);
+void tpx__handshake_connected(struct tpx_peer *p);
+void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f);
+void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f);
 /* P_NET_SETUP: drive connect/accept. 1: the peer became ready (frames that
  * arrived meanwhile are waiting to be parsed), 0: progress or not yet (did
  * counts comms that came up), < 0: failed. */
-int handshake_step(struct tpx_peer *p, int *did);
+int tpx__handshake_step(struct tpx_peer *p, int *did);
 
 #endif

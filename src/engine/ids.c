@@ -6,7 +6,7 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-uint64_t id_register(struct tpx_peer *p, struct op *o) {
+uint64_t tpx__id_register(struct tpx_peer *p, struct op *o) {
   uint32_t i = p->ids_free_hint;
   while (i < p->ids_cap && p->ids[i].op) i++;
   if (i >= p->ids_cap) {
@@ -25,13 +25,13 @@ uint64_t id_register(struct tpx_peer *p, struct op *o) {
   return ((uint64_t)p->ids[i].gen << 32) | i;
 }
 
-struct op *id_lookup(struct tpx_peer *p, uint64_t id) {
+struct op *tpx__id_lookup(struct tpx_peer *p, uint64_t id) {
   uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
   if (i < p->ids_cap && p->ids[i].op && p->ids[i].gen == gen) return p->ids[i].op;
   return NULL;
 }
 
-void id_unregister(struct tpx_peer *p, uint64_t id) {
+void tpx__id_unregister(struct tpx_peer *p, uint64_t id) {
   uint32_t i = (uint32_t)id;
   if (i < p->ids_cap && p->ids[i].gen == (uint32_t)(id >> 32)) {
     p->ids[i].op = NULL;

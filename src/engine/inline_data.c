@@ -5,7 +5,7 @@
 #include "engine/inline_data.h"
 #include "engine/mem.h"
 
-int inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
+int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
   int k = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!e[i].len) continue;
@@ -17,12 +17,12 @@ int inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
   return k;
 }
 
-int inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
+int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
   if (total > ep->cfg.inline_bytes || total > WIRE_MAX_INLINE) return -1;
-  return inline_iov(e, n, iov);
+  return tpx__inline_iov(e, n, iov);
 }
 
-void inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
+void tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
   for (uint32_t i = 0; i < n; i++) {
     if (!e[i].len) continue;
     memcpy(e[i].mem->base + e[i].off, data, (size_t)e[i].len);

@@ -13,10 +13,10 @@
 
 /* The entries as an iovec (empty ones skipped): the count, or -1 when they
  * cannot go inline (GPU memory, more than INLINE_MAX_IOV pieces). */
-int inline_iov(const struct xent *e, uint32_t n, struct iovec *iov);
+int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov);
 /* The same, also -1 when total is above the endpoint's inline limit. */
-int inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov);
+int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov);
 /* Copy inline bytes into the entries (checked by the caller to fit). */
-void inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data);
+void tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data);
 
 #endif

@@ -18,7 +18,7 @@
 #include "engine/listen.h"
 #include "engine/peer.h"
 
-int listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
+int tpx__listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
   struct addrinfo *ai = NULL;
   int g = getaddrinfo(host ? host : "0.0.0.0", NULL, &hints, &ai);
@@ -39,7 +39,7 @@ int listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
       rc = tpx_err(TPX_ESYSTEM, "endpoint %s: socket: %s", ep->name, strerror(errno));
       break;
     }
-    int e = tpx_bind_port(fd, ai->ai_addr, ai->ai_addrlen, port);
+    int e = tpx__bind_port(fd, ai->ai_addr, ai->ai_addrlen, port);
     if (e == 0 && listen(fd, 256) != 0) e = errno;
     if (e == 0) {
       rc = 0;
@@ -72,7 +72,7 @@ int listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
   return 0;
 }
 
-void listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap) {
+void tpx__listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap) {
   char h[INET6_ADDRSTRLEN] = "?";
   int port = 0;
   if (sa->sa_family == AF_INET) {
@@ -86,7 +86,7 @@ void listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap) {
   }
 }
 
-int listen_accept(tpx_endpoint_t *ep) {
+int tpx__listen_accept(tpx_endpoint_t *ep) {
   int did = 0;
   for (int i = 0; i < 16; i++) {
     struct sockaddr_storage sa;
@@ -97,10 +97,10 @@ int listen_accept(tpx_endpoint_t *ep) {
         TPX_WARN("endpoint %s: accept: %s", ep->name, strerror(errno));
       break;
     }
-    ctl_set_nodelay(fd);
+    tpx__ctl_set_nodelay(fd);
     char where[96];
-    listen_fmt_addr((struct sockaddr *)&sa, where, sizeof(where));
-    if (!peer_new(ep, fd, 1, where)) {
+    tpx__listen_fmt_addr((struct sockaddr *)&sa, where, sizeof(where));
+    if (!tpx__peer_new(ep, fd, 1, where)) {
       close(fd);
       TPX_WARN("endpoint %s: out of memory for incoming peer %s", ep->name, where);
       continue;

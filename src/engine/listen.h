@@ -9,10 +9,10 @@
 
 #include "tpx/endpoint.h"
 
-int listen_open(tpx_endpoint_t *ep, const char *host, int port_req);
+int tpx__listen_open(tpx_endpoint_t *ep, const char *host, int port_req);
 /* Accept what is pending (bounded per call). Returns connections taken. */
-int listen_accept(tpx_endpoint_t *ep);
+int tpx__listen_accept(tpx_endpoint_t *ep);
 /* "a.b.c.d:port" or "[v6]:port". */
-void listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap);
+void tpx__listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap);
 
 #endif

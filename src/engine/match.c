@@ -16,45 +16,45 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-void match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c) {
+void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c) {
   o->match_id = c->recv_id;
   if (o->total > c->cap) {
-    op_set_errmsg(o, "peer %s: send of %llu bytes (tag %llu) is larger than the matching recv (%llu bytes)",
+    tpx__op_set_errmsg(o, "peer %s: send of %llu bytes (tag %llu) is larger than the matching recv (%llu bytes)",
              p->where, (unsigned long long)o->total, (unsigned long long)o->tag, (unsigned long long)c->cap);
     TPX_WARN("%s", o->errmsg);
-    int rc = op_send_status(p, ST_SEND, c->recv_id, TPX_ETRUNC);
+    int rc = tpx__op_send_status(p, ST_SEND, c->recv_id, TPX_ETRUNC);
     o->phase = PH_IDLE;
-    op_finish(o, TPX_ETRUNC);
-    if (rc) peer_fail_last(p, rc);
+    tpx__op_finish(o, TPX_ETRUNC);
+    if (rc) tpx__peer_fail_last(p, rc);
     return;
   }
   struct iovec iov[INLINE_MAX_IOV];
-  int niov = c->inl_ok ? inline_ok(p->ep, o->ents, o->nents, o->total, iov) : -1;
+  int niov = c->inl_ok ? tpx__inline_ok(p->ep, o->ents, o->nents, o->total, iov) : -1;
   if (niov >= 0) { /* copied into the control message: the buffer is free again */
     struct wire_send s = {c->recv_id, o->total, 0, o->chunk, 1, NULL};
-    int rc = ctl_send(p, wire_put_send(&p->out, &s, iov, niov));
+    int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, iov, niov));
     if (rc) {
-      peer_fail_last(p, rc);
+      tpx__peer_fail_last(p, rc);
       return;
     }
-    op_finish(o, 0);
+    tpx__op_finish(o, 0);
     return;
   }
-  uint32_t first = op_take_first_ch(p, o->nchunks);
+  uint32_t first = tpx__op_take_first_ch(p, o->nchunks);
   struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL};
-  int rc = ctl_send(p, wire_put_send(&p->out, &s, NULL, 0));
+  int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, NULL, 0));
   if (rc) {
-    peer_fail_last(p, rc);
+    tpx__peer_fail_last(p, rc);
     return;
   }
-  (void)msg_start_data(p, o, first, 0);
+  (void)tpx__msg_start_data(p, o, first, 0);
 }
 
-int match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
   struct wire_cts m;
-  int rc = wire_get_cts(f, &m);
+  int rc = tpx__wire_get_cts(f, &m);
   if (rc) {
-    peer_fail(p, rc, "peer %s: bad recv announcement", p->where);
+    tpx__peer_fail(p, rc, "peer %s: bad recv announcement", p->where);
     return rc;
   }
   struct cts_entry c = {m.recv_id, m.tag, m.cap, m.inl_ok};
@@ -70,14 +70,14 @@ int match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
     if (p->sends_tail == o) p->sends_tail = prev;
     o->qnext = NULL;
     o->phase = PH_DATA;
-    match_start_send(p, o, &c);
+    tpx__match_start_send(p, o, &c);
     return 0;
   }
   if (p->cts_n == p->cts_cap) {
     uint32_t ncap = p->cts_cap ? p->cts_cap * 2 : 32;
     struct cts_entry *n = malloc(ncap * sizeof(*n));
     if (!n) {
-      peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);
+      tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);
       return TPX_ENOMEM;
     }
     for (uint32_t i = 0; i < p->cts_n; i++) n[i] = p->cts[(p->cts_head + i) % p->cts_cap];
@@ -92,7 +92,7 @@ int match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
 }
 
 /* Oldest unmatched CTS with this tag, removed from the ring. */
-int match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out) {
+int tpx__match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out) {
   for (uint32_t i = 0; i < p->cts_n; i++) {
     struct cts_entry *c = &p->cts[(p->cts_head + i) % p->cts_cap];
     if (c->tag != tag) continue;
@@ -107,7 +107,7 @@ int match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out) {
 }
 
 
-void match_queue_send(struct tpx_peer *p, struct op *o) {
+void tpx__match_queue_send(struct tpx_peer *p, struct op *o) {
   o->phase = PH_WAIT_CTS;
   o->qnext = NULL;
   if (p->sends_tail) p->sends_tail->qnext = o;
@@ -115,17 +115,17 @@ void match_queue_send(struct tpx_peer *p, struct op *o) {
   p->sends_tail = o;
 }
 
-int match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_send m;
-  if ((rc = wire_get_send(f, &m))) {
-    peer_fail(p, rc, "peer %s: bad send header", p->where);
+  if ((rc = tpx__wire_get_send(f, &m))) {
+    tpx__peer_fail(p, rc, "peer %s: bad send header", p->where);
     return rc;
   }
-  struct op *o = id_lookup(p, m.recv_id);
-  if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR) return msg_proto_err(p, "send", m.recv_id);
+  struct op *o = tpx__id_lookup(p, m.recv_id);
+  if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR) return tpx__msg_proto_err(p, "send", m.recv_id);
   if (m.len > o->cap) {
-    peer_fail(p, TPX_EPROTO, "peer %s: send of %llu bytes into a recv of %llu", p->where,
+    tpx__peer_fail(p, TPX_EPROTO, "peer %s: send of %llu bytes into a recv of %llu", p->where,
               (unsigned long long)m.len, (unsigned long long)o->cap);
     return TPX_EPROTO;
   }
@@ -134,10 +134,10 @@ int match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
   o->chunk = m.chunk;
   o->total = m.len;
   if (m.inl) {
-    inline_scatter(o->ents, 1, m.data);
-    op_finish(o, 0);
+    tpx__inline_scatter(o->ents, 1, m.data);
+    tpx__op_finish(o, 0);
     return 0;
   }
-  o->nchunks = plan_nchunks(o->ents, 1, o->chunk);
-  return msg_start_data(p, o, m.first_ch, 1);
+  o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);
+  return tpx__msg_start_data(p, o, m.first_ch, 1);
 }

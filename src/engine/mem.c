@@ -66,7 +66,7 @@ static void tab_remove(tpx_endpoint_t *ep, struct tpx_mem *m) {
   }
 }
 
-struct tpx_mem *mem_lookup(tpx_endpoint_t *ep, uint64_t id) {
+struct tpx_mem *tpx__mem_lookup(tpx_endpoint_t *ep, uint64_t id) {
   if (!ep->mem_tab_cap) return NULL;
   uint32_t mask = ep->mem_tab_cap - 1;
   for (uint32_t i = hash_id(id) & mask; ep->mem_tab[i]; i = (i + 1) & mask)
@@ -74,7 +74,7 @@ struct tpx_mem *mem_lookup(tpx_endpoint_t *ep, uint64_t id) {
   return NULL;
 }
 
-int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out) {
+int tpx__mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out) {
   struct tpx_mem *m = calloc(1, sizeof(*m));
   if (!m) return tpx_err(TPX_ENOMEM, "register: out of memory");
   m->ep = ep;
@@ -82,8 +82,8 @@ int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tp
    * (with an address range inside it): random, so it cannot be guessed from
    * another descriptor, as an rkey. */
   do
-    m->id = tpx_random_u64();
-  while (mem_lookup(ep, m->id) != NULL);
+    m->id = tpx__random_u64();
+  while (tpx__mem_lookup(ep, m->id) != NULL);
   m->base = d->addr;
   m->len = d->len;
   m->type = d->type;
@@ -105,9 +105,9 @@ int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tp
   return 0;
 }
 
-int mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out) {
+int tpx__mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out) {
   tpx_mem_desc_t d = {addr, len, TPX_MEM_HOST, 0, 0};
-  return mem_add(ep, &d, 1, out);
+  return tpx__mem_add(ep, &d, 1, out);
 }
 
 static void mem_dereg_all(struct tpx_mem *m) {
@@ -129,7 +129,7 @@ static void mem_dereg_all(struct tpx_mem *m) {
   m->mh_cap = 0;
 }
 
-void mem_unregister(struct tpx_mem *m) {
+void tpx__mem_unregister(struct tpx_mem *m) {
   tpx_endpoint_t *ep = m->ep;
   mem_dereg_all(m);
   if (!m->internal) tab_remove(ep, m);
@@ -139,14 +139,14 @@ void mem_unregister(struct tpx_mem *m) {
   free(m);
 }
 
-void mem_free_all(tpx_endpoint_t *ep) {
-  while (ep->mems) mem_unregister(ep->mems);
+void tpx__mem_free_all(tpx_endpoint_t *ep) {
+  while (ep->mems) tpx__mem_unregister(ep->mems);
   free(ep->mem_tab);
   ep->mem_tab = NULL;
   ep->mem_tab_cap = ep->mem_tab_n = 0;
 }
 
-/* Slow path of mem_mhandle: register piece k with the comm in `slot`. */
+/* Slow path of tpx__mem_mhandle: register piece k with the comm in `slot`. */
 static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, void **mh) {
   tpx_endpoint_t *ep = m->ep;
   if (slot >= m->mh_cap) {
@@ -170,7 +170,7 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   int rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start - pre, len + pre + post, type, &h);
   if (rc) return tpx_err(rc, "regMr of region %llu piece %u (%llu bytes) failed",
                          (unsigned long long)m->id, k, (unsigned long long)len);
-  if ((rc = gpu_mem_after_reg(m, comm, h)) != 0) {
+  if ((rc = tpx__gpu_mem_after_reg(m, comm, h)) != 0) {
     ep->net->ops->dereg_mr(ep->net, comm, h);
     return rc;
   }
@@ -179,7 +179,7 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   return 0;
 }
 
-int mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh) {
+int tpx__mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh) {
   uint32_t k = (uint32_t)(off / PIECE_STRIDE);
   if (slot < m->mh_cap && m->mh[slot] && m->mh[slot][k]) {
     *mh = m->mh[slot][k];
@@ -204,7 +204,7 @@ static void mem_release_slot(tpx_endpoint_t *ep, int slot) {
 }
 
 
-int mem_slot_alloc(tpx_endpoint_t *ep, void *comm) {
+int tpx__mem_slot_alloc(tpx_endpoint_t *ep, void *comm) {
   for (int i = 0; i < ep->nslots; i++)
     if (!ep->slots[i]) {
       ep->slots[i] = comm;
@@ -221,7 +221,7 @@ int mem_slot_alloc(tpx_endpoint_t *ep, void *comm) {
   return i;
 }
 
-void mem_slot_release(tpx_endpoint_t *ep, int slot) {
+void tpx__mem_slot_release(tpx_endpoint_t *ep, int slot) {
   if (slot < 0 || slot >= ep->nslots || !ep->slots[slot]) return;
   mem_release_slot(ep, slot); /* deregister before the comm closes */
   ep->slots[slot] = NULL;

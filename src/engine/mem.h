@@ -40,19 +40,19 @@ struct tpx_rmem {
 
 /* Add a registration (desc already checked); internal ones are never in the
  * id table, so peers cannot name them. */
-int mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out);
-int mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out);
-struct tpx_mem *mem_lookup(tpx_endpoint_t *ep, uint64_t id);
-void mem_unregister(struct tpx_mem *m);
-void mem_free_all(tpx_endpoint_t *ep);
+int tpx__mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out);
+int tpx__mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out);
+struct tpx_mem *tpx__mem_lookup(tpx_endpoint_t *ep, uint64_t id);
+void tpx__mem_unregister(struct tpx_mem *m);
+void tpx__mem_free_all(tpx_endpoint_t *ep);
 
 /* The transport memory handle of m's piece holding offset off, registered
  * with the comm in `slot` on first use. */
-int mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh);
+int tpx__mem_mhandle(struct tpx_mem *m, int slot, void *comm, uint64_t off, void **mh);
 
 /* Comm slots: each comm gets an index into every region's handle cache. */
-int mem_slot_alloc(tpx_endpoint_t *ep, void *comm);
+int tpx__mem_slot_alloc(tpx_endpoint_t *ep, void *comm);
 /* The comm is about to close: deregister everything registered with it. */
-void mem_slot_release(tpx_endpoint_t *ep, int slot);
+void tpx__mem_slot_release(tpx_endpoint_t *ep, int slot);
 
 #endif

@@ -18,99 +18,99 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-int msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id) {
-  peer_fail(p, TPX_EPROTO, "peer %s: %s for unknown or finished transfer id %llu", p->where, what,
+int tpx__msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id) {
+  tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s for unknown or finished transfer id %llu", p->where, what,
             (unsigned long long)id);
   return TPX_EPROTO;
 }
 
-int msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv) {
-  int rc = op_start_data(o, first_ch, is_recv);
-  if (rc) peer_fail_last(p, rc);
+int tpx__msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv) {
+  int rc = tpx__op_start_data(o, first_ch, is_recv);
+  if (rc) tpx__peer_fail_last(p, rc);
   return rc;
 }
 
 /* The target accepted our read: data follows on the channels, or here. */
-int msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_read_data m;
-  if ((rc = wire_get_read_data(f, &m))) {
-    peer_fail(p, rc, "peer %s: bad read data header", p->where);
+  if ((rc = tpx__wire_get_read_data(f, &m))) {
+    tpx__peer_fail(p, rc, "peer %s: bad read data header", p->where);
     return rc;
   }
-  struct op *o = id_lookup(p, m.id);
-  if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR) return msg_proto_err(p, "read data", m.id);
+  struct op *o = tpx__id_lookup(p, m.id);
+  if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR) return tpx__msg_proto_err(p, "read data", m.id);
   if (m.inl) {
     if (m.inl_len != o->total) {
-      peer_fail(p, TPX_EPROTO, "peer %s: read %llu answered with %llu bytes, expected %llu", p->where,
+      tpx__peer_fail(p, TPX_EPROTO, "peer %s: read %llu answered with %llu bytes, expected %llu", p->where,
                 (unsigned long long)m.id, (unsigned long long)m.inl_len, (unsigned long long)o->total);
       return TPX_EPROTO;
     }
-    inline_scatter(o->ents, o->nents, m.data);
-    op_finish(o, 0);
+    tpx__inline_scatter(o->ents, o->nents, m.data);
+    tpx__op_finish(o, 0);
     return 0;
   }
-  return msg_start_data(p, o, m.first_ch, 1);
+  return tpx__msg_start_data(p, o, m.first_ch, 1);
 }
 
 /* Completion or refusal of one of our ids: a write's acknowledgement, a
  * refused read, a send too large for its recv. */
-int msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_status m;
-  if ((rc = wire_get_status(f, &m))) {
-    peer_fail(p, rc, "peer %s: bad status message", p->where);
+  if ((rc = tpx__wire_get_status(f, &m))) {
+    tpx__peer_fail(p, rc, "peer %s: bad status message", p->where);
     return rc;
   }
-  struct op *o = id_lookup(p, m.id);
+  struct op *o = tpx__id_lookup(p, m.id);
   if (m.what == ST_WRITE) {
     if (!o || o->kind != K_WRITE || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || o->acked)
-      return msg_proto_err(p, "write acknowledgement", m.id);
+      return tpx__msg_proto_err(p, "write acknowledgement", m.id);
     TPX_TRACE("peer %s: write %llu acknowledged (status %d)", p->where, (unsigned long long)m.id, m.status);
     o->acked = 1;
     o->ack_status = m.status;
     if (m.status)
-      op_set_errmsg(o, "peer %s refused write %llu: %s (outside its registrations "
+      tpx__op_set_errmsg(o, "peer %s refused write %llu: %s (outside its registrations "
                "or their access rights)", p->where, (unsigned long long)m.id, tpx_strerror(m.status));
-    if (o->phase == PH_WAIT_ACK) op_finish(o, m.status);
+    if (o->phase == PH_WAIT_ACK) tpx__op_finish(o, m.status);
     return 0;
   }
   if (m.what == ST_READ) {
     if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR || m.status == 0)
-      return msg_proto_err(p, "read refusal", m.id);
-    op_set_errmsg(o, "peer %s refused read %llu: %s (outside its registrations "
+      return tpx__msg_proto_err(p, "read refusal", m.id);
+    tpx__op_set_errmsg(o, "peer %s refused read %llu: %s (outside its registrations "
              "or their access rights)", p->where, (unsigned long long)m.id, tpx_strerror(m.status));
-    op_finish(o, m.status);
+    tpx__op_finish(o, m.status);
     return 0;
   }
   if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR || m.status == 0)
-    return msg_proto_err(p, "send refusal", m.id);
-  op_set_errmsg(o, "peer %s: matching send did not fit this recv of %llu bytes: %s",
+    return tpx__msg_proto_err(p, "send refusal", m.id);
+  tpx__op_set_errmsg(o, "peer %s: matching send did not fit this recv of %llu bytes: %s",
            p->where, (unsigned long long)o->cap, tpx_strerror(m.status));
-  op_finish(o, m.status);
+  tpx__op_finish(o, m.status);
   return 0;
 }
 
 /* A standalone notification waits behind incoming writes still landing. */
-int msg_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__msg_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   int rc;
   struct wire_notif m;
-  if ((rc = wire_get_notif(f, &m))) {
-    peer_fail(p, rc, "peer %s: bad notification", p->where);
+  if ((rc = tpx__wire_get_notif(f, &m))) {
+    tpx__peer_fail(p, rc, "peer %s: bad notification", p->where);
     return rc;
   }
   if (!p->fifo_head) {
-    notif_deliver(ep, p, m.msg, m.len);
+    tpx__notif_deliver(ep, p, m.msg, m.len);
     return 0;
   }
-  struct op *o = op_new_internal(p, K_NOTIF, 0);
-  if (!o || op_copy_notif(o, m.msg, m.len)) {
-    if (o) op_free_internal(o);
-    peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);
+  struct op *o = tpx__op_new_internal(p, K_NOTIF, 0);
+  if (!o || tpx__op_copy_notif(o, m.msg, m.len)) {
+    if (o) tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);
     return TPX_ENOMEM;
   }
   o->phase = PH_FINAL;
-  notif_fifo_push(p, o);
+  tpx__notif_fifo_push(p, o);
   return 0;
 }

@@ -11,26 +11,26 @@ struct op;
 struct wire_frame;
 struct cts_entry;
 
-int msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
-int msg_on_status(struct tpx_peer *p, const struct wire_frame *f);
-int msg_on_notif(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__msg_on_notif(struct tpx_peer *p, const struct wire_frame *f);
 /* An id the peer named is not one of ours in the right state. */
-int msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id);
-/* op_start_data, failing the peer when that fails. */
-int msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
+int tpx__msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id);
+/* tpx__op_start_data, failing the peer when that fails. */
+int tpx__msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
 
 /* target.c */
-int target_on_write(struct tpx_peer *p, const struct wire_frame *f);
-int target_on_read(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f);
 
 /* match.c */
-int match_on_cts(struct tpx_peer *p, const struct wire_frame *f);
-int match_on_send(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f);
 /* Oldest unmatched announcement with this tag, removed from the ring. */
-int match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out);
+int tpx__match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out);
 /* A posted send with no announcement yet waits for one. */
-void match_queue_send(struct tpx_peer *p, struct op *o);
+void tpx__match_queue_send(struct tpx_peer *p, struct op *o);
 /* Matched: move the send's data (or refuse it when it does not fit). */
-void match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c);
+void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c);
 
 #endif

@@ -9,7 +9,7 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-void notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
+void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
   struct notif_node *n = malloc(sizeof(*n));
   if (!n) {
     TPX_ERROR("endpoint %s: out of memory: notification from %s lost", ep->name, p->where);
@@ -24,10 +24,10 @@ void notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, u
   else ep->notif_head = n;
   ep->notif_tail = n;
   ep->notif_n++;
-  ep_signal(ep);
+  tpx__ep_signal(ep);
 }
 
-int notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
+int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
   struct notif_node *n = ep->notif_head;
   if (!n) return 0;
   ep->notif_head = n->next;
@@ -38,7 +38,7 @@ int notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
   return 1;
 }
 
-void notif_queue_free(tpx_endpoint_t *ep) {
+void tpx__notif_queue_free(tpx_endpoint_t *ep) {
   while (ep->notif_head) {
     struct notif_node *n = ep->notif_head;
     ep->notif_head = n->next;
@@ -48,7 +48,7 @@ void notif_queue_free(tpx_endpoint_t *ep) {
   ep->notif_n = 0;
 }
 
-void notif_fifo_push(struct tpx_peer *p, struct op *o) {
+void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o) {
   o->qnext = NULL;
   o->in_fifo = 1;
   if (p->fifo_tail) p->fifo_tail->qnext = o;
@@ -56,7 +56,7 @@ void notif_fifo_push(struct tpx_peer *p, struct op *o) {
   p->fifo_tail = o;
 }
 
-struct op *notif_fifo_pop(struct tpx_peer *p) {
+struct op *tpx__notif_fifo_pop(struct tpx_peer *p) {
   struct op *o = p->fifo_head;
   if (!o) return NULL;
   p->fifo_head = o->qnext;
@@ -64,12 +64,12 @@ struct op *notif_fifo_pop(struct tpx_peer *p) {
   return o;
 }
 
-struct op *notif_fifo_pop_done(struct tpx_peer *p) {
+struct op *tpx__notif_fifo_pop_done(struct tpx_peer *p) {
   if (!p->fifo_head || p->fifo_head->phase != PH_FINAL) return NULL;
-  struct op *o = notif_fifo_pop(p);
+  struct op *o = tpx__notif_fifo_pop(p);
   if (o->has_notif) {
-    if (o->err == 0) notif_deliver(p->ep, p, o->notif, o->notif_len);
-    else TPX_WARN("peer %s: notification of a failed %s dropped", p->where, op_kind_name(o->kind));
+    if (o->err == 0) tpx__notif_deliver(p->ep, p, o->notif, o->notif_len);
+    else TPX_WARN("peer %s: notification of a failed %s dropped", p->where, tpx__op_kind_name(o->kind));
   }
   return o;
 }

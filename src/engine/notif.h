@@ -14,16 +14,16 @@ struct tpx_peer;
 struct op;
 
 /* Append to the endpoint's queue (tpx_get_notif / tpx_wait_notif pop it). */
-void notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len);
-int notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out);
-void notif_queue_free(tpx_endpoint_t *ep);
+void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len);
+int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out);
+void tpx__notif_queue_free(tpx_endpoint_t *ep);
 
 /* The peer's arrival-order FIFO of incoming ops. */
-void notif_fifo_push(struct tpx_peer *p, struct op *o);
+void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o);
 /* The head, if it finished, leaves the FIFO (its notification delivered when
  * it succeeded); the caller frees it. NULL: nothing finished at the head. */
-struct op *notif_fifo_pop_done(struct tpx_peer *p);
+struct op *tpx__notif_fifo_pop_done(struct tpx_peer *p);
 /* The head, finished or not (the peer failed: nothing is delivered). */
-struct op *notif_fifo_pop(struct tpx_peer *p);
+struct op *tpx__notif_fifo_pop(struct tpx_peer *p);
 
 #endif

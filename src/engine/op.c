@@ -1,6 +1,6 @@
 /* Operation lifetime (op.h): creation and freeing, the data phase (chunks
  * queued on the peer's windows), completion and failure. Completion arrives
- * from below (window.c reports each chunk through op_chunk_done); nothing
+ * from below (window.c reports each chunk through tpx__op_chunk_done); nothing
  * here fails a peer: errors are returned to whoever decides that. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 #include "engine/peer.h"
 
 /* vsnprintf: messages are clipped to the buffer on purpose. */
-void op_set_errmsg(struct op *o, const char *fmt, ...) {
+void tpx__op_set_errmsg(struct op *o, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(o->errmsg, sizeof(o->errmsg), fmt, ap);
@@ -43,13 +43,13 @@ static struct op *op_alloc(struct tpx_peer *p, int kind, uint32_t nents, size_t 
   return o;
 }
 
-struct op *op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
+struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
   struct op *o = op_alloc(p, kind, nents, sizeof(struct op), 0);
   if (o) atomic_init(&o->status, TPX_EINPROGRESS);
   return o;
 }
 
-struct op *op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
+struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
   struct op *o = op_alloc(p, kind, nents, sizeof(struct tpx_xfer), 1);
   if (!o) return NULL;
   o->user = 1;
@@ -58,7 +58,7 @@ struct op *op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
   return o;
 }
 
-int op_copy_notif(struct op *o, const void *msg, uint32_t len) {
+int tpx__op_copy_notif(struct op *o, const void *msg, uint32_t len) {
   o->has_notif = 1;
   o->notif_len = len;
   if (len == 0) return 0;
@@ -78,7 +78,7 @@ static void op_release_refs(struct op *o) {
   o->refs_taken = 0;
 }
 
-void op_free(struct op *o) {
+void tpx__op_free(struct op *o) {
   free(o->ents);
   free(o->rents);
   free(o->links);
@@ -86,14 +86,14 @@ void op_free(struct op *o) {
   free(o);
 }
 
-void op_free_internal(struct op *o) {
+void tpx__op_free_internal(struct op *o) {
   int had_refs = o->refs_taken;
   op_release_refs(o);
-  if (had_refs) ep_signal(o->peer->ep); /* a deregistration may be waiting for it */
-  op_free(o);
+  if (had_refs) tpx__ep_signal(o->peer->ep); /* a deregistration may be waiting for it */
+  tpx__op_free(o);
 }
 
-void op_user_link(struct op *o) {
+void tpx__op_user_link(struct op *o) {
   tpx_endpoint_t *ep = o->peer->ep;
   o->peer->refs++;
   for (uint32_t i = 0; i < o->nents; i++) o->ents[i].mem->refs++;
@@ -104,19 +104,19 @@ void op_user_link(struct op *o) {
   ep->xfers = o;
 }
 
-void op_user_destroy(struct op *o) {
+void tpx__op_user_destroy(struct op *o) {
   tpx_endpoint_t *ep = o->peer->ep;
   if (o->xprev) o->xprev->xnext = o->xnext;
   else ep->xfers = o->xnext;
   if (o->xnext) o->xnext->xprev = o->xprev;
   op_release_refs(o);
   struct tpx_peer *p = o->peer;
-  op_free(o);
-  peer_release(p);
+  tpx__op_free(o);
+  tpx__peer_release(p);
 }
 
 /* ---- the peer's active list ---- */
-void op_active_add(struct tpx_peer *p, struct op *o) {
+void tpx__op_active_add(struct tpx_peer *p, struct op *o) {
   o->prev = NULL;
   o->next = p->active;
   if (p->active) p->active->prev = o;
@@ -144,34 +144,34 @@ static void leave_send_queue(struct tpx_peer *p, struct op *o) {
   o->qnext = NULL;
 }
 
-void op_finish(struct op *o, int status) {
+void tpx__op_finish(struct op *o, int status) {
   struct tpx_peer *p = o->peer;
-  TPX_TRACE("peer %s: %s %llu finished (%s)", p->where, op_kind_name(o->kind), (unsigned long long)o->id,
+  TPX_TRACE("peer %s: %s %llu finished (%s)", p->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
             status ? tpx_strerror(status) : "ok");
   if (o->id_reg) {
-    id_unregister(p, o->id);
+    tpx__id_unregister(p, o->id);
     o->id_reg = 0;
   }
   if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) leave_send_queue(p, o);
   active_del(p, o);
-  if (status < 0 && !o->errmsg[0]) op_set_errmsg(o, "%s", p->errmsg[0] ? p->errmsg : tpx_strerror(status));
+  if (status < 0 && !o->errmsg[0]) tpx__op_set_errmsg(o, "%s", p->errmsg[0] ? p->errmsg : tpx_strerror(status));
   if (o->user) {
     o->phase = PH_IDLE;
     atomic_store_explicit(&o->status, status, memory_order_release);
-    if (o->orphan) op_user_destroy(o);
-    else ep_signal(p->ep);
+    if (o->orphan) tpx__op_user_destroy(o);
+    else tpx__ep_signal(p->ep);
     return;
   }
   o->err = status;
   o->phase = PH_FINAL;
   if (!o->in_fifo) {
-    op_free_internal(o);
+    tpx__op_free_internal(o);
     return;
   }
-  for (struct op *d; (d = notif_fifo_pop_done(p)) != NULL;) op_free_internal(d);
+  for (struct op *d; (d = tpx__notif_fifo_pop_done(p)) != NULL;) tpx__op_free_internal(d);
 }
 
-void op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
+void tpx__op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
   for (struct op *o = p->active, *n; o; o = n) {
     n = o->next;
     if (only_ctrl_waits) {
@@ -181,23 +181,23 @@ void op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
                   (o->kind == K_WRITE && o->phase == PH_WAIT_ACK && !o->acked);
       if (!waits) continue;
     }
-    op_finish(o, err);
+    tpx__op_finish(o, err);
   }
   p->cts_n = 0;
   if (!only_ctrl_waits) {
     p->sends_head = p->sends_tail = NULL;
-    for (struct op *o; (o = notif_fifo_pop(p)) != NULL;) op_free_internal(o);
+    for (struct op *o; (o = tpx__notif_fifo_pop(p)) != NULL;) tpx__op_free_internal(o);
   }
 }
 
-int op_send_status(struct tpx_peer *p, int what, uint64_t id, int status) {
+int tpx__op_send_status(struct tpx_peer *p, int what, uint64_t id, int status) {
   if (p->state != P_READY || p->fd < 0) return 0;
   struct wire_status st = {(uint8_t)what, id, status};
-  return ctl_send(p, wire_put_status(&p->out, &st));
+  return tpx__ctl_send(p, tpx__wire_put_status(&p->out, &st));
 }
 
 /* ---- the data phase ---- */
-uint32_t op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
+uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
   uint32_t f = p->next_first_ch % (uint32_t)p->nch;
   p->next_first_ch = (uint32_t)((f + (nchunks ? nchunks : 1)) % (uint64_t)p->nch);
   return f;
@@ -210,24 +210,24 @@ static int op_data_done(struct op *o) {
   int rc = 0;
   switch (o->kind) {
   case K_WRITE:
-    if (o->acked) op_finish(o, o->ack_status);
-    else if (p->state != P_READY) op_finish(o, TPX_ECLOSED);
+    if (o->acked) tpx__op_finish(o, o->ack_status);
+    else if (p->state != P_READY) tpx__op_finish(o, TPX_ECLOSED);
     else {
       o->phase = PH_WAIT_ACK;
-      o->deadline = tpx_now_ns() + ms_to_ns(p->ep->cfg.timeout_ms);
+      o->deadline = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
     }
     break;
   case K_IN_WRITE:
     TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
-    if (!o->discard) rc = op_send_status(p, ST_WRITE, o->id, 0);
-    op_finish(o, o->discard ? TPX_EACCES : 0);
+    if (!o->discard) rc = tpx__op_send_status(p, ST_WRITE, o->id, 0);
+    tpx__op_finish(o, o->discard ? TPX_EACCES : 0);
     break;
-  default: op_finish(o, 0); break;
+  default: tpx__op_finish(o, 0); break;
   }
   return rc;
 }
 
-int op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
+int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
   struct tpx_peer *p = o->peer;
   o->nch = (uint32_t)p->nch;
   o->first_ch = first_ch % o->nch;
@@ -235,17 +235,17 @@ int op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
   o->chunks_left = o->nchunks;
   if (o->nchunks == 0) return op_data_done(o);
   for (uint32_t c = 0; c < o->nch; c++) {
-    uint64_t idx = plan_first_idx(c, o->first_ch, o->nch);
+    uint64_t idx = tpx__plan_first_idx(c, o->first_ch, o->nch);
     if (idx >= o->nchunks) continue;
     struct wlink *l = &o->links[c];
     l->op = o;
-    plan_seek(o->ents, o->nents, o->chunk, idx, &l->cur);
-    window_enqueue(p, is_recv ? &p->ch[c].rq : &p->ch[c].sq, l);
+    tpx__plan_seek(o->ents, o->nents, o->chunk, idx, &l->cur);
+    tpx__window_enqueue(p, is_recv ? &p->ch[c].rq : &p->ch[c].sq, l);
   }
   return 0;
 }
 
-int op_chunk_done(struct op *o) {
+int tpx__op_chunk_done(struct op *o) {
   if (--o->chunks_left == 0 && o->phase == PH_DATA) return op_data_done(o);
   return 0;
 }

@@ -81,47 +81,47 @@ struct tpx_xfer {
 #define OP_MAX_CHUNKS (1ull << 31)
 
 /* "write", "incoming write", ...: the one name table. */
-static inline const char *op_kind_name(int k) {
+static inline const char *tpx__op_kind_name(int k) {
   static const char *const n[] = {"op", "write", "read", "send", "recv", "incoming write", "served read", "notification"};
   return k >= 0 && k <= K_NOTIF ? n[k] : "op";
 }
-void op_set_errmsg(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tpx__op_set_errmsg(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Internal ops (we serve a peer's request) and user handles. */
-struct op *op_new_internal(struct tpx_peer *p, int kind, uint32_t nents);
-struct op *op_new_user(struct tpx_peer *p, int kind, uint32_t nents);
-int op_copy_notif(struct op *o, const void *msg, uint32_t len);
+struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents);
+struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents);
+int tpx__op_copy_notif(struct op *o, const void *msg, uint32_t len);
 /* Free an op that holds no references and is in no list. */
-void op_free(struct op *o);
-void op_free_internal(struct op *o);
+void tpx__op_free(struct op *o);
+void tpx__op_free_internal(struct op *o);
 /* Link a user op into ep->xfers, taking references on its peer and memory. */
-void op_user_link(struct op *o);
+void tpx__op_user_link(struct op *o);
 /* Free a user op that is not in flight (drops its references). */
-void op_user_destroy(struct op *o);
+void tpx__op_user_destroy(struct op *o);
 
 /* The peer's list of ops in progress (deadlines, failure). */
-void op_active_add(struct tpx_peer *p, struct op *o);
+void tpx__op_active_add(struct tpx_peer *p, struct op *o);
 
 /* Round-robin start channel for the next transfer of nchunks chunks. */
-uint32_t op_take_first_ch(struct tpx_peer *p, uint64_t nchunks);
+uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks);
 /* Queue every chunk on the peer's windows (or finish at once when there
  * are none). Returns < 0 when the peer can no longer go on. */
-int op_start_data(struct op *o, uint32_t first_ch, int is_recv);
+int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv);
 /* window_done_fn: one chunk of o left its window. */
-int op_chunk_done(struct op *o);
+int tpx__op_chunk_done(struct op *o);
 /* Done (status 0) or failed: user ops report, internal ops are freed once
  * they leave the peer's arrival-order FIFO (notif.c). */
-void op_finish(struct op *o, int status);
+void tpx__op_finish(struct op *o, int status);
 /* The peer failed (every op) or went away (only_ctrl_waits: the ops waiting
  * for a control message that can no longer come). */
-void op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits);
+void tpx__op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits);
 /* Status of an acknowledged / refused id, back to the peer. */
-int op_send_status(struct tpx_peer *p, int what, uint64_t id, int status);
+int tpx__op_send_status(struct tpx_peer *p, int what, uint64_t id, int status);
 
 /* ids.c: slot index in the low half, generation in the high half, so a late
  * or forged id never matches a recycled slot. 0 when out of memory. */
-uint64_t id_register(struct tpx_peer *p, struct op *o);
-struct op *id_lookup(struct tpx_peer *p, uint64_t id);
-void id_unregister(struct tpx_peer *p, uint64_t id);
+uint64_t tpx__id_register(struct tpx_peer *p, struct op *o);
+struct op *tpx__id_lookup(struct tpx_peer *p, uint64_t id);
+void tpx__id_unregister(struct tpx_peer *p, uint64_t id);
 
 #endif

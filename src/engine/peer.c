@@ -12,7 +12,7 @@
 #include "engine/endpoint.h"
 #include "engine/peer.h"
 
-struct tpx_peer *peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where) {
+struct tpx_peer *tpx__peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where) {
   struct tpx_peer *p = calloc(1, sizeof(*p));
   if (!p) return NULL;
   p->ep = ep;
@@ -20,7 +20,7 @@ struct tpx_peer *peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *
   p->incoming = incoming;
   p->refs = 1; /* the user's handle (or the accept queue on its behalf) */
   p->state = incoming ? P_WAIT_HELLO : P_CONNECTING;
-  p->setup_deadline = tpx_now_ns() + ms_to_ns(ep->cfg.connect_timeout_ms);
+  p->setup_deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.connect_timeout_ms);
   p->gpu = -1;
   snprintf(p->where, sizeof(p->where), "%s", where);
   p->next = ep->peers;
@@ -28,11 +28,11 @@ struct tpx_peer *peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *
   ep->peers = p;
   p->listed = 1;
   ep->setups++;
-  ctl_epoll_set(ep, p, EPOLLIN | (incoming ? 0 : EPOLLOUT));
+  tpx__ctl_epoll_set(ep, p, EPOLLIN | (incoming ? 0 : EPOLLOUT));
   return p;
 }
 
-void peer_unlist(struct tpx_peer *p) {
+void tpx__peer_unlist(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
   if (!p->listed) return;
   if (p->prev) p->prev->next = p->next;
@@ -44,32 +44,32 @@ void peer_unlist(struct tpx_peer *p) {
 
 static void channels_free(struct tpx_peer *p) {
   for (int c = 0; c < p->nch; c++) {
-    window_free(&p->ch[c].sq);
-    window_free(&p->ch[c].rq);
+    tpx__window_free(&p->ch[c].sq);
+    tpx__window_free(&p->ch[c].rq);
   }
   free(p->ch);
   p->ch = NULL;
 }
 
-void peer_release(struct tpx_peer *p) {
+void tpx__peer_release(struct tpx_peer *p) {
   if (--p->refs > 0) return;
   if (p->state != P_DEAD) /* every path shuts a peer down before its last reference goes */
     TPX_ERROR("peer %s: freed while not closed (state %d)", p->where, p->state);
-  peer_unlist(p);
+  tpx__peer_unlist(p);
   channels_free(p);
   free(p->ids);
   free(p->cts);
-  wbuf_free(&p->out);
+  tpx__wbuf_free(&p->out);
   free(p->in);
   free(p);
 }
 
-void peer_sweep(tpx_endpoint_t *ep) {
+void tpx__peer_sweep(tpx_endpoint_t *ep) {
   for (struct tpx_peer *p = ep->peers, *n; p; p = n) {
     n = p->next;
     if (p->incoming && p->state == P_DEAD && !p->ever_ready && !p->in_acceptq && p->refs == 1) {
-      peer_unlist(p);
-      peer_release(p);
+      tpx__peer_unlist(p);
+      tpx__peer_release(p);
     }
   }
 }

@@ -23,7 +23,7 @@ enum peer_state {
   P_DEAD            /* failed or closed; err says why */
 };
 
-static inline int peer_in_setup(int st) { return st >= P_CONNECTING && st <= P_NET_SETUP; }
+static inline int tpx__peer_in_setup(int st) { return st >= P_CONNECTING && st <= P_NET_SETUP; }
 
 struct cts_entry { /* a peer's recv announcement no send matched yet */
   uint64_t recv_id, tag, cap;
@@ -74,11 +74,11 @@ struct tpx_peer {
 };
 
 /* A new control connection (fd non-blocking), listed in ep->peers. */
-struct tpx_peer *peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where);
-void peer_unlist(struct tpx_peer *p);
+struct tpx_peer *tpx__peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where);
+void tpx__peer_unlist(struct tpx_peer *p);
 /* Drop one reference; the last one frees the peer, which must be dead. */
-void peer_release(struct tpx_peer *p);
+void tpx__peer_release(struct tpx_peer *p);
 /* Incoming connections that never became peers are nobody's handle. */
-void peer_sweep(tpx_endpoint_t *ep);
+void tpx__peer_sweep(tpx_endpoint_t *ep);
 
 #endif

@@ -1,6 +1,6 @@
 #include "engine/plan.h"
 
-uint64_t plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk) {
+uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t k = ents[i].len / chunk + (ents[i].len % chunk != 0);
@@ -14,7 +14,7 @@ static void skip_empty(const struct xent *ents, uint32_t n, struct cursor *c) {
   while (c->e < n && ents[c->e].len == 0) c->e++;
 }
 
-int plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k) {
+int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k) {
   c->idx += k;
   while (k > 0 && c->e < n) {
     uint64_t rem = ents[c->e].len - c->off;
@@ -31,10 +31,10 @@ int plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cur
   return c->e < n;
 }
 
-void plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c) {
+void tpx__plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c) {
   c->e = 0;
   c->off = 0;
   c->idx = 0;
   skip_empty(ents, n, c);
-  plan_advance(ents, n, chunk, c, idx);
+  tpx__plan_advance(ents, n, chunk, c, idx);
 }

@@ -26,18 +26,18 @@ struct cursor {
 };
 
 /* Number of chunks, or UINT64_MAX on overflow. */
-uint64_t plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk);
+uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk);
 /* Position c at chunk index `idx` (idx < nchunks). */
-void plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c);
+void tpx__plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c);
 /* Advance c by k chunks. Returns 0 if it ran past the last chunk. */
-int plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k);
+int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k);
 /* Length of the chunk at c. */
-static inline uint64_t plan_len(const struct xent *ents, uint32_t chunk, const struct cursor *c) {
+static inline uint64_t tpx__plan_len(const struct xent *ents, uint32_t chunk, const struct cursor *c) {
   uint64_t rem = ents[c->e].len - c->off;
   return rem < chunk ? rem : chunk;
 }
 /* First chunk index that channel ch gets, given first_ch and nch. */
-static inline uint64_t plan_first_idx(uint32_t ch, uint32_t first_ch, uint32_t nch) {
+static inline uint64_t tpx__plan_first_idx(uint32_t ch, uint32_t first_ch, uint32_t nch) {
   return (uint64_t)((ch + nch - first_ch % nch) % nch);
 }
 

@@ -29,44 +29,44 @@ static int peer_pass(struct tpx_peer *p) {
   int did = 0;
   if (p->state == P_NET_SETUP) {
     int n = 0;
-    if (handshake_step(p, &n) == 1) did += 1 + dispatch_parse(p); /* frames that came during setup */
+    if (tpx__handshake_step(p, &n) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */
     did += n;
   }
   if (p->state == P_READY || p->state == P_CLOSING) {
-    int r = channels_progress(p);
+    int r = tpx__channels_progress(p);
     if (r < 0) {
-      peer_fail_last(p, r);
+      tpx__peer_fail_last(p, r);
       return did + 1;
     }
     did += r;
-    peer_check_closing(p);
+    tpx__peer_check_closing(p);
   }
   return did;
 }
 
-int ep_pass(tpx_endpoint_t *ep) {
+int tpx__ep_pass(tpx_endpoint_t *ep) {
   int did = 0;
   struct epoll_event evs[64];
   int n = epoll_wait(ep->epfd, evs, 64, 0);
   for (int i = 0; i < n; i++) {
     void *ptr = evs[i].data.ptr;
     if (ptr == &ep->listen_fd) {
-      did += listen_accept(ep);
+      did += tpx__listen_accept(ep);
     } else if (ptr == &ep->evfd) {
       uint64_t v;
       ssize_t r = read(ep->evfd, &v, sizeof(v));
       (void)r; /* only a wake-up */
     } else {
-      did += dispatch_event((struct tpx_peer *)ptr, evs[i].events);
+      did += tpx__dispatch_event((struct tpx_peer *)ptr, evs[i].events);
     }
   }
   for (struct tpx_peer *p = ep->peers; p; p = p->next) did += peer_pass(p);
-  uint64_t now = tpx_now_ns();
+  uint64_t now = tpx__now_ns();
   if (now >= ep->next_deadline_scan) {
     ep->next_deadline_scan = now + 1000000ull;
-    for (struct tpx_peer *p = ep->peers; p; p = p->next) peer_deadlines(p, now);
-    peer_sweep(ep);
-    if (ep->nclosing) ctl_closing_step(ep, now, 0);
+    for (struct tpx_peer *p = ep->peers; p; p = p->next) tpx__peer_deadlines(p, now);
+    tpx__peer_sweep(ep);
+    if (ep->nclosing) tpx__ctl_closing_step(ep, now, 0);
   }
   return did;
 }
@@ -131,7 +131,7 @@ static void ep_idle(tpx_endpoint_t *ep, unsigned *spins, int busy) {
  * timer as before; the waiter handled the events it took.) Lock held. */
 static void drive_end(tpx_endpoint_t *ep) {
   if (atomic_fetch_sub(&ep->drivers, 1) != 1) return;
-  if (ep_busy(ep)) ep_wake(ep);
+  if (ep_busy(ep)) tpx__ep_wake(ep);
 }
 
 static void *progress_main(void *arg) {
@@ -141,7 +141,7 @@ static void *progress_main(void *arg) {
     if (atomic_load(&ep->drivers) > 0) {
       /* A waiter drives progress: stand aside. Sleep on the eventfd alone,
        * not the epoll set (which would wake us for the events the waiter
-       * handles), until drive_end's ep_wake or 1 ms at most. */
+       * handles), until drive_end's tpx__ep_wake or 1 ms at most. */
       atomic_store(&ep->sleeping, 1);
       if (atomic_load(&ep->drivers) > 0) {
         struct pollfd pf = {.fd = ep->evfd, .events = POLLIN};
@@ -154,7 +154,7 @@ static void *progress_main(void *arg) {
     }
     pthread_mutex_lock(&ep->lock);
     unsigned seq = atomic_load(&ep->work_seq);
-    int did = ep_pass(ep);
+    int did = tpx__ep_pass(ep);
     int busy = ep_busy(ep);
     int timers = ep->setups > 0 || ep->nclosing > 0;
     for (struct tpx_peer *p = ep->peers; p && !timers; p = p->next) timers = p->active != NULL;
@@ -170,13 +170,13 @@ static void *progress_main(void *arg) {
   return NULL;
 }
 
-int progress_thread_start(tpx_endpoint_t *ep) {
+int tpx__progress_thread_start(tpx_endpoint_t *ep) {
   if (pthread_create(&ep->thread, NULL, progress_main, ep) != 0) return -1;
   ep->thread_on = 1;
   return 0;
 }
 
-void progress_thread_stop(tpx_endpoint_t *ep) {
+void tpx__progress_thread_stop(tpx_endpoint_t *ep) {
   if (!ep->thread_on) return;
   atomic_store(&ep->stop, 1);
   uint64_t one = 1;
@@ -191,11 +191,11 @@ void progress_thread_stop(tpx_endpoint_t *ep) {
  * did nothing: the thread that will answer (the peer's, in one process) may
  * share this CPU. */
 static int wait_spin(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline) {
-  uint64_t until = tpx_now_ns() + WAIT_SPIN_NS;
+  uint64_t until = tpx__now_ns() + WAIT_SPIN_NS;
   int ok = 0;
   atomic_fetch_add(&ep->drivers, 1);
-  while (!ok && tpx_now_ns() < until && tpx_now_ns() < deadline) {
-    int did = ep_pass(ep);
+  while (!ok && tpx__now_ns() < until && tpx__now_ns() < deadline) {
+    int did = tpx__ep_pass(ep);
     if ((ok = pred(ep, arg)) != 0) break;
     pthread_mutex_unlock(&ep->lock);
     if (!did) sched_yield();
@@ -216,20 +216,20 @@ static void cv_wait_step(tpx_endpoint_t *ep, uint64_t deadline, uint64_t now) {
   pthread_cond_timedwait(&ep->cv, &ep->lock, &ts);
 }
 
-int ep_wait(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline) {
+int tpx__ep_wait(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline) {
   unsigned spins = 0;
   if (pred(ep, arg)) return 1;
   if (ep->thread_on && wait_spin(ep, pred, arg, deadline)) return 1;
   if (ep->thread_on) ep->waiters++;
   int ok;
   while (!(ok = pred(ep, arg))) {
-    uint64_t now = tpx_now_ns();
+    uint64_t now = tpx__now_ns();
     if (now >= deadline) break;
     if (ep->thread_on) {
       cv_wait_step(ep, deadline, now);
       continue;
     }
-    int did = ep_pass(ep);
+    int did = tpx__ep_pass(ep);
     if ((ok = pred(ep, arg)) != 0) break;
     int busy = ep_busy(ep) || ep->setups > 0;
     pthread_mutex_unlock(&ep->lock);

@@ -9,16 +9,16 @@
 #include "tpx/endpoint.h"
 
 /* One pass, lock held. Returns the work done (0: nothing moved). */
-int ep_pass(tpx_endpoint_t *ep);
+int tpx__ep_pass(tpx_endpoint_t *ep);
 
 /* Wait, lock held, until pred(ep, arg) is true or the deadline passes
  * (UINT64_MAX: no deadline). With a progress thread the caller first spins
  * briefly driving progress itself (short answers come faster than a
  * sleep/wake-up), then sleeps on the condition variable; without one it
  * drives progress all along. Returns pred's final value. */
-int ep_wait(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline);
+int tpx__ep_wait(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), void *arg, uint64_t deadline);
 
-int progress_thread_start(tpx_endpoint_t *ep);
-void progress_thread_stop(tpx_endpoint_t *ep);
+int tpx__progress_thread_start(tpx_endpoint_t *ep);
+void tpx__progress_thread_stop(tpx_endpoint_t *ep);
 
 #endif

@@ -21,7 +21,7 @@
 #include "engine/peer.h"
 
 static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned need, struct xent *out) {
-  struct tpx_mem *m = mem_lookup(ep, e->region);
+  struct tpx_mem *m = tpx__mem_lookup(ep, e->region);
   if (!m || m->internal || !(m->access & need)) return TPX_EACCES;
   uint64_t base = (uint64_t)(uintptr_t)m->base;
   if (e->addr < base) return TPX_EACCES;
@@ -34,18 +34,18 @@ static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned 
 }
 
 
-int target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_rw m;
-  int rc = wire_get_rw(f, &m);
+  int rc = tpx__wire_get_rw(f, &m);
   if (rc) {
-    peer_fail(p, rc, "peer %s: bad write request: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: bad write request: %s", p->where, tpx_last_error());
     return rc;
   }
-  struct op *o = op_new_internal(p, K_IN_WRITE, m.n);
-  if (!o || (m.has_notif && op_copy_notif(o, m.notif, m.notif_len))) {
-    if (o) op_free_internal(o);
-    peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for write %llu", p->where, (unsigned long long)m.id);
+  struct op *o = tpx__op_new_internal(p, K_IN_WRITE, m.n);
+  if (!o || (m.has_notif && tpx__op_copy_notif(o, m.notif, m.notif_len))) {
+    if (o) tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for write %llu", p->where, (unsigned long long)m.id);
     return TPX_ENOMEM;
   }
   o->id = m.id;
@@ -54,10 +54,10 @@ int target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   int bad = 0;
   struct wire_entry e;
   for (uint32_t i = 0; i < m.n; i++) {
-    wire_entry_at(m.entries, i, &e);
+    tpx__wire_entry_at(m.entries, i, &e);
     if (e.len > OP_MAX_BYTES || total + e.len > OP_MAX_BYTES) {
-      op_free_internal(o);
-      peer_fail(p, TPX_EPROTO, "peer %s: write %llu of more than 2^48 bytes", p->where, (unsigned long long)m.id);
+      tpx__op_free_internal(o);
+      tpx__peer_fail(p, TPX_EPROTO, "peer %s: write %llu of more than 2^48 bytes", p->where, (unsigned long long)m.id);
       return TPX_EPROTO;
     }
     total += e.len;
@@ -72,7 +72,7 @@ int target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   if (bad) { /* drain the data that is already on its way, into scratch */
     o->discard = 1;
     for (uint32_t i = 0; i < m.n; i++) {
-      wire_entry_at(m.entries, i, &e);
+      tpx__wire_entry_at(m.entries, i, &e);
       o->ents[i].mem = NULL;
       o->ents[i].off = 0;
       o->ents[i].len = e.len;
@@ -80,80 +80,80 @@ int target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   } else {
     for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
     o->refs_taken = 1;
-    if (m.inl) inline_scatter(o->ents, o->nents, m.data); /* checked: lands inside our registrations */
+    if (m.inl) tpx__inline_scatter(o->ents, o->nents, m.data); /* checked: lands inside our registrations */
   }
   o->total = total;
-  o->nchunks = m.inl ? 0 : plan_nchunks(o->ents, o->nents, o->chunk);
+  o->nchunks = m.inl ? 0 : tpx__plan_nchunks(o->ents, o->nents, o->chunk);
   if (o->nchunks >= OP_MAX_CHUNKS) {
-    op_free_internal(o);
-    peer_fail(p, TPX_EPROTO, "peer %s: write %llu has too many chunks", p->where, (unsigned long long)m.id);
+    tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_EPROTO, "peer %s: write %llu has too many chunks", p->where, (unsigned long long)m.id);
     return TPX_EPROTO;
   }
   o->has_notif = m.has_notif;
-  op_active_add(p, o);
-  notif_fifo_push(p, o);
-  if (bad && (rc = op_send_status(p, ST_WRITE, o->id, TPX_EACCES)) != 0) {
-    peer_fail_last(p, rc);
+  tpx__op_active_add(p, o);
+  tpx__notif_fifo_push(p, o);
+  if (bad && (rc = tpx__op_send_status(p, ST_WRITE, o->id, TPX_EACCES)) != 0) {
+    tpx__peer_fail_last(p, rc);
     return rc;
   }
-  return msg_start_data(p, o, m.first_ch, 1);
+  return tpx__msg_start_data(p, o, m.first_ch, 1);
 }
 
-int target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_rw m;
-  int rc = wire_get_rw(f, &m);
+  int rc = tpx__wire_get_rw(f, &m);
   if (rc) {
-    peer_fail(p, rc, "peer %s: bad read request: %s", p->where, tpx_last_error());
+    tpx__peer_fail(p, rc, "peer %s: bad read request: %s", p->where, tpx_last_error());
     return rc;
   }
-  struct op *o = op_new_internal(p, K_SERVE_READ, m.n);
-  if (!o || (m.has_notif && op_copy_notif(o, m.notif, m.notif_len))) {
-    if (o) op_free_internal(o);
-    peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for read %llu", p->where, (unsigned long long)m.id);
+  struct op *o = tpx__op_new_internal(p, K_SERVE_READ, m.n);
+  if (!o || (m.has_notif && tpx__op_copy_notif(o, m.notif, m.notif_len))) {
+    if (o) tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for read %llu", p->where, (unsigned long long)m.id);
     return TPX_ENOMEM;
   }
   o->id = m.id;
   o->chunk = m.chunk;
   struct wire_entry e;
   for (uint32_t i = 0; i < m.n; i++) {
-    wire_entry_at(m.entries, i, &e);
+    tpx__wire_entry_at(m.entries, i, &e);
     if (check_entry(ep, &e, TPX_ACCESS_READ, &o->ents[i]) != 0) {
       TPX_ERROR("endpoint %s: peer %s: read %llu entry %u [0x%llx, +%llu) in region %llu is outside our "
                 "readable registrations: refused",
                 ep->name, p->where, (unsigned long long)m.id, i, (unsigned long long)e.addr,
                 (unsigned long long)e.len, (unsigned long long)e.region);
-      op_free_internal(o);
-      rc = op_send_status(p, ST_READ, m.id, TPX_EACCES);
-      if (rc) peer_fail_last(p, rc);
+      tpx__op_free_internal(o);
+      rc = tpx__op_send_status(p, ST_READ, m.id, TPX_EACCES);
+      if (rc) tpx__peer_fail_last(p, rc);
       return rc;
     }
   }
   for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
   o->refs_taken = 1;
-  o->nchunks = plan_nchunks(o->ents, o->nents, o->chunk);
+  o->nchunks = tpx__plan_nchunks(o->ents, o->nents, o->chunk);
   if (o->nchunks >= OP_MAX_CHUNKS) {
-    op_free_internal(o);
-    peer_fail(p, TPX_EPROTO, "peer %s: read %llu has too many chunks", p->where, (unsigned long long)m.id);
+    tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_EPROTO, "peer %s: read %llu has too many chunks", p->where, (unsigned long long)m.id);
     return TPX_EPROTO;
   }
   o->has_notif = m.has_notif;
   uint64_t total = 0;
   for (uint32_t i = 0; i < o->nents; i++) total += o->ents[i].len;
   struct iovec iov[INLINE_MAX_IOV];
-  int niov = m.inl ? inline_ok(ep, o->ents, o->nents, total, iov) : -1;
+  int niov = m.inl ? tpx__inline_ok(ep, o->ents, o->nents, total, iov) : -1;
   uint32_t first = 0;
   if (niov >= 0) o->nchunks = 0; /* all of it goes in the answer */
-  else first = op_take_first_ch(p, o->nchunks);
+  else first = tpx__op_take_first_ch(p, o->nchunks);
   struct wire_read_data rd = {m.id, (uint16_t)first, niov >= 0, total, NULL};
-  rc = ctl_send(p, wire_put_read_data(&p->out, &rd, iov, niov >= 0 ? niov : 0));
+  rc = tpx__ctl_send(p, tpx__wire_put_read_data(&p->out, &rd, iov, niov >= 0 ? niov : 0));
   if (rc) {
-    op_free_internal(o);
-    peer_fail_last(p, rc);
+    tpx__op_free_internal(o);
+    tpx__peer_fail_last(p, rc);
     return rc;
   }
-  op_active_add(p, o);
-  if (o->has_notif) notif_fifo_push(p, o);
-  return msg_start_data(p, o, first, 0);
+  tpx__op_active_add(p, o);
+  if (o->has_notif) tpx__notif_fifo_push(p, o);
+  return tpx__msg_start_data(p, o, first, 0);
 }
 

@@ -15,7 +15,7 @@
 #include "engine/peer.h"
 #include "engine/window.h"
 
-int window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
+int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
   memset(q, 0, sizeof(*q));
   q->ring = calloc(cap, sizeof(*q->ring));
   if (!q->ring) return tpx_err_quiet(TPX_ENOMEM, "channel %d: out of memory", ch);
@@ -26,13 +26,13 @@ int window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
   return 0;
 }
 
-void window_free(struct window *q) {
-  gpu_cq_free(q);
+void tpx__window_free(struct window *q) {
+  tpx__gpu_cq_free(q);
   free(q->ring);
   q->ring = NULL;
 }
 
-void window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l) {
+void tpx__window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l) {
   p->ep->queued++;
   l->next = NULL;
   l->queued = 1;
@@ -55,7 +55,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   tpx_net_t *net = ep->net;
   struct wlink *l = q->pend;
   struct op *o = l->op;
-  uint64_t len = plan_len(o->ents, o->chunk, &l->cur);
+  uint64_t len = tpx__plan_len(o->ents, o->chunk, &l->cur);
   struct tpx_mem *m;
   uint64_t off;
   if (o->discard) { /* refused incoming write: land in scratch, never in user memory */
@@ -69,15 +69,15 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   void *mh = NULL;
   void *data = m->base + off;
   /* GPU memory may go through pinned staging instead (gpu/gpu_path.h). */
-  int gp = ep->gpath ? gpu_post_prep(p, q, l, m, off, len, &data, &mh) : GPU_POST_DEFAULT;
+  int gp = ep->gpath ? tpx__gpu_post_prep(p, q, l, m, off, len, &data, &mh) : GPU_POST_DEFAULT;
   if (gp == GPU_POST_WAIT) return 0;
   if (gp < 0)
     return tpx_err_quiet(gp, "peer %s channel %d: GPU path for chunk %llu of %s: %s", p->where, q->ch,
-                         (unsigned long long)l->cur.idx, op_kind_name(o->kind), tpx_last_error());
-  int rc = gp == GPU_POST_STAGED ? 0 : mem_mhandle(m, q->slot, q->comm, off, &mh);
+                         (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
+  int rc = gp == GPU_POST_STAGED ? 0 : tpx__mem_mhandle(m, q->slot, q->comm, off, &mh);
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: registering memory for chunk %llu of %s failed: %s", p->where,
-                         q->ch, (unsigned long long)l->cur.idx, op_kind_name(o->kind), tpx_last_error());
+                         q->ch, (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
   void *req = NULL;
   if (q->is_recv) {
     size_t sz = (size_t)len;
@@ -88,24 +88,24 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   }
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: i%s of chunk %llu (%llu bytes) of %s failed", p->where, q->ch,
-                         dir(q), (unsigned long long)l->cur.idx, (unsigned long long)len, op_kind_name(o->kind));
+                         dir(q), (unsigned long long)l->cur.idx, (unsigned long long)len, tpx__op_kind_name(o->kind));
   if (!req) return 0;
-  if (ep->gpath) gpu_post_done(p, q, m, off, len, mh, gp);
+  if (ep->gpath) tpx__gpu_post_done(p, q, m, off, len, mh, gp);
   struct wslot *s = &q->ring[q->tail % q->cap];
   s->req = req;
   s->op = o;
   s->data = data;
   s->len = len;
   s->chunk = l->cur.idx;
-  s->deadline = tpx_now_ns() + ms_to_ns(ep->cfg.timeout_ms);
+  s->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
   s->state = WS_POSTED;
   q->tail++;
   q->posted++;
   account(p, o, 1);
   TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
-            (unsigned long long)l->cur.idx, op_kind_name(o->kind), (unsigned long long)o->id,
+            (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
             (unsigned long long)len);
-  if (!plan_advance(o->ents, o->nents, o->chunk, &l->cur, o->nch)) {
+  if (!tpx__plan_advance(o->ents, o->nents, o->chunk, &l->cur, o->nch)) {
     q->pend = l->next;
     if (!q->pend) q->pend_tail = NULL;
     l->next = NULL;
@@ -134,7 +134,7 @@ static int test_head(struct tpx_peer *p, struct window *q) {
     }
     if (rc == 0 && done) {
       TPX_TRACE("peer %s channel %d: %s chunk %llu of %s %llu done in the transport", p->where, q->ch, dir(q),
-                (unsigned long long)s->chunk, op_kind_name(o->kind), (unsigned long long)o->id);
+                (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
       s->state = WS_NET_DONE;
       q->test++;
       did++;
@@ -150,14 +150,14 @@ static int test_head(struct tpx_peer *p, struct window *q) {
       continue;
     }
     if (rc == 0 || rc == TPX_ESYSTEM) { /* not ready (rc 2 + done 0 may be transient) */
-      if (tpx_now_ns() > s->deadline)
+      if (tpx__now_ns() > s->deadline)
         return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s channel %d: %s chunk %llu of %s %llu not done after %d ms%s",
-                             p->where, q->ch, dir(q), (unsigned long long)s->chunk, op_kind_name(o->kind),
+                             p->where, q->ch, dir(q), (unsigned long long)s->chunk, tpx__op_kind_name(o->kind),
                              (unsigned long long)o->id, ep->cfg.timeout_ms, rc ? " (peer closed)" : "");
       break;
     }
     return tpx_err_quiet(rc, "peer %s channel %d: test of %s chunk %llu of %s %llu failed", p->where, q->ch, dir(q),
-                         (unsigned long long)s->chunk, op_kind_name(o->kind), (unsigned long long)o->id);
+                         (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
   }
   return did;
 }
@@ -189,7 +189,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
     struct op *o = s->op;
     if (q->is_recv)
       TPX_TRACE("peer %s channel %d: recv chunk %llu of %s %llu landed", p->where, q->ch,
-                (unsigned long long)s->chunk, op_kind_name(o->kind), (unsigned long long)o->id);
+                (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
     s->req = NULL;
     s->op = NULL;
     q->head++;
@@ -209,11 +209,11 @@ static int drain(struct tpx_peer *p, struct window *q, window_done_fn done) {
   return b < 0 ? b : a + b;
 }
 
-int window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {
+int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {
   if (!q->comm) return 0;
   int did = drain(p, q, done);
   if (did < 0) return did;
-  if (q->gpu && q->pend) gpu_cq_ahead(p, q); /* staging copies of the next sends */
+  if (q->gpu && q->pend) tpx__gpu_cq_ahead(p, q); /* staging copies of the next sends */
   while (q->pend && q->tail - q->head < q->cap) { /* capacity checked BEFORE posting */
     int r = post_one(p, q);
     if (r < 0) return r;
@@ -226,8 +226,8 @@ int window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {
   return did;
 }
 
-void window_purge(struct tpx_peer *p, struct window *q) {
-  gpu_cq_purge(p, q); /* GPU copies / unpacks touching memory end first */
+void tpx__window_purge(struct tpx_peer *p, struct window *q) {
+  tpx__gpu_cq_purge(p, q); /* GPU copies / unpacks touching memory end first */
   for (uint64_t i = q->head; i < q->tail; i++) {
     struct wslot *s = &q->ring[i % q->cap];
     if (s->op) account(p, s->op, -1);

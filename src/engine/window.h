@@ -62,15 +62,15 @@ struct window {
  * the peer can no longer go on (the window stops and passes it up). */
 typedef int (*window_done_fn)(struct op *o);
 
-int window_init(struct window *q, int ch, int is_recv, uint32_t cap);
-void window_free(struct window *q);
+int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap);
+void tpx__window_free(struct window *q);
 /* Queue an op's chunks for this window (posted as room allows). */
-void window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l);
+void tpx__window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l);
 /* Test, release and post what can move now. Returns the number of state
  * changes, or < 0 with tpx_last_error() naming peer, channel and chunk. */
-int window_progress(struct tpx_peer *p, struct window *q, window_done_fn done);
+int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn done);
 /* Forget every request and pending chunk (the comm is being closed, which
  * frees the transport's requests). */
-void window_purge(struct tpx_peer *p, struct window *q);
+void tpx__window_purge(struct tpx_peer *p, struct window *q);
 
 #endif

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-void wbuf_free(struct wbuf *b) {
+void tpx__wbuf_free(struct wbuf *b) {
   free(b->p);
   b->p = NULL;
   b->len = b->cap = 0;
@@ -35,15 +35,15 @@ static void wb_u8(struct wbuf *b, uint8_t v) {
 }
 static void wb_u16(struct wbuf *b, uint16_t v) {
   uint8_t *p = wb_grow(b, 2);
-  if (p) tpx_put16(p, v);
+  if (p) tpx__put16(p, v);
 }
 static void wb_u32(struct wbuf *b, uint32_t v) {
   uint8_t *p = wb_grow(b, 4);
-  if (p) tpx_put32(p, v);
+  if (p) tpx__put32(p, v);
 }
 static void wb_u64(struct wbuf *b, uint64_t v) {
   uint8_t *p = wb_grow(b, 8);
-  if (p) tpx_put64(p, v);
+  if (p) tpx__put64(p, v);
 }
 static void wb_bytes(struct wbuf *b, const void *src, size_t n) {
   if (n == 0) return;
@@ -82,11 +82,11 @@ static int frame_end(struct wbuf *b, size_t start) {
     b->len = start;
     return tpx_err(TPX_EINVAL, "control message of %zu bytes exceeds %u", plen, WIRE_MAX_PAYLOAD);
   }
-  tpx_put32(b->p + start + 8, (uint32_t)plen);
+  tpx__put32(b->p + start + 8, (uint32_t)plen);
   return 0;
 }
 
-long wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f) {
+long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f) {
   /* Judge the magic as soon as its bytes arrive, so garbage is refused early. */
   static const uint8_t magic[4] = {'T', 'P', 'X', 'C'};
   for (size_t i = 0; i < avail && i < 4; i++)
@@ -94,8 +94,8 @@ long wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f) {
   if (avail < WIRE_HDR_BYTES) return 0;
   f->version = buf[4];
   f->type = buf[5];
-  uint16_t flags = tpx_get16(buf + 6);
-  f->len = tpx_get32(buf + 8);
+  uint16_t flags = tpx__get16(buf + 6);
+  f->len = tpx__get32(buf + 8);
   if (f->version != WIRE_VERSION)
     return tpx_err(TPX_EVERSION, "control stream: protocol version %u, we speak %u", f->version,
                    WIRE_VERSION);
@@ -131,15 +131,15 @@ static uint8_t rd_u8(struct rd *r) {
 }
 static uint16_t rd_u16(struct rd *r) {
   const uint8_t *p = rd_take(r, 2);
-  return p ? tpx_get16(p) : 0;
+  return p ? tpx__get16(p) : 0;
 }
 static uint32_t rd_u32(struct rd *r) {
   const uint8_t *p = rd_take(r, 4);
-  return p ? tpx_get32(p) : 0;
+  return p ? tpx__get32(p) : 0;
 }
 static uint64_t rd_u64(struct rd *r) {
   const uint8_t *p = rd_take(r, 8);
-  return p ? tpx_get64(p) : 0;
+  return p ? tpx__get64(p) : 0;
 }
 static int rd_done(struct rd *r, const char *what) {
   if (r->bad) return tpx_err(TPX_EPROTO, "control message %s: truncated", what);
@@ -173,7 +173,7 @@ static void wb_str(struct wbuf *b, const char *s, size_t max) {
 }
 
 /* ---- messages ---- */
-int wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
+int tpx__wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
   if (h->nch == 0 || h->nch > WIRE_MAX_CHANNELS)
     return tpx_err(TPX_EINVAL, "hello: %u channels", h->nch);
   size_t s = frame_begin(b, ack ? MSG_HELLO_ACK : MSG_HELLO);
@@ -185,7 +185,7 @@ int wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
   wb_bytes(b, h->handles, (size_t)h->nch * TPX_NET_HANDLE_BYTES);
   return frame_end(b, s);
 }
-int wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
+int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
   struct rd r = rd_of(f);
   h->uuid = rd_u64(&r);
   h->gpu = (int32_t)rd_u32(&r);
@@ -198,7 +198,7 @@ int wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
   return rd_done(&r, "hello");
 }
 
-int wire_put_error(struct wbuf *b, int32_t code, const char *msg) {
+int tpx__wire_put_error(struct wbuf *b, int32_t code, const char *msg) {
   size_t s = frame_begin(b, MSG_ERROR);
   wb_u32(b, (uint32_t)code);
   size_t n = strnlen(msg, WIRE_MAX_ERRMSG);
@@ -206,7 +206,7 @@ int wire_put_error(struct wbuf *b, int32_t code, const char *msg) {
   wb_bytes(b, msg, n);
   return frame_end(b, s);
 }
-int wire_get_error(const struct wire_frame *f, struct wire_error *m) {
+int tpx__wire_get_error(const struct wire_frame *f, struct wire_error *m) {
   struct rd r = rd_of(f);
   m->code = (int32_t)rd_u32(&r);
   uint16_t n = rd_u16(&r);
@@ -220,7 +220,7 @@ int wire_get_error(const struct wire_frame *f, struct wire_error *m) {
   return rd_done(&r, "error");
 }
 
-int wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
+int tpx__wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
   size_t s = frame_begin(b, MSG_CTS);
   wb_u64(b, m->recv_id);
   wb_u64(b, m->tag);
@@ -228,7 +228,7 @@ int wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
   wb_u8(b, m->inl_ok ? 1 : 0);
   return frame_end(b, s);
 }
-int wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
+int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
   struct rd r = rd_of(f);
   m->recv_id = rd_u64(&r);
   m->tag = rd_u64(&r);
@@ -240,7 +240,7 @@ int wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
 
 static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHUNK; }
 
-int wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
+int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
   if (m->inl && (m->len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->len))
     return tpx_err(TPX_EINVAL, "send: inline data of %llu bytes", (unsigned long long)m->len);
   size_t s = frame_begin(b, MSG_SEND);
@@ -252,7 +252,7 @@ int wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec 
   if (m->inl) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
-int wire_get_send(const struct wire_frame *f, struct wire_send *m) {
+int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   struct rd r = rd_of(f);
   m->recv_id = rd_u64(&r);
   m->len = rd_u64(&r);
@@ -270,7 +270,7 @@ int wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   return rc;
 }
 
-int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov) {
   uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
@@ -289,9 +289,9 @@ int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32
   uint8_t *p = wb_grow(b, (size_t)n * WIRE_ENTRY_BYTES);
   if (p) {
     for (uint32_t i = 0; i < n; i++, p += WIRE_ENTRY_BYTES) {
-      tpx_put64(p, e[i].region);
-      tpx_put64(p + 8, e[i].addr);
-      tpx_put64(p + 16, e[i].len);
+      tpx__put64(p, e[i].region);
+      tpx__put64(p + 8, e[i].addr);
+      tpx__put64(p + 16, e[i].len);
     }
   }
   wb_u8(b, notif != NULL);
@@ -302,7 +302,7 @@ int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32
   if (iov) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
-int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
+int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
   const char *what = f->type == MSG_WRITE ? "write" : "read";
   struct rd r = rd_of(f);
   m->id = rd_u64(&r);
@@ -326,7 +326,7 @@ int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
   if (!r.bad && m->inl > 1) return tpx_err(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
   if (!r.bad && m->inl && f->type == MSG_WRITE) {
     for (uint32_t i = 0; i < m->n; i++) {
-      uint64_t l = tpx_get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
+      uint64_t l = tpx__get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
       if (l > WIRE_MAX_INLINE || m->inl_len + l > WIRE_MAX_INLINE)
         return tpx_err(TPX_EPROTO, "%s: inline data over %d bytes", what, WIRE_MAX_INLINE);
       m->inl_len += l;
@@ -339,14 +339,14 @@ int wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
     rc = tpx_err(TPX_EPROTO, "%s: first channel %u", what, m->first_ch);
   return rc;
 }
-void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
+void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
   const uint8_t *p = entries + (size_t)i * WIRE_ENTRY_BYTES;
-  e->region = tpx_get64(p);
-  e->addr = tpx_get64(p + 8);
-  e->len = tpx_get64(p + 16);
+  e->region = tpx__get64(p);
+  e->addr = tpx__get64(p + 8);
+  e->len = tpx__get64(p + 16);
 }
 
-int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov) {
+int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov) {
   if (m->inl && (m->inl_len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->inl_len))
     return tpx_err(TPX_EINVAL, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
   size_t s = frame_begin(b, MSG_READ_DATA);
@@ -359,7 +359,7 @@ int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const str
   }
   return frame_end(b, s);
 }
-int wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
+int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
   struct rd r = rd_of(f);
   m->id = rd_u64(&r);
   m->first_ch = rd_u16(&r);
@@ -379,14 +379,14 @@ int wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
   return rc;
 }
 
-int wire_put_status(struct wbuf *b, const struct wire_status *m) {
+int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m) {
   size_t s = frame_begin(b, MSG_STATUS);
   wb_u8(b, m->what);
   wb_u64(b, m->id);
   wb_u32(b, (uint32_t)m->status);
   return frame_end(b, s);
 }
-int wire_get_status(const struct wire_frame *f, struct wire_status *m) {
+int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m) {
   struct rd r = rd_of(f);
   m->what = rd_u8(&r);
   m->id = rd_u64(&r);
@@ -399,14 +399,14 @@ int wire_get_status(const struct wire_frame *f, struct wire_status *m) {
   return rc;
 }
 
-int wire_put_notif(struct wbuf *b, const void *msg, uint32_t len) {
+int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len) {
   if (len > TPX_NOTIF_MAX) return tpx_err(TPX_EINVAL, "notification of %u bytes exceeds %d", len, TPX_NOTIF_MAX);
   size_t s = frame_begin(b, MSG_NOTIF);
   wb_u32(b, len);
   wb_bytes(b, msg, len);
   return frame_end(b, s);
 }
-int wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
+int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
   struct rd r = rd_of(f);
   m->len = rd_u32(&r);
   if (!r.bad && m->len > TPX_NOTIF_MAX)
@@ -415,13 +415,13 @@ int wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
   return rd_done(&r, "notification");
 }
 
-int wire_put_bye(struct wbuf *b) {
+int tpx__wire_put_bye(struct wbuf *b) {
   size_t s = frame_begin(b, MSG_BYE);
   return frame_end(b, s);
 }
 
 /* ---- blobs ---- */
-int conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
+int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
   struct wbuf b = {0};
   wb_u32(&b, BLOB_CONN_MAGIC);
   wb_u8(&b, BLOB_VERSION);
@@ -439,10 +439,10 @@ int conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t
     memcpy(buf, b.p, b.len);
     *len = b.len;
   }
-  wbuf_free(&b);
+  tpx__wbuf_free(&b);
   return rc;
 }
-int conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
+int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
   struct rd r = {buf, len, 0, 0};
   memset(c, 0, sizeof(*c));
   if (rd_u32(&r) != BLOB_CONN_MAGIC) return tpx_err(TPX_EPROTO, "connection info: bad magic");
@@ -460,32 +460,32 @@ int conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
   return 0;
 }
 
-int md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len) {
+int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len) {
   if (cap < MD_BLOB_BYTES) return tpx_err(TPX_EINVAL, "descriptor needs %d bytes, buffer has %zu", MD_BLOB_BYTES, cap);
   uint8_t *p = buf;
-  tpx_put32(p, BLOB_MD_MAGIC);
+  tpx__put32(p, BLOB_MD_MAGIC);
   p[4] = BLOB_VERSION;
   p[5] = m->type;
-  tpx_put32(p + 6, m->access);
-  tpx_put32(p + 10, (uint32_t)m->device);
-  tpx_put64(p + 14, m->owner);
-  tpx_put64(p + 22, m->region);
-  tpx_put64(p + 30, m->addr);
-  tpx_put64(p + 38, m->len);
+  tpx__put32(p + 6, m->access);
+  tpx__put32(p + 10, (uint32_t)m->device);
+  tpx__put64(p + 14, m->owner);
+  tpx__put64(p + 22, m->region);
+  tpx__put64(p + 30, m->addr);
+  tpx__put64(p + 38, m->len);
   *len = MD_BLOB_BYTES;
   return 0;
 }
-int md_decode(const uint8_t *p, size_t len, struct md_info *m) {
-  if (len < 5 || tpx_get32(p) != BLOB_MD_MAGIC) return tpx_err(TPX_EPROTO, "memory descriptor: bad magic");
+int tpx__md_decode(const uint8_t *p, size_t len, struct md_info *m) {
+  if (len < 5 || tpx__get32(p) != BLOB_MD_MAGIC) return tpx_err(TPX_EPROTO, "memory descriptor: bad magic");
   if (p[4] != BLOB_VERSION) return tpx_err(TPX_EVERSION, "memory descriptor: version %u, we read %u", p[4], BLOB_VERSION);
   if (len != MD_BLOB_BYTES) return tpx_err(TPX_EPROTO, "memory descriptor: %zu bytes, expected %d", len, MD_BLOB_BYTES);
   m->type = p[5];
-  m->access = tpx_get32(p + 6);
-  m->device = (int32_t)tpx_get32(p + 10);
-  m->owner = tpx_get64(p + 14);
-  m->region = tpx_get64(p + 22);
-  m->addr = tpx_get64(p + 30);
-  m->len = tpx_get64(p + 38);
+  m->access = tpx__get32(p + 6);
+  m->device = (int32_t)tpx__get32(p + 10);
+  m->owner = tpx__get64(p + 14);
+  m->region = tpx__get64(p + 22);
+  m->addr = tpx__get64(p + 30);
+  m->len = tpx__get64(p + 38);
   if (m->type > 1 || (m->access & ~3u) != 0 || m->len == 0 || m->addr + m->len < m->addr)
     return tpx_err(TPX_EPROTO, "memory descriptor: invalid fields");
   return 0;

@@ -60,7 +60,7 @@ struct wire_frame {
  * needed, the total frame size (> 0) when a whole frame is there (f filled),
  * TPX_EPROTO for a bad magic / flags / oversize length, TPX_EVERSION for
  * another protocol version (f->version set). */
-long wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f);
+long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f);
 
 /* Growable output buffer. Encoders set `oom` on allocation failure. */
 struct wbuf {
@@ -68,7 +68,7 @@ struct wbuf {
   size_t len, cap;
   int oom;
 };
-void wbuf_free(struct wbuf *b);
+void tpx__wbuf_free(struct wbuf *b);
 
 struct wire_hello {
   uint64_t uuid;
@@ -128,43 +128,33 @@ struct wire_error {
 };
 
 /* Encoders append one whole frame to b; return 0 or TPX_ENOMEM / TPX_EINVAL. */
-int wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h);
-int wire_put_error(struct wbuf *b, int32_t code, const char *msg);
-int wire_put_cts(struct wbuf *b, const struct wire_cts *m);
+int tpx__wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h);
+int tpx__wire_put_error(struct wbuf *b, int32_t code, const char *msg);
+int tpx__wire_put_cts(struct wbuf *b, const struct wire_cts *m);
 /* Inline data (m->inl / inl): gathered from iov (total must match). */
-int wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov);
+int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov);
 /* type MSG_WRITE or MSG_READ; entries given as an array; notif NULL: none,
  * non-NULL with notif_len 0: an empty notification. WRITE: iov non-NULL
  * carries the data inline. READ: iov must be NULL; niov != 0 says an inline
  * answer is welcome. */
-int wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov);
-int wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
-int wire_put_status(struct wbuf *b, const struct wire_status *m);
-int wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
-int wire_put_bye(struct wbuf *b);
+int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
+int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
+int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
+int tpx__wire_put_bye(struct wbuf *b);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
-int wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
-int wire_get_error(const struct wire_frame *f, struct wire_error *m);
-int wire_get_cts(const struct wire_frame *f, struct wire_cts *m);
-int wire_get_send(const struct wire_frame *f, struct wire_send *m);
-int wire_get_rw(const struct wire_frame *f, struct wire_rw *m);
-int wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m);
-int wire_get_status(const struct wire_frame *f, struct wire_status *m);
-int wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
-void wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
-
-/* The little-endian helpers are common/le.h's tpx_put* / tpx_get* (shared
- * with the built-in transport's wire format). The le_* spellings below are
- * the engine's former names, kept only for the tests that still use them. */
-#define le_put16 tpx_put16
-#define le_put32 tpx_put32
-#define le_put64 tpx_put64
-#define le_get16 tpx_get16
-#define le_get32 tpx_get32
-#define le_get64 tpx_get64
+int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
+int tpx__wire_get_error(const struct wire_frame *f, struct wire_error *m);
+int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m);
+int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m);
+int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m);
+int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m);
+int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
+int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
+void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 
 /* Blobs handed to applications (same byte order, own magic). */
 #define BLOB_CONN_MAGIC 0x49585054u /* "TPXI" */
@@ -181,8 +171,8 @@ struct conn_info {
   int naddr;
   char addr[CONN_MAX_ADDRS][CONN_ADDR_MAX];
 };
-int conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len);
-int conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c);
+int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len);
+int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c);
 
 struct md_info {
   uint64_t owner; /* owner endpoint uuid */
@@ -192,7 +182,7 @@ struct md_info {
   int32_t device;
 };
 #define MD_BLOB_BYTES 46
-int md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len);
-int md_decode(const uint8_t *buf, size_t len, struct md_info *m);
+int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len);
+int tpx__md_decode(const uint8_t *buf, size_t len, struct md_info *m);
 
 #endif

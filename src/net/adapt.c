@@ -97,7 +97,7 @@ static int check_size(struct tpx_plugin *p, const char *what, size_t size, int i
     (d)->netDeviceVersion = (s).netDeviceVersion;                                                  \
   } while (0)
 
-int tpx_adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
+int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
   ncclnet_result_t r;
   memset(w, 0, sizeof(*w));
   /* What NCCL assumes for versions that predate a field. */
@@ -158,7 +158,7 @@ static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
   int rc = check_dev(p, "get_properties", dev);
   if (rc) return rc;
   ncclnet_props_v11_t w;
-  rc = tpx_adapt_props(p, dev, &w);
+  rc = tpx__adapt_props(p, dev, &w);
   if (rc) return rc;
   memset(props, 0, sizeof(*props));
   copy_str(props->name, sizeof(props->name), w.name);
@@ -462,7 +462,7 @@ static const tpx_net_ops_t adapted_ops = {
     (f)->irecv_consumed = (t)->irecvConsumed;                                                      \
   } while (0)
 
-int tpx_adapt_bind(struct tpx_plugin *p, const void *table) {
+int tpx__adapt_bind(struct tpx_plugin *p, const void *table) {
   struct tpx_plugin_fns *f = &p->fn;
   memset(f, 0, sizeof(*f));
   switch (p->version) {
@@ -563,7 +563,7 @@ static uint64_t new_comm_id(void) {
   return x + __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) * 0x9E3779B97F4A7C15ull;
 }
 
-int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
+int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   ncclnet_result_t r;
   p->config.trafficClass = NCCLNET_TRAFFIC_CLASS_UNDEF;
   if (p->fn.init_v11)
@@ -586,16 +586,16 @@ int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
     rc = tpx_err(TPX_ENOENT, "net plugin %s (%s) reports %d devices: no usable NIC", p->net.name,
                  p->file, ndev);
   if (rc) {
-    tpx_adapt_fini(p);
+    tpx__adapt_fini(p);
     return rc;
   }
   p->ndev = ndev;
   p->max_recvs = 1;
   for (int d = 0; d < ndev; d++) {
     ncclnet_props_v11_t w;
-    rc = tpx_adapt_props(p, d, &w);
+    rc = tpx__adapt_props(p, d, &w);
     if (rc) {
-      tpx_adapt_fini(p);
+      tpx__adapt_fini(p);
       return rc;
     }
     if (w.maxRecvs > p->max_recvs) p->max_recvs = TPX_MIN(w.maxRecvs, TPX_NET_MAX_RECVS);
@@ -604,14 +604,14 @@ int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
       if (w.netDeviceVersion != NCCLNET_DEVICE_UNPACK_VERSION) {
         rc = tpx_err(TPX_EVERSION, "net plugin %s: UNPACK device version %d, only %d is supported",
                      p->net.name, w.netDeviceVersion, NCCLNET_DEVICE_UNPACK_VERSION);
-        tpx_adapt_fini(p);
+        tpx__adapt_fini(p);
         return rc;
       }
       p->unpack = 1;
     } else if (d == 0 && w.netDeviceType != NCCLNET_DEVICE_HOST) {
       rc = tpx_err(TPX_ENOTSUP, "net plugin %s: device type %d is not supported (HOST or UNPACK)",
                    p->net.name, w.netDeviceType);
-      tpx_adapt_fini(p);
+      tpx__adapt_fini(p);
       return rc;
     }
   }
@@ -621,7 +621,7 @@ int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
 }
 
 /* As NCCL: every successful init is paired with finalize(ctx), whatever ctx is. */
-void tpx_adapt_fini(struct tpx_plugin *p) {
+void tpx__adapt_fini(struct tpx_plugin *p) {
   if (p->fn.finalize && p->inited) {
     ncclnet_result_t r = p->fn.finalize(p->ctx);
     if (r != NCCLNET_SUCCESS)

@@ -73,18 +73,18 @@ struct tpx_plugin {
 
 /* Fill p->fn from the table of version p->version; checks required entries.
  * Returns 0 or TPX_EVERSION naming the missing entry. */
-int tpx_adapt_bind(struct tpx_plugin *p, const void *table);
+int tpx__adapt_bind(struct tpx_plugin *p, const void *table);
 
 /* Initialise the plugin (logger routed to our logs), count devices, read
  * properties, and build p->ops. On error the plugin is finalised (v11) but
  * not unloaded. */
-int tpx_adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger);
+int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger);
 
 /* Read device properties into the widest (v11) layout, filling what older
  * versions lack the way NCCL does (vProps = {1, {dev}}, sizes unlimited). */
-int tpx_adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w);
+int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w);
 
 /* Finalise (v11) without unloading. */
-void tpx_adapt_fini(struct tpx_plugin *p);
+void tpx__adapt_fini(struct tpx_plugin *p);
 
 #endif

@@ -17,7 +17,7 @@ static int name_is_tcpx(const char *name) {
   return strcasestr(name, "tcpx") != NULL;
 }
 
-int tpx_net_caps_init(tpx_net_t *net, int builtin, int strict) {
+int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict) {
   memset(&net->caps, 0, sizeof(net->caps));
   tpx_net_caps_t c = {0};
   int ndev = 0;

@@ -9,6 +9,6 @@
  * TCPX plugin's rules (the built-in's strict or unpack mode). Returns 0, or
  * the code of the devices / get_properties call that failed (net->caps is
  * then all zero). */
-int tpx_net_caps_init(tpx_net_t *net, int builtin, int strict);
+int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict);
 
 #endif

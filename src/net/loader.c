@@ -33,7 +33,7 @@ static void plugin_log(int level, unsigned long flags, const char *file, int lin
   case NCCLNET_LOG_TRACE: lvl = TPX_LOG_TRACE; break;
   default: return;
   }
-  if (lvl > tpx_log_level || fmt == NULL) return;
+  if (lvl > tpx__log_level || fmt == NULL) return;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -42,7 +42,7 @@ static void plugin_log(int level, unsigned long flags, const char *file, int lin
   size_t n = strlen(msg);
   while (n > 0 && msg[n - 1] == '\n')
     msg[--n] = '\0';
-  tpx_log_emit(lvl, file ? file : "plugin", line, "[plugin] %s", msg);
+  tpx__log_emit(lvl, file ? file : "plugin", line, "[plugin] %s", msg);
 }
 
 /* ---- finding the file -------------------------------------------------------------- */
@@ -136,7 +136,7 @@ static int own_plugin_strict(const tpx_net_t *net) {
 
 static void plugin_destroy(tpx_net_t *net) {
   struct tpx_plugin *p = net->impl;
-  tpx_adapt_fini(p);
+  tpx__adapt_fini(p);
   if (p->dl && dlclose(p->dl) != 0) TPX_WARN("net plugin %s: dlclose: %s", net->name, dlerror());
   free(p);
 }
@@ -146,7 +146,7 @@ const char *tpx_net_plugin_file(const tpx_net_t *net) {
   return ((const struct tpx_plugin *)net->impl)->file;
 }
 
-int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out) {
+int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out) {
   if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open: out is NULL");
   *out = NULL;
   if (spec == NULL) spec = tpx_config_global()->net_plugin;
@@ -178,16 +178,16 @@ int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out) {
     snprintf(p->net.name, sizeof(p->net.name), "%s", name ? name : "(unnamed)");
     p->net.abi_version = p->version;
     p->net.impl = p;
-    rc = tpx_adapt_bind(p, table);
+    rc = tpx__adapt_bind(p, table);
   }
   if (rc == 0) {
     p->ops.destroy = plugin_destroy;
     p->net.ops = &p->ops;
-    rc = tpx_adapt_init(p, plugin_log);
+    rc = tpx__adapt_init(p, plugin_log);
   }
   if (rc == 0) {
-    rc = tpx_net_caps_init(&p->net, 0, own_plugin_strict(&p->net));
-    if (rc) tpx_adapt_fini(p);
+    rc = tpx__net_caps_init(&p->net, 0, own_plugin_strict(&p->net));
+    if (rc) tpx__adapt_fini(p);
   }
   if (rc) {
     dlclose(dl);
@@ -199,7 +199,7 @@ int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out) {
 }
 
 int tpx_net_open(const char *spec, tpx_net_t **out) {
-  return tpx_net_open_version(spec, NCCLNET_MAX_VERSION, out);
+  return tpx__net_open_version(spec, NCCLNET_MAX_VERSION, out);
 }
 
 void tpx_net_close(tpx_net_t *net) {

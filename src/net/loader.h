@@ -9,7 +9,7 @@
 /* As tpx_net_open, but probe ncclNetPlugin_v<max_version> down to v7 only
  * (7..11). Lets tests drive the v7..v10 adapters against a plugin that also
  * exports newer tables. */
-int tpx_net_open_version(const char *spec, int max_version, tpx_net_t **out);
+int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out);
 
 /* The file a loaded plugin came from (as the dynamic loader resolved it);
  * NULL for the built-in transport. */

@@ -2,7 +2,7 @@
  * caller's side, and the per-socket progress functions the I/O threads run.
  *
  * Request life. Send: the caller fills ring slot seq % TPX_SOCK_RING, cuts
- * the message into parts (tpx_sock_split), queues each part with its header
+ * the message into parts (tpx__sock_split), queues each part with its header
  * on its socket, sets `pending` to the number of parts, publishes `posted`
  * and kicks the sockets' threads; each part sent decrements `pending`.
  * Receive: the caller fills the slot with `pending` = TPX_SOCK_UNSIZED and
@@ -205,7 +205,7 @@ static void recv_fail_lost(tpx_sock_comm_t *m) {
     tpx_sock_req_t *r = slot(m, s);
     if (r->state != TPX_SR_INFLIGHT || atomic_load(&r->pending) == 0) continue;
     req_fail(r, TPX_EREMOTE);
-    if (m->upk) tpx_sock_upk_skip(m, s);
+    if (m->upk) tpx__sock_upk_skip(m, s);
     atomic_store_explicit(&r->pending, 0, memory_order_release);
   }
 }
@@ -253,9 +253,9 @@ static void recv_proto_error(tpx_sock_conn_t *c, const char *why, uint32_t seq, 
  * -1 = the socket failed. */
 static int recv_header(tpx_sock_conn_t *c) {
   tpx_sock_comm_t *m = c->comm;
-  uint32_t magic = tpx_get32(c->rhdr), seq32 = tpx_get32(c->rhdr + 4);
-  uint64_t size = tpx_get64(c->rhdr + 8), off = tpx_get64(c->rhdr + 16),
-           len = tpx_get64(c->rhdr + 24);
+  uint32_t magic = tpx__get32(c->rhdr), seq32 = tpx__get32(c->rhdr + 4);
+  uint64_t size = tpx__get64(c->rhdr + 8), off = tpx__get64(c->rhdr + 16),
+           len = tpx__get64(c->rhdr + 24);
   if (magic != TPX_WIRE_PART_MAGIC) {
     recv_proto_error(c, "magic", seq32, size, off, len);
     return -1;
@@ -300,7 +300,7 @@ static int recv_header(tpx_sock_conn_t *c) {
    * complete (an empty message completes as soon as it is sized). A stop
    * here leaves everything as it was: this header is parsed again. */
   tpx_sock_upk_t *u = m->upk;
-  if (u != NULL && tpx_sock_upk_admit(m, c, seq, TPX_MIN((size_t)size, r->size)) != 0) {
+  if (u != NULL && tpx__sock_upk_admit(m, c, seq, TPX_MIN((size_t)size, r->size)) != 0) {
     atomic_store(&c->pos, seq + 1);
     recv_fail_lost_now(m);
     return 1;
@@ -326,7 +326,7 @@ static int recv_header(tpx_sock_conn_t *c) {
   p->len = (size_t)len;
   p->keep = keep;
   p->buf = keep && u == NULL ? r->buf + off : NULL;
-  p->pages = keep && u != NULL ? u->pages[tpx_tcpx_slot(seq)] + off / TPX_SOCK_PAGE : NULL;
+  p->pages = keep && u != NULL ? u->pages[tpx__tcpx_slot(seq)] + off / TPX_SOCK_PAGE : NULL;
   c->have = 1;
   c->done_bytes = 0;
   return 0;
@@ -372,7 +372,7 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
         want = p->keep - c->done_bytes;
         int last = p->keep == p->len;
         if (p->pages) {
-          n = tpx_sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep,
+          n = tpx__sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep,
                                 last ? &more : NULL);
         } else {
           struct iovec iov[2] = {{p->buf + c->done_bytes, want}, more};
@@ -405,13 +405,13 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
   }
 }
 
-int tpx_sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
+int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
   return c->comm->kind == TPX_SK_SEND ? send_progress(c) : recv_progress(c, scratch);
 }
 
 /* ---- comm creation and teardown ----------------------------------------------- */
 
-int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                          int *fds, const char *peer, void **out) {
   int n = nsocks + 1;
   tpx_sock_comm_t *m = calloc(1, sizeof(*m));
@@ -444,18 +444,18 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
       if (conns[i].parts == NULL) rc = tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
     }
   }
-  if (rc == 0 && kind == TPX_SK_RECV && sn->unpack) rc = tpx_sock_upk_create(m);
-  if (rc == 0) rc = tpx_sock_pool_get(sn, dev, &m->pool);
-  if (rc == 0) tpx_sock_pool_place(m->pool, m);
+  if (rc == 0 && kind == TPX_SK_RECV && sn->unpack) rc = tpx__sock_upk_create(m);
+  if (rc == 0) rc = tpx__sock_pool_get(sn, dev, &m->pool);
+  if (rc == 0) tpx__sock_pool_place(m->pool, m);
   for (int i = 0; i < n && rc == 0; i++)
-    rc = tpx_sock_io_attach(conns[i].placed, &conns[i]);
+    rc = tpx__sock_io_attach(conns[i].placed, &conns[i]);
   if (rc == 0) {
-    m->token = tpx_sock_reg_add(&sn->reg, kind, m);
+    m->token = tpx__sock_reg_add(&sn->reg, kind, m);
     if (m->token == 0)
       rc = tpx_err(TPX_ENOMEM, "sock: more than %d open comms/handles", TPX_SOCK_MAX_OBJECTS);
   }
   if (rc != 0) {
-    tpx_sock_comm_destroy(m);
+    tpx__sock_comm_destroy(m);
     return rc;
   }
   TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s", kind_name(kind),
@@ -468,30 +468,30 @@ int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint
   return 0;
 }
 
-void tpx_sock_comm_destroy(tpx_sock_comm_t *m) {
+void tpx__sock_comm_destroy(tpx_sock_comm_t *m) {
   int n = m->nsocks + 1;
   /* Sockets kick each other only at unpack admission: stop that first, so
    * no thread kicks a socket whose own thread has already let it go. */
-  tpx_sock_upk_quiesce(m);
+  tpx__sock_upk_quiesce(m);
   atomic_store(&m->closing, 1);
   tpx_sock_conn_t *list[TPX_SOCK_MAX_NSOCKS + 1];
   for (int i = 0; i < n; i++)
     list[i] = &m->conns[i];
-  tpx_sock_io_detach(list, n);
-  if (m->pool) tpx_sock_pool_forget(m->pool, m);
+  tpx__sock_io_detach(list, n);
+  if (m->pool) tpx__sock_pool_forget(m->pool, m);
   for (int i = 0; i < n; i++) {
     if (m->conns[i].fd >= 0) close(m->conns[i].fd);
     free(m->conns[i].parts);
   }
-  if (m->pool) tpx_sock_pool_put(m->sn, m->dev);
+  if (m->pool) tpx__sock_pool_put(m->sn, m->dev);
   uint64_t inflight = atomic_load(&m->posted) - m->tail;
   if (inflight > 0)
     TPX_DEBUG("sock: closing %s with %s with %llu requests in flight", kind_name(m->kind), m->peer,
               (unsigned long long)inflight);
   /* No thread touches the pages any more (conns detached): free them, then
    * drop the GPU references the memory needed. */
-  tpx_sock_upk_destroy(m);
-  tpx_sock_gpu_fini(m);
+  tpx__sock_upk_destroy(m);
+  tpx__sock_gpu_fini(m);
   pthread_mutex_destroy(&m->mu);
   free(m->conns);
   free(m);
@@ -500,7 +500,7 @@ void tpx_sock_comm_destroy(tpx_sock_comm_t *m) {
 static tpx_sock_comm_t *comm_get(tpx_sock_net_t *sn, void *comm, int kind, const char *fn,
                                  int *rc) {
   int got = TPX_SK_NONE;
-  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, kind, &got);
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, kind, &got);
   if (m != NULL) return m;
   if (comm == NULL)
     *rc = tpx_err(TPX_EINVAL, "%s: %s is NULL", fn, kind_name(kind));
@@ -514,21 +514,21 @@ static tpx_sock_comm_t *comm_get(tpx_sock_net_t *sn, void *comm, int kind, const
 }
 
 static int comm_close(tpx_net_t *net, void *comm, int kind, const char *fn) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, fn);
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, fn);
   if (sn == NULL) return TPX_EINVAL;
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
   if (m == NULL) return rc;
-  tpx_sock_reg_del(&sn->reg, m->token);
-  tpx_sock_comm_destroy(m);
+  tpx__sock_reg_del(&sn->reg, m->token);
+  tpx__sock_comm_destroy(m);
   return 0;
 }
 
-int tpx_sock_close_send(tpx_net_t *net, void *comm) {
+int tpx__sock_close_send(tpx_net_t *net, void *comm) {
   return comm_close(net, comm, TPX_SK_SEND, "closeSend");
 }
 
-int tpx_sock_close_recv(tpx_net_t *net, void *comm) {
+int tpx__sock_close_recv(tpx_net_t *net, void *comm) {
   return comm_close(net, comm, TPX_SK_RECV, "closeRecv");
 }
 
@@ -588,25 +588,25 @@ static int check_unpack_size(tpx_sock_comm_t *m, size_t size, const char *fn) {
 static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size) {
   if (!sn->gpu_ok || size == 0) return -1;
   if (mh != NULL) {
-    tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+    tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
     return mr != NULL && mr->type == TPX_PTR_CUDA ? mr->gpu : -1;
   }
   int gpu = -1;
-  if (!tpx_gpu_is_device_ptr(data, &gpu)) return -1;
+  if (!tpx__gpu_is_device_ptr(data, &gpu)) return -1;
   return gpu >= 0 ? gpu : 0; /* managed memory may name no GPU */
 }
 
-int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
+int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
                    void **request) {
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "isend");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "isend");
   if (sn == NULL) return TPX_EINVAL;
   if (request == NULL) return tpx_err(TPX_EINVAL, "isend: request pointer is NULL");
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_SEND, "isend", &rc);
   if (m == NULL) return rc;
   if ((rc = check_buffer(data, size, "isend")) != 0) return rc;
-  if ((rc = tpx_sock_mr_check(sn, mh, data, size, "isend")) != 0) return rc;
+  if ((rc = tpx__sock_mr_check(sn, mh, data, size, "isend")) != 0) return rc;
   int gpu = -1;
   if (sn->unpack) {
     if ((rc = check_unpack_size(m, size, "isend")) != 0) return rc;
@@ -622,7 +622,7 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
   if (gpu >= 0) {
     /* CUDA memory: the bytes go on the wire from a pinned host copy. */
     void *staged = NULL;
-    rc = tpx_sock_stage_copy(m, r, gpu, data, size, &staged);
+    rc = tpx__sock_stage_copy(m, r, gpu, data, size, &staged);
     if (rc != 0) {
       r->state = TPX_SR_FREE; /* never published */
       pthread_mutex_unlock(&m->mu);
@@ -638,7 +638,7 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
    * sockets, first part on the next socket in turn (wire.h: the receiver
    * follows the part headers). */
   size_t per = size;
-  int np = tpx_sock_split(size, m->nsocks, seq - m->tail, &per);
+  int np = tpx__sock_split(size, m->nsocks, seq - m->tail, &per);
   int first = np == 0 ? 0 : 1 + (int)(m->rot % (unsigned)m->nsocks);
   if (np == 0) np = 1;
   else m->rot += (unsigned)np;
@@ -654,13 +654,13 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
     p->keep = p->len;
     p->seq = seq;
     p->pages = NULL;
-    tpx_wire_part_encode(p->hdr, seq, size, off, p->len);
+    tpx__wire_part_encode(p->hdr, seq, size, off, p->len);
     /* Kick only a socket whose queue was empty: with parts still queued its
      * thread is sending (and reads the head again after each part) or waits
      * for room (EPOLLOUT runs it). Seq-cst store then load here, store of the
      * tail then load of the head there: one of us sees the other. */
     atomic_store(&d->parts_head, head + 1);
-    if (atomic_load(&d->parts_tail) == head) tpx_sock_io_kick(d);
+    if (atomic_load(&d->parts_tail) == head) tpx__sock_io_kick(d);
   }
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
   *request = req_token(m, seq);
@@ -668,10 +668,10 @@ int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag,
   return 0;
 }
 
-int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
+int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                    void **mhandles, void **request) {
   (void)tags;
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "irecv");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "irecv");
   if (sn == NULL) return TPX_EINVAL;
   if (request == NULL) return tpx_err(TPX_EINVAL, "irecv: request pointer is NULL");
   int rc = 0;
@@ -683,7 +683,7 @@ int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes
   if (data == NULL || sizes == NULL)
     return tpx_err(TPX_EINVAL, "irecv: %s array is NULL", data == NULL ? "data" : "sizes");
   if ((rc = check_buffer(data[0], sizes[0], "irecv")) != 0) return rc;
-  if ((rc = tpx_sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
+  if ((rc = tpx__sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
     return rc;
   if ((rc = check_unpack_size(m, sizes[0], "irecv")) != 0) return rc;
   pthread_mutex_lock(&m->mu);
@@ -702,19 +702,19 @@ int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes
    * announce the wait before looking at `posted` again (recv_header). */
   atomic_store(&m->posted, seq + 1);
   for (int i = 0; i <= m->nsocks; i++)
-    if (atomic_load(&m->conns[i].wait_post)) tpx_sock_io_kick(&m->conns[i]);
+    if (atomic_load(&m->conns[i].wait_post)) tpx__sock_io_kick(&m->conns[i]);
   recv_fail_lost(m); /* after a socket ended, this receive may be one that cannot come */
   *request = req_token(m, seq);
   pthread_mutex_unlock(&m->mu);
   return 0;
 }
 
-int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
+int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
                     void **request) {
   (void)data;
   (void)sizes;
   (void)mhandles;
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "iflush");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "iflush");
   if (sn == NULL) return TPX_EINVAL;
   if (request == NULL) return tpx_err(TPX_EINVAL, "iflush: request pointer is NULL");
   int rc = 0;
@@ -728,8 +728,8 @@ int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *size
 
 static void req_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   r->state = TPX_SR_RELEASED;
-  if (m->upk) tpx_sock_upk_release(m, r->seq); /* its bounce pages and slot */
-  if (r->stage_end) tpx_sock_stage_release(m, r);
+  if (m->upk) tpx__sock_upk_release(m, r->seq); /* its bounce pages and slot */
+  if (r->stage_end) tpx__sock_stage_release(m, r);
   if (r->seq == m->thead) m->thead++;
   uint64_t posted = atomic_load_explicit(&m->posted, memory_order_relaxed);
   while (m->tail < posted && slot(m, m->tail)->state == TPX_SR_RELEASED) {
@@ -744,8 +744,8 @@ static const char *comm_errmsg(tpx_sock_comm_t *m) {
   return "peer closed";
 }
 
-int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "test");
+int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "test");
   if (sn == NULL) return TPX_EINVAL;
   if (done == NULL) return tpx_err(TPX_EINVAL, "test: done pointer is NULL");
   *done = 0;
@@ -754,7 +754,7 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
     return tpx_err(TPX_EINVAL, "test: %p is not a request of this transport", request);
   uint64_t ctok = (((t >> 32) & 0xffffu) << 32) | (t >> 48);
   int kind = TPX_SK_NONE;
-  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, ctok, TPX_SK_NONE, &kind);
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, ctok, TPX_SK_NONE, &kind);
   if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV))
     return tpx_err(TPX_EINVAL, "test: request %p belongs to no open comm (comm closed?)", request);
   pthread_mutex_lock(&m->mu);
@@ -803,7 +803,7 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   if (m->upk && (err == 0 || err == TPX_ETRUNC)) {
     /* Unpack mode: the entries are in; publish the count and keep the slot
      * and its pages until irecvConsumed. */
-    tpx_sock_upk_publish(m, r->seq);
+    tpx__sock_upk_publish(m, r->seq);
     r->state = TPX_SR_DONE;
     m->thead = r->seq + 1;
   } else {
@@ -828,8 +828,8 @@ int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
 
 /* ---- irecvConsumed (unpack mode) -------------------------------------------------- */
 
-int tpx_sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "irecvConsumed");
+int tpx__sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "irecvConsumed");
   if (sn == NULL) return TPX_EINVAL;
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_RECV, "irecvConsumed", &rc);

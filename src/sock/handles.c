@@ -8,7 +8,7 @@
 
 #include "sock/sock.h"
 
-void tpx_sock_reg_init(tpx_sock_reg_t *r, uint32_t salt) {
+void tpx__sock_reg_init(tpx_sock_reg_t *r, uint32_t salt) {
   memset(r, 0, sizeof(*r));
   /* Generations start at a per-net value: handles are not small integers,
    * and a handle of another net rarely passes the check. */
@@ -16,7 +16,7 @@ void tpx_sock_reg_init(tpx_sock_reg_t *r, uint32_t salt) {
   pthread_mutex_init(&r->mu, NULL);
 }
 
-void tpx_sock_reg_fini(tpx_sock_reg_t *r) {
+void tpx__sock_reg_fini(tpx_sock_reg_t *r) {
   for (size_t i = 0; i < sizeof(r->pages) / sizeof(r->pages[0]); i++)
     free(atomic_load(&r->pages[i]));
   pthread_mutex_destroy(&r->mu);
@@ -28,7 +28,7 @@ static struct tpx_sock_reg_entry *entry(tpx_sock_reg_t *r, uint32_t idx) {
   return page ? &page[idx % TPX_SOCK_REG_PAGE] : NULL;
 }
 
-uint64_t tpx_sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj) {
+uint64_t tpx__sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj) {
   pthread_mutex_lock(&r->mu);
   uint32_t idx;
   if (r->free_head != 0) {
@@ -61,7 +61,7 @@ uint64_t tpx_sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj) {
   return (gen << 32) | ((uint64_t)idx + 1);
 }
 
-void *tpx_sock_reg_get(tpx_sock_reg_t *r, uint64_t token, int kind, int *kind_out) {
+void *tpx__sock_reg_get(tpx_sock_reg_t *r, uint64_t token, int kind, int *kind_out) {
   if (token == 0 || (token >> 48) != 0) return NULL;
   uint64_t idx1 = token & 0xffffffffu;
   if (idx1 == 0 || idx1 > atomic_load_explicit(&r->hiwater, memory_order_acquire)) return NULL;
@@ -79,7 +79,7 @@ void *tpx_sock_reg_get(tpx_sock_reg_t *r, uint64_t token, int kind, int *kind_ou
   return obj;
 }
 
-void tpx_sock_reg_del(tpx_sock_reg_t *r, uint64_t token) {
+void tpx__sock_reg_del(tpx_sock_reg_t *r, uint64_t token) {
   pthread_mutex_lock(&r->mu);
   uint64_t idx1 = token & 0xffffffffu;
   if (idx1 != 0 && idx1 <= atomic_load(&r->hiwater) && (token >> 48) == 0) {
@@ -97,7 +97,7 @@ void tpx_sock_reg_del(tpx_sock_reg_t *r, uint64_t token) {
   pthread_mutex_unlock(&r->mu);
 }
 
-uint64_t tpx_sock_reg_next(tpx_sock_reg_t *r, uint32_t *it) {
+uint64_t tpx__sock_reg_next(tpx_sock_reg_t *r, uint32_t *it) {
   uint32_t hw = atomic_load(&r->hiwater);
   while (*it < hw) {
     uint32_t idx = (*it)++;

@@ -10,7 +10,7 @@
 #include "common/ifname.h"
 #include "sock/sock.h"
 
-int tpx_sock_parse_family(const char *s) {
+int tpx__sock_parse_family(const char *s) {
   if (s == NULL || s[0] == '\0') return 0;
   static const char *v4[] = {"AF_INET", "inet", "ipv4", "4"};
   static const char *v6[] = {"AF_INET6", "inet6", "ipv6", "6"};
@@ -38,10 +38,10 @@ static int addr_rank(const tpx_sock_ifaddr_t *a, int family) {
   return 20;
 }
 
-int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
+int tpx__sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
                     tpx_sock_ifaddr_t *out, int max) {
   tpx_ifname_spec_t s;
-  int rc = tpx_ifname_parse(spec, &s);
+  int rc = tpx__ifname_parse(spec, &s);
   if (rc != 0) return rc;
   /* As NCCL, only the best tier among the usable interfaces is used (an
    * explicit list has one tier; the automatic choice falls back to docker
@@ -49,7 +49,7 @@ int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, 
   int best = -1;
   for (int i = 0; i < n; i++) {
     if (!all[i].up || addr_rank(&all[i], family) < 0) continue;
-    int t = tpx_ifname_tier(&s, all[i].name);
+    int t = tpx__ifname_tier(&s, all[i].name);
     if (t >= 0 && (best < 0 || t < best)) best = t;
   }
   if (best < 0) return 0;
@@ -58,7 +58,7 @@ int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, 
   for (int i = 0; i < n; i++) {
     const tpx_sock_ifaddr_t *a = &all[i];
     int r = a->up ? addr_rank(a, family) : -1;
-    if (r < 0 || tpx_ifname_tier(&s, a->name) != best) continue;
+    if (r < 0 || tpx__ifname_tier(&s, a->name) != best) continue;
     int j = 0;
     while (j < cnt && strcmp(out[j].name, a->name) != 0)
       j++;
@@ -74,11 +74,11 @@ int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, 
   return cnt;
 }
 
-socklen_t tpx_sock_addr_len(const struct sockaddr_storage *a) {
+socklen_t tpx__sock_addr_len(const struct sockaddr_storage *a) {
   return a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
-void tpx_sock_addr_str(const struct sockaddr_storage *a, char *buf, size_t cap) {
+void tpx__sock_addr_str(const struct sockaddr_storage *a, char *buf, size_t cap) {
   char host[INET6_ADDRSTRLEN] = "?";
   if (a->ss_family == AF_INET) {
     const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;

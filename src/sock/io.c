@@ -71,7 +71,7 @@ static void wake(tpx_sock_io_t *t) {
   }
 }
 
-void tpx_sock_io_kick(tpx_sock_conn_t *c) {
+void tpx__sock_io_kick(tpx_sock_conn_t *c) {
   tpx_sock_io_t *t = c->thr;
   if (atomic_exchange(&c->kicked, 1)) return; /* already queued */
   tpx_sock_conn_t *head = atomic_load(&t->kicks);
@@ -181,13 +181,13 @@ static void *io_main(void *arg) {
     while (t->rq_head) {
       tpx_sock_conn_t *c = t->rq_head;
       rq_remove(t, c);
-      if (tpx_sock_conn_progress(c, t->scratch)) rq_push(t, c);
+      if (tpx__sock_conn_progress(c, t->scratch)) rq_push(t, c);
       work = 1;
       if (c == last) break;
     }
     int timeout = 0;
     if (t->rq_head == NULL && atomic_load(&t->kicks) == NULL && !atomic_load(&t->cmd_pending)) {
-      uint64_t now = tpx_now_ns();
+      uint64_t now = tpx__now_ns();
       if (work) spin_until = now + t->pool->spin_ns;
       if (now >= spin_until) {
         /* Sleep protocol: announce, then re-check; a kicker that pushes after
@@ -212,7 +212,7 @@ static void *io_main(void *arg) {
   return NULL;
 }
 
-int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out) {
+int tpx__sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out) {
   *out = NULL;
   if (nthreads < 1) nthreads = 1;
   if (nthreads > TPX_SOCK_MAX_THREADS) nthreads = TPX_SOCK_MAX_THREADS;
@@ -261,7 +261,7 @@ int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **ou
     pthread_setname_np(t->tid, name);
   }
   if (rc != 0) {
-    tpx_sock_pool_destroy(p);
+    tpx__sock_pool_destroy(p);
     return rc;
   }
   TPX_DEBUG("sock pool %s: %d I/O threads, %llu ns spin (%d CPUs)", devname, nthreads,
@@ -270,7 +270,7 @@ int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **ou
   return 0;
 }
 
-void tpx_sock_pool_destroy(tpx_sock_pool_t *p) {
+void tpx__sock_pool_destroy(tpx_sock_pool_t *p) {
   if (p == NULL) return;
   for (int i = 0; i < p->nthreads; i++) {
     tpx_sock_io_t *t = &p->thr[i];
@@ -319,7 +319,7 @@ static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int weight) {
  * each socket's ends on different threads), engine 9.5 -> 9.9. With many
  * CPUs the two ends keep separate threads: their copies run on two cores at
  * once (not measured there with pairing). */
-void tpx_sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
+void tpx__sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_lock(&p->mu);
   tpx_sock_comm_t *peer = NULL;
   if (p->pair)
@@ -345,7 +345,7 @@ void tpx_sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_unlock(&p->mu);
 }
 
-void tpx_sock_pool_forget(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
+void tpx__sock_pool_forget(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_lock(&p->mu);
   for (int i = 0; i <= m->nsocks; i++)
     if (m->conns[i].placed) m->conns[i].placed->load -= i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
@@ -358,7 +358,7 @@ void tpx_sock_pool_forget(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_unlock(&p->mu);
 }
 
-int tpx_sock_io_attach(tpx_sock_io_t *t, tpx_sock_conn_t *c) {
+int tpx__sock_io_attach(tpx_sock_io_t *t, tpx_sock_conn_t *c) {
   c->thr = t;
   /* Receivers only read; senders only write (the peer never sends on them,
    * see wire.h), so each waits for the one edge it needs. RDHUP/HUP/ERR
@@ -368,18 +368,18 @@ int tpx_sock_io_attach(tpx_sock_io_t *t, tpx_sock_conn_t *c) {
   if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
     return tpx_err(TPX_ESYSTEM, "sock io %s/%d: epoll add fd %d: %s", t->pool->devname, t->index,
                    c->fd, strerror(errno));
-  tpx_sock_io_kick(c);
+  tpx__sock_io_kick(c);
   return 0;
 }
 
-void tpx_sock_io_detach(tpx_sock_conn_t **cs, int n) {
+void tpx__sock_io_detach(tpx_sock_conn_t **cs, int n) {
   if (n <= 0) return;
   struct detach_cmd stack_cmds[8];
   struct detach_cmd *cmds = n <= 8 ? stack_cmds : calloc((size_t)n, sizeof(*cmds));
   if (cmds == NULL) {
     /* No memory for the batch: detach one at a time. */
     for (int i = 0; i < n; i++)
-      tpx_sock_io_detach(&cs[i], 1);
+      tpx__sock_io_detach(&cs[i], 1);
     return;
   }
   tpx_sock_pool_t *p = NULL;

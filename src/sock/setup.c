@@ -38,18 +38,18 @@ static int set_nodelay(int fd) {
 }
 
 static uint64_t deadline_after_ms(int ms) {
-  return tpx_now_ns() + (uint64_t)ms * 1000000ull;
+  return tpx__now_ns() + (uint64_t)ms * 1000000ull;
 }
 
 static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks) {
   memset(h, 0, TPX_WIRE_HELLO_BYTES);
-  tpx_put32(h, TPX_WIRE_HELLO_MAGIC);
-  tpx_put16(h + 4, TPX_WIRE_VERSION);
-  tpx_put16(h + 6, TPX_WIRE_HELLO_BYTES);
-  tpx_put64(h + 8, nonce);
-  tpx_put64(h + 16, comm_id);
-  tpx_put16(h + 24, (uint16_t)index);
-  tpx_put16(h + 26, (uint16_t)nsocks);
+  tpx__put32(h, TPX_WIRE_HELLO_MAGIC);
+  tpx__put16(h + 4, TPX_WIRE_VERSION);
+  tpx__put16(h + 6, TPX_WIRE_HELLO_BYTES);
+  tpx__put64(h + 8, nonce);
+  tpx__put64(h + 16, comm_id);
+  tpx__put16(h + 24, (uint16_t)index);
+  tpx__put16(h + 26, (uint16_t)nsocks);
 }
 
 /* ---- listen ------------------------------------------------------------------------ */
@@ -71,7 +71,7 @@ struct group {
   char peer[64];
 };
 
-typedef struct tpx_sock_listen {
+typedef struct tpx__sock_listen {
   uint64_t token;
   int dev;
   int fd;
@@ -88,7 +88,7 @@ static void group_close(struct group *g) {
     if (g->fds[i] >= 0) close(g->fds[i]);
 }
 
-void tpx_sock_listen_free(void *obj) {
+void tpx__sock_listen_free(void *obj) {
   tpx_sock_listen_t *l = obj;
   if (l->fd >= 0) close(l->fd);
   for (int i = 0; i < l->npend; i++)
@@ -100,8 +100,8 @@ void tpx_sock_listen_free(void *obj) {
   free(l);
 }
 
-int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "listen");
+int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "listen");
   if (sn == NULL) return TPX_EINVAL;
   if (handle == NULL || listen_comm == NULL)
     return tpx_err(TPX_EINVAL, "listen: %s is NULL", handle == NULL ? "handle" : "listen_comm");
@@ -113,9 +113,9 @@ int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
   int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return tpx_err(TPX_ESYSTEM, "listen on %s: socket: %s", d->name, strerror(errno));
   char as[64];
-  tpx_sock_addr_str(&sa, as, sizeof(as));
-  socklen_t len = tpx_sock_addr_len(&sa);
-  int e = tpx_bind_port(fd, (struct sockaddr *)&sa, len, 0);
+  tpx__sock_addr_str(&sa, as, sizeof(as));
+  socklen_t len = tpx__sock_addr_len(&sa);
+  int e = tpx__bind_port(fd, (struct sockaddr *)&sa, len, 0);
   if (e != 0 || listen(fd, 16384) != 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
     if (e == 0) e = errno;
     close(fd);
@@ -128,31 +128,31 @@ int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
   }
   l->dev = dev;
   l->fd = fd;
-  l->nonce = tpx_sock_random(sn);
-  tpx_sock_addr_str(&sa, l->addr, sizeof(l->addr));
-  l->token = tpx_sock_reg_add(&sn->reg, TPX_SK_LISTEN, l);
+  l->nonce = tpx__sock_random(sn);
+  tpx__sock_addr_str(&sa, l->addr, sizeof(l->addr));
+  l->token = tpx__sock_reg_add(&sn->reg, TPX_SK_LISTEN, l);
   if (l->token == 0) {
-    tpx_sock_listen_free(l);
+    tpx__sock_listen_free(l);
     return tpx_err(TPX_ENOMEM, "listen: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
   uint8_t *h = handle;
   memset(h, 0, TPX_NET_HANDLE_BYTES);
-  tpx_put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
-  tpx_put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
+  tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
+  tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
   if (sa.ss_family == AF_INET6) {
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&sa;
-    tpx_put16(h + TPX_WH_FAMILY, 6);
+    tpx__put16(h + TPX_WH_FAMILY, 6);
     memcpy(h + TPX_WH_ADDR, &s6->sin6_addr, 16);
     memcpy(h + TPX_WH_PORT, &s6->sin6_port, 2);
-    tpx_put32(h + TPX_WH_SCOPE, s6->sin6_scope_id);
+    tpx__put32(h + TPX_WH_SCOPE, s6->sin6_scope_id);
   } else {
     struct sockaddr_in *s4 = (struct sockaddr_in *)&sa;
-    tpx_put16(h + TPX_WH_FAMILY, 4);
+    tpx__put16(h + TPX_WH_FAMILY, 4);
     memcpy(h + TPX_WH_ADDR, &s4->sin_addr, 4);
     memcpy(h + TPX_WH_PORT, &s4->sin_port, 2);
   }
-  tpx_put16(h + TPX_WH_NSOCKS, (uint16_t)sn->cfg.nsocks);
-  tpx_put64(h + TPX_WH_NONCE, l->nonce);
+  tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)sn->cfg.nsocks);
+  tpx__put64(h + TPX_WH_NONCE, l->nonce);
   TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm", l->addr, d->name,
             sn->cfg.nsocks);
   *listen_comm = (void *)(uintptr_t)l->token;
@@ -162,24 +162,24 @@ int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
 static tpx_sock_listen_t *listen_get(tpx_sock_net_t *sn, void *comm, const char *fn, int *rc) {
   int kind = TPX_SK_NONE;
   tpx_sock_listen_t *l =
-      tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_LISTEN, &kind);
+      tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_LISTEN, &kind);
   if (l == NULL)
     *rc = tpx_err(TPX_EINVAL, "%s: %p is not an open listen comm%s", fn, comm,
                   kind != TPX_SK_NONE ? " (wrong kind of handle)" : "");
   return l;
 }
 
-int tpx_sock_close_listen(tpx_net_t *net, void *listen_comm) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "closeListen");
+int tpx__sock_close_listen(tpx_net_t *net, void *listen_comm) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "closeListen");
   if (sn == NULL) return TPX_EINVAL;
   int rc = 0;
   tpx_sock_listen_t *l = listen_get(sn, listen_comm, "closeListen", &rc);
   if (l == NULL) return rc;
-  tpx_sock_reg_del(&sn->reg, l->token);
+  tpx__sock_reg_del(&sn->reg, l->token);
   if (l->npend + l->ngroups > 0)
     TPX_DEBUG("sock: closing listen comm %s with %d unidentified and %d incomplete connections",
               l->addr, l->npend, l->ngroups);
-  tpx_sock_listen_free(l);
+  tpx__sock_listen_free(l);
   return 0;
 }
 
@@ -187,7 +187,7 @@ int tpx_sock_close_listen(tpx_net_t *net, void *listen_comm) {
 
 enum { CS_CONNECTING = 0, CS_HELLO, CS_DONE };
 
-typedef struct tpx_sock_connect {
+typedef struct tpx__sock_connect {
   uint64_t token;
   int dev;
   int nsocks;
@@ -199,7 +199,7 @@ typedef struct tpx_sock_connect {
   uint8_t off[TPX_SOCK_MAX_NSOCKS + 1];
 } tpx_sock_connect_t;
 
-void tpx_sock_connect_free(void *obj) {
+void tpx__sock_connect_free(void *obj) {
   tpx_sock_connect_t *s = obj;
   for (int i = 0; i <= s->nsocks; i++)
     if (s->fds[i] >= 0) close(s->fds[i]);
@@ -207,15 +207,15 @@ void tpx_sock_connect_free(void *obj) {
 }
 
 static void connect_end(tpx_sock_net_t *sn, tpx_sock_connect_t *s, uint8_t *h) {
-  tpx_sock_reg_del(&sn->reg, s->token);
-  tpx_sock_connect_free(s);
-  tpx_put64(h + TPX_WH_STATE, 0);
-  tpx_put64(h + TPX_WH_CHECK, 0);
+  tpx__sock_reg_del(&sn->reg, s->token);
+  tpx__sock_connect_free(s);
+  tpx__put64(h + TPX_WH_STATE, 0);
+  tpx__put64(h + TPX_WH_CHECK, 0);
 }
 
 static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_connect_t **out) {
-  int fam = tpx_get16(h + TPX_WH_FAMILY);
-  int nsocks = tpx_get16(h + TPX_WH_NSOCKS);
+  int fam = tpx__get16(h + TPX_WH_FAMILY);
+  int nsocks = tpx__get16(h + TPX_WH_NSOCKS);
   if (fam != 4 && fam != 6)
     return tpx_err(TPX_EINVAL, "connect: handle has address family %d (not 4 or 6)", fam);
   if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS)
@@ -225,8 +225,8 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
   if (s == NULL) return tpx_err(TPX_ENOMEM, "connect: out of memory");
   s->dev = dev;
   s->nsocks = nsocks;
-  s->nonce = tpx_get64(h + TPX_WH_NONCE);
-  s->comm_id = tpx_sock_random(sn);
+  s->nonce = tpx__get64(h + TPX_WH_NONCE);
+  s->comm_id = tpx__sock_random(sn);
   s->deadline = deadline_after_ms(sn->cfg.connect_timeout_ms);
   for (int i = 0; i <= nsocks; i++)
     s->fds[i] = -1;
@@ -235,14 +235,14 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
     s6->sin6_family = AF_INET6;
     memcpy(&s6->sin6_addr, h + TPX_WH_ADDR, 16);
     memcpy(&s6->sin6_port, h + TPX_WH_PORT, 2);
-    s6->sin6_scope_id = tpx_get32(h + TPX_WH_SCOPE);
+    s6->sin6_scope_id = tpx__get32(h + TPX_WH_SCOPE);
   } else {
     struct sockaddr_in *s4 = (struct sockaddr_in *)&s->peer;
     s4->sin_family = AF_INET;
     memcpy(&s4->sin_addr, h + TPX_WH_ADDR, 4);
     memcpy(&s4->sin_port, h + TPX_WH_PORT, 2);
   }
-  tpx_sock_addr_str(&s->peer, s->peerstr, sizeof(s->peerstr));
+  tpx__sock_addr_str(&s->peer, s->peerstr, sizeof(s->peerstr));
   int rc = 0;
   for (int i = 0; i <= nsocks && rc == 0; i++) {
     int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -251,12 +251,12 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
       break;
     }
     s->fds[i] = fd;
-    tpx_set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
+    tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
     if (set_nodelay(fd) != 0) {
       rc = tpx_err(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
       break;
     }
-    if (connect(fd, (struct sockaddr *)&s->peer, tpx_sock_addr_len(&s->peer)) == 0) {
+    if (connect(fd, (struct sockaddr *)&s->peer, tpx__sock_addr_len(&s->peer)) == 0) {
       s->st[i] = CS_HELLO;
     } else if (errno == EINPROGRESS || errno == EINTR) {
       s->st[i] = CS_CONNECTING;
@@ -268,16 +268,16 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
     }
   }
   if (rc == 0) {
-    s->token = tpx_sock_reg_add(&sn->reg, TPX_SK_CONNECT, s);
+    s->token = tpx__sock_reg_add(&sn->reg, TPX_SK_CONNECT, s);
     if (s->token == 0)
       rc = tpx_err(TPX_ENOMEM, "connect: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
   if (rc != 0) {
-    tpx_sock_connect_free(s);
+    tpx__sock_connect_free(s);
     return rc;
   }
-  tpx_put64(h + TPX_WH_STATE, s->token);
-  tpx_put64(h + TPX_WH_CHECK, s->token ^ s->nonce ^ STATE_CHECK_KEY);
+  tpx__put64(h + TPX_WH_STATE, s->token);
+  tpx__put64(h + TPX_WH_CHECK, s->token ^ s->nonce ^ STATE_CHECK_KEY);
   *out = s;
   return 0;
 }
@@ -325,16 +325,16 @@ static int connect_step(tpx_sock_connect_t *s) {
     if (s->st[i] == CS_DONE) done++;
   }
   if (done == s->nsocks + 1) return 1;
-  if (tpx_now_ns() > s->deadline)
+  if (tpx__now_ns() > s->deadline)
     return tpx_err(TPX_ETIMEDOUT, "connect to %s: %d of %d sockets up after the connect timeout",
                    s->peerstr, done, s->nsocks + 1);
   return 0;
 }
 
-int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
+int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                      tpx_net_dev_handle_t *send_dev) {
   (void)send_dev; /* HOST device type: nothing to fill */
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "connect");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "connect");
   if (sn == NULL) return TPX_EINVAL;
   if (handle == NULL || send_comm == NULL)
     return tpx_err(TPX_EINVAL, "connect: %s is NULL", handle == NULL ? "handle" : "send_comm");
@@ -342,23 +342,23 @@ int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
   if (dev < 0 || dev >= sn->ndev)
     return tpx_err(TPX_EINVAL, "connect: device %d does not exist (%d devices)", dev, sn->ndev);
   uint8_t *h = handle;
-  if (tpx_get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC)
+  if (tpx__get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC)
     return tpx_err(TPX_EINVAL,
                    "connect: the handle was not made by this transport's listen"
                    " (magic 0x%08x)",
-                   tpx_get32(h + TPX_WH_MAGIC));
-  if (tpx_get16(h + TPX_WH_VERSION) != TPX_WIRE_VERSION)
+                   tpx__get32(h + TPX_WH_MAGIC));
+  if (tpx__get16(h + TPX_WH_VERSION) != TPX_WIRE_VERSION)
     return tpx_err(TPX_EVERSION, "connect: handle version %u, this transport speaks %u",
-                   tpx_get16(h + TPX_WH_VERSION), TPX_WIRE_VERSION);
-  uint64_t tok = tpx_get64(h + TPX_WH_STATE);
+                   tpx__get16(h + TPX_WH_VERSION), TPX_WIRE_VERSION);
+  uint64_t tok = tpx__get64(h + TPX_WH_STATE);
   tpx_sock_connect_t *s = NULL;
   int rc;
   if (tok == 0) {
     if ((rc = connect_start(sn, dev, h, &s)) != 0) return rc;
   } else {
-    s = tpx_sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
-    if (s == NULL || tpx_get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY) ||
-        s->nonce != tpx_get64(h + TPX_WH_NONCE))
+    s = tpx__sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
+    if (s == NULL || tpx__get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY) ||
+        s->nonce != tpx__get64(h + TPX_WH_NONCE))
       return tpx_err(TPX_EINVAL,
                      "connect: the handle carries connect state %#llx that this"
                      " process does not know (a handle must go back to connect unchanged)",
@@ -384,7 +384,7 @@ int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
   int nsocks = s->nsocks;
   uint64_t comm_id = s->comm_id;
   connect_end(sn, s, h);
-  return tpx_sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, send_comm);
+  return tpx__sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, send_comm);
 }
 
 /* ---- accept ----------------------------------------------------------------------- */
@@ -406,7 +406,7 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
       return;
     }
     char ps[64];
-    tpx_sock_addr_str(&sa, ps, sizeof(ps));
+    tpx__sock_addr_str(&sa, ps, sizeof(ps));
     if (l->npend >= MAX_PENDING) {
       TPX_WARN("sock: listen comm %s: %d connections without a hello; dropping one from %s",
                l->addr, l->npend, ps);
@@ -458,26 +458,26 @@ static struct group *group_for(tpx_sock_listen_t *l, uint64_t comm_id, int nsock
  * socket must be dropped (reason logged). */
 static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   const uint8_t *h = p->hello;
-  uint32_t magic = tpx_get32(h);
+  uint32_t magic = tpx__get32(h);
   if (magic != TPX_WIRE_HELLO_MAGIC) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: not a tpx hello (magic 0x%08x)",
              l->addr, p->peer, magic);
     return -1;
   }
-  unsigned ver = tpx_get16(h + 4), len = tpx_get16(h + 6);
+  unsigned ver = tpx__get16(h + 4), len = tpx__get16(h + 6);
   if (ver != TPX_WIRE_VERSION || len != TPX_WIRE_HELLO_BYTES) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: wire version %u (we speak %u)",
              l->addr, p->peer, ver, TPX_WIRE_VERSION);
     return -1;
   }
-  if (tpx_get64(h + 8) != l->nonce) {
+  if (tpx__get64(h + 8) != l->nonce) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: its handle belongs to another"
              " listen comm",
              l->addr, p->peer);
     return -1;
   }
-  uint64_t comm_id = tpx_get64(h + 16);
-  int index = tpx_get16(h + 24), nsocks = tpx_get16(h + 26);
+  uint64_t comm_id = tpx__get64(h + 16);
+  int index = tpx__get16(h + 24), nsocks = tpx__get16(h + 26);
   if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS || index > nsocks) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of %d data sockets",
              l->addr, p->peer, index, nsocks);
@@ -502,7 +502,7 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
 }
 
 static void read_hellos(tpx_sock_listen_t *l) {
-  uint64_t now = tpx_now_ns();
+  uint64_t now = tpx__now_ns();
   for (int i = 0; i < l->npend;) {
     struct pending_sock *p = &l->pend[i];
     ssize_t n = recv(p->fd, p->hello + p->got, TPX_WIRE_HELLO_BYTES - p->got, MSG_DONTWAIT);
@@ -542,9 +542,9 @@ static void read_hellos(tpx_sock_listen_t *l) {
   }
 }
 
-int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
+int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                     tpx_net_dev_handle_t *recv_dev) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "accept");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "accept");
   if (sn == NULL) return TPX_EINVAL;
   if (recv_comm == NULL) return tpx_err(TPX_EINVAL, "accept: recv_comm is NULL");
   *recv_comm = NULL;
@@ -566,12 +566,12 @@ int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
     struct group done = *g;
     l->groups[i] = l->groups[--l->ngroups];
     /* The peer's address as seen on the control socket names the comm. */
-    rc = tpx_sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
+    rc = tpx__sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
                               done.peer, recv_comm);
     if (rc == 0 && sn->unpack) {
       tpx_sock_comm_t *m =
-          tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)*recv_comm, TPX_SK_RECV, NULL);
-      tpx_sock_upk_fill_dev(m, recv_dev);
+          tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)*recv_comm, TPX_SK_RECV, NULL);
+      tpx__sock_upk_fill_dev(m, recv_dev);
     }
     return rc;
   }

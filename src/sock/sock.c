@@ -24,7 +24,7 @@
 
 static const tpx_net_ops_t sock_ops, sock_ops_unpack;
 
-tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn) {
+tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn) {
   if (net == NULL || (net->ops != &sock_ops && net->ops != &sock_ops_unpack) || net->impl == NULL) {
     tpx_err(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
     return NULL;
@@ -32,7 +32,7 @@ tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn) {
   return net->impl;
 }
 
-uint64_t tpx_sock_random(tpx_sock_net_t *sn) {
+uint64_t tpx__sock_random(tpx_sock_net_t *sn) {
   /* splitmix64 over a counter seeded from getrandom: unique, unpredictable
    * enough to tell connections apart (not a security boundary). */
   uint64_t z = atomic_fetch_add(&sn->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
@@ -67,7 +67,7 @@ static int read_speed(const char *ifname) {
 }
 
 static int discover(tpx_sock_net_t *sn) {
-  int family = tpx_sock_parse_family(sn->cfg.socket_family);
+  int family = tpx__sock_parse_family(sn->cfg.socket_family);
   if (family < 0) return family;
   struct ifaddrs *ifa = NULL;
   if (getifaddrs(&ifa) != 0) return tpx_err(TPX_ESYSTEM, "sock: getifaddrs: %s", strerror(errno));
@@ -96,7 +96,7 @@ static int discover(tpx_sock_net_t *sn) {
            fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
   }
   freeifaddrs(ifa);
-  int cnt = tpx_sock_select(sn->cfg.socket_ifname, family, all, k, sel, TPX_SOCK_MAX_DEVS);
+  int cnt = tpx__sock_select(sn->cfg.socket_ifname, family, all, k, sel, TPX_SOCK_MAX_DEVS);
   free(all);
   if (cnt <= 0) {
     free(sel);
@@ -123,7 +123,7 @@ static int discover(tpx_sock_net_t *sn) {
     d->speed_mbps = read_speed(d->name);
     pthread_mutex_init(&d->pool_mu, NULL);
     char as[80];
-    tpx_sock_addr_str(&d->addr, as, sizeof(as));
+    tpx__sock_addr_str(&d->addr, as, sizeof(as));
     TPX_INFO("sock: device %d = %s (%s), %d Mbps%s%s", i, d->name, as, d->speed_mbps,
              d->pci_path[0] ? ", " : "", d->pci_path);
   }
@@ -134,18 +134,18 @@ static int discover(tpx_sock_net_t *sn) {
 
 /* ---- pools ------------------------------------------------------------------------ */
 
-int tpx_sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out) {
+int tpx__sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out) {
   tpx_sock_dev_t *d = &sn->devs[dev];
   int rc = 0;
   pthread_mutex_lock(&d->pool_mu);
-  if (d->pool == NULL) rc = tpx_sock_pool_create(d->name, sn->cfg.nthreads, &d->pool);
+  if (d->pool == NULL) rc = tpx__sock_pool_create(d->name, sn->cfg.nthreads, &d->pool);
   if (rc == 0) d->pool_refs++;
   *out = d->pool;
   pthread_mutex_unlock(&d->pool_mu);
   return rc;
 }
 
-void tpx_sock_pool_put(tpx_sock_net_t *sn, int dev) {
+void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev) {
   tpx_sock_dev_t *d = &sn->devs[dev];
   tpx_sock_pool_t *dead = NULL;
   pthread_mutex_lock(&d->pool_mu);
@@ -156,13 +156,13 @@ void tpx_sock_pool_put(tpx_sock_net_t *sn, int dev) {
     d->pool = NULL;
   }
   pthread_mutex_unlock(&d->pool_mu);
-  tpx_sock_pool_destroy(dead);
+  tpx__sock_pool_destroy(dead);
 }
 
 /* ---- ops -------------------------------------------------------------------------- */
 
 static int sock_devices(tpx_net_t *net, int *ndev) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "devices");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "devices");
   if (sn == NULL) return TPX_EINVAL;
   if (ndev == NULL) return tpx_err(TPX_EINVAL, "devices: ndev is NULL");
   *ndev = sn->ndev;
@@ -176,7 +176,7 @@ static int check_dev(tpx_sock_net_t *sn, int dev, const char *fn) {
 }
 
 static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "getProperties");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "getProperties");
   if (sn == NULL) return TPX_EINVAL;
   int rc = check_dev(sn, dev, "getProperties");
   if (rc != 0) return rc;
@@ -213,7 +213,7 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
 
 static int mr_comm_check(tpx_sock_net_t *sn, void *comm, const char *fn) {
   int kind = TPX_SK_NONE;
-  void *obj = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
+  void *obj = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
   if (obj != NULL && (kind == TPX_SK_SEND || kind == TPX_SK_RECV)) return 0;
   if (obj != NULL) return tpx_err(TPX_EINVAL, "%s: handle %p is not a send or recv comm", fn, comm);
   return tpx_err(TPX_EINVAL, "%s: comm %p is not open (closed, NULL, or not from this transport)",
@@ -230,7 +230,7 @@ static int cuda_region(void *data, size_t size, int *gpu) {
                    " registers GPU memory on 4 KiB boundaries",
                    data);
   tpx_gpu_ptr_info_t info;
-  int rc = tpx_gpu_ptr_query(data, &info);
+  int rc = tpx__gpu_ptr_query(data, &info);
   if (rc != 0) return tpx_err(rc, "regMr: querying %p: %s", data, tpx_last_error());
   if (info.mem != TPX_GPU_MEM_DEVICE && info.mem != TPX_GPU_MEM_MANAGED)
     return tpx_err(TPX_EINVAL, "regMr: %p registered as CUDA memory is %s memory", data,
@@ -246,7 +246,7 @@ static int cuda_region(void *data, size_t size, int *gpu) {
 
 static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int type,
                        void **mhandle) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "regMr");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "regMr");
   if (sn == NULL) return TPX_EINVAL;
   if (mhandle == NULL) return tpx_err(TPX_EINVAL, "regMr: mhandle pointer is NULL");
   *mhandle = NULL;
@@ -273,7 +273,7 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
   mr->size = size;
   mr->type = type;
   mr->gpu = gpu;
-  uint64_t tok = tpx_sock_reg_add(&sn->reg, TPX_SK_MR, mr);
+  uint64_t tok = tpx__sock_reg_add(&sn->reg, TPX_SK_MR, mr);
   if (tok == 0) {
     free(mr);
     return tpx_err(TPX_ENOMEM, "regMr: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
@@ -283,17 +283,17 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
 }
 
 static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "deregMr");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "deregMr");
   if (sn == NULL) return TPX_EINVAL;
   int rc = mr_comm_check(sn, comm, "deregMr");
   if (rc != 0) return rc;
   int kind = TPX_SK_NONE;
-  tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind);
+  tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind);
   if (mr == NULL)
     return tpx_err(TPX_EINVAL, "deregMr: %p is not a registered memory handle (%s)", mhandle,
                    kind != TPX_SK_NONE ? "wrong kind of handle"
                                        : "unknown or already deregistered");
-  tpx_sock_reg_del(&sn->reg, (uint64_t)(uintptr_t)mhandle);
+  tpx__sock_reg_del(&sn->reg, (uint64_t)(uintptr_t)mhandle);
   free(mr);
   return 0;
 }
@@ -301,23 +301,23 @@ static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
 /* Unpack mode: the same handle serves the device side (nothing to map: the
  * GPU never addresses the transport's view of the memory). */
 static int sock_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **dptr_mhandle) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "getDeviceMr");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "getDeviceMr");
   if (sn == NULL) return TPX_EINVAL;
   if (dptr_mhandle == NULL) return tpx_err(TPX_EINVAL, "getDeviceMr: dptr_mhandle is NULL");
   *dptr_mhandle = NULL;
   int rc = mr_comm_check(sn, comm, "getDeviceMr");
   if (rc != 0) return rc;
   int kind = TPX_SK_NONE;
-  if (tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind) == NULL)
+  if (tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind) == NULL)
     return tpx_err(TPX_EINVAL, "getDeviceMr: %p is not a registered memory handle (%s)", mhandle,
                    kind != TPX_SK_NONE ? "wrong kind of handle" : "unknown or deregistered");
   *dptr_mhandle = mhandle;
   return 0;
 }
 
-int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
+int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
   if (mh == NULL) return 0;
-  tpx_sock_mr_t *mr = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+  tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
   if (mr == NULL) return tpx_err(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
   if (size == 0) return 0;
   uintptr_t b = (uintptr_t)mr->base, p = (uintptr_t)data;
@@ -328,22 +328,22 @@ int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t siz
 }
 
 static void sock_destroy(tpx_net_t *net) {
-  tpx_sock_net_t *sn = tpx_sock_net_of(net, "destroy");
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "destroy");
   if (sn == NULL) return;
   uint32_t it = 0;
   uint64_t tok;
   int left[6] = {0};
-  while ((tok = tpx_sock_reg_next(&sn->reg, &it)) != 0) {
+  while ((tok = tpx__sock_reg_next(&sn->reg, &it)) != 0) {
     int kind = TPX_SK_NONE;
-    void *obj = tpx_sock_reg_get(&sn->reg, tok, TPX_SK_NONE, &kind);
+    void *obj = tpx__sock_reg_get(&sn->reg, tok, TPX_SK_NONE, &kind);
     if (obj == NULL) continue;
-    tpx_sock_reg_del(&sn->reg, tok);
+    tpx__sock_reg_del(&sn->reg, tok);
     if (kind >= 0 && kind < 6) left[kind]++;
     switch (kind) {
     case TPX_SK_SEND:
-    case TPX_SK_RECV: tpx_sock_comm_destroy(obj); break;
-    case TPX_SK_LISTEN: tpx_sock_listen_free(obj); break;
-    case TPX_SK_CONNECT: tpx_sock_connect_free(obj); break;
+    case TPX_SK_RECV: tpx__sock_comm_destroy(obj); break;
+    case TPX_SK_LISTEN: tpx__sock_listen_free(obj); break;
+    case TPX_SK_CONNECT: tpx__sock_connect_free(obj); break;
     case TPX_SK_MR: free(obj); break;
     default: break;
     }
@@ -353,28 +353,28 @@ static void sock_destroy(tpx_net_t *net) {
               left[TPX_SK_SEND], left[TPX_SK_RECV], left[TPX_SK_LISTEN], left[TPX_SK_CONNECT]);
   for (int i = 0; i < sn->ndev; i++) {
     tpx_sock_dev_t *d = &sn->devs[i];
-    tpx_sock_pool_destroy(d->pool); /* NULL unless a comm leaked out of the table */
+    tpx__sock_pool_destroy(d->pool); /* NULL unless a comm leaked out of the table */
     d->pool = NULL;
     pthread_mutex_destroy(&d->pool_mu);
   }
-  tpx_sock_reg_fini(&sn->reg);
+  tpx__sock_reg_fini(&sn->reg);
   free(sn);
 }
 
 /* Entry points shared by both modes; unpack mode adds the UNPACK device's two. */
 #define SOCK_OPS_COMMON                                                                            \
-  .devices = sock_devices, .get_properties = sock_get_properties, .listen = tpx_sock_listen,       \
-  .connect = tpx_sock_connect, .accept = tpx_sock_accept, .reg_mr = sock_reg_mr,                   \
-  .dereg_mr = sock_dereg_mr, .isend = tpx_sock_isend, .irecv = tpx_sock_irecv,                     \
-  .iflush = tpx_sock_iflush, .test = tpx_sock_test, .close_send = tpx_sock_close_send,             \
-  .close_recv = tpx_sock_close_recv, .close_listen = tpx_sock_close_listen, .destroy = sock_destroy
+  .devices = sock_devices, .get_properties = sock_get_properties, .listen = tpx__sock_listen,       \
+  .connect = tpx__sock_connect, .accept = tpx__sock_accept, .reg_mr = sock_reg_mr,                   \
+  .dereg_mr = sock_dereg_mr, .isend = tpx__sock_isend, .irecv = tpx__sock_irecv,                     \
+  .iflush = tpx__sock_iflush, .test = tpx__sock_test, .close_send = tpx__sock_close_send,             \
+  .close_recv = tpx__sock_close_recv, .close_listen = tpx__sock_close_listen, .destroy = sock_destroy
 
 static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON};
 
 static const tpx_net_ops_t sock_ops_unpack = {
     SOCK_OPS_COMMON,
     .get_device_mr = sock_get_device_mr,
-    .irecv_consumed = tpx_sock_irecv_consumed,
+    .irecv_consumed = tpx__sock_irecv_consumed,
 };
 
 int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
@@ -397,11 +397,11 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
   sn->cfg.nsocks = tpx_config_nsocks(cfg, 1);
-  atomic_store(&sn->rng, tpx_random_u64());
-  tpx_sock_reg_init(&sn->reg, (uint32_t)tpx_sock_random(sn) | 0x100u);
+  atomic_store(&sn->rng, tpx__random_u64());
+  tpx__sock_reg_init(&sn->reg, (uint32_t)tpx__sock_random(sn) | 0x100u);
   int rc = discover(sn);
   if (rc != 0) {
-    tpx_sock_reg_fini(&sn->reg);
+    tpx__sock_reg_fini(&sn->reg);
     free(sn);
     return rc;
   }
@@ -409,7 +409,7 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
     /* Only unpack mode asks CUDA anything: HOST mode never loads the runtime. */
     int ngpu = 0;
     sn->unpack = 1;
-    sn->gpu_ok = tpx_gpu_device_count(&ngpu) == 0 && ngpu > 0;
+    sn->gpu_ok = tpx__gpu_device_count(&ngpu) == 0 && ngpu > 0;
     TPX_INFO("sock: unpack mode (TCPX receive contract), bounce pool %zu bytes per recv comm in %s",
              cfg->sock_bounce_bytes,
              sn->gpu_ok ? "pinned host memory mapped into the GPUs"
@@ -420,7 +420,7 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   sn->pub.abi_version = 0;
   sn->pub.impl = sn;
   /* Unpack mode follows the TCPX plugin's rules too (comm.c). */
-  rc = tpx_net_caps_init(&sn->pub, 1, cfg->sock_strict || cfg->sock_unpack);
+  rc = tpx__net_caps_init(&sn->pub, 1, cfg->sock_strict || cfg->sock_unpack);
   if (rc != 0) {
     sock_destroy(&sn->pub);
     return rc;

@@ -17,7 +17,7 @@
  *
  * Data path. A comm has nsocks + 1 sockets: socket 0 carries the small
  * messages (<= TPX_SOCK_INLINE_MAX), sockets 1..nsocks the larger ones, cut
- * by the sender into at most nsocks contiguous parts (tpx_sock_split). Every
+ * by the sender into at most nsocks contiguous parts (tpx__sock_split). Every
  * part starts with a header naming its message, size, offset and length
  * (wire.h), so each socket is a self-describing stream and the receiver
  * needs no per-message control traffic: the thread serving a socket reads a
@@ -61,7 +61,7 @@
 #define TPX_SOCK_STRICT_REQUESTS TPX_TCPX_MAX_REQUESTS
 /* Messages up to this size travel whole on socket 0. */
 #define TPX_SOCK_INLINE_MAX (16u * 1024u)
-/* Smallest part the sender cuts a message into (tpx_sock_split); parts are
+/* Smallest part the sender cuts a message into (tpx__sock_split); parts are
  * 4 KiB multiples. A sender's choice: the receiver follows the part headers. */
 #define TPX_SOCK_MIN_PART (64u * 1024u)
 /* Largest message (NCCL's limit for maxP2pBytes). */
@@ -87,15 +87,15 @@ typedef struct tpx_sock_ifaddr {
  * with its preferred address (IPv4; else global IPv6; else link-local IPv6;
  * loopback: 127.0.0.1 or ::1). Returns the count (<= max) or a negative
  * code. Pure. */
-int tpx_sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
+int tpx__sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all, int n,
                     tpx_sock_ifaddr_t *out, int max);
 
 /* Parse TPX_SOCKET_FAMILY: 0, AF_INET, AF_INET6 or TPX_EINVAL. */
-int tpx_sock_parse_family(const char *s);
+int tpx__sock_parse_family(const char *s);
 
 /* "1.2.3.4:80" / "[::1]:80" */
-void tpx_sock_addr_str(const struct sockaddr_storage *a, char *buf, size_t cap);
-socklen_t tpx_sock_addr_len(const struct sockaddr_storage *a);
+void tpx__sock_addr_str(const struct sockaddr_storage *a, char *buf, size_t cap);
+socklen_t tpx__sock_addr_len(const struct sockaddr_storage *a);
 
 /* ---- handle table (handles.c) ---------------------------------------------- */
 
@@ -130,15 +130,15 @@ typedef struct tpx_sock_reg {
  * zero. Request tokens: bits 48..63 comm index + 1, bits 32..47 the comm's
  * generation, bits 0..31 the request's sequence number. Never NULL, never
  * 0x1 (NCCL's "optional receive completion" marker). */
-void tpx_sock_reg_init(tpx_sock_reg_t *r, uint32_t salt);
-void tpx_sock_reg_fini(tpx_sock_reg_t *r);
-uint64_t tpx_sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj); /* 0 when full */
+void tpx__sock_reg_init(tpx_sock_reg_t *r, uint32_t salt);
+void tpx__sock_reg_fini(tpx_sock_reg_t *r);
+uint64_t tpx__sock_reg_add(tpx_sock_reg_t *r, int kind, void *obj); /* 0 when full */
 /* The object for token if alive and of `kind` (TPX_SK_NONE: any), else NULL;
  * *kind_out (may be NULL) receives its kind. */
-void *tpx_sock_reg_get(tpx_sock_reg_t *r, uint64_t token, int kind, int *kind_out);
-void tpx_sock_reg_del(tpx_sock_reg_t *r, uint64_t token);
+void *tpx__sock_reg_get(tpx_sock_reg_t *r, uint64_t token, int kind, int *kind_out);
+void tpx__sock_reg_del(tpx_sock_reg_t *r, uint64_t token);
 /* Iterate live objects: *it starts at 0; returns the next token or 0. */
-uint64_t tpx_sock_reg_next(tpx_sock_reg_t *r, uint32_t *it);
+uint64_t tpx__sock_reg_next(tpx_sock_reg_t *r, uint32_t *it);
 
 /* ---- devices and the net (sock.c) ------------------------------------------ */
 
@@ -165,9 +165,9 @@ typedef struct tpx_sock_net {
   int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
 } tpx_sock_net_t;
 
-uint64_t tpx_sock_random(tpx_sock_net_t *sn);
+uint64_t tpx__sock_random(tpx_sock_net_t *sn);
 /* The transport state of a tpx_net_t, or NULL (logged) if it is not ours. */
-tpx_sock_net_t *tpx_sock_net_of(tpx_net_t *net, const char *fn);
+tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn);
 
 /* ---- I/O threads (io.c) ---------------------------------------------------- */
 
@@ -188,22 +188,22 @@ typedef struct tpx_sock_pool {
   char devname[TPX_SOCK_IFNAMSIZ];
 } tpx_sock_pool_t;
 
-int tpx_sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out);
+int tpx__sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **out);
 /* Socket weights for placement: socket 0 carries only small messages. */
 #define TPX_SOCK_W_CTRL 1
 #define TPX_SOCK_W_DATA 4
 /* Choose the threads of a new comm's sockets (conns[i].placed) and list the
  * comm on the pool / take it off and give the weights back. */
-void tpx_sock_pool_place(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
-void tpx_sock_pool_forget(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
-void tpx_sock_pool_destroy(tpx_sock_pool_t *p);
+void tpx__sock_pool_place(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
+void tpx__sock_pool_forget(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
+void tpx__sock_pool_destroy(tpx_sock_pool_t *p);
 /* Hand a connected socket to thread `t` (edge-triggered epoll) and kick it. */
-int tpx_sock_io_attach(struct tpx_sock_io *t, struct tpx_sock_conn *c);
+int tpx__sock_io_attach(struct tpx_sock_io *t, struct tpx_sock_conn *c);
 /* Take conns back: when it returns, their threads hold no reference to them.
  * Synchronous (a round trip to each thread). */
-void tpx_sock_io_detach(struct tpx_sock_conn **cs, int n);
+void tpx__sock_io_detach(struct tpx_sock_conn **cs, int n);
 /* Ask the conn's thread to run its progress function soon. Any thread. */
-void tpx_sock_io_kick(struct tpx_sock_conn *c);
+void tpx__sock_io_kick(struct tpx_sock_conn *c);
 
 /* Per-thread scratch for discarded (truncated) bytes. */
 #define TPX_SOCK_SCRATCH (64u * 1024u)
@@ -319,13 +319,13 @@ typedef struct tpx_sock_comm {
 
 /* Build a comm from connected sockets (fds[0] control); takes the fds (closed
  * on failure too). Returns its token in *out. */
-int tpx_sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                          int *fds, const char *peer, void **out);
-void tpx_sock_comm_destroy(tpx_sock_comm_t *c);
+void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
 /* Called by the owner I/O thread after an epoll event or a kick. Returns 1
  * when the conn wants to run again (budget used up), else 0 (idle, or waiting
  * for its socket's next edge). */
-int tpx_sock_conn_progress(tpx_sock_conn_t *c, void *scratch);
+int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch);
 
 /* How the sender cuts a message of `size` bytes over `nsocks` data sockets
  * when `busy` earlier requests of the comm are still in flight: the number
@@ -336,7 +336,7 @@ int tpx_sock_conn_progress(tpx_sock_conn_t *c, void *scratch);
  * message goes whole and costs each side one part instead of nsocks (at
  * 512 KiB messages on 2 cores: fewer wake-ups, less CPU per byte). A
  * sender's policy only: part headers tell the receiver (wire.h). */
-static inline int tpx_sock_split(size_t size, int nsocks, uint64_t busy, size_t *part_bytes) {
+static inline int tpx__sock_split(size_t size, int nsocks, uint64_t busy, size_t *part_bytes) {
   if (size <= TPX_SOCK_INLINE_MAX) return 0;
   if (busy >= (uint64_t)nsocks) {
     *part_bytes = size;
@@ -350,26 +350,26 @@ static inline int tpx_sock_split(size_t size, int nsocks, uint64_t busy, size_t 
 }
 
 /* ops implemented in comm.c */
-int tpx_sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
+int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
                    void **request);
-int tpx_sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
+int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                    void **mhandles, void **request);
-int tpx_sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
+int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
                     void **request);
-int tpx_sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes);
-int tpx_sock_close_send(tpx_net_t *net, void *comm);
-int tpx_sock_close_recv(tpx_net_t *net, void *comm);
+int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes);
+int tpx__sock_close_send(tpx_net_t *net, void *comm);
+int tpx__sock_close_recv(tpx_net_t *net, void *comm);
 
 /* ops implemented in setup.c */
-int tpx_sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm);
-int tpx_sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
+int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm);
+int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                      tpx_net_dev_handle_t *send_dev);
-int tpx_sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
+int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                     tpx_net_dev_handle_t *recv_dev);
-int tpx_sock_close_listen(tpx_net_t *net, void *listen_comm);
+int tpx__sock_close_listen(tpx_net_t *net, void *listen_comm);
 /* destroy helpers */
-void tpx_sock_listen_free(void *listen_obj);
-void tpx_sock_connect_free(void *connect_obj);
+void tpx__sock_listen_free(void *listen_obj);
+void tpx__sock_connect_free(void *connect_obj);
 
 /* Memory handles (sock.c). */
 typedef struct tpx_sock_mr {
@@ -379,7 +379,7 @@ typedef struct tpx_sock_mr {
   int gpu; /* TPX_PTR_CUDA: the GPU owning the memory */
 } tpx_sock_mr_t;
 /* Check that [data, data+size) lies in memory handle mh (NULL mh: no check). */
-int tpx_sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn);
+int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn);
 
 /* ---- unpack mode (unpack.c) ------------------------------------------------ */
 
@@ -419,44 +419,44 @@ typedef struct tpx_sock_stage {
 } tpx_sock_stage_t;
 
 /* Recv comm: create / free the bounce pool and metadata. */
-int tpx_sock_upk_create(tpx_sock_comm_t *m);
-void tpx_sock_upk_destroy(tpx_sock_comm_t *m);
+int tpx__sock_upk_create(tpx_sock_comm_t *m);
+void tpx__sock_upk_destroy(tpx_sock_comm_t *m);
 /* A socket of recv comm m has a part header of receive `seq` (which keeps
  * `keep` bytes): admit the receive unless done already. Receives are
  * admitted in order, each taking the pages for its bytes and writing its
  * slot's entries. 0 = admitted (now or before); 1 = not yet (an earlier
  * receive is not admitted, or too few pages are free): nothing changed, and
  * socket c is kicked when admission moves or pages return. */
-int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep);
+int tpx__sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep);
 /* Read bytes [from, to) of a run of pages (4 KiB each, from page 0 of
  * `pages`) with one recvmsg, then up to `more` (may be NULL) as one more
  * iovec. Returns what recvmsg returns. */
-ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
+ssize_t tpx__sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
                           size_t to, const struct iovec *more);
 /* Teardown: no more kicks between the comm's sockets. */
-void tpx_sock_upk_quiesce(tpx_sock_comm_t *m);
+void tpx__sock_upk_quiesce(tpx_sock_comm_t *m);
 /* Receive `seq` failed before it was admitted: admission moves past it (no
  * pages), so later receives are not held up by it. */
-void tpx_sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq);
+void tpx__sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq);
 /* test(): receive `seq` is complete: publish cnt[slot] (release). */
-void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq);
+void tpx__sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq);
 /* Receive `seq` released (consumed or failed): its pages go back. */
-void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq);
+void tpx__sock_upk_release(tpx_sock_comm_t *m, uint64_t seq);
 /* accept: fill the caller's device handle. */
-void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d);
+void tpx__sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d);
 /* isend from CUDA memory on `gpu`: copy into the comm's staging ring. 0 with
  * *out = the staged copy, 1 = no room now (retry after sends complete), or an
  * error. Sets r->stage_end. */
-int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const void *src,
+int tpx__sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const void *src,
                         size_t size, void **out);
-void tpx_sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r);
+void tpx__sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r);
 /* Comm teardown: staging and GPU references. */
-void tpx_sock_gpu_fini(tpx_sock_comm_t *m);
+void tpx__sock_gpu_fini(tpx_sock_comm_t *m);
 /* ops of unpack mode (irecv_consumed in comm.c, get_device_mr in sock.c) */
-int tpx_sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request);
+int tpx__sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request);
 
 /* Acquire / release the device's I/O pool. */
-int tpx_sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);
-void tpx_sock_pool_put(tpx_sock_net_t *sn, int dev);
+int tpx__sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);
+void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev);
 
 #endif

@@ -18,7 +18,7 @@
  * With a usable GPU the pool and the metadata are pinned host memory mapped
  * into the GPU (cudaHostAllocMapped | Portable), so one kernel can gather the
  * pages into device memory over PCIe; without one they are ordinary host
- * memory and the consumer gathers with the CPU (tpx_unpack_cpu).
+ * memory and the consumer gathers with the CPU (tpx__unpack_cpu).
  *
  * Send side. Sends from CUDA memory are copied into a pinned staging ring of
  * the send comm (device -> host) before their bytes go on the wire; the
@@ -49,7 +49,7 @@ static int mem_alloc(int gpu, size_t bytes, char **out, const char *what) {
   *out = NULL;
   if (gpu >= 0) {
     void *p = NULL;
-    int rc = tpx_gpu_host_alloc(gpu, bytes, &p);
+    int rc = tpx__gpu_host_alloc(gpu, bytes, &p);
     if (rc != 0)
       return tpx_err(rc, "sock unpack: pinned %s of %zu bytes on GPU %d: %s", what, bytes, gpu,
                      tpx_last_error());
@@ -67,7 +67,7 @@ static int mem_alloc(int gpu, size_t bytes, char **out, const char *what) {
 static void mem_free(int gpu, char *p) {
   if (p == NULL) return;
   if (gpu >= 0) {
-    if (tpx_gpu_host_free(gpu, p) != 0)
+    if (tpx__gpu_host_free(gpu, p) != 0)
       TPX_WARN("sock unpack: freeing pinned memory on GPU %d: %s", gpu, tpx_last_error());
   } else {
     free(p);
@@ -79,14 +79,14 @@ static int dev_addr(int gpu, char *host, void **dev) {
     *dev = host;
     return 0;
   }
-  return tpx_gpu_host_dev_ptr(gpu, host, dev);
+  return tpx__gpu_host_dev_ptr(gpu, host, dev);
 }
 
-/* Hold a reference on `gpu` for the comm (released by tpx_sock_gpu_fini). */
+/* Hold a reference on `gpu` for the comm (released by tpx__sock_gpu_fini). */
 static int hold_gpu(tpx_sock_comm_t *m, int gpu) {
   if (gpu < 0 || gpu >= 64) return tpx_err(TPX_EINVAL, "sock unpack: GPU %d outside 0..63", gpu);
   if (m->gpus_held & (1ull << gpu)) return 0;
-  int rc = tpx_gpu_retain(gpu);
+  int rc = tpx__gpu_retain(gpu);
   if (rc != 0) return rc;
   m->gpus_held |= 1ull << gpu;
   return 0;
@@ -94,7 +94,7 @@ static int hold_gpu(tpx_sock_comm_t *m, int gpu) {
 
 /* ---- receive side: the pool ------------------------------------------------------- */
 
-int tpx_sock_upk_create(tpx_sock_comm_t *m) {
+int tpx__sock_upk_create(tpx_sock_comm_t *m) {
   tpx_sock_net_t *sn = m->sn;
   tpx_sock_upk_t *u = calloc(1, sizeof(*u));
   if (u == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: out of memory for recv comm state");
@@ -137,7 +137,7 @@ int tpx_sock_upk_create(tpx_sock_comm_t *m) {
    * the pages given back last are taken first, so the pages in use stay about
    * the bytes in flight and warm in the CPU caches, instead of cycling
    * through the whole pool. */
-  uint64_t x = tpx_sock_random(sn) | 1;
+  uint64_t x = tpx__sock_random(sn) | 1;
   for (uint32_t i = 0; i < u->npages; i++)
     u->freeq[i] = i;
   for (uint32_t i = u->npages - 1; i > 0; i--) {
@@ -153,7 +153,7 @@ int tpx_sock_upk_create(tpx_sock_comm_t *m) {
   return 0;
 }
 
-void tpx_sock_upk_destroy(tpx_sock_comm_t *m) {
+void tpx__sock_upk_destroy(tpx_sock_comm_t *m) {
   tpx_sock_upk_t *u = m->upk;
   if (u == NULL) return;
   mem_free(u->gpu, u->bounce);
@@ -174,14 +174,14 @@ static void kick_waiters(tpx_sock_comm_t *m) {
     tpx_sock_conn_t *c = &m->conns[i];
     if (c->upk_wait) {
       c->upk_wait = 0;
-      tpx_sock_io_kick(c);
+      tpx__sock_io_kick(c);
     }
   }
 }
 
-int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep) {
+int tpx__sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, size_t keep) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = tpx_tcpx_slot(seq);
+  uint32_t s = tpx__tcpx_slot(seq);
   uint32_t n = (uint32_t)((keep + TPX_SOCK_PAGE - 1) / TPX_SOCK_PAGE); /* <= 2048: irecv checks */
   uint32_t *pg = u->pages[s];
   pthread_mutex_lock(&u->mu);
@@ -224,7 +224,7 @@ int tpx_sock_upk_admit(tpx_sock_comm_t *m, tpx_sock_conn_t *c, uint64_t seq, siz
   return 0;
 }
 
-void tpx_sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq) {
+void tpx__sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
   pthread_mutex_lock(&u->mu);
   if (u->admit_next == seq) {
@@ -234,7 +234,7 @@ void tpx_sock_upk_skip(tpx_sock_comm_t *m, uint64_t seq) {
   pthread_mutex_unlock(&u->mu);
 }
 
-void tpx_sock_upk_quiesce(tpx_sock_comm_t *m) {
+void tpx__sock_upk_quiesce(tpx_sock_comm_t *m) {
   tpx_sock_upk_t *u = m->upk;
   if (u == NULL) return;
   pthread_mutex_lock(&u->mu);
@@ -242,7 +242,7 @@ void tpx_sock_upk_quiesce(tpx_sock_comm_t *m) {
   pthread_mutex_unlock(&u->mu);
 }
 
-ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
+ssize_t tpx__sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages, size_t from,
                           size_t to, const struct iovec *more) {
   struct iovec iov[TPX_SOCK_UNPACK_IOV + 1];
   int n = 0;
@@ -269,15 +269,15 @@ ssize_t tpx_sock_upk_recv(int fd, const tpx_sock_upk_t *u, const uint32_t *pages
   return recvmsg(fd, &mh, MSG_DONTWAIT);
 }
 
-void tpx_sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq) {
+void tpx__sock_upk_publish(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = tpx_tcpx_slot(seq);
-  tpx_tcpx_cnt_publish(u->meta, s, u->npg[s]); /* entries and bytes before the count */
+  uint32_t s = tpx__tcpx_slot(seq);
+  tpx__tcpx_cnt_publish(u->meta, s, u->npg[s]); /* entries and bytes before the count */
 }
 
-void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
+void tpx__sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
   tpx_sock_upk_t *u = m->upk;
-  uint32_t s = tpx_tcpx_slot(seq);
+  uint32_t s = tpx__tcpx_slot(seq);
   uint32_t n = u->npg[s];
   __atomic_store_n(&u->meta->cnt[s], (uint64_t)0, __ATOMIC_RELAXED);
   u->npg[s] = 0;
@@ -289,13 +289,13 @@ void tpx_sock_upk_release(tpx_sock_comm_t *m, uint64_t seq) {
   pthread_mutex_unlock(&u->mu);
 }
 
-void tpx_sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d) {
-  tpx_tcpx_dev_handle_fill(d, m->upk->dh_dev); /* the spare bytes stay the caller's */
+void tpx__sock_upk_fill_dev(tpx_sock_comm_t *m, tpx_net_dev_handle_t *d) {
+  tpx__tcpx_dev_handle_fill(d, m->upk->dh_dev); /* the spare bytes stay the caller's */
 }
 
 /* ---- send side: staging of CUDA sends -------------------------------------------------- */
 
-int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const void *src,
+int tpx__sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const void *src,
                         size_t size, void **out) {
   *out = NULL;
   int rc = hold_gpu(m, gpu);
@@ -308,7 +308,7 @@ int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const vo
     if (st == NULL) return tpx_err(TPX_ENOMEM, "isend: out of memory for the staging state");
     st->gpu = gpu;
     /* 64-byte pieces: every staged copy starts cache-line aligned. */
-    tpx_ring_init(&st->ring, m->sn->cfg.sock_bounce_bytes, 64);
+    tpx__ring_init(&st->ring, m->sn->cfg.sock_bounce_bytes, 64);
     if ((rc = mem_alloc(gpu, (size_t)st->ring.size, &st->buf, "CUDA-send staging")) != 0) {
       free(st);
       return rc;
@@ -320,34 +320,34 @@ int tpx_sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const vo
   /* One contiguous piece per message (never wrapping); an empty ring takes
    * any size up to its own. */
   tpx_ring_span_t sp;
-  int fit = tpx_ring_fit(&st->ring, size, &sp);
+  int fit = tpx__ring_fit(&st->ring, size, &sp);
   if (fit < 0)
     return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %llu-byte staging",
                    m->peer, size, (unsigned long long)st->ring.size);
   if (fit == 0) return 1; /* full until earlier sends complete */
-  rc = tpx_gpu_memcpy(gpu, st->buf + sp.off, src, size);
+  rc = tpx__gpu_memcpy(gpu, st->buf + sp.off, src, size);
   if (rc != 0)
     return tpx_err(rc, "isend to %s: copying %zu bytes from GPU %d: %s", m->peer, size, gpu,
                    tpx_last_error());
-  tpx_ring_take(&st->ring, &sp);
+  tpx__ring_take(&st->ring, &sp);
   r->stage_end = sp.end;
   *out = st->buf + sp.off;
   return 0;
 }
 
-void tpx_sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+void tpx__sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   /* Sends release in FIFO order (strict rules), so the ring frees in order. */
-  if (m->stage) tpx_ring_release(&m->stage->ring, r->stage_end);
+  if (m->stage) tpx__ring_release(&m->stage->ring, r->stage_end);
   r->stage_end = 0;
 }
 
-void tpx_sock_gpu_fini(tpx_sock_comm_t *m) {
+void tpx__sock_gpu_fini(tpx_sock_comm_t *m) {
   if (m->stage) {
     mem_free(m->stage->gpu, m->stage->buf);
     free(m->stage);
     m->stage = NULL;
   }
   for (int g = 0; g < 64; g++)
-    if (m->gpus_held & (1ull << g)) (void)tpx_gpu_release(g);
+    if (m->gpus_held & (1ull << g)) (void)tpx__gpu_release(g);
   m->gpus_held = 0;
 }

@@ -59,7 +59,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/le.h" /* tpx_put16 .. tpx_get64 */
+#include "common/le.h" /* tpx__put16 .. tpx__get64 */
 
 #define TPX_WIRE_VERSION 2u
 #define TPX_WIRE_HANDLE_MAGIC 0x4c585054u /* "TPXL" */
@@ -81,13 +81,13 @@
 #define TPX_WH_STATE 96
 #define TPX_WH_CHECK 104
 
-static inline void tpx_wire_part_encode(uint8_t *h, uint64_t seq, uint64_t size, uint64_t off,
+static inline void tpx__wire_part_encode(uint8_t *h, uint64_t seq, uint64_t size, uint64_t off,
                                         uint64_t len) {
-  tpx_put32(h, TPX_WIRE_PART_MAGIC);
-  tpx_put32(h + 4, (uint32_t)seq);
-  tpx_put64(h + 8, size);
-  tpx_put64(h + 16, off);
-  tpx_put64(h + 24, len);
+  tpx__put32(h, TPX_WIRE_PART_MAGIC);
+  tpx__put32(h + 4, (uint32_t)seq);
+  tpx__put64(h + 8, size);
+  tpx__put64(h + 16, off);
+  tpx__put64(h + 24, len);
 }
 
 #endif

@@ -17,32 +17,32 @@ _Static_assert(TPX_TCPX_DEV_VERSION == NCCLNET_DEVICE_UNPACK_VERSION, "ncclNet U
 /* The caller-owned storage holds the ncclNetDeviceHandle fields. */
 _Static_assert(sizeof(tpx_net_dev_handle_t) >= 512, "device-handle storage of 512 bytes");
 
-void tpx_tcpx_cnt_publish(tpx_unpack_meta_block_t *mb, uint32_t slot, uint64_t cnt) {
+void tpx__tcpx_cnt_publish(tpx_unpack_meta_block_t *mb, uint32_t slot, uint64_t cnt) {
   /* Entries (and the bytes they describe) before the count. */
   __atomic_thread_fence(__ATOMIC_RELEASE);
   __atomic_store_n(&mb->cnt[slot], cnt, __ATOMIC_RELEASE);
 }
 
-uint64_t tpx_tcpx_cnt_load(const tpx_unpack_meta_block_t *mb, uint32_t slot) {
+uint64_t tpx__tcpx_cnt_load(const tpx_unpack_meta_block_t *mb, uint32_t slot) {
   return __atomic_load_n(&mb->cnt[slot], __ATOMIC_ACQUIRE);
 }
 
-int tpx_tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t bounce_bytes,
+int tpx__tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t bounce_bytes,
                        size_t dst_bytes, uint32_t *cnt, uint64_t *total) {
   if (!mb || !cnt) return tpx_err(TPX_EINVAL, "unpack slot read: NULL metadata block or count");
   if (slot >= TPX_UNPACK_SLOTS)
     return tpx_err(TPX_EINVAL, "unpack slot %u outside 0..%d", slot, TPX_UNPACK_SLOTS - 1);
-  uint64_t n = tpx_tcpx_cnt_load(mb, slot);
+  uint64_t n = tpx__tcpx_cnt_load(mb, slot);
   if (n > TPX_UNPACK_MAX_FRAGS)
     return tpx_err(TPX_EPROTO, "unpack slot %u claims %llu entries (max %d)", slot,
                    (unsigned long long)n, TPX_UNPACK_MAX_FRAGS);
-  int rc = tpx_unpack_validate(mb->mem[slot], (uint32_t)n, bounce_bytes, dst_bytes, NULL, total);
+  int rc = tpx__unpack_validate(mb->mem[slot], (uint32_t)n, bounce_bytes, dst_bytes, NULL, total);
   if (rc) return tpx_err(rc, "unpack slot %u: %s", slot, tpx_last_error());
   *cnt = (uint32_t)n;
   return 0;
 }
 
-int tpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
+int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
                         size_t dst_bytes, uint32_t *max_len, uint64_t *total) {
   uint32_t mx = 0;
   uint64_t sum = 0;
@@ -65,11 +65,11 @@ int tpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t boun
   return 0;
 }
 
-int tpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
+int tpx__unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
                    const tpx_unpack_meta_t *meta, uint32_t cnt) {
   if (cnt == 0) return 0;
   if (!dst || !bounce) return tpx_err(TPX_EINVAL, "unpack_cpu: NULL buffer");
-  int rc = tpx_unpack_validate(meta, cnt, bounce_bytes, dst_bytes, NULL, NULL);
+  int rc = tpx__unpack_validate(meta, cnt, bounce_bytes, dst_bytes, NULL, NULL);
   if (rc) return rc;
   const unsigned char *src = bounce;
   unsigned char *out = dst;
@@ -91,7 +91,7 @@ int tpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounc
   return 0;
 }
 
-void tpx_tcpx_dev_handle_fill(struct tpx_net_dev_handle *d, void *handle_dev) {
+void tpx__tcpx_dev_handle_fill(struct tpx_net_dev_handle *d, void *handle_dev) {
   d->type = TPX_NET_DEV_UNPACK;
   d->version = TPX_TCPX_DEV_VERSION;
   d->handle = handle_dev;

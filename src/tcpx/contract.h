@@ -94,26 +94,26 @@ TPX_TCPX_ASSERT(TPX_TCPX_MAX_REQUESTS <= TPX_UNPACK_SLOTS, "held receives fit th
 
 /* The slot of the k-th receive posted on a recv comm (0-based, every irecv
  * that returned a request). No slot index is handed out: count receives. */
-static inline uint32_t tpx_tcpx_slot(uint64_t k) {
+static inline uint32_t tpx__tcpx_slot(uint64_t k) {
   return (uint32_t)(k % TPX_UNPACK_SLOTS);
 }
 
 /* Producer: the entries of `slot` are written; publish their count (a
  * release fence, then the store), before test() reports the receive done. */
-void tpx_tcpx_cnt_publish(tpx_unpack_meta_block_t *mb, uint32_t slot, uint64_t cnt);
+void tpx__tcpx_cnt_publish(tpx_unpack_meta_block_t *mb, uint32_t slot, uint64_t cnt);
 
 /* Consumer: the count of `slot`, with an acquire load (read only after
  * test() said done). */
-uint64_t tpx_tcpx_cnt_load(const tpx_unpack_meta_block_t *mb, uint32_t slot);
+uint64_t tpx__tcpx_cnt_load(const tpx_unpack_meta_block_t *mb, uint32_t slot);
 
 /* Consumer: read slot `slot` of a block whose receive test() reported done:
  * its count (acquire; more than TPX_UNPACK_MAX_FRAGS is TPX_EPROTO) and its
- * entries validated (tpx_unpack_validate) against the bounce buffer
+ * entries validated (tpx__unpack_validate) against the bounce buffer
  * (bounce_bytes; SIZE_MAX where the plugin does not publish its size) and
  * the receive buffer (dst_bytes). *cnt gets the count, *total (may be NULL)
  * the bytes the entries describe. TPX_EINVAL for a NULL block or a slot
  * out of range. */
-int tpx_tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t bounce_bytes,
+int tpx__tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t bounce_bytes,
                        size_t dst_bytes, uint32_t *cnt, uint64_t *total);
 
 /* ---- validation and the CPU gather ---- */
@@ -122,13 +122,13 @@ int tpx_tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t 
  * dst_bytes (64-bit, wrap-proof). Returns 0, or TPX_EPROTO naming the first
  * bad entry. *max_len (may be NULL) gets the largest len, *total (may be
  * NULL) the sum. */
-int tpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
+int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
                         size_t dst_bytes, uint32_t *max_len, uint64_t *total);
 
 /* CPU gather: validate, then memcpy every fragment (runs contiguous on both
  * sides merged). Both buffers must be host-accessible. Returns 0 or
  * TPX_EPROTO / TPX_EINVAL; on error nothing was copied. */
-int tpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
+int tpx__unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
                    const tpx_unpack_meta_t *meta, uint32_t cnt);
 
 /* ---- the device handle ---- */
@@ -138,7 +138,7 @@ struct tpx_net_dev_handle;
  * caller's storage - type UNPACK, version 7, size 24, needs proxy
  * progress, `handle` = handle_dev (the 24-byte tpx_unpack_dev_handle_t as
  * the GPU addresses it). The spare bytes are the caller's. */
-void tpx_tcpx_dev_handle_fill(struct tpx_net_dev_handle *d, void *handle_dev);
+void tpx__tcpx_dev_handle_fill(struct tpx_net_dev_handle *d, void *handle_dev);
 
 #ifdef __cplusplus
 }

@@ -7,13 +7,17 @@
 # src/plugin/exports.map).
 #
 # usage: check_exports.sh --cc CC --include DIR --lib LIBTPX_SO [--plugin PLUGIN_SO]
+#                         [--archive LIBTPX_A]
 #
 # Fails (exit 1), listing the offenders, when
 #  - libtpx.so exports a symbol that is not public (a leak),
 #  - a public function or datum is not exported (a TPX_API left off, or a
 #    definition that does not see its public declaration),
 #  - a public header declares a tpx_* function or datum without TPX_API,
-#  - the plugin exports anything but ncclNetPlugin_v7 .. _v11, or lacks one.
+#  - the plugin exports anything but ncclNetPlugin_v7 .. _v11, or lacks one,
+#  - (--archive) a global symbol of the static library is neither public nor
+#    internal by name: internals carry the one prefix tpx__ (libuv's uv__),
+#    so a static link next to NIXL, UCX or NCCL cannot collide either.
 # The public names come from the headers themselves: each is preprocessed
 # (comments gone, TPX_API expanded to its visibility attribute), cut into
 # declarations at ';' '{' '}', and every tpx_* identifier followed by '('
@@ -21,13 +25,14 @@
 # name (a datum) is taken.
 set -eu
 
-cc=cc inc= lib= plugin=
+cc=cc inc= lib= plugin= archive=
 while [ $# -gt 0 ]; do
   case "$1" in
     --cc) cc=$2; shift 2 ;;
     --include) inc=$2; shift 2 ;;
     --lib) lib=$2; shift 2 ;;
     --plugin) plugin=$2; shift 2 ;;
+    --archive) archive=$2; shift 2 ;;
     *) echo "check_exports: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -99,6 +104,15 @@ if [ -n "$plugin" ]; then
   report "$(basename "$plugin") exports more than ncclNetPlugin_v7..v11" "$tmp/pleaks"
   report "$(basename "$plugin") lacks" "$tmp/pmissing"
   echo "$(basename "$plugin"): $(wc -l <"$tmp/plugin_exports") exported"
+fi
+
+if [ -n "$archive" ]; then
+  [ -r "$archive" ] || { echo "check_exports: no archive '$archive'" >&2; exit 2; }
+  nm --defined-only "$archive" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[TDRBCV]$/ { print $3 }' |
+    grep -v '^tpx__' | grep -Ev '^_|^DW\.ref\.' # compiler-made (C++ personality of the .cu objects) | LC_ALL=C sort -u >"$tmp/archive_globals"
+  LC_ALL=C comm -23 "$tmp/archive_globals" "$tmp/public" >"$tmp/unprefixed"
+  report "$(basename "$archive") defines globals that are neither public nor tpx__ internals" "$tmp/unprefixed"
+  [ -s "$tmp/unprefixed" ] || echo "$(basename "$archive"): every other global is tpx__"
 fi
 
 [ $status -eq 0 ] && echo "ok: exports match the public headers"

@@ -8,12 +8,12 @@
 
 #define ITERS 1000
 
-static void run(int use_write, int inline_ok, int iters) {
+static void run(int use_write, int tpx__inline_ok, int iters) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.num_channels = 2;
   cfg.chunk_bytes = 4096; /* several chunks per message, on both channels */
-  if (!inline_ok) cfg.inline_bytes = 0; /* the data must go through the transport */
+  if (!tpx__inline_ok) cfg.inline_bytes = 0; /* the data must go through the transport */
   tpx_endpoint_params_t p;
   tpx_endpoint_params_init(&p);
   p.cfg = &cfg;

@@ -54,7 +54,7 @@ static void test_pieces(void **state) {
   tpx_mem_t *m;
   assert_int_equal(tpx_mem_register(ep, &d, &m), 0);
   assert_int_equal(m->npieces, 6);
-  int commA = mem_slot_alloc(ep, (void *)0x1), commB = mem_slot_alloc(ep, (void *)0x2);
+  int commA = tpx__mem_slot_alloc(ep, (void *)0x1), commB = tpx__mem_slot_alloc(ep, (void *)0x2);
   /* every chunk position, incl. straddling 1 GiB and 2 GiB boundaries and the end */
   uint64_t offs[] = {0, 4096, (1ull << 30) - 4096, (1ull << 30) - 1, (2ull << 30) - (1u << 20), (2ull << 30),
                      (4ull << 30) + 7, len - (4u << 20), len - 1};
@@ -62,7 +62,7 @@ static void test_pieces(void **state) {
     for (int c = 0; c < 2; c++) {
       int slot = c ? commB : commA;
       void *mh;
-      assert_int_equal(mem_mhandle(m, slot, ep->slots[slot], offs[i], &mh), 0);
+      assert_int_equal(tpx__mem_mhandle(m, slot, ep->slots[slot], offs[i], &mh), 0);
       struct rec *r = mh;
       assert_ptr_equal(r->comm, ep->slots[slot]);
       assert_true(r->size <= INT_MAX); /* v7 regMr takes an int */
@@ -74,11 +74,11 @@ static void test_pieces(void **state) {
   /* lazily: each (comm, piece) registered once */
   int before = nrec;
   void *mh;
-  assert_int_equal(mem_mhandle(m, commA, ep->slots[commA], 5, &mh), 0);
+  assert_int_equal(tpx__mem_mhandle(m, commA, ep->slots[commA], 5, &mh), 0);
   assert_int_equal(nrec, before);
   /* a comm going away deregisters what was registered with it, and only that */
   pthread_mutex_lock(&ep->lock);
-  mem_slot_release(ep, commA);
+  tpx__mem_slot_release(ep, commA);
   int live = 0;
   for (int i = 0; i < nrec; i++) {
     if (recs[i].comm == (void *)0x1) assert_int_equal(recs[i].live, 0);

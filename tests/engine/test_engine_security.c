@@ -20,12 +20,12 @@ static tpx_rmem_t *forge(const eng_buf_t *b, int64_t addr_delta, uint64_t len, u
   size_t bl;
   assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
   struct md_info md;
-  assert_int_equal(md_decode(blob, bl, &md), 0);
+  assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
   md.addr += (uint64_t)addr_delta;
   md.len = len;
   md.access = access;
   md.region += region_delta;
-  assert_int_equal(md_encode(&md, blob, sizeof(blob), &bl), 0);
+  assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);
   tpx_rmem_t *r;
   assert_int_equal(tpx_load_remote_md(blob, bl, &r), 0);
   return r;
@@ -184,7 +184,7 @@ static void test_region_ids_random(void **state) {
     size_t bl;
     assert_int_equal(tpx_mem_get_public_data(m[i], blob, sizeof(blob), &bl), 0);
     struct md_info md;
-    assert_int_equal(md_decode(blob, bl, &md), 0);
+    assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
     ids[i] = md.region;
     assert_true(ids[i] != 0);
     for (int j = 0; j < i; j++) {
@@ -217,21 +217,21 @@ static void test_garbage_control(void **state) {
   struct wbuf w = {0};
   uint8_t handles[TPX_NET_HANDLE_BYTES] = {0};
   struct wire_hello h = {1, 0, 1, 0, "future", handles};
-  assert_int_equal(wire_put_hello(&w, 0, &h), 0);
+  assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   w.p[4] = WIRE_VERSION + 1;
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   size_t got = read_to_eof(fd, buf, sizeof(buf));
   struct wire_frame f;
-  assert_true(wire_frame_parse(buf, got, &f) > 0);
+  assert_true(tpx__wire_frame_parse(buf, got, &f) > 0);
   assert_int_equal(f.type, MSG_ERROR);
   struct wire_error e;
-  assert_int_equal(wire_get_error(&f, &e), 0);
+  assert_int_equal(tpx__wire_get_error(&f, &e), 0);
   assert_int_equal(e.code, TPX_EVERSION);
   close(fd);
   /* 3. oversize frame length */
   fd = raw_connect(port);
   w.p[4] = WIRE_VERSION;
-  le_put32(w.p + 8, WIRE_MAX_PAYLOAD + 1);
+  tpx__put32(w.p + 8, WIRE_MAX_PAYLOAD + 1);
   assert_true(send(fd, w.p, WIRE_HDR_BYTES, 0) == WIRE_HDR_BYTES);
   read_to_eof(fd, buf, sizeof(buf));
   close(fd);
@@ -239,15 +239,15 @@ static void test_garbage_control(void **state) {
   fd = raw_connect(port);
   w.len = 0;
   h.nch = 1;
-  assert_int_equal(wire_put_hello(&w, 0, &h), 0);
-  le_put16(w.p + WIRE_HDR_BYTES + 12, 0);
+  assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
+  tpx__put16(w.p + WIRE_HDR_BYTES + 12, 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 5. a data message before any hello */
   fd = raw_connect(port);
   w.len = 0;
-  assert_int_equal(wire_put_bye(&w), 0);
+  assert_int_equal(tpx__wire_put_bye(&w), 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   read_to_eof(fd, buf, sizeof(buf));
   close(fd);
@@ -256,7 +256,7 @@ static void test_garbage_control(void **state) {
   read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 7. garbage inside an established peer's control stream drops that peer only */
-  wbuf_free(&w);
+  tpx__wbuf_free(&w);
   tpx_peer_t *junk_a = NULL, *junk_b = NULL;
   eng_connect(P.a, P.b, &junk_a, &junk_b);
   assert_int_equal(tpx_peer_status(junk_b), 0);

@@ -11,7 +11,7 @@ static void test_frame_roundtrip(void **state) {
   (void)state;
   struct wbuf b = {0};
   struct wire_cts c = {0x0102030405060708ull, 42, 4096, 1};
-  assert_int_equal(wire_put_cts(&b, &c), 0);
+  assert_int_equal(tpx__wire_put_cts(&b, &c), 0);
   /* little-endian everywhere: magic bytes, then the id's low byte first */
   assert_int_equal(b.len, WIRE_HDR_BYTES + 25);
   assert_memory_equal(b.p, "TPXC", 4);
@@ -21,35 +21,35 @@ static void test_frame_roundtrip(void **state) {
   assert_int_equal(b.p[WIRE_HDR_BYTES], 0x08);
   assert_int_equal(b.p[WIRE_HDR_BYTES + 7], 0x01);
   struct wire_frame f;
-  for (size_t i = 0; i < b.len; i++) assert_int_equal(wire_frame_parse(b.p, i, &f), 0); /* partial: need more */
-  assert_int_equal(wire_frame_parse(b.p, b.len, &f), (long)b.len);
+  for (size_t i = 0; i < b.len; i++) assert_int_equal(tpx__wire_frame_parse(b.p, i, &f), 0); /* partial: need more */
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), (long)b.len);
   struct wire_cts d;
-  assert_int_equal(wire_get_cts(&f, &d), 0);
+  assert_int_equal(tpx__wire_get_cts(&f, &d), 0);
   assert_true(d.recv_id == c.recv_id && d.tag == 42 && d.cap == 4096 && d.inl_ok == 1);
-  wbuf_free(&b);
+  tpx__wbuf_free(&b);
 }
 
 static void test_frame_rejects(void **state) {
   (void)state;
   struct wire_frame f;
   uint8_t junk[16] = "GET / HTTP/1.1\r\n";
-  assert_int_equal(wire_frame_parse(junk, 1, &f), TPX_EPROTO); /* first byte already wrong */
+  assert_int_equal(tpx__wire_frame_parse(junk, 1, &f), TPX_EPROTO); /* first byte already wrong */
   struct wbuf b = {0};
-  assert_int_equal(wire_put_bye(&b), 0);
+  assert_int_equal(tpx__wire_put_bye(&b), 0);
   b.p[4] = WIRE_VERSION + 1;
-  assert_int_equal(wire_frame_parse(b.p, b.len, &f), TPX_EVERSION);
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EVERSION);
   b.p[4] = WIRE_VERSION;
   b.p[6] = 1; /* flags */
-  assert_int_equal(wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
   b.p[6] = 0;
   b.p[5] = 0; /* type */
-  assert_int_equal(wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
   b.p[5] = MSG_TYPE_MAX + 1;
-  assert_int_equal(wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
   b.p[5] = MSG_BYE;
-  le_put32(b.p + 8, WIRE_MAX_PAYLOAD + 1); /* oversize: refused before waiting for it */
-  assert_int_equal(wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
-  wbuf_free(&b);
+  tpx__put32(b.p + 8, WIRE_MAX_PAYLOAD + 1); /* oversize: refused before waiting for it */
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
+  tpx__wbuf_free(&b);
 }
 
 static void test_hello(void **state) {
@@ -58,77 +58,77 @@ static void test_hello(void **state) {
   for (size_t i = 0; i < sizeof(handles); i++) handles[i] = (uint8_t)(i * 7);
   struct wire_hello h = {0xabcdef, 5, 3, 0, "node-1:gpu5", handles};
   struct wbuf b = {0};
-  assert_int_equal(wire_put_hello(&b, 1, &h), 0);
+  assert_int_equal(tpx__wire_put_hello(&b, 1, &h), 0);
   struct wire_frame f;
-  assert_true(wire_frame_parse(b.p, b.len, &f) > 0);
+  assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
   assert_int_equal(f.type, MSG_HELLO_ACK);
   struct wire_hello g;
-  assert_int_equal(wire_get_hello(&f, &g), 0);
+  assert_int_equal(tpx__wire_get_hello(&f, &g), 0);
   assert_true(g.uuid == 0xabcdef && g.gpu == 5 && g.nch == 3);
   assert_string_equal(g.name, "node-1:gpu5");
   assert_memory_equal(g.handles, handles, sizeof(handles));
   /* truncated payload, trailing byte, channel count out of range */
   struct wire_frame t = f;
   t.len--;
-  assert_int_equal(wire_get_hello(&t, &g), TPX_EPROTO);
+  assert_int_equal(tpx__wire_get_hello(&t, &g), TPX_EPROTO);
   uint8_t *copy = malloc(f.len + 1);
   memcpy(copy, f.payload, f.len);
   copy[f.len] = 0;
   t.payload = copy;
   t.len = f.len + 1;
-  assert_int_equal(wire_get_hello(&t, &g), TPX_EPROTO);
+  assert_int_equal(tpx__wire_get_hello(&t, &g), TPX_EPROTO);
   t.len = f.len;
-  le_put16(copy + 12, 0);
-  assert_int_equal(wire_get_hello(&t, &g), TPX_EPROTO);
-  le_put16(copy + 12, WIRE_MAX_CHANNELS + 1);
-  assert_int_equal(wire_get_hello(&t, &g), TPX_EPROTO);
+  tpx__put16(copy + 12, 0);
+  assert_int_equal(tpx__wire_get_hello(&t, &g), TPX_EPROTO);
+  tpx__put16(copy + 12, WIRE_MAX_CHANNELS + 1);
+  assert_int_equal(tpx__wire_get_hello(&t, &g), TPX_EPROTO);
   free(copy);
   h.nch = 0;
-  assert_int_equal(wire_put_hello(&b, 0, &h), TPX_EINVAL);
-  wbuf_free(&b);
+  assert_int_equal(tpx__wire_put_hello(&b, 0, &h), TPX_EINVAL);
+  tpx__wbuf_free(&b);
 }
 
 static void test_rw(void **state) {
   (void)state;
   struct wire_entry e[3] = {{1, 0x1000, 10}, {2, 0x2000, 0}, {3, 0xffff000000000000ull, 1ull << 40}};
   struct wbuf b = {0};
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0), 0);
-  assert_int_equal(wire_put_rw(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0), 0); /* empty notif */
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0), 0);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0), 0); /* empty notif */
   struct wire_frame f;
-  long n = wire_frame_parse(b.p, b.len, &f);
+  long n = tpx__wire_frame_parse(b.p, b.len, &f);
   assert_true(n > 0);
   struct wire_rw m;
-  assert_int_equal(wire_get_rw(&f, &m), 0);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.id == 99 && m.first_ch == 2 && m.chunk == 524288 && m.n == 3 && m.has_notif && m.notif_len == 4);
   assert_memory_equal(m.notif, "note", 4);
   for (uint32_t i = 0; i < 3; i++) {
     struct wire_entry x;
-    wire_entry_at(m.entries, i, &x);
+    tpx__wire_entry_at(m.entries, i, &x);
     assert_true(x.region == e[i].region && x.addr == e[i].addr && x.len == e[i].len);
   }
-  long n2 = wire_frame_parse(b.p + n, b.len - (size_t)n, &f);
-  assert_int_equal(wire_get_rw(&f, &m), 0);
+  long n2 = tpx__wire_frame_parse(b.p + n, b.len - (size_t)n, &f);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.id == 100 && m.n == 1 && !m.has_notif);
-  assert_true(wire_frame_parse(b.p + n + n2, b.len - (size_t)(n + n2), &f) > 0);
-  assert_int_equal(wire_get_rw(&f, &m), 0);
+  assert_true(tpx__wire_frame_parse(b.p + n + n2, b.len - (size_t)(n + n2), &f) > 0);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.has_notif && m.notif_len == 0 && m.n == 0);
   /* bounds: too many entries / chunk size / notification size */
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0, NULL, 0), TPX_EINVAL);
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1, NULL, 0), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0, NULL, 0), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1, NULL, 0), TPX_EINVAL);
   struct wbuf c = {0};
-  assert_int_equal(wire_put_rw(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0), 0);
-  assert_true(wire_frame_parse(c.p, c.len, &f) > 0);
-  assert_int_equal(wire_get_rw(&f, &m), TPX_EPROTO);
+  assert_int_equal(tpx__wire_put_rw(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0), 0);
+  assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
   c.len = 0;
-  assert_int_equal(wire_put_rw(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
-  le_put32(c.p + WIRE_HDR_BYTES + 14, 1000); /* claims 1000 entries, carries 1 */
-  assert_true(wire_frame_parse(c.p, c.len, &f) > 0);
-  assert_int_equal(wire_get_rw(&f, &m), TPX_EPROTO);
-  le_put32(c.p + WIRE_HDR_BYTES + 14, 0xffffffffu);
-  assert_int_equal(wire_get_rw(&f, &m), TPX_EPROTO);
-  wbuf_free(&b);
-  wbuf_free(&c);
+  assert_int_equal(tpx__wire_put_rw(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
+  tpx__put32(c.p + WIRE_HDR_BYTES + 14, 1000); /* claims 1000 entries, carries 1 */
+  assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
+  tpx__put32(c.p + WIRE_HDR_BYTES + 14, 0xffffffffu);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
+  tpx__wbuf_free(&b);
+  tpx__wbuf_free(&c);
 }
 
 static void test_small_msgs(void **state) {
@@ -137,38 +137,38 @@ static void test_small_msgs(void **state) {
   struct wire_status st = {ST_WRITE, 7, TPX_EACCES};
   struct wire_send s = {5, 12345, 3, 65536, 0, NULL};
   struct wire_read_data rd = {9, 1, 0, 0, NULL};
-  assert_int_equal(wire_put_status(&b, &st), 0);
-  assert_int_equal(wire_put_send(&b, &s, NULL, 0), 0);
-  assert_int_equal(wire_put_read_data(&b, &rd, NULL, 0), 0);
-  assert_int_equal(wire_put_notif(&b, "abc", 3), 0);
-  assert_int_equal(wire_put_error(&b, TPX_EVERSION, "nope"), 0);
-  assert_int_equal(wire_put_notif(&b, "x", TPX_NOTIF_MAX + 1), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_status(&b, &st), 0);
+  assert_int_equal(tpx__wire_put_send(&b, &s, NULL, 0), 0);
+  assert_int_equal(tpx__wire_put_read_data(&b, &rd, NULL, 0), 0);
+  assert_int_equal(tpx__wire_put_notif(&b, "abc", 3), 0);
+  assert_int_equal(tpx__wire_put_error(&b, TPX_EVERSION, "nope"), 0);
+  assert_int_equal(tpx__wire_put_notif(&b, "x", TPX_NOTIF_MAX + 1), TPX_EINVAL);
   size_t off = 0;
   struct wire_frame f;
   long n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_status st2;
-  assert_int_equal(wire_get_status(&f, &st2), 0);
+  assert_int_equal(tpx__wire_get_status(&f, &st2), 0);
   assert_true(st2.what == ST_WRITE && st2.id == 7 && st2.status == TPX_EACCES);
   off += (size_t)n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_send s2;
-  assert_int_equal(wire_get_send(&f, &s2), 0);
+  assert_int_equal(tpx__wire_get_send(&f, &s2), 0);
   assert_true(s2.recv_id == 5 && s2.len == 12345 && s2.first_ch == 3 && s2.chunk == 65536);
   off += (size_t)n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_read_data rd2;
-  assert_int_equal(wire_get_read_data(&f, &rd2), 0);
+  assert_int_equal(tpx__wire_get_read_data(&f, &rd2), 0);
   assert_true(rd2.id == 9 && rd2.first_ch == 1);
   off += (size_t)n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_notif nt;
-  assert_int_equal(wire_get_notif(&f, &nt), 0);
+  assert_int_equal(tpx__wire_get_notif(&f, &nt), 0);
   assert_true(nt.len == 3 && memcmp(nt.msg, "abc", 3) == 0);
   off += (size_t)n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_error er;
-  assert_int_equal(wire_get_error(&f, &er), 0);
+  assert_int_equal(tpx__wire_get_error(&f, &er), 0);
   assert_int_equal(er.code, TPX_EVERSION);
   assert_string_equal(er.msg, "nope");
   off += (size_t)n;
@@ -176,15 +176,15 @@ static void test_small_msgs(void **state) {
   /* a status with a positive code or unknown kind is refused */
   b.len = 0;
   struct wire_status bad = {9, 1, 0};
-  assert_int_equal(wire_put_status(&b, &bad), 0);
-  assert_true(wire_frame_parse(b.p, b.len, &f) > 0);
-  assert_int_equal(wire_get_status(&f, &st2), TPX_EPROTO);
+  assert_int_equal(tpx__wire_put_status(&b, &bad), 0);
+  assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
+  assert_int_equal(tpx__wire_get_status(&f, &st2), TPX_EPROTO);
   b.len = 0;
   struct wire_status bad2 = {ST_READ, 1, 5};
-  assert_int_equal(wire_put_status(&b, &bad2), 0);
-  assert_true(wire_frame_parse(b.p, b.len, &f) > 0);
-  assert_int_equal(wire_get_status(&f, &st2), TPX_EPROTO);
-  wbuf_free(&b);
+  assert_int_equal(tpx__wire_put_status(&b, &bad2), 0);
+  assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
+  assert_int_equal(tpx__wire_get_status(&f, &st2), TPX_EPROTO);
+  tpx__wbuf_free(&b);
 }
 
 static void test_inline(void **state) {
@@ -193,42 +193,42 @@ static void test_inline(void **state) {
   char d1[] = "hello ", d2[] = "world";
   struct iovec iov[2] = {{d1, 6}, {d2, 5}};
   struct wire_send s = {1, 11, 0, 4096, 1, NULL};
-  assert_int_equal(wire_put_send(&b, &s, iov, 2), 0);
+  assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
   struct wire_entry e[2] = {{1, 100, 6}, {1, 200, 5}};
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), 0);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), 0);
   struct wire_read_data rd = {3, 0, 1, 11, NULL};
-  assert_int_equal(wire_put_read_data(&b, &rd, iov, 2), 0);
+  assert_int_equal(tpx__wire_put_read_data(&b, &rd, iov, 2), 0);
   size_t off = 0;
   struct wire_frame f;
-  long n = wire_frame_parse(b.p, b.len, &f);
+  long n = tpx__wire_frame_parse(b.p, b.len, &f);
   struct wire_send s2;
-  assert_int_equal(wire_get_send(&f, &s2), 0);
+  assert_int_equal(tpx__wire_get_send(&f, &s2), 0);
   assert_true(s2.inl && s2.len == 11 && memcmp(s2.data, "hello world", 11) == 0);
   off += (size_t)n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_rw m;
-  assert_int_equal(wire_get_rw(&f, &m), 0);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.inl && m.inl_len == 11 && memcmp(m.data, "hello world", 11) == 0);
   off += (size_t)n;
-  n = wire_frame_parse(b.p + off, b.len - off, &f);
+  n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
   struct wire_read_data rd2;
-  assert_int_equal(wire_get_read_data(&f, &rd2), 0);
+  assert_int_equal(tpx__wire_get_read_data(&f, &rd2), 0);
   assert_true(rd2.inl && rd2.inl_len == 11 && memcmp(rd2.data, "hello world", 11) == 0);
   /* lengths that do not add up are refused on both ends */
   s.len = 12;
-  assert_int_equal(wire_put_send(&b, &s, iov, 2), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), TPX_EINVAL);
   e[1].len = 6;
-  assert_int_equal(wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), TPX_EINVAL);
-  assert_int_equal(wire_put_rw(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1), TPX_EINVAL);
   b.len = 0;
   s.len = 11;
-  assert_int_equal(wire_put_send(&b, &s, iov, 2), 0);
-  le_put64(b.p + WIRE_HDR_BYTES + 8, 10); /* says 10, carries 11 */
-  assert_true(wire_frame_parse(b.p, b.len, &f) > 0);
-  assert_int_equal(wire_get_send(&f, &s2), TPX_EPROTO);
-  le_put64(b.p + WIRE_HDR_BYTES + 8, 1u << 20); /* over the inline limit */
-  assert_int_equal(wire_get_send(&f, &s2), TPX_EPROTO);
-  wbuf_free(&b);
+  assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
+  tpx__put64(b.p + WIRE_HDR_BYTES + 8, 10); /* says 10, carries 11 */
+  assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
+  assert_int_equal(tpx__wire_get_send(&f, &s2), TPX_EPROTO);
+  tpx__put64(b.p + WIRE_HDR_BYTES + 8, 1u << 20); /* over the inline limit */
+  assert_int_equal(tpx__wire_get_send(&f, &s2), TPX_EPROTO);
+  tpx__wbuf_free(&b);
 }
 
 static void test_blobs(void **state) {
@@ -236,28 +236,28 @@ static void test_blobs(void **state) {
   struct conn_info ci = {0x1122334455667788ull, 3, 20003, "gpu-host:3", 2, {"10.0.0.1", "::1"}};
   uint8_t buf[TPX_CONN_INFO_MAX];
   size_t len = 0;
-  assert_int_equal(conn_info_encode(&ci, buf, sizeof(buf), &len), 0);
+  assert_int_equal(tpx__conn_info_encode(&ci, buf, sizeof(buf), &len), 0);
   struct conn_info d;
-  assert_int_equal(conn_info_decode(buf, len, &d), 0);
+  assert_int_equal(tpx__conn_info_decode(buf, len, &d), 0);
   assert_true(d.uuid == ci.uuid && d.gpu == 3 && d.port == 20003 && d.naddr == 2);
   assert_string_equal(d.addr[1], "::1");
   assert_string_equal(d.name, "gpu-host:3");
-  assert_int_equal(conn_info_decode(buf, len - 1, &d), TPX_EPROTO);
+  assert_int_equal(tpx__conn_info_decode(buf, len - 1, &d), TPX_EPROTO);
   buf[4] = 9;
-  assert_int_equal(conn_info_decode(buf, len, &d), TPX_EVERSION);
-  assert_int_equal(conn_info_encode(&ci, buf, 10, &len), TPX_EINVAL);
+  assert_int_equal(tpx__conn_info_decode(buf, len, &d), TPX_EVERSION);
+  assert_int_equal(tpx__conn_info_encode(&ci, buf, 10, &len), TPX_EINVAL);
 
   struct md_info m = {1, 2, 0x7f0000001000ull, 1ull << 33, TPX_ACCESS_READ, 0, 0};
-  assert_int_equal(md_encode(&m, buf, sizeof(buf), &len), 0);
+  assert_int_equal(tpx__md_encode(&m, buf, sizeof(buf), &len), 0);
   assert_int_equal(len, MD_BLOB_BYTES);
   struct md_info n;
-  assert_int_equal(md_decode(buf, len, &n), 0);
+  assert_int_equal(tpx__md_decode(buf, len, &n), 0);
   assert_true(n.owner == 1 && n.region == 2 && n.addr == m.addr && n.len == m.len && n.access == TPX_ACCESS_READ);
-  assert_int_equal(md_decode(buf, len + 1, &n), TPX_EPROTO);
-  le_put64(buf + 38, 0); /* zero length */
-  assert_int_equal(md_decode(buf, len, &n), TPX_EPROTO);
+  assert_int_equal(tpx__md_decode(buf, len + 1, &n), TPX_EPROTO);
+  tpx__put64(buf + 38, 0); /* zero length */
+  assert_int_equal(tpx__md_decode(buf, len, &n), TPX_EPROTO);
   buf[0] ^= 1;
-  assert_int_equal(md_decode(buf, len, &n), TPX_EPROTO);
+  assert_int_equal(tpx__md_decode(buf, len, &n), TPX_EPROTO);
 }
 
 /* Brute force: chunk sequence from a plain loop over entries. */
@@ -281,31 +281,31 @@ static void test_plan(void **state) {
         k++;
       }
     }
-    assert_int_equal(plan_nchunks(e, n, chunk), k);
+    assert_int_equal(tpx__plan_nchunks(e, n, chunk), k);
     uint32_t nch = 1 + (uint32_t)(rand() % 8), first = (uint32_t)(rand() % 64);
     uint64_t seen = 0;
     for (uint32_t c = 0; c < nch; c++) {
-      uint64_t idx = plan_first_idx(c, first, nch);
+      uint64_t idx = tpx__plan_first_idx(c, first, nch);
       if (idx >= k) continue;
       struct cursor cur;
-      plan_seek(e, n, chunk, idx, &cur);
+      tpx__plan_seek(e, n, chunk, idx, &cur);
       for (;;) {
         assert_true(cur.idx < k);
         assert_int_equal((first + cur.idx) % nch, c); /* round robin from first */
         assert_int_equal(cur.e, expect_ent[cur.idx]);
         assert_int_equal(cur.off, expect_off[cur.idx]);
-        uint64_t len = plan_len(e, chunk, &cur);
+        uint64_t len = tpx__plan_len(e, chunk, &cur);
         assert_true(len >= 1 && len <= chunk);
         seen++;
-        if (!plan_advance(e, n, chunk, &cur, nch)) break;
+        if (!tpx__plan_advance(e, n, chunk, &cur, nch)) break;
       }
     }
     assert_int_equal(seen, k); /* every chunk exactly once over all channels */
   }
   struct xent big = {NULL, 0, UINT64_MAX};
-  assert_int_equal(plan_nchunks(&big, 1, 1), UINT64_MAX);
+  assert_int_equal(tpx__plan_nchunks(&big, 1, 1), UINT64_MAX);
   struct xent two[2] = {{NULL, 0, UINT64_MAX}, {NULL, 0, UINT64_MAX}};
-  assert_int_equal(plan_nchunks(two, 2, 1), UINT64_MAX);
+  assert_int_equal(tpx__plan_nchunks(two, 2, 1), UINT64_MAX);
 }
 
 int main(void) {

@@ -49,7 +49,7 @@ static inline int gc_count_gpus(void) {
   pid_t pid = fork();
   if (pid == 0) {
     int n = 0;
-    tpx_gpu_device_count(&n);
+    tpx__gpu_device_count(&n);
     _exit(n > 100 ? 100 : n);
   }
   int st = 0;

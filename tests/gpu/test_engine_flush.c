@@ -167,7 +167,7 @@ static int w_test(tpx_net_t *n, void *req, int *done, size_t *sizes) {
   w->flush_tests++;
   pthread_mutex_unlock(&w->mu);
   if (++r->tests < 2) return 0;
-  int rc = tpx_gpu_memcpy(DEV, r->dst, r->bounce, r->got);
+  int rc = tpx__gpu_memcpy(DEV, r->dst, r->bounce, r->got);
   free(r->bounce);
   free(r);
   *done = rc == 0;
@@ -218,7 +218,7 @@ static struct wnet *wnet_open(const tpx_config_t *cfg) {
   snprintf(w->pub.name, sizeof(w->pub.name), "gdr-sim");
   w->pub.abi_version = 9; /* a plugin, as far as the engine can tell */
   w->pub.impl = w;
-  MUST(tpx_net_caps_init(&w->pub, 0, 0)); /* from its own properties: CUDA pointers, iflush */
+  MUST(tpx__net_caps_init(&w->pub, 0, 0)); /* from its own properties: CUDA pointers, iflush */
   return w;
 }
 
@@ -229,7 +229,7 @@ static uint8_t pat(size_t i, unsigned seed) { return (uint8_t)(i * 131u + seed *
 static int check_gpu(const uint8_t *d, size_t area, size_t off, size_t len, unsigned seed, const char *what) {
   uint8_t *h = malloc(area);
   if (!h) exit(1);
-  MUST(tpx_gpu_memcpy(DEV, h, d, area));
+  MUST(tpx__gpu_memcpy(DEV, h, d, area));
   int bad = 0;
   for (size_t i = 0; i < area && !bad; i++) {
     uint8_t want = i >= off && i < off + len ? pat(i - off, seed) : POISON;
@@ -273,9 +273,9 @@ static void run(size_t chunk) {
   uint8_t *src = aligned_alloc(4096, area);
   void *dst = NULL;
   if (!src) exit(1);
-  MUST(tpx_gpu_retain(DEV)); /* ours, for the buffer; released after it is freed */
-  MUST(tpx_gpu_malloc(DEV, area, &dst));
-  MUST(tpx_gpu_memset(DEV, dst, POISON, area));
+  MUST(tpx__gpu_retain(DEV)); /* ours, for the buffer; released after it is freed */
+  MUST(tpx__gpu_malloc(DEV, area, &dst));
+  MUST(tpx__gpu_memset(DEV, dst, POISON, area));
   tpx_mem_desc_t ds = {src, area, TPX_MEM_HOST, 0, 0};
   tpx_mem_desc_t dd = {dst, area, TPX_MEM_CUDA, DEV, TPX_ACCESS_WRITE};
   tpx_mem_t *ms, *md;
@@ -296,7 +296,7 @@ static void run(size_t chunk) {
   tpx_xfer_free(x);
   CHECK(check_gpu(dst, area, off, len, 1, "write") == 0, "chunk %zu: write landed only partly", chunk);
 
-  MUST(tpx_gpu_memset(DEV, dst, POISON, area));
+  MUST(tpx__gpu_memset(DEV, dst, POISON, area));
   len = area / 2 + 777;
   for (size_t i = 0; i < len; i++) src[i] = pat(i, 2);
   tpx_xfer_t *r, *s;
@@ -326,8 +326,8 @@ static void run(size_t chunk) {
   tpx_endpoint_destroy(b);
   tpx_net_close(plain);
   tpx_net_close(&w->pub);
-  MUST(tpx_gpu_free(DEV, dst));
-  tpx_gpu_release(DEV);
+  MUST(tpx__gpu_free(DEV, dst));
+  tpx__gpu_release(DEV);
   free(src);
 }
 
@@ -340,7 +340,7 @@ int main(void) {
   run(64u << 10);
   run(512u << 10);
   run(4u << 20);
-  printf("GPU contexts still retained: %d\n", tpx_gpu_ctx_retained());
-  CHECK(tpx_gpu_ctx_retained() == 0, "contexts left retained");
+  printf("GPU contexts still retained: %d\n", tpx__gpu_ctx_retained());
+  CHECK(tpx__gpu_ctx_retained() == 0, "contexts left retained");
   return gc_finish("test_engine_flush");
 }

@@ -48,7 +48,7 @@ static void fill_gpu(int dev, uint8_t *d, size_t len, unsigned seed) {
   uint8_t *h = malloc(len ? len : 1);
   if (!h) exit(1);
   for (size_t i = 0; i < len; i++) h[i] = pat(i, seed);
-  MUST(tpx_gpu_memcpy(dev, d, h, len));
+  MUST(tpx__gpu_memcpy(dev, d, h, len));
   free(h);
 }
 
@@ -59,7 +59,7 @@ static int check_gpu(int dev, uint8_t *area, size_t area_len, size_t off, size_t
   size_t lo = off > 64 ? off - 64 : 0, hi = off + len + 64 < area_len ? off + len + 64 : area_len;
   uint8_t *h = malloc(hi - lo);
   if (!h) exit(1);
-  MUST(tpx_gpu_memcpy(dev, h, area + lo, hi - lo));
+  MUST(tpx__gpu_memcpy(dev, h, area + lo, hi - lo));
   int bad = 0;
   for (size_t x = lo; x < hi && !bad; x++) {
     uint8_t want = (x >= off && x < off + len) ? pat(src_off + (x - off), seed) : POISON;
@@ -70,7 +70,7 @@ static int check_gpu(int dev, uint8_t *area, size_t area_len, size_t off, size_t
     }
   }
   free(h);
-  if (len) MUST(tpx_gpu_memset(dev, area + off, POISON, len));
+  if (len) MUST(tpx__gpu_memset(dev, area + off, POISON, len));
   return bad;
 }
 
@@ -155,10 +155,10 @@ struct side {
 static void side_open(tpx_endpoint_t *ep, struct side *s, int dev, size_t len, size_t skew) {
   s->dev = dev;
   s->len = len;
-  MUST(tpx_gpu_retain(dev));
-  MUST(tpx_gpu_malloc(dev, len + skew + PAD, (void **)&s->alloc));
+  MUST(tpx__gpu_retain(dev));
+  MUST(tpx__gpu_malloc(dev, len + skew + PAD, (void **)&s->alloc));
   s->base = s->alloc + skew;
-  MUST(tpx_gpu_memset(dev, s->alloc, POISON, len + skew + PAD));
+  MUST(tpx__gpu_memset(dev, s->alloc, POISON, len + skew + PAD));
   /* device -1: the engine takes the pointer's GPU */
   tpx_mem_desc_t d = {s->base, len, TPX_MEM_CUDA, ((skew >> 8) & 1) ? -1 : dev, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
   MUST(tpx_mem_register(ep, &d, &s->mem));
@@ -166,8 +166,8 @@ static void side_open(tpx_endpoint_t *ep, struct side *s, int dev, size_t len, s
 
 static void side_close(struct side *s) {
   if (s->mem) MUST(tpx_mem_deregister(s->mem));
-  MUST(tpx_gpu_free(s->dev, s->alloc));
-  MUST(tpx_gpu_release(s->dev));
+  MUST(tpx__gpu_free(s->dev, s->alloc));
+  MUST(tpx__gpu_release(s->dev));
 }
 
 static int wait_notif(tpx_endpoint_t *ep, tpx_notif_t *n, const char *what) {
@@ -240,7 +240,7 @@ static int server_main(const struct run *r, int port_fd) {
   tpx_peer_close(peer);
   side_close(&b);
   tpx_endpoint_destroy(ep);
-  CHECK(tpx_gpu_ctx_retained() == 0, "server: %d primary context(s) still retained", tpx_gpu_ctx_retained());
+  CHECK(tpx__gpu_ctx_retained() == 0, "server: %d primary context(s) still retained", tpx__gpu_ctx_retained());
   CHECK(current_ctx() == NULL, "server: the main thread was left with a current context");
   return bad || gc_failures;
 }
@@ -301,7 +301,7 @@ static int client_main(const struct run *r, int port) {
   tpx_peer_close(peer);
   side_close(&a);
   tpx_endpoint_destroy(ep);
-  CHECK(tpx_gpu_ctx_retained() == 0, "client: %d primary context(s) still retained", tpx_gpu_ctx_retained());
+  CHECK(tpx__gpu_ctx_retained() == 0, "client: %d primary context(s) still retained", tpx__gpu_ctx_retained());
   CHECK(current_ctx() == NULL, "client: the main thread was left with a current context");
   return bad || gc_failures;
 }
@@ -415,7 +415,7 @@ static void test_two_gpus_one_process(int ndev, int progress_thread, const char 
   tpx_xfer_free(x);
   /* and back: e1 sends from GPU g1 into e0's GPU 0 buffer */
   fill_gpu(g1, b.base, n, 5);
-  MUST(tpx_gpu_memset(0, a0.base, POISON, n));
+  MUST(tpx__gpu_memset(0, a0.base, POISON, n));
   tpx_xfer_t *s = NULL, *r = NULL;
   MUST(tpx_recv(p01, a0.mem, 4096, n - 4096, 77, &r));
   MUST(tpx_send(p10, b.mem, 0, n - 4096, 77, &s));
@@ -433,7 +433,7 @@ static void test_two_gpus_one_process(int ndev, int progress_thread, const char 
   side_close(&b);
   tpx_endpoint_destroy(e0);
   tpx_endpoint_destroy(e1);
-  CHECK(tpx_gpu_ctx_retained() == 0, "%d context(s) retained after teardown (%s)", tpx_gpu_ctx_retained(), path);
+  CHECK(tpx__gpu_ctx_retained() == 0, "%d context(s) retained after teardown (%s)", tpx__gpu_ctx_retained(), path);
   printf("%s one process, GPU 0 + GPU %d, %s, %s progress\n", gc_failures ? "FAIL?" : "PASS", g1, path,
          progress_thread ? "thread" : "caller");
 }
@@ -449,11 +449,11 @@ static void test_registration_errors(int ndev) {
     p.no_listen = 1;
     tpx_endpoint_t *ep = NULL;
     MUST(tpx_endpoint_create(&p, &ep));
-    MUST(tpx_gpu_retain(0));
+    MUST(tpx__gpu_retain(0));
     uint8_t *small = NULL;
-    MUST(tpx_gpu_malloc(0, 6000, (void **)&small));
+    MUST(tpx__gpu_malloc(0, 6000, (void **)&small));
     tpx_gpu_ptr_info_t info;
-    MUST(tpx_gpu_ptr_query(small, &info));
+    MUST(tpx__gpu_ptr_query(small, &info));
     tpx_mem_t *m = NULL;
     /* [+10, +5010) widens to whole pages; whether they fit the 6000-byte
      * allocation depends on where it starts. */
@@ -477,11 +477,11 @@ static void test_registration_errors(int ndev) {
     tpx_mem_desc_t h = {host, sizeof(host), TPX_MEM_CUDA, 0, 0};
     CHECK(tpx_mem_register(ep, &h, &m) == TPX_EINVAL && strstr(tpx_last_error(), "not device memory"),
           "host pointer as CUDA refused: %s", tpx_last_error());
-    MUST(tpx_gpu_free(0, small));
-    MUST(tpx_gpu_release(0));
+    MUST(tpx__gpu_free(0, small));
+    MUST(tpx__gpu_release(0));
     tpx_endpoint_destroy(ep);
   }
-  CHECK(tpx_gpu_ctx_retained() == 0, "registration errors: %d context(s) retained", tpx_gpu_ctx_retained());
+  CHECK(tpx__gpu_ctx_retained() == 0, "registration errors: %d context(s) retained", tpx__gpu_ctx_retained());
   printf("%s registration checks\n", gc_failures ? "FAIL?" : "PASS");
 }
 

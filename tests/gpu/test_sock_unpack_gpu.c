@@ -100,27 +100,27 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
             dev->needs_proxy_progress == 1,
         "device handle fields");
   tpx_gpu_ptr_info_t info;
-  MUST(tpx_gpu_ptr_query(dev->handle, &info));
+  MUST(tpx__gpu_ptr_query(dev->handle, &info));
   CHECK(info.mem == TPX_GPU_MEM_PINNED, "handle in pinned mapped memory (mem %d)", info.mem);
   /* UVA: the device address of pinned memory is its host address too. */
   tpx_unpack_dev_handle_t *dh = dev->handle;
   tpx_unpack_meta_block_t *meta = dh->meta;
-  MUST(tpx_gpu_ptr_query(dh->bounce_buf, &info));
+  MUST(tpx__gpu_ptr_query(dh->bounce_buf, &info));
   CHECK(info.mem == TPX_GPU_MEM_PINNED, "bounce pool pinned (mem %d)", info.mem);
   CHECK(dh->head == 0, "head starts at 0");
 
   /* Buffers: the source pattern on the sender's GPU (and on the host), one
    * destination per receive in flight on the receiver's GPU. */
-  MUST(tpx_gpu_retain(sdev));
-  MUST(tpx_gpu_retain(rdev));
+  MUST(tpx__gpu_retain(sdev));
+  MUST(tpx__gpu_retain(rdev));
   uint8_t *host = malloc(SPAN), *got = malloc(MAXMSG);
   for (size_t i = 0; i < SPAN; i++)
     host[i] = pat(i);
   void *src = NULL, *dst[WIN];
-  MUST(tpx_gpu_malloc(sdev, SPAN, &src));
-  MUST(tpx_gpu_memcpy(sdev, src, host, SPAN));
+  MUST(tpx__gpu_malloc(sdev, SPAN, &src));
+  MUST(tpx__gpu_memcpy(sdev, src, host, SPAN));
   for (int i = 0; i < WIN; i++)
-    MUST(tpx_gpu_malloc(rdev, MAXMSG, &dst[i]));
+    MUST(tpx__gpu_malloc(rdev, MAXMSG, &dst[i]));
   void *smh = NULL, *bad = NULL, *dmh = NULL;
   CHECK(net->ops->reg_mr(net, s, (char *)src + 100, 4096, TPX_PTR_CUDA, &bad) == TPX_EINVAL,
         "misaligned CUDA registration refused");
@@ -128,7 +128,7 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
   MUST(net->ops->get_device_mr(net, s, smh, &dmh));
   CHECK(dmh == smh, "getDeviceMr gives the handle back");
   tpx_unpacker_t *u = NULL;
-  MUST(tpx_unpacker_create(rdev, NULL, &u));
+  MUST(tpx__unpacker_create(rdev, NULL, &u));
 
   size_t size[NMSG], off[NMSG];
   void *rq[NMSG], *sq[NMSG];
@@ -171,12 +171,12 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
                              .dst = dst[k % WIN],
                              .dst_bytes = MAXMSG};
     uint64_t t = 0;
-    MUST(tpx_unpack_submit(u, &ch, &t));
-    MUST(tpx_unpack_wait(u, t, 30000));
+    MUST(tpx__unpack_submit(u, &ch, &t));
+    MUST(tpx__unpack_wait(u, t, 30000));
     MUST(net->ops->irecv_consumed(net, r, 1, rq[k]));
     CHECK(k >= ns || wait_done(net, sq[k]) == 0, "send %d done", k);
     if (size[k]) {
-      MUST(tpx_gpu_memcpy(rdev, got, dst[k % WIN], size[k]));
+      MUST(tpx__gpu_memcpy(rdev, got, dst[k % WIN], size[k]));
       size_t bad_at = SIZE_MAX;
       for (size_t i = 0; i < size[k] && bad_at == SIZE_MAX; i++)
         if (got[i] != host[off[k] + i]) bad_at = i;
@@ -185,25 +185,25 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
   }
   CHECK(ns == NMSG, "all sends posted (%d)", ns);
   printf("  %d messages, staging back-pressure %d times\n", NMSG, backpressure);
-  tpx_unpacker_destroy(u);
+  tpx__unpacker_destroy(u);
   MUST(net->ops->dereg_mr(net, s, smh));
   MUST(net->ops->close_send(net, s));
   MUST(net->ops->close_recv(net, r));
   net->ops->destroy(net);
   free(dev);
   for (int i = 0; i < WIN; i++)
-    MUST(tpx_gpu_free(rdev, dst[i]));
-  MUST(tpx_gpu_free(sdev, src));
-  MUST(tpx_gpu_release(sdev));
-  MUST(tpx_gpu_release(rdev));
+    MUST(tpx__gpu_free(rdev, dst[i]));
+  MUST(tpx__gpu_free(sdev, src));
+  MUST(tpx__gpu_release(sdev));
+  MUST(tpx__gpu_release(rdev));
   free(host);
   free(got);
-  CHECK(tpx_gpu_ctx_retained() == 0, "primary contexts balanced (%d held)", tpx_gpu_ctx_retained());
+  CHECK(tpx__gpu_ctx_retained() == 0, "primary contexts balanced (%d held)", tpx__gpu_ctx_retained());
 }
 
 int main(void) {
   int n = 0;
-  if (tpx_gpu_device_count(&n) != 0 || n < 1) {
+  if (tpx__gpu_device_count(&n) != 0 || n < 1) {
     printf("test_sock_unpack_gpu: no GPU, skipped\n");
     return 77;
   }

@@ -69,7 +69,7 @@ static const char *bounce_name(int pinned) { return pinned ? "pinned-host" : "de
 static void run_chunk(struct config *c, int pinned, const tpx_unpack_meta_t *m, uint32_t cnt,
                       const char *what) {
   memcpy(E.meta, m, cnt * sizeof *m);
-  MUST(tpx_gpu_memset(dev, E.dst, POISON, DST_BYTES));
+  MUST(tpx__gpu_memset(dev, E.dst, POISON, DST_BYTES));
   tpx_unpack_chunk_t ch = {.meta = E.meta,
                            .meta_dev = E.meta_dev,
                            .cnt = cnt,
@@ -78,16 +78,16 @@ static void run_chunk(struct config *c, int pinned, const tpx_unpack_meta_t *m, 
                            .dst = E.dst,
                            .dst_bytes = DST_BYTES};
   uint64_t t = 0;
-  int rc = tpx_unpack_submit(c->u, &ch, &t);
+  int rc = tpx__unpack_submit(c->u, &ch, &t);
   CHECK(rc == 0, "%s %s %s: submit -> %d", c->name, bounce_name(pinned), what, rc);
   if (rc) return;
-  rc = tpx_unpack_wait(c->u, t, 20000);
+  rc = tpx__unpack_wait(c->u, t, 20000);
   CHECK(rc == 0, "%s %s %s: wait -> %d", c->name, bounce_name(pinned), what, rc);
   if (rc) return;
-  CHECK(tpx_unpack_done(c->u, t) == 1, "done stays done");
-  MUST(tpx_gpu_memcpy(dev, E.got, E.dst, DST_BYTES));
+  CHECK(tpx__unpack_done(c->u, t) == 1, "done stays done");
+  MUST(tpx__gpu_memcpy(dev, E.got, E.dst, DST_BYTES));
   memset(E.want, POISON, DST_BYTES);
-  MUST(tpx_unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, m, cnt));
+  MUST(tpx__unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, m, cnt));
   if (memcmp(E.got, E.want, DST_BYTES) != 0) {
     size_t i = 0;
     while (E.got[i] == E.want[i]) i++;
@@ -207,29 +207,29 @@ static void test_edges(void) {
 static void test_empty_and_refused(void) {
   for (int i = 0; i < NCONFIG; i++) {
     struct config *c = &configs[i];
-    MUST(tpx_gpu_memset(dev, E.dst, POISON, 4096));
+    MUST(tpx__gpu_memset(dev, E.dst, POISON, 4096));
     tpx_unpack_chunk_t ch = {.meta = E.meta, .meta_dev = E.meta_dev, .cnt = 0, .bounce = E.bdev,
                              .bounce_bytes = BOUNCE_BYTES, .dst = E.dst, .dst_bytes = DST_BYTES};
     uint64_t t0 = 0, t1 = 0, t2 = 0;
-    MUST(tpx_unpack_submit(c->u, &ch, &t0));
-    MUST(tpx_unpack_wait(c->u, t0, 10000));
+    MUST(tpx__unpack_submit(c->u, &ch, &t0));
+    MUST(tpx__unpack_wait(c->u, t0, 10000));
     /* A bad entry anywhere refuses the whole chunk: nothing copied, no ticket. */
     E.meta[0] = (tpx_unpack_meta_t){0, 4096, 0};
     E.meta[1] = (tpx_unpack_meta_t){BOUNCE_BYTES - 10, 11, 8192};
     ch.cnt = 2;
-    CHECK(tpx_unpack_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad source refused", c->name);
+    CHECK(tpx__unpack_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad source refused", c->name);
     E.meta[1] = (tpx_unpack_meta_t){0, 16, DST_BYTES - 15};
-    CHECK(tpx_unpack_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad destination refused", c->name);
+    CHECK(tpx__unpack_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad destination refused", c->name);
     ch.cnt = TPX_UNPACK_MAX_FRAGS + 1;
-    CHECK(tpx_unpack_submit(c->u, &ch, &t1) == TPX_EINVAL, "%s: too many entries", c->name);
+    CHECK(tpx__unpack_submit(c->u, &ch, &t1) == TPX_EINVAL, "%s: too many entries", c->name);
     ch.cnt = 0;
-    MUST(tpx_unpack_submit(c->u, &ch, &t2));
+    MUST(tpx__unpack_submit(c->u, &ch, &t2));
     CHECK(t2 == t0 + 1, "%s: refused chunks take no ticket (%llu after %llu)", c->name,
           (unsigned long long)t2, (unsigned long long)t0);
-    MUST(tpx_unpack_sync(c->u));
-    CHECK(tpx_unpack_done(c->u, t2 + 1) == TPX_EINVAL, "%s: unknown ticket is an error", c->name);
+    MUST(tpx__unpack_sync(c->u));
+    CHECK(tpx__unpack_done(c->u, t2 + 1) == TPX_EINVAL, "%s: unknown ticket is an error", c->name);
     uint8_t head[4096];
-    MUST(tpx_gpu_memcpy(dev, head, E.dst, sizeof head));
+    MUST(tpx__gpu_memcpy(dev, head, E.dst, sizeof head));
     int untouched = 1;
     for (size_t b = 0; b < sizeof head; b++) untouched &= head[b] == POISON;
     CHECK(untouched, "%s: refused chunk copied nothing", c->name);
@@ -240,7 +240,7 @@ static void test_empty_and_refused(void) {
   tpx_unpack_chunk_t ch = {.meta = E.meta, .meta_dev = NULL, .cnt = 1, .bounce = E.bdev,
                            .bounce_bytes = BOUNCE_BYTES, .dst = E.dst, .dst_bytes = DST_BYTES};
   uint64_t t;
-  CHECK(tpx_unpack_submit(c->u, &ch, &t) == TPX_EINVAL, "direct without meta_dev");
+  CHECK(tpx__unpack_submit(c->u, &ch, &t) == TPX_EINVAL, "direct without meta_dev");
 }
 
 /* Many chunks in flight, each into its own part of the destination, entries
@@ -266,7 +266,7 @@ static void test_pipeline(void) {
     struct config *c = &configs[i];
     if (c->desc == TPX_UNPACK_DESC_DIRECT && c->mode == TPX_UNPACK_KERNEL) continue;
     for (int pinned = 0; pinned < 2; pinned++) {
-      MUST(tpx_gpu_memset(dev, E.dst, POISON, DST_BYTES));
+      MUST(tpx__gpu_memset(dev, E.dst, POISON, DST_BYTES));
       uint64_t first = 0, last = 0;
       int eagain = 0;
       for (uint32_t k = 0; k < nchunks; k++) {
@@ -276,27 +276,27 @@ static void test_pipeline(void) {
         uint64_t t = 0;
         int rc;
         int tries = 0;
-        while ((rc = tpx_unpack_submit(c->u, &ch, &t)) == TPX_EAGAIN && tries++ < 1000000) {
+        while ((rc = tpx__unpack_submit(c->u, &ch, &t)) == TPX_EAGAIN && tries++ < 1000000) {
           eagain++;
-          MUST(tpx_unpack_wait(c->u, first, 10000)); /* oldest first, as the engine does */
+          MUST(tpx__unpack_wait(c->u, first, 10000)); /* oldest first, as the engine does */
         }
         CHECK(rc == 0, "%s: submit chunk %u -> %d", c->name, k, rc);
         memset(E.meta, 0xEE, frags * sizeof *E.meta); /* entries may change after submit */
         if (k == 0) first = t;
         last = t;
         /* Poll the oldest without blocking, as a progress loop would. */
-        while (first <= last && tpx_unpack_done(c->u, first) == 1) first++;
+        while (first <= last && tpx__unpack_done(c->u, first) == 1) first++;
       }
-      for (uint64_t t = first; t <= last; t++) MUST(tpx_unpack_wait(c->u, t, 20000));
-      for (uint64_t t = 0; t <= last; t++) CHECK(tpx_unpack_done(c->u, t) == 1, "%s: ticket %llu done", c->name, (unsigned long long)t);
-      MUST(tpx_gpu_memcpy(dev, E.got, E.dst, DST_BYTES));
+      for (uint64_t t = first; t <= last; t++) MUST(tpx__unpack_wait(c->u, t, 20000));
+      for (uint64_t t = 0; t <= last; t++) CHECK(tpx__unpack_done(c->u, t) == 1, "%s: ticket %llu done", c->name, (unsigned long long)t);
+      MUST(tpx__gpu_memcpy(dev, E.got, E.dst, DST_BYTES));
       memset(E.want, POISON, DST_BYTES);
-      MUST(tpx_unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, all, nchunks * frags));
+      MUST(tpx__unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, all, nchunks * frags));
       CHECK(memcmp(E.got, E.want, DST_BYTES) == 0, "%s %s: pipelined chunks intact (EAGAIN %d times)",
             c->name, bounce_name(pinned), eagain);
     }
     tpx_unpack_stats_t st;
-    tpx_unpack_get_stats(c->u, &st);
+    tpx__unpack_get_stats(c->u, &st);
     CHECK(st.events_created <= 64, "%s: events pooled (%llu created for %llu chunks)", c->name,
           (unsigned long long)st.events_created, (unsigned long long)st.chunks);
   }
@@ -306,12 +306,12 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
   int ndev = 0;
-  if (tpx_gpu_device_count(&ndev) != 0 || ndev == 0) {
+  if (tpx__gpu_device_count(&ndev) != 0 || ndev == 0) {
     printf("test_unpack_gpu: no GPU (%s); skipped\n", tpx_last_error());
     return 77;
   }
   dev = 0;
-  MUST(tpx_gpu_retain(dev));
+  MUST(tpx__gpu_retain(dev));
   E.ref = malloc(BOUNCE_BYTES);
   E.got = malloc(DST_BYTES);
   E.want = malloc(DST_BYTES);
@@ -321,17 +321,17 @@ int main(int argc, char **argv) {
     uint64_t x = rnd();
     memcpy(E.ref + i, &x, 8);
   }
-  MUST(tpx_gpu_malloc(dev, BOUNCE_BYTES, &E.bdev));
-  MUST(tpx_gpu_memcpy(dev, E.bdev, E.ref, BOUNCE_BYTES));
-  MUST(tpx_gpu_host_alloc(dev, BOUNCE_BYTES, &E.bpin));
+  MUST(tpx__gpu_malloc(dev, BOUNCE_BYTES, &E.bdev));
+  MUST(tpx__gpu_memcpy(dev, E.bdev, E.ref, BOUNCE_BYTES));
+  MUST(tpx__gpu_host_alloc(dev, BOUNCE_BYTES, &E.bpin));
   memcpy(E.bpin, E.ref, BOUNCE_BYTES);
-  MUST(tpx_gpu_host_dev_ptr(dev, E.bpin, &E.bpin_dev));
-  MUST(tpx_gpu_host_alloc(dev, (TPX_UNPACK_MAX_FRAGS + 1) * sizeof(tpx_unpack_meta_t), (void **)&E.meta));
-  MUST(tpx_gpu_host_dev_ptr(dev, E.meta, (void **)&E.meta_dev));
-  MUST(tpx_gpu_malloc(dev, DST_BYTES, &E.dst));
+  MUST(tpx__gpu_host_dev_ptr(dev, E.bpin, &E.bpin_dev));
+  MUST(tpx__gpu_host_alloc(dev, (TPX_UNPACK_MAX_FRAGS + 1) * sizeof(tpx_unpack_meta_t), (void **)&E.meta));
+  MUST(tpx__gpu_host_dev_ptr(dev, E.meta, (void **)&E.meta_dev));
+  MUST(tpx__gpu_malloc(dev, DST_BYTES, &E.dst));
   for (int i = 0; i < NCONFIG; i++) {
     tpx_unpack_opts_t o;
-    tpx_unpack_opts_default(&o);
+    tpx__unpack_opts_default(&o);
     o.mode = configs[i].mode;
     o.desc = configs[i].desc;
     if (configs[i].threads) o.threads = configs[i].threads;
@@ -339,7 +339,7 @@ int main(int argc, char **argv) {
     o.d2d_batch = configs[i].d2d_batch;
     o.max_inflight = 16;
     o.host_stage_bytes = 1 << 20; /* small on purpose: grows on demand */
-    MUST(tpx_unpacker_create(dev, &o, &configs[i].u));
+    MUST(tpx__unpacker_create(dev, &o, &configs[i].u));
   }
   printf("test_unpack_gpu: %s run, %d configurations x 2 bounce kinds\n", quick ? "quick" : "full", NCONFIG);
   test_scattered();
@@ -348,13 +348,13 @@ int main(int argc, char **argv) {
   test_edges();
   test_empty_and_refused();
   test_pipeline();
-  for (int i = 0; i < NCONFIG; i++) tpx_unpacker_destroy(configs[i].u);
-  MUST(tpx_gpu_free(dev, E.dst));
-  MUST(tpx_gpu_host_free(dev, E.meta));
-  MUST(tpx_gpu_host_free(dev, E.bpin));
-  MUST(tpx_gpu_free(dev, E.bdev));
-  MUST(tpx_gpu_release(dev));
-  CHECK(tpx_gpu_ctx_retained() == 0, "contexts balanced (%d)", tpx_gpu_ctx_retained());
+  for (int i = 0; i < NCONFIG; i++) tpx__unpacker_destroy(configs[i].u);
+  MUST(tpx__gpu_free(dev, E.dst));
+  MUST(tpx__gpu_host_free(dev, E.meta));
+  MUST(tpx__gpu_host_free(dev, E.bpin));
+  MUST(tpx__gpu_free(dev, E.bdev));
+  MUST(tpx__gpu_release(dev));
+  CHECK(tpx__gpu_ctx_retained() == 0, "contexts balanced (%d)", tpx__gpu_ctx_retained());
   free(E.ref);
   free(E.got);
   free(E.want);

@@ -104,7 +104,7 @@ static void test_bind_port(void **state) {
     for (int i = 0; i < 2; i++) {
       fds[i] = socket(addrs[k]->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       assert_true(fds[i] >= 0);
-      int e = tpx_bind_port(fds[i], addrs[k], lens[k], 0);
+      int e = tpx__bind_port(fds[i], addrs[k], lens[k], 0);
       if (k == 1 && e == EADDRNOTAVAIL) { /* no IPv6 loopback here */
         close(fds[i]);
         if (i == 1) close(fds[0]);
@@ -124,8 +124,8 @@ static void test_bind_port(void **state) {
     close(fds[1]);
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_int_equal(tpx_bind_port(fd, addrs[0], (socklen_t)sizeof(struct sockaddr_storage) + 1, 0), EINVAL);
-  assert_int_equal(tpx_bind_port(fd, addrs[0], lens[0], 65536), EINVAL);
+  assert_int_equal(tpx__bind_port(fd, addrs[0], (socklen_t)sizeof(struct sockaddr_storage) + 1, 0), EINVAL);
+  assert_int_equal(tpx__bind_port(fd, addrs[0], lens[0], 65536), EINVAL);
   close(fd);
 }
 

@@ -13,7 +13,7 @@
 struct match_case {
   const char *spec;
   const char *name;
-  int want; /* tpx_ifname_match */
+  int want; /* tpx__ifname_match */
 };
 
 static const struct match_case cases[] = {
@@ -95,9 +95,9 @@ static void test_match_table(void **state) {
   int bad = 0;
   for (size_t i = 0; i < TPX_ARRAY_LEN(cases); i++) {
     const struct match_case *c = &cases[i];
-    int got = tpx_ifname_match(c->spec, c->name);
+    int got = tpx__ifname_match(c->spec, c->name);
     if (got != c->want) {
-      fprintf(stderr, "tpx_ifname_match(%s%s%s, \"%s\") = %d, want %d\n", c->spec ? "\"" : "",
+      fprintf(stderr, "tpx__ifname_match(%s%s%s, \"%s\") = %d, want %d\n", c->spec ? "\"" : "",
               c->spec ? c->spec : "NULL", c->spec ? "\"" : "", c->name, got, c->want);
       bad++;
     }
@@ -108,47 +108,47 @@ static void test_match_table(void **state) {
 static void test_parse(void **state) {
   (void)state;
   tpx_ifname_spec_t s;
-  assert_int_equal(tpx_ifname_parse(" ^=eth0 , eth1:3 ,, ", &s), 0);
+  assert_int_equal(tpx__ifname_parse(" ^=eth0 , eth1:3 ,, ", &s), 0);
   assert_false(s.automatic);
   assert_true(s.exclude);
   assert_true(s.exact);
   assert_int_equal(s.n, 2);
   assert_string_equal(s.names[0], "eth0");
   assert_string_equal(s.names[1], "eth1");
-  assert_int_equal(tpx_ifname_parse(NULL, &s), 0);
+  assert_int_equal(tpx__ifname_parse(NULL, &s), 0);
   assert_true(s.automatic);
   assert_int_equal(s.n, 0);
-  assert_int_equal(tpx_ifname_parse(" x ", &s), 0);
+  assert_int_equal(tpx__ifname_parse(" x ", &s), 0);
   assert_true(s.automatic);
 
   /* A name no interface could have (16 characters or more), too many names:
    * an error, not a list that silently matches nothing. */
-  assert_int_equal(tpx_ifname_parse("abcdefghijklmnop", &s), TPX_EINVAL);
-  assert_int_equal(tpx_ifname_parse("=eth0,abcdefghijklmnopq", &s), TPX_EINVAL);
-  assert_int_equal(tpx_ifname_parse("abcdefghijklmno", &s), 0); /* 15: fits */
+  assert_int_equal(tpx__ifname_parse("abcdefghijklmnop", &s), TPX_EINVAL);
+  assert_int_equal(tpx__ifname_parse("=eth0,abcdefghijklmnopq", &s), TPX_EINVAL);
+  assert_int_equal(tpx__ifname_parse("abcdefghijklmno", &s), 0); /* 15: fits */
   char many[200] = "";
   for (int i = 0; i < TPX_IFNAME_MAX_ITEMS + 1; i++)
     strcat(many, "e,");
-  assert_int_equal(tpx_ifname_parse(many, &s), TPX_EINVAL);
-  assert_int_equal(tpx_ifname_match(many, "eth0"), TPX_EINVAL);
+  assert_int_equal(tpx__ifname_parse(many, &s), TPX_EINVAL);
+  assert_int_equal(tpx__ifname_match(many, "eth0"), TPX_EINVAL);
   many[2 * TPX_IFNAME_MAX_ITEMS] = '\0';
-  assert_int_equal(tpx_ifname_parse(many, &s), 0);
+  assert_int_equal(tpx__ifname_parse(many, &s), 0);
   assert_int_equal(s.n, TPX_IFNAME_MAX_ITEMS);
 }
 
 static void test_tier(void **state) {
   (void)state;
   tpx_ifname_spec_t s;
-  assert_int_equal(tpx_ifname_parse("", &s), 0);
-  assert_int_equal(tpx_ifname_tier(&s, "ib0"), TPX_IFNAME_TIER_IB);
-  assert_int_equal(tpx_ifname_tier(&s, "eth0"), TPX_IFNAME_TIER_OTHER);
-  assert_int_equal(tpx_ifname_tier(&s, "ens5"), TPX_IFNAME_TIER_OTHER);
-  assert_int_equal(tpx_ifname_tier(&s, "docker0"), TPX_IFNAME_TIER_DOCKER);
-  assert_int_equal(tpx_ifname_tier(&s, "lo"), TPX_IFNAME_TIER_LO);
-  assert_int_equal(tpx_ifname_tier(&s, "virbr0"), TPX_IFNAME_TIER_VIRBR);
-  assert_int_equal(tpx_ifname_parse("^eth", &s), 0);
-  assert_int_equal(tpx_ifname_tier(&s, "lo"), 0); /* an explicit list: one tier */
-  assert_int_equal(tpx_ifname_tier(&s, "eth0"), -1);
+  assert_int_equal(tpx__ifname_parse("", &s), 0);
+  assert_int_equal(tpx__ifname_tier(&s, "ib0"), TPX_IFNAME_TIER_IB);
+  assert_int_equal(tpx__ifname_tier(&s, "eth0"), TPX_IFNAME_TIER_OTHER);
+  assert_int_equal(tpx__ifname_tier(&s, "ens5"), TPX_IFNAME_TIER_OTHER);
+  assert_int_equal(tpx__ifname_tier(&s, "docker0"), TPX_IFNAME_TIER_DOCKER);
+  assert_int_equal(tpx__ifname_tier(&s, "lo"), TPX_IFNAME_TIER_LO);
+  assert_int_equal(tpx__ifname_tier(&s, "virbr0"), TPX_IFNAME_TIER_VIRBR);
+  assert_int_equal(tpx__ifname_parse("^eth", &s), 0);
+  assert_int_equal(tpx__ifname_tier(&s, "lo"), 0); /* an explicit list: one tier */
+  assert_int_equal(tpx__ifname_tier(&s, "eth0"), -1);
 }
 
 /* The automatic choice uses the best tier present, as NCCL's
@@ -157,28 +157,28 @@ static void test_select(void **state) {
   (void)state;
   unsigned char sel[8];
   const char *all[] = {"lo", "docker0", "eth0", "virbr0", "eth1"};
-  assert_int_equal(tpx_ifname_select(NULL, all, 5, sel), 2);
+  assert_int_equal(tpx__ifname_select(NULL, all, 5, sel), 2);
   assert_memory_equal(sel, ((unsigned char[]){0, 0, 1, 0, 1}), 5);
   const char *with_ib[] = {"eth0", "ib0", "lo", "ib1"};
-  assert_int_equal(tpx_ifname_select("", with_ib, 4, sel), 2);
+  assert_int_equal(tpx__ifname_select("", with_ib, 4, sel), 2);
   assert_memory_equal(sel, ((unsigned char[]){0, 1, 0, 1}), 4);
   const char *fallback[] = {"lo", "virbr0", "docker0"};
-  assert_int_equal(tpx_ifname_select(NULL, fallback, 3, sel), 1);
+  assert_int_equal(tpx__ifname_select(NULL, fallback, 3, sel), 1);
   assert_memory_equal(sel, ((unsigned char[]){0, 0, 1}), 3);
-  assert_int_equal(tpx_ifname_select(NULL, fallback, 2, sel), 1); /* lo before virbr */
+  assert_int_equal(tpx__ifname_select(NULL, fallback, 2, sel), 1); /* lo before virbr */
   assert_memory_equal(sel, ((unsigned char[]){1, 0}), 2);
-  assert_int_equal(tpx_ifname_select(NULL, fallback + 1, 1, sel), 1);
+  assert_int_equal(tpx__ifname_select(NULL, fallback + 1, 1, sel), 1);
   assert_int_equal(sel[0], 1);
-  assert_int_equal(tpx_ifname_select(NULL, all, 0, sel), 0);
+  assert_int_equal(tpx__ifname_select(NULL, all, 0, sel), 0);
   /* Repeats (one entry per address) are chosen together. */
   const char *addrs[] = {"eth0", "lo", "eth0"};
-  assert_int_equal(tpx_ifname_select(NULL, addrs, 3, sel), 2);
+  assert_int_equal(tpx__ifname_select(NULL, addrs, 3, sel), 2);
   assert_memory_equal(sel, ((unsigned char[]){1, 0, 1}), 3);
   /* Explicit lists take what they match, lo and docker included. */
-  assert_int_equal(tpx_ifname_select("^eth", all, 5, sel), 3);
+  assert_int_equal(tpx__ifname_select("^eth", all, 5, sel), 3);
   assert_memory_equal(sel, ((unsigned char[]){1, 1, 0, 1, 0}), 5);
-  assert_int_equal(tpx_ifname_select("=eth", all, 5, sel), 0);
-  assert_int_equal(tpx_ifname_select("abcdefghijklmnopqrs", all, 5, sel), TPX_EINVAL);
+  assert_int_equal(tpx__ifname_select("=eth", all, 5, sel), 0);
+  assert_int_equal(tpx__ifname_select("abcdefghijklmnopqrs", all, 5, sel), TPX_EINVAL);
 }
 
 int main(void) {

@@ -109,8 +109,8 @@ static void test_bad_arguments_to_open(void **state) {
   (void)state;
   assert_int_equal(tpx_net_open(fake_path("fake-v7"), NULL), TPX_EINVAL);
   tpx_net_t *net = NULL;
-  assert_int_equal(tpx_net_open_version(fake_path("fake-v7"), 6, &net), TPX_EINVAL);
-  assert_int_equal(tpx_net_open_version(fake_path("fake-v7"), 12, &net), TPX_EINVAL);
+  assert_int_equal(tpx__net_open_version(fake_path("fake-v7"), 6, &net), TPX_EINVAL);
+  assert_int_equal(tpx__net_open_version(fake_path("fake-v7"), 12, &net), TPX_EINVAL);
   tpx_net_close(NULL); /* no-op */
 }
 
@@ -127,13 +127,13 @@ static void test_probe_highest(void **state) {
   for (int v = 7; v <= 11; v++) {
     char want[32];
     snprintf(want, sizeof(want), "fake_v%d", v & 0xff);
-    assert_int_equal(tpx_net_open_version(fake_path("fake-all"), v, &net), 0);
+    assert_int_equal(tpx__net_open_version(fake_path("fake-all"), v, &net), 0);
     assert_int_equal(net->abi_version, v);
     assert_string_equal(net->name, want);
     tpx_net_close(net);
   }
   /* Only v11 exported, v7..v9 asked for: nothing usable, and the error says what is there. */
-  assert_int_equal(tpx_net_open_version(fake_path("fake-v11"), 9, &net), TPX_EVERSION);
+  assert_int_equal(tpx__net_open_version(fake_path("fake-v11"), 9, &net), TPX_EVERSION);
   assert_error_mentions("ncclNetPlugin_v11");
 }
 

@@ -38,7 +38,7 @@ static void check_props(tpx_net_t *net, int version) {
 
 static void through_loader(int version) {
   tpx_net_t *net = NULL;
-  int rc = tpx_net_open_version(TPX_PLUGIN_SO, version, &net);
+  int rc = tpx__net_open_version(TPX_PLUGIN_SO, version, &net);
   if (rc) fail_msg("open v%d: %s", version, tpx_last_error());
   assert_int_equal(net->abi_version, version);
   assert_string_equal(net->name, "tpx");

@@ -66,16 +66,16 @@ static void test_setup_args(void **state) {
   assert_int_equal(net->ops->connect(net, 0, bad, &c, NULL), TPX_EINVAL);
   assert_non_null(strstr(tpx_last_error(), "not made by this transport"));
   memcpy(bad, h, sizeof(bad));
-  tpx_put16(bad + TPX_WH_VERSION, 99);
+  tpx__put16(bad + TPX_WH_VERSION, 99);
   assert_int_equal(net->ops->connect(net, 0, bad, &c, NULL), TPX_EVERSION);
   memcpy(bad, h, sizeof(bad));
-  tpx_put16(bad + TPX_WH_NSOCKS, 0);
+  tpx__put16(bad + TPX_WH_NSOCKS, 0);
   assert_int_equal(net->ops->connect(net, 0, bad, &c, NULL), TPX_EINVAL);
   memcpy(bad, h, sizeof(bad));
-  tpx_put16(bad + TPX_WH_FAMILY, 9);
+  tpx__put16(bad + TPX_WH_FAMILY, 9);
   assert_int_equal(net->ops->connect(net, 0, bad, &c, NULL), TPX_EINVAL);
   memcpy(bad, h, sizeof(bad));
-  tpx_put64(bad + TPX_WH_STATE, 0x123456789ull); /* a state this process never made */
+  tpx__put64(bad + TPX_WH_STATE, 0x123456789ull); /* a state this process never made */
   assert_int_equal(net->ops->connect(net, 0, bad, &c, NULL), TPX_EINVAL);
   assert_int_equal(net->ops->connect(net, 0, NULL, &c, NULL), TPX_EINVAL);
   assert_int_equal(net->ops->connect(net, 0, h, NULL, NULL), TPX_EINVAL);
@@ -101,7 +101,7 @@ static void test_setup_args(void **state) {
   assert_int_equal(err, TPX_EREMOTE);
   assert_non_null(strstr(tpx_last_error(), "refused"));
   /* The failed attempt left nothing behind: the same handle retries afresh. */
-  assert_int_equal(tpx_get64(h + TPX_WH_STATE), 0);
+  assert_int_equal(tpx__get64(h + TPX_WH_STATE), 0);
   net->ops->destroy(net);
 }
 
@@ -247,12 +247,12 @@ static void test_garbage_connections(void **state) {
 
   uint8_t hello[TPX_WIRE_HELLO_BYTES];
   memset(hello, 0, sizeof(hello));
-  tpx_put32(hello, TPX_WIRE_HELLO_MAGIC);
-  tpx_put16(hello + 4, TPX_WIRE_VERSION);
-  tpx_put16(hello + 6, TPX_WIRE_HELLO_BYTES);
-  tpx_put64(hello + 8, tpx_get64(h + TPX_WH_NONCE) ^ 1); /* another listen comm's */
-  tpx_put64(hello + 16, 42);
-  tpx_put16(hello + 26, 2);
+  tpx__put32(hello, TPX_WIRE_HELLO_MAGIC);
+  tpx__put16(hello + 4, TPX_WIRE_VERSION);
+  tpx__put16(hello + 6, TPX_WIRE_HELLO_BYTES);
+  tpx__put64(hello + 8, tpx__get64(h + TPX_WH_NONCE) ^ 1); /* another listen comm's */
+  tpx__put64(hello + 16, 42);
+  tpx__put16(hello + 26, 2);
   int g2 = raw_connect(h);
   assert_int_equal(send(g2, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
   assert_true(closed_by_peer(net, lc, g2));
@@ -266,7 +266,7 @@ static void test_garbage_connections(void **state) {
   int g4 = raw_connect(h);
   close(g4);
   /* Two sockets claiming the same index of one comm: the second is dropped. */
-  tpx_put64(hello + 8, tpx_get64(h + TPX_WH_NONCE));
+  tpx__put64(hello + 8, tpx__get64(h + TPX_WH_NONCE));
   int g5 = raw_connect(h), g6 = raw_connect(h);
   assert_int_equal(send(g5, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
   assert_int_equal(send(g6, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
@@ -277,8 +277,8 @@ static void test_garbage_connections(void **state) {
 
   /* A real connector completes on the same listen comm. */
   void *s = NULL, *r = NULL;
-  uint64_t end = tpx_now_ns() + 20000000000ull;
-  while ((s == NULL || r == NULL) && tpx_now_ns() < end) {
+  uint64_t end = tpx__now_ns() + 20000000000ull;
+  while ((s == NULL || r == NULL) && tpx__now_ns() < end) {
     if (s == NULL) assert_int_equal(net->ops->connect(net, 0, h, &s, NULL), 0);
     if (r == NULL) assert_int_equal(net->ops->accept(net, lc, &r, NULL), 0);
   }
@@ -310,8 +310,8 @@ static void test_concurrent_connects(void **state) {
   for (int i = 0; i < NCONN; i++)
     assert_int_equal(net->ops->connect(net, 0, hc[i], &s[i], NULL), 0);
   int ns = 0, nr = 0;
-  uint64_t end = tpx_now_ns() + 20000000000ull;
-  while ((ns < NCONN || nr < NCONN) && tpx_now_ns() < end) {
+  uint64_t end = tpx__now_ns() + 20000000000ull;
+  while ((ns < NCONN || nr < NCONN) && tpx__now_ns() < end) {
     ns = 0;
     for (int i = 0; i < NCONN; i++) {
       if (s[i] == NULL) assert_int_equal(net->ops->connect(net, 0, hc[i], &s[i], NULL), 0);
@@ -371,7 +371,7 @@ static void test_connect_before_accept(void **state) {
     calls++;
   }
   assert_non_null(s);
-  assert_int_equal(tpx_get64(h + TPX_WH_STATE), 0); /* state released */
+  assert_int_equal(tpx__get64(h + TPX_WH_STATE), 0); /* state released */
   void *sq;
   static char b[100000];
   tu_fill(b, sizeof(b), 9, 0);

@@ -179,10 +179,10 @@ static void test_truncation(void **state) {
     size_t n[1] = {rs};
     assert_int_equal(net->ops->irecv(net, r, 1, d, n, NULL, NULL, &rreq), 0);
     assert_int_equal(net->ops->isend(net, s, sb, ss, 0, NULL, &sreq), 0);
-    uint64_t end = tpx_now_ns() + 20000000000ull;
+    uint64_t end = tpx__now_ns() + 20000000000ull;
     int done = 0, rc = 0;
     size_t got = 0;
-    while (rc == 0 && !done && tpx_now_ns() < end)
+    while (rc == 0 && !done && tpx__now_ns() < end)
       rc = net->ops->test(net, rreq, &done, &got);
     assert_int_equal(rc, TPX_ETRUNC);
     assert_int_equal(done, 1);

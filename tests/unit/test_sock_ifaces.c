@@ -33,7 +33,7 @@ static tpx_sock_ifaddr_t v6(const char *name, const char *ip, int up, int loop) 
 
 static const char *ip_of(const tpx_sock_ifaddr_t *a, char *buf) {
   char tmp[80];
-  tpx_sock_addr_str(&a->addr, tmp, sizeof(tmp));
+  tpx__sock_addr_str(&a->addr, tmp, sizeof(tmp));
   strcpy(buf, tmp);
   return buf;
 }
@@ -53,7 +53,7 @@ static void test_select(void **state) {
 
   /* Default (NCCL's): up, neither docker* nor lo*, first-seen order, IPv4
    * preferred. */
-  int k = tpx_sock_select(NULL, 0, all, n, out, 8);
+  int k = tpx__sock_select(NULL, 0, all, n, out, 8);
   assert_int_equal(k, 2);
   assert_string_equal(out[0].name, "eth0");
   assert_string_equal(ip_of(&out[0], b), "10.0.0.2:0");
@@ -63,7 +63,7 @@ static void test_select(void **state) {
   /* Only loopback up: the default falls back to lo (127.0.0.1 exactly). */
   tpx_sock_ifaddr_t only_lo[] = {v4("lo", "127.0.0.2", 1, 1), v4("lo", "127.0.0.1", 1, 1),
                                  v4("eth0", "10.0.0.2", 0, 0)};
-  k = tpx_sock_select("", 0, only_lo, 3, out, 8);
+  k = tpx__sock_select("", 0, only_lo, 3, out, 8);
   assert_int_equal(k, 1);
   assert_string_equal(out[0].name, "lo");
   assert_string_equal(ip_of(&out[0], b), "127.0.0.1:0");
@@ -72,56 +72,56 @@ static void test_select(void **state) {
    * interface without a usable address (family) does not count. */
   tpx_sock_ifaddr_t fall[] = {v4("lo", "127.0.0.1", 1, 1), v4("docker0", "172.17.0.1", 1, 0),
                               v4("eth0", "10.0.0.2", 0, 0), v6("eth1", "fd00::1", 1, 0)};
-  k = tpx_sock_select(NULL, AF_INET, fall, 4, out, 8);
+  k = tpx__sock_select(NULL, AF_INET, fall, 4, out, 8);
   assert_int_equal(k, 1);
   assert_string_equal(out[0].name, "docker0");
-  k = tpx_sock_select(NULL, 0, fall, 4, out, 8);
+  k = tpx__sock_select(NULL, 0, fall, 4, out, 8);
   assert_int_equal(k, 1);
   assert_string_equal(out[0].name, "eth1");
   tpx_sock_ifaddr_t ib[] = {v4("eth0", "10.0.0.2", 1, 0), v4("ib0", "10.1.0.2", 1, 0),
                             v4("lo", "127.0.0.1", 1, 1)};
-  k = tpx_sock_select(NULL, 0, ib, 3, out, 8);
+  k = tpx__sock_select(NULL, 0, ib, 3, out, 8);
   assert_int_equal(k, 1);
   assert_string_equal(out[0].name, "ib0");
   /* An explicit list has no fallback: ^eth here means ib0 and lo. */
-  k = tpx_sock_select("^eth", 0, ib, 3, out, 8);
+  k = tpx__sock_select("^eth", 0, ib, 3, out, 8);
   assert_int_equal(k, 2);
   assert_string_equal(out[0].name, "ib0");
   assert_string_equal(out[1].name, "lo");
 
   /* Explicit lists. */
-  k = tpx_sock_select("lo", 0, all, n, out, 8);
+  k = tpx__sock_select("lo", 0, all, n, out, 8);
   assert_int_equal(k, 1);
   assert_string_equal(ip_of(&out[0], b), "127.0.0.1:0");
-  k = tpx_sock_select("lo", AF_INET6, all, n, out, 8);
+  k = tpx__sock_select("lo", AF_INET6, all, n, out, 8);
   assert_int_equal(k, 1);
   assert_string_equal(ip_of(&out[0], b), "[::1]:0");
-  k = tpx_sock_select("^docker,lo", 0, all, n, out, 8);
+  k = tpx__sock_select("^docker,lo", 0, all, n, out, 8);
   assert_int_equal(k, 2);
-  k = tpx_sock_select("=eth", 0, all, n, out, 8);
+  k = tpx__sock_select("=eth", 0, all, n, out, 8);
   assert_int_equal(k, 0);
-  k = tpx_sock_select("eth", AF_INET, all, n, out, 8);
+  k = tpx__sock_select("eth", AF_INET, all, n, out, 8);
   assert_int_equal(k, 1); /* eth1 is down, eth2 has no IPv4 */
   assert_string_equal(out[0].name, "eth0");
-  k = tpx_sock_select("eth", AF_INET6, all, n, out, 8);
+  k = tpx__sock_select("eth", AF_INET6, all, n, out, 8);
   assert_int_equal(k, 2);
   assert_string_equal(ip_of(&out[0], b), "[fd00::2]:0");
-  k = tpx_sock_select("=eth1", 0, all, n, out, 8);
+  k = tpx__sock_select("=eth1", 0, all, n, out, 8);
   assert_int_equal(k, 0); /* down */
   /* max bounds the output. */
-  k = tpx_sock_select(NULL, 0, all, n, out, 1);
+  k = tpx__sock_select(NULL, 0, all, n, out, 1);
   assert_int_equal(k, 1);
-  assert_int_equal(tpx_sock_select("abcdefghijklmnopqrstu", 0, all, n, out, 8), TPX_EINVAL);
+  assert_int_equal(tpx__sock_select("abcdefghijklmnopqrstu", 0, all, n, out, 8), TPX_EINVAL);
 }
 
 static void test_family(void **state) {
   (void)state;
-  assert_int_equal(tpx_sock_parse_family(""), 0);
-  assert_int_equal(tpx_sock_parse_family(NULL), 0);
-  assert_int_equal(tpx_sock_parse_family("AF_INET"), AF_INET);
-  assert_int_equal(tpx_sock_parse_family("af_inet6"), AF_INET6);
-  assert_int_equal(tpx_sock_parse_family("6"), AF_INET6);
-  assert_int_equal(tpx_sock_parse_family("AF_UNIX"), TPX_EINVAL);
+  assert_int_equal(tpx__sock_parse_family(""), 0);
+  assert_int_equal(tpx__sock_parse_family(NULL), 0);
+  assert_int_equal(tpx__sock_parse_family("AF_INET"), AF_INET);
+  assert_int_equal(tpx__sock_parse_family("af_inet6"), AF_INET6);
+  assert_int_equal(tpx__sock_parse_family("6"), AF_INET6);
+  assert_int_equal(tpx__sock_parse_family("AF_UNIX"), TPX_EINVAL);
 }
 
 /* The real system through the transport: no match -> TPX_ENOENT, lo -> one

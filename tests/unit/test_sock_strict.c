@@ -22,14 +22,14 @@ static void post_recv(tpx_net_t *net, void *r, void *buf, size_t len, void **req
 /* White box: has the comm seen its peer close? */
 static int peer_closed(tpx_net_t *net, void *comm) {
   tpx_sock_net_t *sn = net->impl;
-  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, NULL);
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, NULL);
   assert_non_null(m);
   return atomic_load(&m->peer_closed);
 }
 
 static void wait_peer_closed(tpx_net_t *net, void *comm) {
-  uint64_t end = tpx_now_ns() + 10000000000ull;
-  while (!peer_closed(net, comm) && tpx_now_ns() < end)
+  uint64_t end = tpx__now_ns() + 10000000000ull;
+  while (!peer_closed(net, comm) && tpx__now_ns() < end)
     usleep(1000);
   assert_true(peer_closed(net, comm));
 }
@@ -111,23 +111,23 @@ static void test_peer_close_rc2(void **state) {
   static char tail[16];
   post_recv(net, r, tail, sizeof(tail), &rq[3]);
   for (int i = 0; i < 3; i++) {
-    uint64_t end = tpx_now_ns() + 10000000000ull;
+    uint64_t end = tpx__now_ns() + 10000000000ull;
     int done = 0, rc;
     size_t sz = 999;
     do
       rc = net->ops->test(net, rq[i], &done, &sz);
-    while (rc == TPX_ESYSTEM && !done && tpx_now_ns() < end);
+    while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
     assert_int_equal(rc, TPX_ESYSTEM);
     assert_int_equal(done, 1);
     assert_int_equal(sz, 999);
     assert_int_equal(tu_check(rb[i], sizes[i], 40 + (uint32_t)i, 0), SIZE_MAX);
   }
   /* Unmatched: transient rc 2 / done 0 (zero or more times), then a real error. */
-  uint64_t end = tpx_now_ns() + 10000000000ull;
+  uint64_t end = tpx__now_ns() + 10000000000ull;
   int done = 0, rc;
   do
     rc = net->ops->test(net, rq[3], &done, NULL);
-  while (rc == TPX_ESYSTEM && !done && tpx_now_ns() < end);
+  while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
   assert_int_equal(rc, TPX_EREMOTE);
   assert_int_equal(done, 0);
   /* It is released: testing it again is an error, not a hang. */

@@ -5,7 +5,7 @@
  * fills the caller's device handle (NULL storage refused); every receive's
  * bytes arrive in scattered 4 KiB bounce pages described by the loadMeta
  * entries of slot k % 16, published by cnt[slot] (read with an acquire load
- * after test says done), and gathered with tpx_unpack_cpu they equal the sent
+ * after test says done), and gathered with tpx__unpack_cpu they equal the sent
  * bytes; the receive buffer itself is never written; slots wrap past 16
  * receives; 16 requests per comm (held receives count); irecvConsumed only in
  * FIFO order; a full pool stalls the transport (without spinning) instead of
@@ -58,8 +58,8 @@ static void up_pair(up_link_t *l, tpx_net_t *net, size_t bounce_bytes) {
   unsigned char handle[TPX_NET_HANDLE_BYTES];
   void *lc = NULL;
   assert_int_equal(net->ops->listen(net, 0, handle, &lc), 0);
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while ((l->s == NULL || l->r == NULL) && tpx_now_ns() < end) {
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while ((l->s == NULL || l->r == NULL) && tpx__now_ns() < end) {
     if (l->s == NULL) assert_int_equal(net->ops->connect(net, 0, handle, &l->s, NULL), 0);
     if (l->r == NULL) assert_int_equal(net->ops->accept(net, lc, &l->r, l->dev), 0);
   }
@@ -162,7 +162,7 @@ static uint32_t up_check_slot(up_link_t *l, uint64_t seq, size_t size, size_t ca
     }
   }
   memset(out, 0, kept ? kept : 1);
-  assert_int_equal(tpx_unpack_cpu(out, cap, l->bounce, l->bounce_bytes, e, (uint32_t)cnt), 0);
+  assert_int_equal(tpx__unpack_cpu(out, cap, l->bounce, l->bounce_bytes, e, (uint32_t)cnt), 0);
   size_t bad = tu_check(out, kept, seed, off);
   if (bad != SIZE_MAX)
     fail_msg("message %llu: byte %zu of %zu differs", (unsigned long long)seq, bad, kept);
@@ -176,7 +176,7 @@ static void up_consume(up_link_t *l, void *req) {
 
 static tpx_sock_upk_t *up_state(up_link_t *l) {
   tpx_sock_net_t *sn = l->net->impl;
-  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)l->r, TPX_SK_RECV, NULL);
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)l->r, TPX_SK_RECV, NULL);
   assert_non_null(m);
   assert_non_null(m->upk);
   return m->upk;
@@ -196,7 +196,7 @@ static void test_props(void **state) {
   assert_int_equal(p.max_recvs, 1);
   assert_int_equal(p.max_p2p_bytes, MAXMSG);
   int ngpu = 0;
-  int gpu = tpx_gpu_device_count(&ngpu) == 0 && ngpu > 0;
+  int gpu = tpx__gpu_device_count(&ngpu) == 0 && ngpu > 0;
   assert_int_equal(p.ptr_support, gpu ? (TPX_PTR_HOST | TPX_PTR_CUDA) : TPX_PTR_HOST);
   net->ops->destroy(net);
 
@@ -224,8 +224,8 @@ static void test_accept_needs_storage(void **state) {
   unsigned char handle[TPX_NET_HANDLE_BYTES];
   void *lc = NULL, *s = NULL, *r = NULL;
   assert_int_equal(net->ops->listen(net, 0, handle, &lc), 0);
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while (s == NULL && tpx_now_ns() < end)
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while (s == NULL && tpx__now_ns() < end)
     assert_int_equal(net->ops->connect(net, 0, handle, &s, NULL), 0);
   assert_non_null(s);
   /* The TCPX plugin crashed without storage; we refuse, and nothing is lost. */
@@ -234,7 +234,7 @@ static void test_accept_needs_storage(void **state) {
   assert_non_null(strstr(tpx_last_error(), "device-handle"));
   tpx_net_dev_handle_t *dev = aligned_alloc(16, sizeof(*dev));
   memset(dev, 0, sizeof(*dev));
-  while (r == NULL && tpx_now_ns() < end)
+  while (r == NULL && tpx__now_ns() < end)
     assert_int_equal(net->ops->accept(net, lc, &r, dev), 0);
   assert_non_null(r);
   assert_int_equal(dev->type, TPX_NET_DEV_UNPACK);
@@ -262,7 +262,7 @@ static void test_regmr_device_mr(void **state) {
   assert_null(dmh);
   assert_int_equal(net->ops->get_device_mr(net, NULL, mh, &dmh), TPX_EINVAL);
   int ngpu = 0;
-  if (!(tpx_gpu_device_count(&ngpu) == 0 && ngpu > 0)) {
+  if (!(tpx__gpu_device_count(&ngpu) == 0 && ngpu > 0)) {
     /* No GPU: HOST only, CUDA refused as unsupported. */
     void *cm = (void *)0x1;
     assert_int_equal(net->ops->reg_mr(net, l.r, buf, sizeof(buf), TPX_PTR_CUDA, &cm), TPX_ENOTSUP);
@@ -271,8 +271,8 @@ static void test_regmr_device_mr(void **state) {
     /* GPU: host memory registered as CUDA, and misaligned CUDA memory, refused. */
     void *cm = NULL, *d = NULL;
     assert_int_equal(net->ops->reg_mr(net, l.r, buf, sizeof(buf), TPX_PTR_CUDA, &cm), TPX_EINVAL);
-    assert_int_equal(tpx_gpu_retain(0), 0);
-    assert_int_equal(tpx_gpu_malloc(0, 1 << 20, &d), 0);
+    assert_int_equal(tpx__gpu_retain(0), 0);
+    assert_int_equal(tpx__gpu_malloc(0, 1 << 20, &d), 0);
     assert_int_equal(net->ops->reg_mr(net, l.s, (char *)d + 512, 4096, TPX_PTR_CUDA, &cm),
                      TPX_EINVAL);
     assert_non_null(strstr(tpx_last_error(), "4 KiB"));
@@ -280,8 +280,8 @@ static void test_regmr_device_mr(void **state) {
     assert_int_equal(net->ops->get_device_mr(net, l.s, cm, &dmh), 0);
     assert_ptr_equal(dmh, cm);
     assert_int_equal(net->ops->dereg_mr(net, l.s, cm), 0);
-    assert_int_equal(tpx_gpu_free(0, d), 0);
-    assert_int_equal(tpx_gpu_release(0), 0);
+    assert_int_equal(tpx__gpu_free(0, d), 0);
+    assert_int_equal(tpx__gpu_release(0), 0);
   }
   assert_int_equal(net->ops->reg_mr(net, l.r, buf, sizeof(buf), TPX_PTR_DMABUF, &dmh), TPX_ENOTSUP);
   assert_int_equal(net->ops->dereg_mr(net, l.r, mh), 0);
@@ -506,17 +506,17 @@ static void test_pool_stall(void **state) {
   up_wait_recv(&l, rq[0]);
   /* Receive 0 is done; receive 1 needs no more than the pool has left. */
   int done = 0;
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   /* rq[1] is not the head until rq[0] is reported done (it is): poll it. */
   do
     assert_int_equal(net->ops->test(net, rq[1], &done, NULL), 0);
-  while (!done && tpx_now_ns() < end);
+  while (!done && tpx__now_ns() < end);
   assert_int_equal(done, 1);
   /* Receive 2 needs 768 pages, 512 are free: it stalls. Give it time while
    * sleeping, so only the transport's threads could burn CPU. */
   tpx_sock_upk_t *u = up_state(&l);
-  end = tpx_now_ns() + 5000000000ull;
-  while (__atomic_load_n(&u->stalls, __ATOMIC_RELAXED) == 0 && tpx_now_ns() < end)
+  end = tpx__now_ns() + 5000000000ull;
+  while (__atomic_load_n(&u->stalls, __ATOMIC_RELAXED) == 0 && tpx__now_ns() < end)
     usleep(1000);
   assert_true(__atomic_load_n(&u->stalls, __ATOMIC_RELAXED) > 0);
   double c0 = cpu_seconds();
@@ -559,7 +559,7 @@ static void test_pool_stall(void **state) {
 /* White box: has the comm seen its peer close? */
 static int peer_closed(tpx_net_t *net, void *comm) {
   tpx_sock_net_t *sn = net->impl;
-  tpx_sock_comm_t *m = tpx_sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, NULL);
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, NULL);
   assert_non_null(m);
   return atomic_load(&m->peer_closed);
 }
@@ -583,8 +583,8 @@ static void test_peer_close_rc2(void **state) {
   for (int i = 0; i < 3; i++)
     assert_int_equal(ts_wait(net, sq[i], NULL), 0);
   assert_int_equal(net->ops->close_send(net, l.s), 0);
-  uint64_t end = tpx_now_ns() + 10000000000ull;
-  while (!peer_closed(net, l.r) && tpx_now_ns() < end)
+  uint64_t end = tpx__now_ns() + 10000000000ull;
+  while (!peer_closed(net, l.r) && tpx__now_ns() < end)
     usleep(1000);
   assert_true(peer_closed(net, l.r));
   static unsigned char rbuf[1];
@@ -594,20 +594,20 @@ static void test_peer_close_rc2(void **state) {
   for (int i = 0; i < 3; i++) {
     int done = 0, rc;
     size_t sz = 999;
-    end = tpx_now_ns() + 10000000000ull;
+    end = tpx__now_ns() + 10000000000ull;
     do
       rc = net->ops->test(net, rq[i], &done, &sz);
-    while (rc == TPX_ESYSTEM && !done && tpx_now_ns() < end);
+    while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
     assert_int_equal(rc, TPX_ESYSTEM);
     assert_int_equal(done, 1);
     assert_int_equal(sz, 999);
     up_check_slot(&l, (uint64_t)i, sizes[i], sizes[2], NULL, out, 40 + (uint32_t)i, 0);
   }
   int done = 0, rc;
-  end = tpx_now_ns() + 10000000000ull;
+  end = tpx__now_ns() + 10000000000ull;
   do
     rc = net->ops->test(net, rq[3], &done, NULL);
-  while (rc == TPX_ESYSTEM && !done && tpx_now_ns() < end);
+  while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
   assert_int_equal(rc, TPX_EREMOTE);
   assert_int_equal(done, 0);
   /* Done receives are consumed in order; the failed one is not held. */
@@ -640,11 +640,11 @@ static void test_limits_and_truncation(void **state) {
   void *rq = up_post_recv(&l, out, 50000);
   void *sq = up_post_send(&l, big, 100000);
   int done = 0;
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   int rc;
   do
     rc = net->ops->test(net, rq, &done, NULL);
-  while (rc == 0 && !done && tpx_now_ns() < end);
+  while (rc == 0 && !done && tpx__now_ns() < end);
   assert_int_equal(rc, TPX_ETRUNC);
   assert_int_equal(done, 1);
   assert_int_equal(ts_wait(net, sq, NULL), 0);

@@ -48,8 +48,8 @@ static inline void ts_pair(tpx_net_t *net, void **send, void **recv) {
   assert_int_equal(net->ops->listen(net, 0, handle, &lc), 0);
   assert_non_null(lc);
   *send = *recv = NULL;
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while ((*send == NULL || *recv == NULL) && tpx_now_ns() < end) {
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while ((*send == NULL || *recv == NULL) && tpx__now_ns() < end) {
     if (*send == NULL) assert_int_equal(net->ops->connect(net, 0, handle, send, NULL), 0);
     if (*recv == NULL) assert_int_equal(net->ops->accept(net, lc, recv, NULL), 0);
   }
@@ -62,13 +62,13 @@ static inline void ts_pair(tpx_net_t *net, void **send, void **recv) {
 /* Test until done or error or timeout. Returns the test rc (TPX_ETIMEDOUT on
  * timeout); *size gets the reported size when sizes are written. */
 static inline int ts_wait(tpx_net_t *net, void *req, size_t *size) {
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   for (;;) {
     int done = 0;
     int rc = net->ops->test(net, req, &done, size);
     if (rc != 0) return rc;
     if (done) return 0;
-    if (tpx_now_ns() > end) return TPX_ETIMEDOUT;
+    if (tpx__now_ns() > end) return TPX_ETIMEDOUT;
   }
 }
 

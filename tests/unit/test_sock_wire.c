@@ -1,6 +1,6 @@
 /* Built-in transport, wire version 2 (src/sock/wire.h): every part carries
  * its own header, so receivers follow whatever cut and socket order a sender
- * chose. Checked here: the sender's cut (tpx_sock_split); parts of later
+ * chose. Checked here: the sender's cut (tpx__sock_split); parts of later
  * messages that arrive long before their receives are posted; a forged
  * connector that sends parts in its own order (reversed over two sockets, an
  * empty message) and then malformed ones (bad magic, sizes that disagree, a
@@ -26,26 +26,26 @@ static void test_split_policy(void **state) {
   (void)state;
   size_t per = 0;
   /* Small messages: whole, on socket 0. */
-  assert_int_equal(tpx_sock_split(0, 4, 0, &per), 0);
-  assert_int_equal(tpx_sock_split(TPX_SOCK_INLINE_MAX, 4, 0, &per), 0);
+  assert_int_equal(tpx__sock_split(0, 4, 0, &per), 0);
+  assert_int_equal(tpx__sock_split(TPX_SOCK_INLINE_MAX, 4, 0, &per), 0);
   /* An idle comm: cut over the data sockets, parts of 4 KiB multiples, at
    * least TPX_SOCK_MIN_PART, covering the message. */
   const size_t sizes[] = {TPX_SOCK_INLINE_MAX + 1, 100000, 512 * 1024, 1000003, 64u << 20};
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     for (int nsocks = 1; nsocks <= 8; nsocks++) {
-      int np = tpx_sock_split(sizes[i], nsocks, 0, &per);
+      int np = tpx__sock_split(sizes[i], nsocks, 0, &per);
       assert_true(np >= 1 && np <= nsocks);
       assert_int_equal(per % 4096, 0);
       assert_true(per >= TPX_SOCK_MIN_PART);
       assert_true((size_t)np * per >= sizes[i]);
       assert_true((size_t)(np - 1) * per < sizes[i]);
       /* As many requests in flight as data sockets: whole. */
-      assert_int_equal(tpx_sock_split(sizes[i], nsocks, (uint64_t)nsocks, &per), 1);
+      assert_int_equal(tpx__sock_split(sizes[i], nsocks, (uint64_t)nsocks, &per), 1);
       assert_int_equal(per, sizes[i]);
     }
   }
   /* 64 MiB over 4 sockets, idle: four 16 MiB parts. */
-  assert_int_equal(tpx_sock_split(64u << 20, 4, 0, &per), 4);
+  assert_int_equal(tpx__sock_split(64u << 20, 4, 0, &per), 4);
   assert_int_equal(per, 16u << 20);
 }
 
@@ -174,7 +174,7 @@ static void forge_open(forge_t *f, int strict) {
   unsigned char h[TPX_NET_HANDLE_BYTES];
   memset(h, 0, sizeof(h));
   assert_int_equal(f->net->ops->listen(f->net, 0, h, &f->lc), 0);
-  assert_int_equal(tpx_get16(h + TPX_WH_NSOCKS), FORGE_NSOCKS);
+  assert_int_equal(tpx__get16(h + TPX_WH_NSOCKS), FORGE_NSOCKS);
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
@@ -186,17 +186,17 @@ static void forge_open(forge_t *f, int strict) {
     assert_int_equal(connect(f->fd[i], (struct sockaddr *)&a, sizeof(a)), 0);
     uint8_t hello[TPX_WIRE_HELLO_BYTES];
     memset(hello, 0, sizeof(hello));
-    tpx_put32(hello, TPX_WIRE_HELLO_MAGIC);
-    tpx_put16(hello + 4, TPX_WIRE_VERSION);
-    tpx_put16(hello + 6, TPX_WIRE_HELLO_BYTES);
-    tpx_put64(hello + 8, tpx_get64(h + TPX_WH_NONCE));
-    tpx_put64(hello + 16, 0x5eed);
-    tpx_put16(hello + 24, (uint16_t)i);
-    tpx_put16(hello + 26, FORGE_NSOCKS);
+    tpx__put32(hello, TPX_WIRE_HELLO_MAGIC);
+    tpx__put16(hello + 4, TPX_WIRE_VERSION);
+    tpx__put16(hello + 6, TPX_WIRE_HELLO_BYTES);
+    tpx__put64(hello + 8, tpx__get64(h + TPX_WH_NONCE));
+    tpx__put64(hello + 16, 0x5eed);
+    tpx__put16(hello + 24, (uint16_t)i);
+    tpx__put16(hello + 26, FORGE_NSOCKS);
     send_all(f->fd[i], hello, sizeof(hello));
   }
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while (f->r == NULL && tpx_now_ns() < end)
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while (f->r == NULL && tpx__now_ns() < end)
     assert_int_equal(f->net->ops->accept(f->net, f->lc, &f->r, NULL), 0);
   assert_non_null(f->r);
 }
@@ -204,7 +204,7 @@ static void forge_open(forge_t *f, int strict) {
 static void forge_part(forge_t *f, int sock, uint64_t seq, uint64_t size, uint64_t off,
                        const unsigned char *bytes, uint64_t len) {
   uint8_t hdr[TPX_WIRE_PART_BYTES];
-  tpx_wire_part_encode(hdr, seq, size, off, len);
+  tpx__wire_part_encode(hdr, seq, size, off, len);
   send_all(f->fd[sock], hdr, sizeof(hdr));
   if (len) send_all(f->fd[sock], bytes, (size_t)len);
 }
@@ -321,8 +321,8 @@ static void forged_bad(int kind, const char *why) {
     f.fd[i] = -1;
   }
   int rc = ts_wait(f.net, r0, NULL);
-  uint64_t end = tpx_now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while (rc == TPX_ESYSTEM && tpx_now_ns() < end) /* rc 2 until every socket ended */
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while (rc == TPX_ESYSTEM && tpx__now_ns() < end) /* rc 2 until every socket ended */
     rc = ts_wait(f.net, r0, NULL);
   assert_true(rc < 0 && rc != TPX_ETIMEDOUT && rc != TPX_ESYSTEM);
   if (strstr(tpx_last_error(), why) == NULL)

@@ -36,10 +36,10 @@ static void test_limits_and_layout(void **state) {
 
 static void test_slot_rule(void **state) {
   (void)state;
-  for (uint64_t k = 0; k < 100; k++) assert_int_equal(tpx_tcpx_slot(k), k % 16);
-  assert_int_equal(tpx_tcpx_slot(16), 0);
-  assert_int_equal(tpx_tcpx_slot(UINT64_MAX), 15);
-  assert_int_equal(tpx_tcpx_slot((1ull << 32) + 3), 3); /* no 32-bit truncation first */
+  for (uint64_t k = 0; k < 100; k++) assert_int_equal(tpx__tcpx_slot(k), k % 16);
+  assert_int_equal(tpx__tcpx_slot(16), 0);
+  assert_int_equal(tpx__tcpx_slot(UINT64_MAX), 15);
+  assert_int_equal(tpx__tcpx_slot((1ull << 32) + 3), 3); /* no 32-bit truncation first */
 }
 
 static tpx_unpack_meta_block_t *block_new(void) {
@@ -53,38 +53,38 @@ static void test_publish_and_read(void **state) {
   (void)state;
   tpx_unpack_meta_block_t *mb = block_new();
   /* Receive 21 -> slot 5: three entries, the last one short. */
-  uint32_t s = tpx_tcpx_slot(21);
+  uint32_t s = tpx__tcpx_slot(21);
   mb->mem[s][0] = (tpx_unpack_meta_t){8 * 4096, 4096, 0};
   mb->mem[s][1] = (tpx_unpack_meta_t){2 * 4096, 4096, 4096};
   mb->mem[s][2] = (tpx_unpack_meta_t){5 * 4096, 100, 8192};
-  tpx_tcpx_cnt_publish(mb, s, 3);
-  assert_int_equal(tpx_tcpx_cnt_load(mb, s), 3);
-  assert_int_equal(tpx_tcpx_cnt_load(mb, (s + 1) % 16), 0);
+  tpx__tcpx_cnt_publish(mb, s, 3);
+  assert_int_equal(tpx__tcpx_cnt_load(mb, s), 3);
+  assert_int_equal(tpx__tcpx_cnt_load(mb, (s + 1) % 16), 0);
   uint32_t cnt = 99;
   uint64_t total = 0;
-  assert_int_equal(tpx_tcpx_slot_read(mb, s, 16 * 4096, 8192 + 100, &cnt, &total), 0);
+  assert_int_equal(tpx__tcpx_slot_read(mb, s, 16 * 4096, 8192 + 100, &cnt, &total), 0);
   assert_int_equal(cnt, 3);
   assert_int_equal(total, 8192 + 100);
   /* total may be NULL; the bounce size may be unknown (SIZE_MAX). */
-  assert_int_equal(tpx_tcpx_slot_read(mb, s, SIZE_MAX, 8192 + 100, &cnt, NULL), 0);
+  assert_int_equal(tpx__tcpx_slot_read(mb, s, SIZE_MAX, 8192 + 100, &cnt, NULL), 0);
   /* An entry past the destination or the bounce buffer is refused. */
-  assert_int_equal(tpx_tcpx_slot_read(mb, s, SIZE_MAX, 8192 + 99, &cnt, NULL), TPX_EPROTO);
+  assert_int_equal(tpx__tcpx_slot_read(mb, s, SIZE_MAX, 8192 + 99, &cnt, NULL), TPX_EPROTO);
   assert_non_null(strstr(tpx_last_error(), "unpack slot 5"));
-  assert_int_equal(tpx_tcpx_slot_read(mb, s, 8 * 4096, 8192 + 100, &cnt, NULL), TPX_EPROTO);
+  assert_int_equal(tpx__tcpx_slot_read(mb, s, 8 * 4096, 8192 + 100, &cnt, NULL), TPX_EPROTO);
   /* A count the layout cannot hold. */
-  tpx_tcpx_cnt_publish(mb, s, TPX_UNPACK_MAX_FRAGS + 1);
-  assert_int_equal(tpx_tcpx_slot_read(mb, s, SIZE_MAX, SIZE_MAX, &cnt, NULL), TPX_EPROTO);
+  tpx__tcpx_cnt_publish(mb, s, TPX_UNPACK_MAX_FRAGS + 1);
+  assert_int_equal(tpx__tcpx_slot_read(mb, s, SIZE_MAX, SIZE_MAX, &cnt, NULL), TPX_EPROTO);
   assert_non_null(strstr(tpx_last_error(), "claims 2049 entries"));
   /* An empty message. */
-  tpx_tcpx_cnt_publish(mb, s, 0);
+  tpx__tcpx_cnt_publish(mb, s, 0);
   total = 7;
-  assert_int_equal(tpx_tcpx_slot_read(mb, s, SIZE_MAX, 0, &cnt, &total), 0);
+  assert_int_equal(tpx__tcpx_slot_read(mb, s, SIZE_MAX, 0, &cnt, &total), 0);
   assert_int_equal(cnt, 0);
   assert_int_equal(total, 0);
   /* Misuse. */
-  assert_int_equal(tpx_tcpx_slot_read(mb, 16, SIZE_MAX, 0, &cnt, NULL), TPX_EINVAL);
-  assert_int_equal(tpx_tcpx_slot_read(NULL, 0, SIZE_MAX, 0, &cnt, NULL), TPX_EINVAL);
-  assert_int_equal(tpx_tcpx_slot_read(mb, 0, SIZE_MAX, 0, NULL, NULL), TPX_EINVAL);
+  assert_int_equal(tpx__tcpx_slot_read(mb, 16, SIZE_MAX, 0, &cnt, NULL), TPX_EINVAL);
+  assert_int_equal(tpx__tcpx_slot_read(NULL, 0, SIZE_MAX, 0, &cnt, NULL), TPX_EINVAL);
+  assert_int_equal(tpx__tcpx_slot_read(mb, 0, SIZE_MAX, 0, NULL, NULL), TPX_EINVAL);
   free(mb);
 }
 
@@ -99,12 +99,12 @@ static void test_full_slot_gather(void **state) {
   tu_fill(bounce, (size_t)N * PG, 3, 0);
   for (uint32_t i = 0; i < N; i++) /* pages in reverse order */
     mb->mem[15][i] = (tpx_unpack_meta_t){(N - 1 - i) * PG, PG, (uint64_t)i * PG};
-  tpx_tcpx_cnt_publish(mb, 15, N);
+  tpx__tcpx_cnt_publish(mb, 15, N);
   uint32_t cnt = 0;
   uint64_t total = 0;
-  assert_int_equal(tpx_tcpx_slot_read(mb, 15, (size_t)N * PG, (size_t)N * PG, &cnt, &total), 0);
+  assert_int_equal(tpx__tcpx_slot_read(mb, 15, (size_t)N * PG, (size_t)N * PG, &cnt, &total), 0);
   assert_int_equal(total, TPX_TCPX_MAX_REQ_BYTES);
-  assert_int_equal(tpx_unpack_cpu(dst, (size_t)N * PG, bounce, (size_t)N * PG, mb->mem[15], cnt), 0);
+  assert_int_equal(tpx__unpack_cpu(dst, (size_t)N * PG, bounce, (size_t)N * PG, mb->mem[15], cnt), 0);
   for (uint32_t i = 0; i < N; i++)
     assert_int_equal(tu_check(dst + (size_t)i * PG, PG, 3, (size_t)(N - 1 - i) * PG), SIZE_MAX);
   free(dst);
@@ -117,7 +117,7 @@ static void test_dev_handle_fill(void **state) {
   tpx_net_dev_handle_t d;
   memset(&d, 0xab, sizeof(d));
   tpx_unpack_dev_handle_t h = {0};
-  tpx_tcpx_dev_handle_fill(&d, &h);
+  tpx__tcpx_dev_handle_fill(&d, &h);
   assert_int_equal(d.type, TPX_NET_DEV_UNPACK);
   assert_int_equal(d.version, TPX_TCPX_DEV_VERSION);
   assert_ptr_equal(d.handle, &h);

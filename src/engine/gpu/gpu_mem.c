@@ -9,42 +9,42 @@
 #include "common/log.h"
 #include "engine/gpu/gpu_path_int.h"
 
-void gpu_dev_free(struct gpu_dev *d) {
+void tpx__gpu_dev_free(struct gpu_dev *d) {
   if (!d) return;
-  tpx_unpacker_destroy(d->unpacker);
+  tpx__unpacker_destroy(d->unpacker);
   for (int i = 0; i < GPU_NSTREAMS; i++) {
-    tpx_gpu_stream_destroy(d->d2h[i]);
-    tpx_gpu_stream_destroy(d->h2d[i]);
+    tpx__gpu_stream_destroy(d->d2h[i]);
+    tpx__gpu_stream_destroy(d->h2d[i]);
   }
-  tpx_gpu_evpool_destroy(d->pool);
-  int rc = tpx_gpu_release(d->dev);
+  tpx__gpu_evpool_destroy(d->pool);
+  int rc = tpx__gpu_release(d->dev);
   if (rc) TPX_WARN("gpu %d: releasing the endpoint's context reference: %s", d->dev, tpx_last_error());
   free(d);
 }
 
 /* The GPU's resources, created on first use. Lock held. */
-int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
+int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   if (dev < 0 || dev >= TPX_GPU_MAX_DEVICES) return tpx_err(TPX_EINVAL, "GPU %d: no such device", dev);
   if (g->devs[dev]) {
     *out = g->devs[dev];
     return 0;
   }
-  int rc = tpx_gpu_retain(dev);
+  int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
   struct gpu_dev *d = calloc(1, sizeof(*d));
   if (!d) {
-    tpx_gpu_release(dev);
+    tpx__gpu_release(dev);
     return tpx_err(TPX_ENOMEM, "GPU %d: out of memory", dev);
   }
   d->dev = dev;
   for (int i = 0; i < GPU_NSTREAMS && rc == 0; i++) {
-    rc = tpx_gpu_stream_create(dev, &d->d2h[i]);
-    if (rc == 0) rc = tpx_gpu_stream_create(dev, &d->h2d[i]);
+    rc = tpx__gpu_stream_create(dev, &d->d2h[i]);
+    if (rc == 0) rc = tpx__gpu_stream_create(dev, &d->h2d[i]);
   }
-  if (rc == 0) rc = tpx_gpu_evpool_create(dev, 32, &d->pool);
+  if (rc == 0) rc = tpx__gpu_evpool_create(dev, 32, &d->pool);
   if (rc) {
     int err = rc;
-    gpu_dev_free(d);
+    tpx__gpu_dev_free(d);
     return tpx_err(err, "endpoint %s: setting up GPU %d for transfers failed: %s", g->ep->name, dev,
                    tpx_last_error());
   }
@@ -59,15 +59,15 @@ int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
 /* The GPU's unpacker (kernel / d2d / host per cfg.unpack), created on first
  * use: it gathers UNPACK receives and, in kernel mode, does the staging
  * copies too (SM copies through the pinned mapping). Lock held. */
-int gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out) {
+int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out) {
   if (!d->unpacker) {
     tpx_unpack_opts_t o;
-    tpx_unpack_opts_default(&o);
+    tpx__unpack_opts_default(&o);
     o.mode = g->unpack_mode;
     o.max_inflight = GPU_UNPACK_INFLIGHT;
-    int rc = tpx_unpacker_create(d->dev, &o, &d->unpacker);
+    int rc = tpx__unpacker_create(d->dev, &o, &d->unpacker);
     if (rc)
-      return tpx_err(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx_unpack_mode_name(o.mode),
+      return tpx_err(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx__unpack_mode_name(o.mode),
                      tpx_last_error());
   }
   *out = d->unpacker;
@@ -77,29 +77,29 @@ int gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out) 
 /* The progress thread keeps one GPU's context current, so the guards inside
  * gpu.c cost one query instead of two switches per call. User threads are
  * left as they were (every call restores their context). */
-void gpu_thread_pin(struct gpu_ep *g) {
+void tpx__gpu_thread_pin(struct gpu_ep *g) {
   static __thread const void *pinned_for;
   tpx_endpoint_t *ep = g->ep;
   if (pinned_for == g || g->pin_dev < 0 || !ep->thread_on || !pthread_equal(pthread_self(), ep->thread)) return;
-  if (tpx_gpu_set_device(g->pin_dev) == 0) pinned_for = g;
+  if (tpx__gpu_set_device(g->pin_dev) == 0) pinned_for = g;
 }
 
 static int transport_regs_cuda(const struct gpu_ep *g) { return g->unpack || !g->send_stage || !g->recv_stage; }
 
-int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post) {
+int tpx__gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post) {
   *reg_pre = *reg_post = 0;
   struct gpu_ep *g = ep->gpath;
-  if (!tpx_gpu_built())
+  if (!tpx__gpu_built())
     return tpx_err(TPX_ENOTSUP, "tpx_mem_register: CUDA memory (device %d): this build has no CUDA support",
                    d->device);
   if (!g) return tpx_err(TPX_EINTERNAL, "tpx_mem_register: endpoint %s has no GPU state", ep->name);
   int ndev = 0;
-  tpx_gpu_device_count(&ndev);
+  tpx__gpu_device_count(&ndev);
   if (ndev == 0)
     return tpx_err(TPX_ENOTSUP, "tpx_mem_register: CUDA memory (device %d): no usable GPU (%s)", d->device,
                    tpx_last_error());
   tpx_gpu_ptr_info_t info;
-  int rc = tpx_gpu_ptr_query(d->addr, &info);
+  int rc = tpx__gpu_ptr_query(d->addr, &info);
   if (rc) return rc;
   if (info.mem != TPX_GPU_MEM_DEVICE) {
     static const char *kind[] = {"ordinary host memory", "pinned host memory", "device memory", "managed memory"};
@@ -134,7 +134,7 @@ int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint
     hi = a + d->len;
   }
   struct gpu_dev *gd;
-  rc = gpu_dev_get(g, d->device, &gd);
+  rc = tpx__gpu_dev_get(g, d->device, &gd);
   if (rc) return rc;
   *reg_pre = (uint32_t)(a - lo);
   *reg_post = (uint32_t)(hi - (a + d->len));
@@ -142,7 +142,7 @@ int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint
   return 0;
 }
 
-int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
+int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
   tpx_endpoint_t *ep = m->ep;
   struct gpu_ep *g = ep->gpath;
   if (!g || !g->unpack || m->type != TPX_MEM_CUDA || !ep->net->ops->get_device_mr) return 0;
@@ -152,8 +152,8 @@ int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
   return 0;
 }
 
-int gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len) {
-  int rc = tpx_gpu_memcpy(m->device, m->base + off, src, len);
+int tpx__gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len) {
+  int rc = tpx__gpu_memcpy(m->device, m->base + off, src, len);
   if (rc)
     TPX_ERROR("endpoint %s: copying %zu inline bytes into region %llu on GPU %d failed: %s", m->ep->name, len,
               (unsigned long long)m->id, m->device, tpx_last_error());

@@ -10,7 +10,7 @@
 #include "common/util.h"
 #include "engine/gpu/gpu_path_int.h"
 
-int gpu_ep_init(tpx_endpoint_t *ep) {
+int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
   int unpack = 0, cuda_all = 1, version = TPX_TCPX_DEV_VERSION;
   for (int d = 0; d < ep->ndev; d++) {
     tpx_net_props_t pr;
@@ -26,9 +26,9 @@ int gpu_ep_init(tpx_endpoint_t *ep) {
   if (unpack && version != TPX_TCPX_DEV_VERSION)
     return tpx_err(TPX_EVERSION, "endpoint %s: transport %s offers UNPACK device offload version %d, only %d is "
                    "supported", ep->name, ep->net->name, version, TPX_TCPX_DEV_VERSION);
-  if (!unpack && !tpx_gpu_built()) return 0; /* host memory only: nothing to do per chunk */
+  if (!unpack && !tpx__gpu_built()) return 0; /* host memory only: nothing to do per chunk */
   int mode = TPX_UNPACK_KERNEL;
-  if (tpx_unpack_mode_parse(ep->cfg.unpack, &mode) != 0)
+  if (tpx__unpack_mode_parse(ep->cfg.unpack, &mode) != 0)
     return tpx_err(TPX_EINVAL, "endpoint %s: TPX_UNPACK=%s: expected kernel, d2d or host", ep->name, ep->cfg.unpack);
   struct gpu_ep *g = calloc(1, sizeof(*g));
   if (!g) return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
@@ -39,31 +39,31 @@ int gpu_ep_init(tpx_endpoint_t *ep) {
   g->recv_stage = !cuda_all && !unpack;
   g->unpack_mode = mode;
   g->pin_dev = -1;
-  g->consume = gpu_consume_ops();
+  g->consume = tpx__gpu_consume_ops();
   ep->gpath = g;
-  if (unpack) ep->consume = gpu_consume_ops(); /* every receive lands in bounce pages */
+  if (unpack) ep->consume = tpx__gpu_consume_ops(); /* every receive lands in bounce pages */
   TPX_DEBUG("endpoint %s: GPU path: transport %s, %s%s", ep->name, ep->net->name,
             unpack ? "UNPACK device offload, unpack " : cuda_all ? "takes CUDA pointers" : "host pointers only",
-            unpack ? tpx_unpack_mode_name(mode) : "");
+            unpack ? tpx__unpack_mode_name(mode) : "");
   TPX_DEBUG("endpoint %s: CUDA sends %s, CUDA receives %s", ep->name, g->send_stage ? "staged" : "direct",
             unpack ? "unpacked" : g->recv_stage ? "staged" : "direct");
   return 0;
 }
 
-void gpu_ep_fini(tpx_endpoint_t *ep) {
+void tpx__gpu_ep_fini(tpx_endpoint_t *ep) {
   struct gpu_ep *g = ep->gpath;
   if (!g) return;
   if (g->staged_out || g->staged_in || g->unpacked_gpu || g->unpacked_cpu)
     TPX_DEBUG("endpoint %s: staged %llu bytes out, %llu in; unpacked %llu bytes on GPUs, %llu with the CPU", ep->name,
               (unsigned long long)g->staged_out, (unsigned long long)g->staged_in,
               (unsigned long long)g->unpacked_gpu, (unsigned long long)g->unpacked_cpu);
-  for (int d = 0; d < TPX_GPU_MAX_DEVICES; d++) gpu_dev_free(g->devs[d]);
+  for (int d = 0; d < TPX_GPU_MAX_DEVICES; d++) tpx__gpu_dev_free(g->devs[d]);
   free(g);
   ep->gpath = NULL;
   ep->consume = NULL;
 }
 
-int gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
+int tpx__gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
   if (q->gpu) {
     *out = q->gpu;
     return 0;
@@ -83,7 +83,7 @@ int gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
   gq->rel_pos = q->tail;
   gq->adev = -1;
   if (gq->g->unpack && q->is_recv) {
-    int rc = unpack_cq_setup(p, q, gq);
+    int rc = tpx__unpack_cq_setup(p, q, gq);
     if (rc) {
       free(gq->slots);
       free(gq);
@@ -95,28 +95,28 @@ int gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
   return 0;
 }
 
-int gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
+int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh) {
   (void)off;
   struct gpu_ep *g = p->ep->gpath;
   int cuda = m->type == TPX_MEM_CUDA;
   int unpack_recv = g->unpack && q->is_recv;
   if (!cuda && !unpack_recv) return GPU_POST_DEFAULT;
-  gpu_thread_pin(g);
+  tpx__gpu_thread_pin(g);
   struct gpu_cq *gq;
-  int rc = gpu_cq_get(p, q, &gq);
+  int rc = tpx__gpu_cq_get(p, q, &gq);
   if (rc) return rc;
-  stage_reclaim(gq, q);
+  tpx__stage_reclaim(gq, q);
   if (!cuda) return GPU_POST_DEFAULT;
-  if (q->is_recv) return g->recv_stage ? stage_recv_prep(gq, m, len, data, mh) : GPU_POST_DEFAULT;
-  return g->send_stage ? stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;
+  if (q->is_recv) return g->recv_stage ? tpx__stage_recv_prep(gq, m, len, data, mh) : GPU_POST_DEFAULT;
+  return g->send_stage ? tpx__stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;
 }
 
-void gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
+void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
                    int prep) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
-  stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
+  tpx__stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
   struct gslot *s = &gq->slots[q->tail % q->cap];
   memset(s, 0, sizeof(*s));
   s->dst = m->base + off;
@@ -126,22 +126,22 @@ void gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint
     s->mode = m->type == TPX_MEM_CUDA ? GS_UNPACK_GPU : GS_UNPACK_CPU;
   } else if (prep == GPU_POST_STAGED) {
     s->mode = q->is_recv ? GS_STAGE_IN : GS_STAGE_OUT;
-    if (q->is_recv) stage_recv_done(gq, s);
-    else stage_send_done(gq, s);
+    if (q->is_recv) tpx__stage_recv_done(gq, s);
+    else tpx__stage_send_done(gq, s);
   } else if (q->is_recv && m->type == TPX_MEM_CUDA && p->ep->net->ops->iflush) {
     s->mode = GS_FLUSH; /* the transport wrote GPU memory itself */
     s->mh = mh;
   }
 }
 
-void gpu_cq_ahead(struct tpx_peer *p, struct window *q) {
+void tpx__gpu_cq_ahead(struct tpx_peer *p, struct window *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;
-  stage_reclaim(gq, q);
-  (void)stage_ahead(q, gq, 0, 2); /* errors come back through the next post */
+  tpx__stage_reclaim(gq, q);
+  (void)tpx__stage_ahead(q, gq, 0, 2); /* errors come back through the next post */
 }
 
-void gpu_cq_purge(struct tpx_peer *p, struct window *q) {
+void tpx__gpu_cq_purge(struct tpx_peer *p, struct window *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
   (void)p;
@@ -150,21 +150,21 @@ void gpu_cq_purge(struct tpx_peer *p, struct window *q) {
   for (uint64_t pos = q->head; pos < q->tail; pos++) {
     struct gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
-    if (s->mode == GS_UNPACK_GPU) unpack_purge(gq, s);
-    else if (s->mode != GS_FLUSH) stage_slot_wait(gq, s); /* a flush request goes with its comm */
+    if (s->mode == GS_UNPACK_GPU) tpx__unpack_purge(gq, s);
+    else if (s->mode != GS_FLUSH) tpx__stage_slot_wait(gq, s); /* a flush request goes with its comm */
     s->busy = 0;
   }
-  stage_purge(gq);
+  tpx__stage_purge(gq);
   memset(gq->slots, 0, q->cap * sizeof(*gq->slots));
   gq->rel_pos = 0; /* the engine resets the ring positions too */
   gq->comm = NULL;
   gq->have_dh = 0;
 }
 
-void gpu_cq_free(struct window *q) {
+void tpx__gpu_cq_free(struct window *q) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return;
-  stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
+  tpx__stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
   free(gq->slots);
   free(gq);
   q->gpu = NULL;
@@ -185,7 +185,7 @@ static int flush_start(struct tpx_peer *p, struct window *q, struct gslot *s) {
                          (unsigned long long)s->len, data, tpx_last_error());
   if (!s->freq) return 1;
   s->busy = 1;
-  s->deadline = tpx_now_ns() + ms_to_ns(p->ep->cfg.timeout_ms);
+  s->deadline = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
   return 0;
 }
 
@@ -200,7 +200,7 @@ static int flush_poll(struct tpx_peer *p, struct window *q, struct gslot *s) {
     s->freq = NULL;
     return 1;
   }
-  if (tpx_now_ns() > s->deadline)
+  if (tpx__now_ns() > s->deadline)
     return tpx_err(TPX_ETIMEDOUT, "peer %s channel %d: flush of a %llu-byte receive not done after %d ms", p->where,
                    q->ch, (unsigned long long)s->len, p->ep->cfg.timeout_ms);
   return 0;
@@ -216,7 +216,7 @@ static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   uint64_t k = gq->nrecv++;
   int rc = 0;
   switch (s->mode) {
-  case GS_STAGE_IN: return stage_in_start(gq, s);
+  case GS_STAGE_IN: return tpx__stage_in_start(gq, s);
   case GS_FLUSH:
     rc = flush_start(p, q, s);
     if (rc < 0) return rc;
@@ -224,8 +224,8 @@ static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
     return 0;
   case GS_UNPACK_CPU:
   case GS_UNPACK_GPU:
-    s->uslot = tpx_tcpx_slot(k);
-    rc = unpack_start(p, q, gq, s);
+    s->uslot = tpx__tcpx_slot(k);
+    rc = tpx__unpack_start(p, q, gq, s);
     if (rc < 0) return rc;
     if (rc == 1) rs->state = WS_CONSUMED;
     return 0;
@@ -237,12 +237,12 @@ static int c_poll(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   struct gpu_cq *gq = q->gpu;
   if (!gq) return 1;
   struct gslot *s = &gq->slots[rs - q->ring];
-  if (s->mode == GS_STAGE_IN) return stage_poll(gq, s);
-  if (s->mode == GS_UNPACK_GPU) return unpack_poll(gq, s);
+  if (s->mode == GS_STAGE_IN) return tpx__stage_poll(gq, s);
+  if (s->mode == GS_UNPACK_GPU) return tpx__unpack_poll(gq, s);
   if (s->mode == GS_FLUSH) return flush_poll(p, q, s);
   return 1;
 }
 
 static const struct consume_ops ops = {c_start, c_poll};
 
-const struct consume_ops *gpu_consume_ops(void) { return &ops; }
+const struct consume_ops *tpx__gpu_consume_ops(void) { return &ops; }

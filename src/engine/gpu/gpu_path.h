@@ -45,8 +45,8 @@ struct tpx_mem;
 /* Endpoint lifecycle. init runs once the transport is open (it reads its
  * properties and installs ep->consume when needed); fini after every peer and
  * registration is gone (streams, pools, unpackers, context references). */
-int gpu_ep_init(tpx_endpoint_t *ep);
-void gpu_ep_fini(tpx_endpoint_t *ep);
+int tpx__gpu_ep_init(tpx_endpoint_t *ep);
+void tpx__gpu_ep_fini(tpx_endpoint_t *ep);
 
 /* tpx_mem_register of TPX_MEM_CUDA, lock held: checks the pointer (device
  * memory of the named GPU, or device -1: the pointer's own GPU), sets up that
@@ -54,34 +54,34 @@ void gpu_ep_fini(tpx_endpoint_t *ep);
  * extend before / after the region to be 4 KiB aligned inside the allocation
  * (only needed where the transport registers CUDA memory; refused with a
  * clear error when the allocation does not allow it). d->device is updated. */
-int gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post);
+int tpx__gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post);
 /* After a regMr of a CUDA region on an UNPACK transport: getDeviceMr, as
  * NCCL does. */
-int gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
+int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
 
 /* window.c's post_one, before the post: where the chunk [m->base + off, +len)
  * really goes. Returns GPU_POST_DEFAULT (post m's own memory),
  * GPU_POST_STAGED (*data / *mh set to a staging slot), GPU_POST_WAIT (not
  * ready: the device-to-host copy is still running or no staging room;
- * back-pressure) or < 0 (error, tpx_err set). Idempotent until gpu_post_done. */
+ * back-pressure) or < 0 (error, tpx_err set). Idempotent until tpx__gpu_post_done. */
 enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
-int gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
+int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh);
 /* The transport accepted the request at ring index q->tail % q->cap
  * (mh: the memory handle it was posted with). */
-void gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len,
+void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len,
                    void *mh, int prep);
-/* window_progress: start device-to-host copies of upcoming chunks (sends) so
+/* tpx__window_progress: start device-to-host copies of upcoming chunks (sends) so
  * they are ready when ring slots free up. */
-void gpu_cq_ahead(struct tpx_peer *p, struct window *q);
+void tpx__gpu_cq_ahead(struct tpx_peer *p, struct window *q);
 /* The comm is about to close (peer failed or closed): wait for copies and
  * unpacks still touching memory, deregister and free the staging arena. */
-void gpu_cq_purge(struct tpx_peer *p, struct window *q);
-/* window_free: whatever purge did not free. */
-void gpu_cq_free(struct window *q);
+void tpx__gpu_cq_purge(struct tpx_peer *p, struct window *q);
+/* tpx__window_free: whatever purge did not free. */
+void tpx__gpu_cq_free(struct window *q);
 
 /* Inline data of a control message landing in CUDA memory (synchronous
  * copy; <= WIRE_MAX_INLINE bytes). */
-int gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len);
+int tpx__gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len);
 
 #endif

@@ -67,7 +67,7 @@ struct gslot {
   uint64_t aend;     /* arena position after this chunk (0: holds no arena bytes) */
   tpx_gpu_event_t *ev;
   uint64_t ticket;
-  uint32_t uslot;    /* unpack slot: tpx_tcpx_slot(k) for the k-th receive */
+  uint32_t uslot;    /* unpack slot: tpx__tcpx_slot(k) for the k-th receive */
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
@@ -112,32 +112,32 @@ struct gpu_cq {
 };
 
 /* gpu_mem.c */
-int gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
-void gpu_dev_free(struct gpu_dev *d);
-void gpu_thread_pin(struct gpu_ep *g);
-int gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
+int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
+void tpx__gpu_dev_free(struct gpu_dev *d);
+void tpx__gpu_thread_pin(struct gpu_ep *g);
+int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
 
 /* gpu_path.c */
-int gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out);
-const struct consume_ops *gpu_consume_ops(void);
+int tpx__gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out);
+const struct consume_ops *tpx__gpu_consume_ops(void);
 
 /* staging.c */
-int stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh);
-void stage_send_done(struct gpu_cq *gq, struct gslot *s);
-int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
-void stage_recv_done(struct gpu_cq *gq, struct gslot *s);
-int stage_in_start(struct gpu_cq *gq, struct gslot *s);
-int stage_poll(struct gpu_cq *gq, struct gslot *s);
-void stage_slot_wait(struct gpu_cq *gq, struct gslot *s);
-int stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new);
-void stage_reclaim(struct gpu_cq *gq, struct window *q);
-void stage_purge(struct gpu_cq *gq);
-void stage_free(struct gpu_cq *gq);
+int tpx__stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh);
+void tpx__stage_send_done(struct gpu_cq *gq, struct gslot *s);
+int tpx__stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
+void tpx__stage_recv_done(struct gpu_cq *gq, struct gslot *s);
+int tpx__stage_in_start(struct gpu_cq *gq, struct gslot *s);
+int tpx__stage_poll(struct gpu_cq *gq, struct gslot *s);
+void tpx__stage_slot_wait(struct gpu_cq *gq, struct gslot *s);
+int tpx__stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new);
+void tpx__stage_reclaim(struct gpu_cq *gq, struct window *q);
+void tpx__stage_purge(struct gpu_cq *gq);
+void tpx__stage_free(struct gpu_cq *gq);
 
 /* unpack_stage.c */
-int unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq);
-int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s);
-int unpack_poll(struct gpu_cq *gq, struct gslot *s);
-void unpack_purge(struct gpu_cq *gq, struct gslot *s);
+int tpx__unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq);
+int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s);
+int tpx__unpack_poll(struct gpu_cq *gq, struct gslot *s);
+void tpx__unpack_purge(struct gpu_cq *gq, struct gslot *s);
 
 #endif

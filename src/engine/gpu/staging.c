@@ -34,26 +34,26 @@ static int arena_setup(struct gpu_cq *gq, int dev) {
   if (sz > ARENA_MAX) sz = ARENA_MAX;
   sz = (sz + GPU_PAGE - 1) & ~(uint64_t)(GPU_PAGE - 1);
   void *a = NULL;
-  int rc = tpx_gpu_host_alloc(dev, (size_t)sz, &a);
+  int rc = tpx__gpu_host_alloc(dev, (size_t)sz, &a);
   if (rc)
     return tpx_err(rc, "channel %d: pinned staging of %llu bytes (TPX_STAGING_BYTES) on GPU %d: %s", gq->ch,
                    (unsigned long long)sz, dev, tpx_last_error());
   void *mh = NULL;
   rc = gq->net->ops->reg_mr(gq->net, gq->comm, a, (size_t)sz, TPX_PTR_HOST, &mh);
   if (rc) {
-    tpx_gpu_host_free(dev, a);
+    tpx__gpu_host_free(dev, a);
     return tpx_err(rc, "channel %d: registering %llu bytes of staging with the transport failed", gq->ch,
                    (unsigned long long)sz);
   }
   void *adev = NULL;
-  if ((rc = tpx_gpu_host_dev_ptr(dev, a, &adev)) != 0) {
+  if ((rc = tpx__gpu_host_dev_ptr(dev, a, &adev)) != 0) {
     gq->net->ops->dereg_mr(gq->net, gq->comm, mh);
-    tpx_gpu_host_free(dev, a);
+    tpx__gpu_host_free(dev, a);
     return rc;
   }
   gq->arena = a;
   gq->arena_dev = adev;
-  tpx_ring_init(&gq->aring, sz, 1);
+  tpx__ring_init(&gq->aring, sz, 1);
   gq->adev = dev;
   gq->amh = mh;
   TPX_DEBUG("channel %d: %s staging of %llu bytes (GPU %d)", gq->ch, gq->is_recv ? "receive" : "send",
@@ -65,7 +65,7 @@ static int arena_setup(struct gpu_cq *gq, int dev) {
  * are released, < 0 never (the arena is sized for two of the largest chunk,
  * so this is a bug). */
 static int arena_fit(const struct gpu_cq *gq, uint64_t len, tpx_ring_span_t *sp) {
-  int r = tpx_ring_fit(&gq->aring, len, sp);
+  int r = tpx__ring_fit(&gq->aring, len, sp);
   if (r < 0)
     return tpx_err(TPX_EINTERNAL, "channel %d: a %llu-byte chunk cannot fit the %llu-byte staging arena", gq->ch,
                    (unsigned long long)len, (unsigned long long)gq->aring.size);
@@ -73,11 +73,11 @@ static int arena_fit(const struct gpu_cq *gq, uint64_t len, tpx_ring_span_t *sp)
 }
 
 /* Ring slots the engine released since the last look give their bytes back. */
-void stage_reclaim(struct gpu_cq *gq, struct window *q) {
+void tpx__stage_reclaim(struct gpu_cq *gq, struct window *q) {
   while (gq->rel_pos < q->head) {
     struct gslot *s = &gq->slots[gq->rel_pos % gq->cap];
     if (s->aend) {
-      tpx_ring_release(&gq->aring, s->aend);
+      tpx__ring_release(&gq->aring, s->aend);
       s->aend = 0;
     }
     gq->rel_pos++;
@@ -101,24 +101,24 @@ static int copy_start(struct gpu_cq *gq, int dev, void *dst, const void *src, ui
   *ticket = 0;
   if (gq->g->unpack_mode == TPX_UNPACK_KERNEL) {
     tpx_unpacker_t *u;
-    int rc = gpu_dev_unpacker(gq->g, d, &u);
+    int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
     if (rc) return rc;
     tpx_unpack_meta_t e = {0, (uint32_t)len, 0};
     tpx_unpack_chunk_t c = {&e, &e, 1, src, (size_t)len, dst, (size_t)len};
-    rc = tpx_unpack_submit(u, &c, ticket);
+    rc = tpx__unpack_submit(u, &c, ticket);
     if (rc == TPX_EAGAIN) return 0;
     if (rc) return rc;
     *kern = 1;
     return 1;
   }
   tpx_gpu_event_t *e = NULL;
-  int rc = tpx_gpu_event_get(d->pool, &e);
+  int rc = tpx__gpu_event_get(d->pool, &e);
   if (rc) return rc;
   tpx_gpu_stream_t *st = (h2d ? d->h2d : d->d2h)[gq->ch % GPU_NSTREAMS];
-  rc = tpx_gpu_memcpy_async(st, dst, src, (size_t)len);
-  if (rc == 0) rc = tpx_gpu_event_record(e, st);
+  rc = tpx__gpu_memcpy_async(st, dst, src, (size_t)len);
+  if (rc == 0) rc = tpx__gpu_event_record(e, st);
   if (rc) {
-    tpx_gpu_event_put(d->pool, e);
+    tpx__gpu_event_put(d->pool, e);
     return rc;
   }
   *kern = 0;
@@ -129,10 +129,10 @@ static int copy_start(struct gpu_cq *gq, int dev, void *dst, const void *src, ui
 /* 1 done (event returned to its pool), 0 not yet, < 0 the copy failed. */
 static int copy_poll(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
   struct gpu_dev *d = gq->g->devs[dev];
-  if (kern) return tpx_unpack_done(d->unpacker, ticket);
-  int r = tpx_gpu_event_query(*ev);
+  if (kern) return tpx__unpack_done(d->unpacker, ticket);
+  int r = tpx__gpu_event_query(*ev);
   if (r == 1) {
-    tpx_gpu_event_put(d->pool, *ev);
+    tpx__gpu_event_put(d->pool, *ev);
     *ev = NULL;
   }
   return r;
@@ -143,10 +143,10 @@ static void copy_wait(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev
   struct gpu_dev *d = gq->g->devs[dev];
   int rc = 0;
   if (kern) {
-    rc = tpx_unpack_wait(d->unpacker, ticket, 30000);
+    rc = tpx__unpack_wait(d->unpacker, ticket, 30000);
   } else if (*ev) {
-    rc = tpx_gpu_event_sync(*ev);
-    tpx_gpu_event_put(d->pool, *ev);
+    rc = tpx__gpu_event_sync(*ev);
+    tpx__gpu_event_put(d->pool, *ev);
     *ev = NULL;
   }
   if (rc) TPX_WARN("channel %d: staging copy on GPU %d at teardown: %s", gq->ch, dev, tpx_last_error());
@@ -158,7 +158,7 @@ static void copy_wait(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev
 static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
   const struct xent *e = &o->ents[c->e];
   struct tpx_mem *m = e->mem;
-  uint64_t len = plan_len(o->ents, o->chunk, c);
+  uint64_t len = tpx__plan_len(o->ents, o->chunk, c);
   tpx_ring_span_t sp;
   int fit = arena_fit(gq, len, &sp);
   if (fit <= 0) return fit;
@@ -173,7 +173,7 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
   struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
   *p = (struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, kern, ev, ticket};
   gq->pre_n++;
-  tpx_ring_take(&gq->aring, &sp);
+  tpx__ring_take(&gq->aring, &sp);
   gq->g->staged_out += len;
   return 1;
 }
@@ -183,7 +183,7 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
  * room. Small steps per call, called for every comm on every pass, keep the
  * copies close to the transfer's chunk order across channels, so no channel
  * waits behind another's whole window of copies at the start. */
-int stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new) {
+int tpx__stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   for (struct wlink *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
@@ -205,14 +205,14 @@ int stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new) {
         seen++;
       }
       if (--budget <= 0) return 0;
-      if (!plan_advance(o->ents, o->nents, o->chunk, &c, o->nch)) break;
+      if (!tpx__plan_advance(o->ents, o->nents, o->chunk, &c, o->nch)) break;
     }
   }
   return 0;
 }
 
-int stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh) {
-  int rc = stage_ahead(q, gq, 1, 1);
+int tpx__stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh) {
+  int rc = tpx__stage_ahead(q, gq, 1, 1);
   if (rc < 0) return rc;
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */
   struct gpre *e = &gq->pre[gq->pre_head];
@@ -232,7 +232,7 @@ int stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void *
   return GPU_POST_STAGED;
 }
 
-void stage_send_done(struct gpu_cq *gq, struct gslot *s) {
+void tpx__stage_send_done(struct gpu_cq *gq, struct gslot *s) {
   struct gpre *e = &gq->pre[gq->pre_head];
   s->aoff = e->aoff;
   s->aend = e->aend;
@@ -242,7 +242,7 @@ void stage_send_done(struct gpu_cq *gq, struct gslot *s) {
 
 /* ---- receive side ---- */
 
-int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh) {
+int tpx__stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh) {
   if (!gq->arena) {
     int rc = arena_setup(gq, m->device);
     if (rc) return rc;
@@ -255,10 +255,10 @@ int stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **d
   return GPU_POST_STAGED;
 }
 
-void stage_recv_done(struct gpu_cq *gq, struct gslot *s) {
+void tpx__stage_recv_done(struct gpu_cq *gq, struct gslot *s) {
   s->aoff = gq->tsp.off;
   s->aend = gq->tsp.end;
-  tpx_ring_take(&gq->aring, &gq->tsp);
+  tpx__ring_take(&gq->aring, &gq->tsp);
 }
 
 /* Queue the host-to-device copy of a received chunk (or defer it while the
@@ -274,13 +274,13 @@ static int in_submit(struct gpu_cq *gq, struct gslot *s) {
   return 0;
 }
 
-int stage_in_start(struct gpu_cq *gq, struct gslot *s) {
+int tpx__stage_in_start(struct gpu_cq *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
   return in_submit(gq, s);
 }
 
-int stage_poll(struct gpu_cq *gq, struct gslot *s) {
+int tpx__stage_poll(struct gpu_cq *gq, struct gslot *s) {
   if (!s->busy) return 1;
   if (s->deferred) {
     int rc = in_submit(gq, s);
@@ -295,7 +295,7 @@ int stage_poll(struct gpu_cq *gq, struct gslot *s) {
   return 1;
 }
 
-void stage_slot_wait(struct gpu_cq *gq, struct gslot *s) {
+void tpx__stage_slot_wait(struct gpu_cq *gq, struct gslot *s) {
   if (s->busy && !s->deferred) copy_wait(gq, s->dev, s->kern, &s->ev, s->ticket);
   s->busy = 0;
   s->deferred = 0;
@@ -303,7 +303,7 @@ void stage_slot_wait(struct gpu_cq *gq, struct gslot *s) {
 
 /* ---- teardown ---- */
 
-void stage_purge(struct gpu_cq *gq) {
+void tpx__stage_purge(struct gpu_cq *gq) {
   while (gq->pre_n) {
     struct gpre *e = &gq->pre[gq->pre_head];
     if (e->busy) copy_wait(gq, e->dev, e->kern, &e->ev, e->ticket);
@@ -315,12 +315,12 @@ void stage_purge(struct gpu_cq *gq) {
     if (rc) TPX_WARN("channel %d: deregistering staging failed: %s", gq->ch, tpx_strerror(rc));
   }
   gq->amh = NULL;
-  tpx_ring_release_all(&gq->aring);
+  tpx__ring_release_all(&gq->aring);
 }
 
-void stage_free(struct gpu_cq *gq) {
+void tpx__stage_free(struct gpu_cq *gq) {
   if (!gq->arena) return;
-  if (tpx_gpu_host_free(gq->adev, gq->arena))
+  if (tpx__gpu_host_free(gq->adev, gq->arena))
     TPX_WARN("channel %d: freeing staging on GPU %d: %s", gq->ch, gq->adev, tpx_last_error());
   gq->arena = NULL;
 }

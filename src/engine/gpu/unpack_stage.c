@@ -1,8 +1,8 @@
 /* The receive side of UNPACK transports (the TCPX contract: tcpx/contract.h,
  * docs/UNPACK.md): received bytes sit in scattered pages of the plugin's
  * bounce buffer, described by `cnt[slot]` loadMeta entries; the k-th receive
- * of a comm uses slot tpx_tcpx_slot(k). Per chunk: read cnt (acquire: it is
- * written after the entries) and validate the entries (tpx_tcpx_slot_read),
+ * of a comm uses slot tpx__tcpx_slot(k). Per chunk: read cnt (acquire: it is
+ * written after the entries) and validate the entries (tpx__tcpx_slot_read),
  * check they cover exactly the chunk, then gather - with
  * the CPU into host memory, or with the GPU unpacker (kernel / d2d / host
  * mode, one pooled event per chunk) into device memory. The engine calls
@@ -17,17 +17,17 @@
 /* Copy the 24-byte {meta, bounce_buf, head} that accept's device handle
  * points to (device memory for TCPX, host or mapped memory for the
  * built-in transport's emulation). */
-int unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq) {
+int tpx__unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq) {
   tpx_net_dev_handle_t *dh = &p->ch[q->ch].recv_dev;
   if (dh->type != TPX_NET_DEV_UNPACK || !dh->handle)
     return tpx_err(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
                    p->where, q->ch, dh->type);
   tpx_gpu_ptr_info_t info;
-  if (tpx_gpu_ptr_query(dh->handle, &info) != 0) info.mem = TPX_GPU_MEM_HOST;
+  if (tpx__gpu_ptr_query(dh->handle, &info) != 0) info.mem = TPX_GPU_MEM_HOST;
   if (info.mem == TPX_GPU_MEM_DEVICE) {
     struct gpu_dev *d;
-    int rc = gpu_dev_get(gq->g, info.dev, &d);
-    if (rc == 0) rc = tpx_gpu_memcpy(info.dev, &gq->dh, dh->handle, sizeof(gq->dh));
+    int rc = tpx__gpu_dev_get(gq->g, info.dev, &d);
+    if (rc == 0) rc = tpx__gpu_memcpy(info.dev, &gq->dh, dh->handle, sizeof(gq->dh));
     if (rc)
       return tpx_err(rc, "peer %s channel %d: reading the unpack device handle on GPU %d: %s", p->where, q->ch,
                      info.dev, tpx_last_error());
@@ -38,7 +38,7 @@ int unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq) {
     return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack device handle without %s", p->where, q->ch,
                    gq->dh.meta ? "bounce buffer" : "metadata");
   tpx_gpu_ptr_info_t bi;
-  gq->bounce_on_gpu = tpx_gpu_ptr_query(gq->dh.bounce_buf, &bi) == 0 && bi.mem == TPX_GPU_MEM_DEVICE;
+  gq->bounce_on_gpu = tpx__gpu_ptr_query(gq->dh.bounce_buf, &bi) == 0 && bi.mem == TPX_GPU_MEM_DEVICE;
   gq->have_dh = 1;
   TPX_DEBUG("peer %s channel %d: unpack metadata %p, bounce buffer %p", p->where, q->ch, gq->dh.meta,
             gq->dh.bounce_buf);
@@ -49,10 +49,10 @@ static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *m
   struct gpu_dev *d = gq->g->devs[s->dev];
   if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, s->dev);
   tpx_unpacker_t *u;
-  int rc = gpu_dev_unpacker(gq->g, d, &u);
+  int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
   if (rc) return rc;
   tpx_unpack_chunk_t c = {meta, meta, cnt, gq->dh.bounce_buf, SIZE_MAX, s->dst, (size_t)s->len};
-  rc = tpx_unpack_submit(u, &c, &s->ticket);
+  rc = tpx__unpack_submit(u, &c, &s->ticket);
   if (rc == TPX_EAGAIN) {
     s->deferred = 1; /* unpacker full: the slot keeps its entries, retry from poll */
     return 0;
@@ -65,13 +65,13 @@ static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *m
 }
 
 /* 1: done (CPU), 0: GPU work queued, < 0: error. */
-int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s) {
+int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s) {
   if (!gq->have_dh) return tpx_err(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint32_t cnt = 0;
   uint64_t total = 0;
   /* The plugin does not publish its bounce size: sources are unbounded. */
-  int rc = tpx_tcpx_slot_read(mb, s->uslot, SIZE_MAX, (size_t)s->len, &cnt, &total);
+  int rc = tpx__tcpx_slot_read(mb, s->uslot, SIZE_MAX, (size_t)s->len, &cnt, &total);
   if (rc) return tpx_err(rc, "peer %s channel %d: %s", p->where, q->ch, tpx_last_error());
   const tpx_unpack_meta_t *meta = mb->mem[s->uslot];
   if (total != s->len)
@@ -81,7 +81,7 @@ int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct
     if (gq->bounce_on_gpu)
       return tpx_err(TPX_ENOTSUP, "peer %s channel %d: a host receive buffer cannot be filled from bounce pages in "
                      "GPU memory (TCPX devmem): receive into registered GPU memory on this transport", p->where, q->ch);
-    rc = tpx_unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, cnt);
+    rc = tpx__unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, cnt);
     if (rc) return rc;
     gq->g->unpacked_cpu += s->len;
     return 1;
@@ -90,24 +90,24 @@ int unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct
   return submit(gq, s, meta, cnt);
 }
 
-int unpack_poll(struct gpu_cq *gq, struct gslot *s) {
+int tpx__unpack_poll(struct gpu_cq *gq, struct gslot *s) {
   if (!s->busy) return 1;
   if (s->deferred) {
     tpx_unpack_meta_block_t *mb = gq->dh.meta;
-    uint32_t cnt = (uint32_t)tpx_tcpx_cnt_load(mb, s->uslot); /* checked by unpack_start */
+    uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, s->uslot); /* checked by tpx__unpack_start */
     int rc = submit(gq, s, mb->mem[s->uslot], cnt);
     if (rc) return rc;
     if (s->deferred) return 0;
   }
-  int r = tpx_unpack_done(gq->g->devs[s->dev]->unpacker, s->ticket);
+  int r = tpx__unpack_done(gq->g->devs[s->dev]->unpacker, s->ticket);
   if (r < 0) return tpx_err(r, "channel %d: unpack on GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 1) s->busy = 0;
   return r;
 }
 
-void unpack_purge(struct gpu_cq *gq, struct gslot *s) {
+void tpx__unpack_purge(struct gpu_cq *gq, struct gslot *s) {
   if (s->busy && !s->deferred) {
-    int rc = tpx_unpack_wait(gq->g->devs[s->dev]->unpacker, s->ticket, 30000);
+    int rc = tpx__unpack_wait(gq->g->devs[s->dev]->unpacker, s->ticket, 30000);
     if (rc) TPX_WARN("channel %d: unpack on GPU %d at teardown: %s", gq->ch, s->dev, tpx_last_error());
   }
   s->busy = 0;
