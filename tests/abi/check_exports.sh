@@ -108,8 +108,9 @@ fi
 
 if [ -n "$archive" ]; then
   [ -r "$archive" ] || { echo "check_exports: no archive '$archive'" >&2; exit 2; }
+  # _* and DW.ref.* are the compiler's (e.g. the C++ personality of .cu objects).
   nm --defined-only "$archive" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[TDRBCV]$/ { print $3 }' |
-    grep -v '^tpx__' | grep -Ev '^_|^DW\.ref\.' # compiler-made (C++ personality of the .cu objects) | LC_ALL=C sort -u >"$tmp/archive_globals"
+    grep -v '^tpx__' | grep -Ev '^_|^DW\.ref\.' | LC_ALL=C sort -u >"$tmp/archive_globals"
   LC_ALL=C comm -23 "$tmp/archive_globals" "$tmp/public" >"$tmp/unprefixed"
   report "$(basename "$archive") defines globals that are neither public nor tpx__ internals" "$tmp/unprefixed"
   [ -s "$tmp/unprefixed" ] || echo "$(basename "$archive"): every other global is tpx__"
