@@ -7,16 +7,25 @@
  * and kicks the sockets' threads; each part sent decrements `pending`.
  * Receive: the caller fills the slot with `pending` = TPX_SOCK_UNSIZED and
  * publishes `posted`; a socket's thread that reads a part header of this
- * receive sizes it (the first part to arrive replaces the sentinel by the
- * message size) and subtracts each part's length once its bytes are in. At 0
- * test() releases the slot. A thread never touches a slot after its
- * decrement, so the caller may reuse it at once.
+ * receive claims the part's range (recv_claim_check: in the message, the size the
+ * first part announced, no overlap with an earlier part, at most one part per
+ * socket), the first claim sizes the receive (replaces the sentinel by the
+ * message size), and each part's length is subtracted once every byte of it
+ * is in. So `pending` is the bytes of no part yet plus the whole length of
+ * every part still being read: it reaches 0 only when the parts cover exactly
+ * [0, size) and none is being read (or, on failure, when no socket can write
+ * into the receive any more). At 0 test() releases the slot. A thread never
+ * touches a slot after its decrement, so the caller may reuse it at once, and
+ * nothing is written into a buffer after its receive was reported.
  *
  * Failures are per socket: a socket that hits EOF or an error fails only the
  * parts that still needed it (sender: its queued parts; receiver: the part it
  * was reading). Bytes queued before a peer's FIN are always read first, so a
  * sender that closes right after its last send completed never fails the
- * receiver's requests whose bytes were all sent. Receives whose bytes can no
+ * receiver's requests whose bytes were all sent. A part header that breaks
+ * the rules (wire.h, recv_claim_check) breaks the whole recv comm
+ * (comm_break, TPX_EPROTO): every socket drops its part and stops reading,
+ * and every receive fails. Receives whose bytes can no
  * longer come (every socket ended, or stopped past them) fail: recv_fail_lost.
  *
  * A send larger than the posted receive: the receiver reads the whole message
@@ -94,7 +103,10 @@ static void conn_fail(tpx_sock_conn_t *c, int code, const char *what, int e, uin
 
 static inline void req_fail(tpx_sock_req_t *r, int err) {
   int exp = 0;
-  atomic_compare_exchange_strong(&r->err, &exp, err);
+  if (atomic_compare_exchange_strong(&r->err, &exp, err)) return;
+  /* A truncation is reported as done: a receive that then lost bytes it
+   * keeps must fail instead. */
+  if (exp == TPX_ETRUNC && err != TPX_ETRUNC) atomic_compare_exchange_strong(&r->err, &exp, err);
 }
 
 /* `n` parts (send) or bytes (recv) of r are finished. Nothing of r may be
@@ -201,10 +213,12 @@ static void recv_fail_lost(tpx_sock_comm_t *m) {
     if (p != POS_ENDED && p - 1 < lim) lim = p - 1;
   }
   uint64_t posted = atomic_load(&m->posted);
+  int code = atomic_load(&m->broken);
+  if (code == 0) code = TPX_EREMOTE;
   for (uint64_t s = m->tail; s < posted && s < lim; s++) {
     tpx_sock_req_t *r = slot(m, s);
     if (r->state != TPX_SR_INFLIGHT || atomic_load(&r->pending) == 0) continue;
-    req_fail(r, TPX_EREMOTE);
+    req_fail(r, code);
     if (m->upk) tpx__sock_upk_skip(m, s);
     atomic_store_explicit(&r->pending, 0, memory_order_release);
   }
@@ -234,23 +248,67 @@ static void recv_conn_dead(tpx_sock_conn_t *c) {
   recv_fail_lost_now(m);
 }
 
-static void recv_proto_error(tpx_sock_conn_t *c, const char *why, uint32_t seq, uint64_t size,
+/* The peer broke the protocol on recv comm m: every socket stops (each one
+ * drops the part it was reading the next time it runs, so all are kicked),
+ * and every receive fails once no socket can write into it any more
+ * (recv_conn_dead, recv_fail_lost). */
+static void comm_break(tpx_sock_comm_t *m, int code) {
+  int exp = 0;
+  if (!atomic_compare_exchange_strong(&m->broken, &exp, code)) return;
+  /* Under rx_mu: teardown sets `closing` under it before it detaches the
+   * sockets, and creation sets rx_live once all are attached (and kicks
+   * them itself if the comm broke before). */
+  pthread_mutex_lock(&m->rx_mu);
+  if (m->rx_live && !atomic_load(&m->closing))
+    for (int i = 0; i <= m->nsocks; i++)
+      tpx__sock_io_kick(&m->conns[i]);
+  pthread_mutex_unlock(&m->rx_mu);
+}
+
+static void recv_proto_error(tpx_sock_conn_t *c, const char *why, uint64_t seq, uint64_t size,
                              uint64_t off, uint64_t len) {
   tpx_sock_comm_t *m = c->comm;
   c->dead = TPX_EPROTO;
   atomic_store(&m->peer_closed, 1);
   comm_set_error(m,
-                 "recv comm from peer %s: socket %d: bad part header (%s: seq %u, size %llu,"
-                 " offset %llu, length %llu)",
-                 m->peer, c->index, why, seq, (unsigned long long)size,
+                 "recv comm from peer %s: socket %d: bad part header (%s: seq %llu, size %llu,"
+                 " offset %llu, length %llu); comm failed",
+                 m->peer, c->index, why, (unsigned long long)seq, (unsigned long long)size,
                  (unsigned long long)off, (unsigned long long)len);
+  comm_break(m, TPX_EPROTO);
   recv_conn_dead(c);
 }
 
-/* A whole part header is in c->rhdr: find its receive and set up c->cur.
- * 0 = ready to read the bytes; 2 = an empty message, done (next header);
- * 1 = stopped (receive not posted, or unpack admission waits), kicked later;
- * -1 = the socket failed. */
+static inline tpx_sock_range_t *claimed(tpx_sock_comm_t *m, uint64_t seq) {
+  return &m->rx_ranges[(seq % TPX_SOCK_RING) * (uint64_t)(m->nsocks + 1)];
+}
+
+/* May a part [off, off + len) of message seq (size bytes) be read into
+ * receive r (m->rx_mu held)? NULL if so, else why not. The header's own
+ * range (off + len <= size, len > 0 unless empty) is checked already. */
+static const char *recv_claim_check(tpx_sock_comm_t *m, tpx_sock_req_t *r, uint64_t seq,
+                                    uint64_t size, uint64_t off, uint64_t len) {
+  /* The slot moved on (completed, released, reused) or the receive is
+   * complete or failed: no part of it may be read any more. */
+  if (r->rx_seq != seq || atomic_load(&r->pending) == 0)
+    return "part of a message already complete or failed";
+  if (r->rx_msize != 0 && r->rx_msize != size + 1) return "size differs from an earlier part";
+  /* Sequence numbers strictly increase on each socket: a socket brings at
+   * most one part of a message. */
+  uint32_t max = (uint32_t)m->nsocks + 1;
+  if (r->rx_nparts >= max) return "more parts than sockets";
+  const tpx_sock_range_t *g = claimed(m, seq);
+  for (uint32_t i = 0; i < r->rx_nparts; i++)
+    if (off < g[i].off + g[i].len && g[i].off < off + len) return "overlaps an earlier part";
+  if (r->rx_nparts + 1 == max && r->rx_covered + len < size)
+    return "parts cannot cover the message (one part per socket)";
+  return NULL;
+}
+
+/* A whole part header is in c->rhdr: find its receive, claim the part's
+ * range and set up c->cur. 0 = ready to read the bytes; 2 = an empty
+ * message, done (next header); 1 = stopped (receive not posted, or unpack
+ * admission waits), kicked later; -1 = the socket failed. */
 static int recv_header(tpx_sock_conn_t *c) {
   tpx_sock_comm_t *m = c->comm;
   uint32_t magic = tpx__get32(c->rhdr), seq32 = tpx__get32(c->rhdr + 4);
@@ -260,9 +318,13 @@ static int recv_header(tpx_sock_conn_t *c) {
     recv_proto_error(c, "magic", seq32, size, off, len);
     return -1;
   }
-  if (size > TPX_SOCK_MAX_MSG || off > size || len > size - off || (len == 0 && size > 0) ||
-      off % TPX_SOCK_PAGE != 0) {
-    recv_proto_error(c, "range", seq32, size, off, len);
+  const char *bad = size > TPX_SOCK_MAX_MSG          ? "range: size above the largest message"
+                    : off > size || len > size - off ? "range: offset + length beyond the size"
+                    : len == 0 && size > 0           ? "range: empty part of a non-empty message"
+                    : off % TPX_SOCK_PAGE != 0       ? "range: offset not a multiple of 4 KiB"
+                                                     : NULL;
+  if (bad != NULL) {
+    recv_proto_error(c, bad, seq32, size, off, len);
     return -1;
   }
   /* Full sequence number: parts on one socket come in increasing order. */
@@ -286,39 +348,43 @@ static int recv_header(tpx_sock_conn_t *c) {
   }
   atomic_store_explicit(&c->wait_post, 0, memory_order_relaxed);
   tpx_sock_req_t *r = slot(m, seq);
-  if (atomic_load(&m->posted) - seq > TPX_SOCK_RING || atomic_load(&r->pending) == 0) {
-    recv_proto_error(c, "part of a message already complete", seq32, size, off, len);
-    return -1;
-  }
-  /* Parts of one message agree on its size. */
-  uint64_t known = atomic_load(&r->msize);
-  if (known != 0 && known != size + 1) {
-    recv_proto_error(c, "size differs from an earlier part", seq32, size, off, len);
+  tpx_sock_upk_t *u = m->upk;
+  pthread_mutex_lock(&m->rx_mu);
+  const char *why = recv_claim_check(m, r, seq, size, off, len);
+  if (why != NULL) {
+    pthread_mutex_unlock(&m->rx_mu);
+    recv_proto_error(c, why, seq, size, off, len);
     return -1;
   }
   /* Unpack mode: pages before any byte, and before the receive can
    * complete (an empty message completes as soon as it is sized). A stop
-   * here leaves everything as it was: this header is parsed again. */
-  tpx_sock_upk_t *u = m->upk;
+   * here leaves everything as it was: this header is parsed (and checked)
+   * again. */
   if (u != NULL && tpx__sock_upk_admit(m, c, seq, TPX_MIN((size_t)size, r->size)) != 0) {
+    pthread_mutex_unlock(&m->rx_mu);
     atomic_store(&c->pos, seq + 1);
     recv_fail_lost_now(m);
     return 1;
   }
-  /* The first part to arrive sizes the receive. */
-  uint64_t exp = 0;
-  if (atomic_compare_exchange_strong(&r->msize, &exp, size + 1)) {
+  /* Claim the range. The first part sizes the receive. */
+  claimed(m, seq)[r->rx_nparts++] = (tpx_sock_range_t){off, len};
+  r->rx_covered += len;
+  int sizing = r->rx_msize == 0;
+  if (sizing) {
+    r->rx_msize = size + 1;
     r->msg_size = (size_t)size;
     if (size > r->size) req_fail(r, TPX_ETRUNC);
-    req_done(r, TPX_SOCK_UNSIZED - size); /* an empty message is complete now */
-  } else if (exp != size + 1) {
-    recv_proto_error(c, "size differs from an earlier part", seq32, size, off, len);
-    return -1;
   }
   c->rseq = seq;
   c->have_rseq = 1;
   c->rhdr_got = 0;
-  if (len == 0) return 2; /* nothing to read, and r may be gone already */
+  if (len == 0) {
+    /* An empty message (size 0: its only part, so `sizing`): complete now,
+     * and r may be gone once unlocked. */
+    if (sizing) req_done(r, TPX_SOCK_UNSIZED);
+    pthread_mutex_unlock(&m->rx_mu);
+    return 2;
+  }
   size_t keep = r->size > off ? TPX_MIN((size_t)len, r->size - (size_t)off) : 0;
   tpx_sock_part_t *p = &c->cur;
   p->req = r;
@@ -329,6 +395,9 @@ static int recv_header(tpx_sock_conn_t *c) {
   p->pages = keep && u != NULL ? u->pages[tpx__tcpx_slot(seq)] + off / TPX_SOCK_PAGE : NULL;
   c->have = 1;
   c->done_bytes = 0;
+  /* Not 0 here: this part's bytes still count. */
+  if (sizing) req_done(r, TPX_SOCK_UNSIZED - size);
+  pthread_mutex_unlock(&m->rx_mu);
   return 0;
 }
 
@@ -336,6 +405,14 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
   int budget = DATA_BUDGET;
   for (;;) {
     if (c->dead) return 0;
+    int broken = atomic_load_explicit(&c->comm->broken, memory_order_relaxed);
+    if (broken) {
+      /* Another socket saw the peer break the protocol: drop the part being
+       * read (not one more byte into its buffer) and stop. */
+      c->dead = broken;
+      recv_conn_dead(c);
+      return 0;
+    }
     if (!c->have) {
       if (c->rhdr_got < TPX_WIRE_PART_BYTES) {
         if (budget-- == 0) return 1;
@@ -434,7 +511,13 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
   m->conns = conns;
   snprintf(m->peer, sizeof(m->peer), "%s", peer);
   pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->rx_mu, NULL);
   int rc = 0;
+  if (kind == TPX_SK_RECV) {
+    m->rx_ranges = calloc((size_t)TPX_SOCK_RING * (size_t)n, sizeof(tpx_sock_range_t));
+    if (m->rx_ranges == NULL)
+      rc = tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
+  }
   for (int i = 0; i < n; i++) {
     conns[i].fd = fds[i];
     conns[i].index = i;
@@ -449,6 +532,16 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
   if (rc == 0) tpx__sock_pool_place(m->pool, m);
   for (int i = 0; i < n && rc == 0; i++)
     rc = tpx__sock_io_attach(conns[i].placed, &conns[i]);
+  if (rc == 0) {
+    /* From now on comm_break may kick every socket; if the peer broke the
+     * protocol while they were being attached, kick them here. */
+    pthread_mutex_lock(&m->rx_mu);
+    m->rx_live = 1;
+    if (atomic_load(&m->broken))
+      for (int i = 0; i < n; i++)
+        tpx__sock_io_kick(&conns[i]);
+    pthread_mutex_unlock(&m->rx_mu);
+  }
   if (rc == 0) {
     m->token = tpx__sock_reg_add(&sn->reg, kind, m);
     if (m->token == 0)
@@ -473,7 +566,9 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *m) {
   /* Sockets kick each other only at unpack admission: stop that first, so
    * no thread kicks a socket whose own thread has already let it go. */
   tpx__sock_upk_quiesce(m);
+  pthread_mutex_lock(&m->rx_mu); /* comm_break kicks only under it */
   atomic_store(&m->closing, 1);
+  pthread_mutex_unlock(&m->rx_mu);
   tpx_sock_conn_t *list[TPX_SOCK_MAX_NSOCKS + 1];
   for (int i = 0; i < n; i++)
     list[i] = &m->conns[i];
@@ -493,6 +588,8 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *m) {
   tpx__sock_upk_destroy(m);
   tpx__sock_gpu_fini(m);
   pthread_mutex_destroy(&m->mu);
+  pthread_mutex_destroy(&m->rx_mu);
+  free(m->rx_ranges);
   free(m->conns);
   free(m);
 }
@@ -696,8 +793,15 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   uint64_t seq = r->seq;
   r->buf = data[0];
   r->size = sizes[0];
-  atomic_store_explicit(&r->msize, 0, memory_order_relaxed);
+  /* A thread may still look at this slot for a part of the receive that had
+   * it before (a duplicate, rejected): reset under rx_mu. */
+  pthread_mutex_lock(&m->rx_mu);
+  r->rx_seq = seq;
+  r->rx_msize = 0;
+  r->rx_covered = 0;
+  r->rx_nparts = 0;
   atomic_store_explicit(&r->pending, TPX_SOCK_UNSIZED, memory_order_relaxed);
+  pthread_mutex_unlock(&m->rx_mu);
   /* Publish, then wake the sockets stopped at a part of this receive: they
    * announce the wait before looking at `posted` again (recv_header). */
   atomic_store(&m->posted, seq + 1);

@@ -26,7 +26,14 @@
  * queues the parts when it posts and kicks their sockets' threads. Each
  * request counts what is left (`pending`: parts on the sender, bytes on the
  * receiver, where the size is learned from the first part to arrive); the
- * last part to finish completes it.
+ * last part to finish completes it. The receiver believes no header: each
+ * part is claimed before its first byte is read (its range must lie in the
+ * message, agree on the size, overlap no earlier part; a socket brings at
+ * most one part of a message, so at most nsocks + 1 ranges per receive), a
+ * part counts only once every byte of it is read, and a receive is done only
+ * when its parts cover exactly [0, size). A header that breaks these rules
+ * breaks the comm (TPX_EPROTO): every socket stops, and every receive fails
+ * once no socket can write into it any more.
  *
  * Threads. The I/O threads are the only ones touching sockets after setup:
  * the caller's isend/irecv/test only fill ring slots, queue parts, and kick
@@ -222,11 +229,19 @@ typedef struct tpx_sock_req {
   size_t size; /* send: bytes to send; recv: capacity */
   uint64_t seq;
   uint64_t stage_end; /* send from CUDA memory: its staging span's end (0 = none) */
+  /* recv: the parts claimed so far (comm->rx_mu; reset by irecv). Parts of
+   * one message never overlap and lie in [0, size): rx_covered, their sum,
+   * reaches the size only when they cover exactly [0, size). */
+  uint64_t rx_seq;     /* the receive this accounting belongs to */
+  uint64_t rx_msize;   /* 0 until a part was claimed, then msg_size + 1 */
+  uint64_t rx_covered; /* bytes of the claimed parts */
+  uint32_t rx_nparts;  /* their ranges: comm->rx_ranges[slot * (nsocks + 1) ..] */
   /* written by I/O threads */
   size_t msg_size;          /* recv: size announced by the sender */
-  _Atomic uint64_t msize;   /* recv: 0 until a part header arrived, then msg_size + 1 */
-  _Atomic uint64_t pending; /* send: parts left; recv: bytes left (+ TPX_SOCK_UNSIZED
-                               until sized); 0 = complete */
+  _Atomic uint64_t pending; /* send: parts left; recv: bytes not yet accounted for:
+                               those of no part yet, and every byte of each part not
+                               wholly read (+ TPX_SOCK_UNSIZED until sized); 0 =
+                               complete, and then no thread writes into buf */
   _Atomic int err;          /* first failure (tpx code), 0 = none */
   /* caller only */
   int state; /* TPX_SR_* */
@@ -235,6 +250,11 @@ typedef struct tpx_sock_req {
 /* DONE: unpack-mode receive that test reported done; its slot and bounce
  * pages stay held until irecvConsumed. */
 enum { TPX_SR_FREE = 0, TPX_SR_INFLIGHT, TPX_SR_RELEASED, TPX_SR_DONE };
+
+/* A part's range of its message, as claimed by its header. */
+typedef struct tpx_sock_range {
+  uint64_t off, len;
+} tpx_sock_range_t;
 
 /* One contiguous part of a message on one socket. */
 typedef struct tpx_sock_part {
@@ -308,6 +328,12 @@ typedef struct tpx_sock_comm {
   _Atomic int closing;     /* teardown started: no more cross-socket kicks */
   _Atomic int errset;      /* 0, 1 = being written, 2 = errmsg valid */
   char errmsg[256];
+  /* recv: part accounting (comm.c: recv_header, recv_claim_check) */
+  pthread_mutex_t rx_mu;            /* claims, slot resets by irecv, kicks of comm_break */
+  struct tpx_sock_range *rx_ranges; /* TPX_SOCK_RING * (nsocks + 1) claimed ranges */
+  int rx_live;                      /* every socket attached: comm_break may kick them */
+  _Atomic int broken;               /* recv: the peer broke the protocol (tpx code): every
+                                       socket stops and every receive fails */
   /* unpack mode */
   struct tpx_sock_upk *upk;     /* recv comms: bounce pool and metadata */
   struct tpx_sock_stage *stage; /* send comms: pinned staging of CUDA sends (lazy) */
