@@ -2,6 +2,7 @@
  * before posting, FIFO head-only testing with tri-state release, a deadline
  * per request, the receive consume stage before irecvConsumed. Progress is
  * per comm, never per transfer. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,13 +126,18 @@ static int test_head(struct tpx_peer *p, struct window *q) {
     struct wslot *s = &q->ring[q->test % q->cap];
     struct op *o = s->op;
     int done = 0;
-    int rc = net->ops->test(net, s->req, &done, NULL);
+    size_t got = SIZE_MAX; /* left alone by transports that do not report sizes (TCPX) */
+    int rc = net->ops->test(net, s->req, &done, q->is_recv ? &got : NULL);
     if (rc == TPX_ESYSTEM && done) {
       /* TCPX: the peer closed after this request's data arrived. */
       TPX_DEBUG("peer %s channel %d: chunk %llu done as the peer closed", p->where, q->ch,
                 (unsigned long long)s->chunk);
       rc = 0;
     }
+    if (rc == 0 && done && got != SIZE_MAX && got != s->len) /* every byte of a chunk is sent, once */
+      return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: chunk %llu of %s %llu: the peer sent %zu bytes, "
+                           "the chunk has %llu", p->where, q->ch, (unsigned long long)s->chunk,
+                           tpx__op_kind_name(o->kind), (unsigned long long)o->id, got, (unsigned long long)s->len);
     if (rc == 0 && done) {
       TPX_TRACE("peer %s channel %d: %s chunk %llu of %s %llu done in the transport", p->where, q->ch, dir(q),
                 (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
