@@ -5,7 +5,7 @@
  * getDeviceMr / irecvConsumed may be NULL, device-handle storage is owned by
  * the caller, and errors are negative tpx codes (tpx/error.h).
  *
- * Semantics are NCCL's (see spec/ncclnet.md): listen never blocks; connect and
+ * Semantics are NCCL's (see docs/NCCLNET.md): listen never blocks; connect and
  * accept return 0 with *comm == NULL until the connection is up and are called
  * again with the SAME handle buffer / listen comm; isend/irecv may return 0
  * with *request == NULL (back-pressure: retry later); test reports completion.

@@ -154,54 +154,11 @@ static void destroy_streams(tpx_unpacker_t *u) {
   }
 }
 
-int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
-  if (!out) return tpx_err(TPX_EINVAL, "tpx__unpacker_create: NULL");
-  *out = NULL;
-  tpx_unpack_opts_t o;
-  tpx__unpack_opts_default(&o);
-  if (opts) {
-    tpx_unpack_opts_t d = o;
-    o = *opts;
-    if (!o.max_frags) o.max_frags = d.max_frags;
-    if (!o.max_inflight) o.max_inflight = d.max_inflight;
-    if (!o.threads) o.threads = d.threads;
-    if (!o.nstreams) o.nstreams = d.nstreams;
-    if (o.d2d_batch < 0) o.d2d_batch = d.d2d_batch;
-    if (!o.host_stage_bytes) o.host_stage_bytes = d.host_stage_bytes;
-  }
-  if (o.mode < TPX_UNPACK_KERNEL || o.mode > TPX_UNPACK_HOST || o.desc < TPX_UNPACK_DESC_COPY ||
-      o.desc > TPX_UNPACK_DESC_PARAM || o.threads % 32 || o.threads > TPX_UNPACK_KERNEL_MAX_THREADS ||
-      o.max_frags > (1u << 24) || o.max_inflight > 4096 || o.nstreams < 1 ||
-      o.nstreams > TPX_UNPACK_MAX_STREAMS)
-    return tpx_err(TPX_EINVAL,
-                   "unpack on GPU %d: bad options (mode %d desc %d threads %d frags %u inflight %u streams %d)",
-                   dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight, o.nstreams);
-  /* The host mode reuses one staging buffer: one stream keeps it ordered. */
-  if (o.mode == TPX_UNPACK_HOST) o.nstreams = 1;
-  int rc = tpx__gpu_retain(dev);
-  if (rc) return rc;
-  tpx_unpacker_t *u = calloc(1, sizeof *u);
-  struct inflight *ring = calloc(o.max_inflight, sizeof *ring);
-  if (!u || !ring) {
-    free(u);
-    free(ring);
-    tpx__gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "unpack on GPU %d", dev);
-  }
-  u->dev = dev;
-  u->o = o;
-  u->ns = o.nstreams;
-  u->ring = ring;
-  pthread_mutex_init(&u->mu, NULL);
-
-  tpx_gpu_guard_t g;
-  for (int i = 0; i < u->ns && !rc; i++) {
-    rc = tpx__gpu_stream_create(dev, &u->streams[i]);
-    if (!rc) u->cs[i] = (cudaStream_t)tpx__gpu_stream_handle(u->streams[i]);
-  }
-  if (!rc) rc = tpx__gpu_evpool_create(dev, (int)TPX_MIN(o.max_inflight, 64u), &u->pool);
-  if (!rc) rc = tpx__gpu_guard_enter(dev, &g);
-  if (rc) goto fail;
+/* The buffers the unpack mode needs (inside the device guard). */
+static int alloc_mode_buffers(tpx_unpacker_t *u) {
+  const tpx_unpack_opts_t o = u->o;
+  const int dev = u->dev;
+  int rc = 0;
   const size_t ring_bytes = (size_t)o.max_inflight * o.max_frags * sizeof(tpx_unpack_meta_t);
   if (o.mode == TPX_UNPACK_KERNEL) {
     cudaError_t e = tpx__unpack_kernel_max_blocks(o.threads, &u->max_blocks);
@@ -226,6 +183,67 @@ int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t 
     rc = tpx__gpu_host_alloc(dev, o.host_stage_bytes, (void **)&u->host_stage);
     if (!rc) u->host_stage_bytes = o.host_stage_bytes;
   }
+  return rc;
+}
+
+/* The caller's options over the defaults (zero = default), checked. */
+static int resolve_opts(int dev, const tpx_unpack_opts_t *opts, tpx_unpack_opts_t *out) {
+  tpx_unpack_opts_t o;
+  tpx__unpack_opts_default(&o);
+  if (opts) {
+    tpx_unpack_opts_t d = o;
+    o = *opts;
+    if (!o.max_frags) o.max_frags = d.max_frags;
+    if (!o.max_inflight) o.max_inflight = d.max_inflight;
+    if (!o.threads) o.threads = d.threads;
+    if (!o.nstreams) o.nstreams = d.nstreams;
+    if (o.d2d_batch < 0) o.d2d_batch = d.d2d_batch;
+    if (!o.host_stage_bytes) o.host_stage_bytes = d.host_stage_bytes;
+  }
+  if (o.mode < TPX_UNPACK_KERNEL || o.mode > TPX_UNPACK_HOST || o.desc < TPX_UNPACK_DESC_COPY ||
+      o.desc > TPX_UNPACK_DESC_PARAM || o.threads % 32 || o.threads > TPX_UNPACK_KERNEL_MAX_THREADS ||
+      o.max_frags > (1u << 24) || o.max_inflight > 4096 || o.nstreams < 1 ||
+      o.nstreams > TPX_UNPACK_MAX_STREAMS)
+    return tpx_err(TPX_EINVAL,
+                   "unpack on GPU %d: bad options (mode %d desc %d threads %d frags %u inflight %u streams %d)",
+                   dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight, o.nstreams);
+  *out = o;
+  return 0;
+}
+
+int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
+  if (!out) return tpx_err(TPX_EINVAL, "tpx__unpacker_create: NULL");
+  *out = NULL;
+  tpx_unpack_opts_t o;
+  int rc = resolve_opts(dev, opts, &o);
+  if (rc) return rc;
+  /* The host mode reuses one staging buffer: one stream keeps it ordered. */
+  if (o.mode == TPX_UNPACK_HOST) o.nstreams = 1;
+  rc = tpx__gpu_retain(dev);
+  if (rc) return rc;
+  tpx_unpacker_t *u = calloc(1, sizeof *u);
+  struct inflight *ring = calloc(o.max_inflight, sizeof *ring);
+  if (!u || !ring) {
+    free(u);
+    free(ring);
+    tpx__gpu_release(dev);
+    return tpx_err(TPX_ENOMEM, "unpack on GPU %d", dev);
+  }
+  u->dev = dev;
+  u->o = o;
+  u->ns = o.nstreams;
+  u->ring = ring;
+  pthread_mutex_init(&u->mu, NULL);
+
+  tpx_gpu_guard_t g;
+  for (int i = 0; i < u->ns && !rc; i++) {
+    rc = tpx__gpu_stream_create(dev, &u->streams[i]);
+    if (!rc) u->cs[i] = (cudaStream_t)tpx__gpu_stream_handle(u->streams[i]);
+  }
+  if (!rc) rc = tpx__gpu_evpool_create(dev, (int)TPX_MIN(o.max_inflight, 64u), &u->pool);
+  if (!rc) rc = tpx__gpu_guard_enter(dev, &g);
+  if (rc) goto fail;
+  rc = alloc_mode_buffers(u);
   tpx__gpu_guard_leave(&g);
   if (rc) goto fail;
   TPX_DEBUG("unpack on GPU %d: mode %s, descriptors %s, %u frags/chunk, %d threads, %d blocks max, %d streams",

@@ -28,7 +28,7 @@ int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
 }
 
 void tpx__window_free(struct window *q) {
-  tpx__gpu_cq_free(q);
+  tpx__gpu_window_free(q);
   free(q->ring);
   q->ring = NULL;
 }
@@ -219,7 +219,7 @@ int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn do
   if (!q->comm) return 0;
   int did = drain(p, q, done);
   if (did < 0) return did;
-  if (q->gpu && q->pend) tpx__gpu_cq_ahead(p, q); /* staging copies of the next sends */
+  if (q->gpu && q->pend) tpx__gpu_window_ahead(p, q); /* staging copies of the next sends */
   while (q->pend && q->tail - q->head < q->cap) { /* capacity checked BEFORE posting */
     int r = post_one(p, q);
     if (r < 0) return r;
@@ -233,7 +233,7 @@ int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn do
 }
 
 void tpx__window_purge(struct tpx_peer *p, struct window *q) {
-  tpx__gpu_cq_purge(p, q); /* GPU copies / unpacks touching memory end first */
+  tpx__gpu_window_purge(p, q); /* GPU copies / unpacks touching memory end first */
   for (uint64_t i = q->head; i < q->tail; i++) {
     struct wslot *s = &q->ring[i % q->cap];
     if (s->op) account(p, s->op, -1);

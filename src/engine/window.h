@@ -21,7 +21,7 @@
 
 struct tpx_peer;
 struct op;
-struct gpu_cq;
+struct gpu_window;
 
 enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
 
@@ -54,7 +54,7 @@ struct window {
   uint64_t test;  /* oldest request not yet reported done */
   uint64_t tail;  /* next free */
   struct wlink *pend, *pend_tail;
-  struct gpu_cq *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
+  struct gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
   uint64_t posted, done;
 };
 

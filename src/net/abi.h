@@ -2,7 +2,7 @@
  *
  * A plugin exports a data symbol ncclNetPlugin_vN holding a name and a table
  * of C function pointers; every function returns an ncclResult_t (an int).
- * Written from the facts in spec/ncclnet.md; layouts checked against NCCL
+ * Written from the facts in docs/NCCLNET.md; layouts checked against NCCL
  * 2.28's plugin headers (the static_asserts below pin them for x86_64 and
  * aarch64 LP64). Names are ours (ncclnet_*), so this header can never clash
  * with NCCL's own if both end up in one translation unit.

@@ -1,5 +1,5 @@
 /* ncclNet v7..v11 -> tpx_net_ops_t. See adapt.h for the shape; the rules
- * follow spec/ncclnet.md and what NCCL 2.28's own compatibility layer does
+ * follow docs/NCCLNET.md and what NCCL 2.28's own compatibility layer does
  * (src/plugin/net/net_v*.cc there), so a plugin sees the calls it would see
  * under NCCL. */
 #include "net/adapt.h"
@@ -462,6 +462,43 @@ static const tpx_net_ops_t adapted_ops = {
     (f)->irecv_consumed = (t)->irecvConsumed;                                                      \
   } while (0)
 
+/* Entries NCCL calls without checking: a table lacking one is broken.
+ * Returns the first missing entry's name, or NULL. */
+static const char *first_missing(const struct tpx_plugin_fns *f, int version) {
+  const char *missing = NULL;
+  if (!f->init_v7 && !f->init_v10 && !f->init_v11)
+    missing = "init";
+  else if (!f->devices)
+    missing = "devices";
+  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11)
+    missing = "getProperties";
+  else if (!f->listen && !f->listen_ctx)
+    missing = "listen";
+  else if (!f->connect_v7 && !f->connect_v10 && !f->connect_v11)
+    missing = "connect";
+  else if (!f->accept)
+    missing = "accept";
+  else if (!f->regmr_int && !f->regmr)
+    missing = "regMr";
+  else if (!f->deregmr)
+    missing = "deregMr";
+  else if (!f->isend_int && !f->isend && !f->isend_ph)
+    missing = "isend";
+  else if (!f->irecv_int && !f->irecv && !f->irecv_ph)
+    missing = "irecv";
+  else if (!f->test)
+    missing = "test";
+  else if (!f->close_send)
+    missing = "closeSend";
+  else if (!f->close_recv)
+    missing = "closeRecv";
+  else if (!f->close_listen)
+    missing = "closeListen";
+  else if (version == 11 && !f->finalize)
+    missing = "finalize";
+  return missing;
+}
+
 int tpx__adapt_bind(struct tpx_plugin *p, const void *table) {
   struct tpx_plugin_fns *f = &p->fn;
   memset(f, 0, sizeof(*f));
@@ -509,38 +546,7 @@ int tpx__adapt_bind(struct tpx_plugin *p, const void *table) {
   }
   default: return tpx_err(TPX_EVERSION, "net plugin ABI v%d is not supported (7..11)", p->version);
   }
-  /* Entries NCCL calls without checking: a table lacking one is broken. */
-  const char *missing = NULL;
-  if (!f->init_v7 && !f->init_v10 && !f->init_v11)
-    missing = "init";
-  else if (!f->devices)
-    missing = "devices";
-  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11)
-    missing = "getProperties";
-  else if (!f->listen && !f->listen_ctx)
-    missing = "listen";
-  else if (!f->connect_v7 && !f->connect_v10 && !f->connect_v11)
-    missing = "connect";
-  else if (!f->accept)
-    missing = "accept";
-  else if (!f->regmr_int && !f->regmr)
-    missing = "regMr";
-  else if (!f->deregmr)
-    missing = "deregMr";
-  else if (!f->isend_int && !f->isend && !f->isend_ph)
-    missing = "isend";
-  else if (!f->irecv_int && !f->irecv && !f->irecv_ph)
-    missing = "irecv";
-  else if (!f->test)
-    missing = "test";
-  else if (!f->close_send)
-    missing = "closeSend";
-  else if (!f->close_recv)
-    missing = "closeRecv";
-  else if (!f->close_listen)
-    missing = "closeListen";
-  else if (p->version == 11 && !f->finalize)
-    missing = "finalize";
+  const char *missing = first_missing(f, p->version);
   if (missing)
     return tpx_err(TPX_EVERSION, "net plugin %s: ncclNetPlugin_v%d.%s is NULL", p->file, p->version,
                    missing);

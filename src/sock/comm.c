@@ -305,37 +305,36 @@ static const char *recv_claim_check(tpx_sock_comm_t *m, tpx_sock_req_t *r, uint6
   return NULL;
 }
 
-/* A whole part header is in c->rhdr: find its receive, claim the part's
- * range and set up c->cur. 0 = ready to read the bytes; 2 = an empty
- * message, done (next header); 1 = stopped (receive not posted, or unpack
- * admission waits), kicked later; -1 = the socket failed. */
-static int recv_header(tpx_sock_conn_t *c) {
-  tpx_sock_comm_t *m = c->comm;
+/* Parse the part header in c->rhdr: the range checks that need no receive
+ * and the full sequence number (parts on one socket come in increasing
+ * order). 0 = well formed; -1 = the socket failed. */
+static int recv_parse_header(tpx_sock_conn_t *c, uint64_t *seq, uint64_t *size, uint64_t *off,
+                             uint64_t *len) {
   uint32_t magic = tpx__get32(c->rhdr), seq32 = tpx__get32(c->rhdr + 4);
-  uint64_t size = tpx__get64(c->rhdr + 8), off = tpx__get64(c->rhdr + 16),
-           len = tpx__get64(c->rhdr + 24);
-  if (magic != TPX_WIRE_PART_MAGIC) {
-    recv_proto_error(c, "magic", seq32, size, off, len);
-    return -1;
-  }
-  const char *bad = size > TPX_SOCK_MAX_MSG          ? "range: size above the largest message"
-                    : off > size || len > size - off ? "range: offset + length beyond the size"
-                    : len == 0 && size > 0           ? "range: empty part of a non-empty message"
-                    : off % TPX_SOCK_PAGE != 0       ? "range: offset not a multiple of 4 KiB"
-                                                     : NULL;
-  if (bad != NULL) {
-    recv_proto_error(c, bad, seq32, size, off, len);
-    return -1;
-  }
-  /* Full sequence number: parts on one socket come in increasing order. */
+  *size = tpx__get64(c->rhdr + 8);
+  *off = tpx__get64(c->rhdr + 16);
+  *len = tpx__get64(c->rhdr + 24);
+  const char *bad = magic != TPX_WIRE_PART_MAGIC          ? "magic"
+                    : *size > TPX_SOCK_MAX_MSG            ? "range: size above the largest message"
+                    : *off > *size || *len > *size - *off ? "range: offset + length beyond the size"
+                    : *len == 0 && *size > 0    ? "range: empty part of a non-empty message"
+                    : *off % TPX_SOCK_PAGE != 0 ? "range: offset not a multiple of 4 KiB"
+                                                : NULL;
   uint32_t delta = seq32 - (uint32_t)c->rseq;
-  if (c->have_rseq && (delta == 0 || delta >= 0x80000000u)) {
-    recv_proto_error(c, "sequence", seq32, size, off, len);
+  if (bad == NULL && c->have_rseq && (delta == 0 || delta >= 0x80000000u)) bad = "sequence";
+  if (bad != NULL) {
+    recv_proto_error(c, bad, seq32, *size, *off, *len);
     return -1;
   }
-  uint64_t seq = c->rseq + delta;
-  /* Posted yet? Announce the wait before looking again: irecv publishes
-   * `posted` before it looks at wait_post, so one of us sees the other. */
+  *seq = c->rseq + delta;
+  return 0;
+}
+
+/* Has the receive for `seq` been posted? Announce the wait before looking
+ * again: irecv publishes `posted` before it looks at wait_post, so one of us
+ * sees the other. 1 = not yet (kicked when it is). */
+static int recv_wait_posted(tpx_sock_conn_t *c, uint64_t seq) {
+  tpx_sock_comm_t *m = c->comm;
   atomic_store(&c->pos, POS_READING);
   if (seq >= atomic_load(&m->posted)) {
     atomic_store(&c->pos, seq + 1);
@@ -347,6 +346,18 @@ static int recv_header(tpx_sock_conn_t *c) {
     atomic_store(&c->pos, POS_READING);
   }
   atomic_store_explicit(&c->wait_post, 0, memory_order_relaxed);
+  return 0;
+}
+
+/* A whole part header is in c->rhdr: find its receive, claim the part's
+ * range and set up c->cur. 0 = ready to read the bytes; 2 = an empty
+ * message, done (next header); 1 = stopped (receive not posted, or unpack
+ * admission waits), kicked later; -1 = the socket failed. */
+static int recv_header(tpx_sock_conn_t *c) {
+  tpx_sock_comm_t *m = c->comm;
+  uint64_t seq, size, off, len;
+  if (recv_parse_header(c, &seq, &size, &off, &len) != 0) return -1;
+  if (recv_wait_posted(c, seq) != 0) return 1;
   tpx_sock_req_t *r = slot(m, seq);
   tpx_sock_upk_t *u = m->upk;
   pthread_mutex_lock(&m->rx_mu);
@@ -416,8 +427,8 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
     if (!c->have) {
       if (c->rhdr_got < TPX_WIRE_PART_BYTES) {
         if (budget-- == 0) return 1;
-        ssize_t n = recv(c->fd, c->rhdr + c->rhdr_got, TPX_WIRE_PART_BYTES - c->rhdr_got,
-                         MSG_DONTWAIT);
+        ssize_t n =
+            recv(c->fd, c->rhdr + c->rhdr_got, TPX_WIRE_PART_BYTES - c->rhdr_got, MSG_DONTWAIT);
         if (n > 0) {
           c->rhdr_got += (size_t)n;
           continue;
@@ -450,7 +461,7 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
         int last = p->keep == p->len;
         if (p->pages) {
           n = tpx__sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep,
-                                last ? &more : NULL);
+                                 last ? &more : NULL);
         } else {
           struct iovec iov[2] = {{p->buf + c->done_bytes, want}, more};
           struct msghdr mh;
@@ -489,7 +500,7 @@ int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
 /* ---- comm creation and teardown ----------------------------------------------- */
 
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
-                         int *fds, const char *peer, void **out) {
+                          int *fds, const char *peer, void **out) {
   int n = nsocks + 1;
   tpx_sock_comm_t *m = calloc(1, sizeof(*m));
   tpx_sock_conn_t *conns = calloc((size_t)n, sizeof(*conns));
@@ -524,7 +535,8 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
     conns[i].comm = m;
     if (kind == TPX_SK_SEND && rc == 0) {
       conns[i].parts = calloc(TPX_SOCK_RING, sizeof(tpx_sock_part_t));
-      if (conns[i].parts == NULL) rc = tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
+      if (conns[i].parts == NULL)
+        rc = tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
     }
   }
   if (rc == 0 && kind == TPX_SK_RECV && sn->unpack) rc = tpx__sock_upk_create(m);
@@ -694,7 +706,7 @@ static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size)
 }
 
 int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
-                   void **request) {
+                    void **request) {
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "isend");
   if (sn == NULL) return TPX_EINVAL;
@@ -737,8 +749,10 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
   size_t per = size;
   int np = tpx__sock_split(size, m->nsocks, seq - m->tail, &per);
   int first = np == 0 ? 0 : 1 + (int)(m->rot % (unsigned)m->nsocks);
-  if (np == 0) np = 1;
-  else m->rot += (unsigned)np;
+  if (np == 0)
+    np = 1;
+  else
+    m->rot += (unsigned)np;
   atomic_store_explicit(&r->pending, (uint64_t)np, memory_order_relaxed);
   for (int j = 0; j < np; j++) {
     tpx_sock_conn_t *d = first == 0 ? &m->conns[0] : &m->conns[1 + (first - 1 + j) % m->nsocks];
@@ -766,7 +780,7 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
 }
 
 int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
-                   void **mhandles, void **request) {
+                    void **mhandles, void **request) {
   (void)tags;
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "irecv");
   if (sn == NULL) return TPX_EINVAL;
@@ -814,7 +828,7 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
 }
 
 int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
-                    void **request) {
+                     void **request) {
   (void)data;
   (void)sizes;
   (void)mhandles;
@@ -848,11 +862,10 @@ static const char *comm_errmsg(tpx_sock_comm_t *m) {
   return "peer closed";
 }
 
-int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
-  tpx_sock_net_t *sn = tpx__sock_net_of(net, "test");
-  if (sn == NULL) return TPX_EINVAL;
-  if (done == NULL) return tpx_err(TPX_EINVAL, "test: done pointer is NULL");
-  *done = 0;
+/* The request behind a test() token, in flight and testable: 0 with m->mu
+ * held, or an error (nothing held). */
+static int test_lookup(tpx_sock_net_t *sn, void *request, tpx_sock_comm_t **mp, int *kindp,
+                       tpx_sock_req_t **rp) {
   uint64_t t = (uint64_t)(uintptr_t)request;
   if (request == NULL || (t >> 48) == 0)
     return tpx_err(TPX_EINVAL, "test: %p is not a request of this transport", request);
@@ -883,6 +896,23 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
                    " (TCPX) only tests the head",
                    seq32, kind_name(kind), m->peer, head);
   }
+  *mp = m;
+  *kindp = kind;
+  *rp = r;
+  return 0;
+}
+
+int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "test");
+  if (sn == NULL) return TPX_EINVAL;
+  if (done == NULL) return tpx_err(TPX_EINVAL, "test: done pointer is NULL");
+  *done = 0;
+  tpx_sock_comm_t *m = NULL;
+  tpx_sock_req_t *r = NULL;
+  int kind = TPX_SK_NONE;
+  int rc = test_lookup(sn, request, &m, &kind, &r);
+  if (rc != 0) return rc;
+  uint32_t seq32 = (uint32_t)r->seq;
   int closed = m->strict && atomic_load(&m->peer_closed);
   if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0) {
     int yield = ++m->misses % TEST_YIELD_EVERY == 0;

@@ -45,8 +45,10 @@
  *    own choice (sock.h: small messages on socket 0, larger ones cut into at
  *    most nsocks parts over the data sockets). Rules the receiver checks:
  *    on each socket the sequence numbers strictly increase; offset + length
- *    <= size; the lengths of a message's parts add up to its size (the
- *    receiver counts them: the message is complete when all have arrived).
+ *    <= size; every part header of a message names the same size; a
+ *    message has at most one part per socket and its parts never overlap;
+ *    the message is complete when its parts cover [0, size) and each has
+ *    been read whole (a short or overlapping part fails the comm).
  *    A receiver reads a part only once the matching receive is posted, so the
  *    parts of later messages wait in the kernel (TCP flow control) meanwhile.
  *    (Version 1 sent a header per message on socket 0 and derived the cut

@@ -151,11 +151,3 @@ int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
   if (rc) return tpx_err(rc, "getDeviceMr of region %llu (GPU %d) failed", (unsigned long long)m->id, m->device);
   return 0;
 }
-
-int tpx__gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len) {
-  int rc = tpx__gpu_memcpy(m->device, m->base + off, src, len);
-  if (rc)
-    TPX_ERROR("endpoint %s: copying %zu inline bytes into region %llu on GPU %d failed: %s", m->ep->name, len,
-              (unsigned long long)m->id, m->device, tpx_last_error());
-  return rc;
-}

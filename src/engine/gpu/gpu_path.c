@@ -63,12 +63,12 @@ void tpx__gpu_ep_fini(tpx_endpoint_t *ep) {
   ep->consume = NULL;
 }
 
-int tpx__gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
+int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window **out) {
   if (q->gpu) {
     *out = q->gpu;
     return 0;
   }
-  struct gpu_cq *gq = calloc(1, sizeof(*gq));
+  struct gpu_window *gq = calloc(1, sizeof(*gq));
   if (gq) gq->slots = calloc(q->cap, sizeof(*gq->slots));
   if (!gq || !gq->slots) {
     free(gq);
@@ -83,7 +83,7 @@ int tpx__gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out) {
   gq->rel_pos = q->tail;
   gq->adev = -1;
   if (gq->g->unpack && q->is_recv) {
-    int rc = tpx__unpack_cq_setup(p, q, gq);
+    int rc = tpx__unpack_window_setup(p, q, gq);
     if (rc) {
       free(gq->slots);
       free(gq);
@@ -103,8 +103,8 @@ int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, st
   int unpack_recv = g->unpack && q->is_recv;
   if (!cuda && !unpack_recv) return GPU_POST_DEFAULT;
   tpx__gpu_thread_pin(g);
-  struct gpu_cq *gq;
-  int rc = tpx__gpu_cq_get(p, q, &gq);
+  struct gpu_window *gq;
+  int rc = tpx__gpu_window_get(p, q, &gq);
   if (rc) return rc;
   tpx__stage_reclaim(gq, q);
   if (!cuda) return GPU_POST_DEFAULT;
@@ -114,7 +114,7 @@ int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, st
 
 void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
                    int prep) {
-  struct gpu_cq *gq = q->gpu;
+  struct gpu_window *gq = q->gpu;
   if (!gq) return;
   tpx__stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
   struct gslot *s = &gq->slots[q->tail % q->cap];
@@ -134,15 +134,15 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m,
   }
 }
 
-void tpx__gpu_cq_ahead(struct tpx_peer *p, struct window *q) {
-  struct gpu_cq *gq = q->gpu;
+void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q) {
+  struct gpu_window *gq = q->gpu;
   if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;
   tpx__stage_reclaim(gq, q);
   (void)tpx__stage_ahead(q, gq, 0, 2); /* errors come back through the next post */
 }
 
-void tpx__gpu_cq_purge(struct tpx_peer *p, struct window *q) {
-  struct gpu_cq *gq = q->gpu;
+void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q) {
+  struct gpu_window *gq = q->gpu;
   if (!gq) return;
   (void)p;
   /* GPU work still reading or writing memory (user buffers, staging) must
@@ -161,8 +161,8 @@ void tpx__gpu_cq_purge(struct tpx_peer *p, struct window *q) {
   gq->have_dh = 0;
 }
 
-void tpx__gpu_cq_free(struct window *q) {
-  struct gpu_cq *gq = q->gpu;
+void tpx__gpu_window_free(struct window *q) {
+  struct gpu_window *gq = q->gpu;
   if (!gq) return;
   tpx__stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
   free(gq->slots);
@@ -207,7 +207,7 @@ static int flush_poll(struct tpx_peer *p, struct window *q, struct gslot *s) {
 }
 
 static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
-  struct gpu_cq *gq = q->gpu;
+  struct gpu_window *gq = q->gpu;
   if (!gq) {
     rs->state = WS_CONSUMED;
     return 0;
@@ -234,7 +234,7 @@ static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
 }
 
 static int c_poll(struct tpx_peer *p, struct window *q, struct wslot *rs) {
-  struct gpu_cq *gq = q->gpu;
+  struct gpu_window *gq = q->gpu;
   if (!gq) return 1;
   struct gslot *s = &gq->slots[rs - q->ring];
   if (s->mode == GS_STAGE_IN) return tpx__stage_poll(gq, s);

@@ -73,15 +73,11 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m,
                    void *mh, int prep);
 /* tpx__window_progress: start device-to-host copies of upcoming chunks (sends) so
  * they are ready when ring slots free up. */
-void tpx__gpu_cq_ahead(struct tpx_peer *p, struct window *q);
+void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q);
 /* The comm is about to close (peer failed or closed): wait for copies and
  * unpacks still touching memory, deregister and free the staging arena. */
-void tpx__gpu_cq_purge(struct tpx_peer *p, struct window *q);
+void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q);
 /* tpx__window_free: whatever purge did not free. */
-void tpx__gpu_cq_free(struct window *q);
-
-/* Inline data of a control message landing in CUDA memory (synchronous
- * copy; <= WIRE_MAX_INLINE bytes). */
-int tpx__gpu_copy_in(struct tpx_mem *m, uint64_t off, const void *src, size_t len);
+void tpx__gpu_window_free(struct window *q);
 
 #endif

@@ -85,7 +85,7 @@ struct gpre {
   uint64_t ticket;
 };
 
-struct gpu_cq {
+struct gpu_window {
   struct gpu_ep *g;
   tpx_net_t *net;
   void *comm;
@@ -118,26 +118,26 @@ void tpx__gpu_thread_pin(struct gpu_ep *g);
 int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
 
 /* gpu_path.c */
-int tpx__gpu_cq_get(struct tpx_peer *p, struct window *q, struct gpu_cq **out);
+int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window **out);
 const struct consume_ops *tpx__gpu_consume_ops(void);
 
 /* staging.c */
-int tpx__stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh);
-void tpx__stage_send_done(struct gpu_cq *gq, struct gslot *s);
-int tpx__stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
-void tpx__stage_recv_done(struct gpu_cq *gq, struct gslot *s);
-int tpx__stage_in_start(struct gpu_cq *gq, struct gslot *s);
-int tpx__stage_poll(struct gpu_cq *gq, struct gslot *s);
-void tpx__stage_slot_wait(struct gpu_cq *gq, struct gslot *s);
-int tpx__stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new);
-void tpx__stage_reclaim(struct gpu_cq *gq, struct window *q);
-void tpx__stage_purge(struct gpu_cq *gq);
-void tpx__stage_free(struct gpu_cq *gq);
+int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *l, void **data, void **mh);
+void tpx__stage_send_done(struct gpu_window *gq, struct gslot *s);
+int tpx__stage_recv_prep(struct gpu_window *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
+void tpx__stage_recv_done(struct gpu_window *gq, struct gslot *s);
+int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s);
+int tpx__stage_poll(struct gpu_window *gq, struct gslot *s);
+void tpx__stage_slot_wait(struct gpu_window *gq, struct gslot *s);
+int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max_new);
+void tpx__stage_reclaim(struct gpu_window *gq, struct window *q);
+void tpx__stage_purge(struct gpu_window *gq);
+void tpx__stage_free(struct gpu_window *gq);
 
 /* unpack_stage.c */
-int tpx__unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq);
-int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s);
-int tpx__unpack_poll(struct gpu_cq *gq, struct gslot *s);
-void tpx__unpack_purge(struct gpu_cq *gq, struct gslot *s);
+int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq);
+int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s);
+int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s);
+void tpx__unpack_purge(struct gpu_window *gq, struct gslot *s);
 
 #endif

@@ -21,7 +21,7 @@
 
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
 
-static int arena_setup(struct gpu_cq *gq, int dev) {
+static int arena_setup(struct gpu_window *gq, int dev) {
   if (gq->arena) return 0;
   if (!gq->comm) return tpx_err(TPX_ECLOSED, "channel %d: comm closed", gq->ch);
   /* TPX_STAGING_BYTES is the floor; a full window of chunks fits (sends:
@@ -64,7 +64,7 @@ static int arena_setup(struct gpu_cq *gq, int dev) {
 /* Room for len contiguous bytes? 1 yes (*sp), 0 not until earlier chunks
  * are released, < 0 never (the arena is sized for two of the largest chunk,
  * so this is a bug). */
-static int arena_fit(const struct gpu_cq *gq, uint64_t len, tpx_ring_span_t *sp) {
+static int arena_fit(const struct gpu_window *gq, uint64_t len, tpx_ring_span_t *sp) {
   int r = tpx__ring_fit(&gq->aring, len, sp);
   if (r < 0)
     return tpx_err(TPX_EINTERNAL, "channel %d: a %llu-byte chunk cannot fit the %llu-byte staging arena", gq->ch,
@@ -73,7 +73,7 @@ static int arena_fit(const struct gpu_cq *gq, uint64_t len, tpx_ring_span_t *sp)
 }
 
 /* Ring slots the engine released since the last look give their bytes back. */
-void tpx__stage_reclaim(struct gpu_cq *gq, struct window *q) {
+void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
   while (gq->rel_pos < q->head) {
     struct gslot *s = &gq->slots[gq->rel_pos % gq->cap];
     if (s->aend) {
@@ -93,7 +93,7 @@ void tpx__stage_reclaim(struct gpu_cq *gq, struct window *q) {
  * persistent stream of the copy direction with a pooled event. */
 
 /* 1 queued, 0 the unpacker is full (retry later), < 0 error. */
-static int copy_start(struct gpu_cq *gq, int dev, void *dst, const void *src, uint64_t len, int h2d, int *kern,
+static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d, int *kern,
                       tpx_gpu_event_t **ev, uint64_t *ticket) {
   struct gpu_dev *d = gq->g->devs[dev];
   if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
@@ -127,7 +127,7 @@ static int copy_start(struct gpu_cq *gq, int dev, void *dst, const void *src, ui
 }
 
 /* 1 done (event returned to its pool), 0 not yet, < 0 the copy failed. */
-static int copy_poll(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
+static int copy_poll(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
   struct gpu_dev *d = gq->g->devs[dev];
   if (kern) return tpx__unpack_done(d->unpacker, ticket);
   int r = tpx__gpu_event_query(*ev);
@@ -139,7 +139,7 @@ static int copy_poll(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev,
 }
 
 /* Teardown: wait for a copy still running. */
-static void copy_wait(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
+static void copy_wait(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
   struct gpu_dev *d = gq->g->devs[dev];
   int rc = 0;
   if (kern) {
@@ -155,7 +155,7 @@ static void copy_wait(struct gpu_cq *gq, int dev, int kern, tpx_gpu_event_t **ev
 /* ---- send side ---- */
 
 /* Start the copy of one chunk into the arena. 1 started, 0 no room, < 0. */
-static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
+static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c) {
   const struct xent *e = &o->ents[c->e];
   struct tpx_mem *m = e->mem;
   uint64_t len = tpx__plan_len(o->ents, o->chunk, c);
@@ -183,7 +183,7 @@ static int stage_one(struct gpu_cq *gq, struct op *o, const struct cursor *c) {
  * room. Small steps per call, called for every comm on every pass, keep the
  * copies close to the transfer's chunk order across channels, so no channel
  * waits behind another's whole window of copies at the start. */
-int tpx__stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new) {
+int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   for (struct wlink *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
@@ -211,7 +211,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_cq *gq, int setup, int max_new
   return 0;
 }
 
-int tpx__stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, void **data, void **mh) {
+int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *l, void **data, void **mh) {
   int rc = tpx__stage_ahead(q, gq, 1, 1);
   if (rc < 0) return rc;
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */
@@ -232,7 +232,7 @@ int tpx__stage_send_prep(struct window *q, struct gpu_cq *gq, struct wlink *l, v
   return GPU_POST_STAGED;
 }
 
-void tpx__stage_send_done(struct gpu_cq *gq, struct gslot *s) {
+void tpx__stage_send_done(struct gpu_window *gq, struct gslot *s) {
   struct gpre *e = &gq->pre[gq->pre_head];
   s->aoff = e->aoff;
   s->aend = e->aend;
@@ -242,7 +242,7 @@ void tpx__stage_send_done(struct gpu_cq *gq, struct gslot *s) {
 
 /* ---- receive side ---- */
 
-int tpx__stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh) {
+int tpx__stage_recv_prep(struct gpu_window *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh) {
   if (!gq->arena) {
     int rc = arena_setup(gq, m->device);
     if (rc) return rc;
@@ -255,7 +255,7 @@ int tpx__stage_recv_prep(struct gpu_cq *gq, struct tpx_mem *m, uint64_t len, voi
   return GPU_POST_STAGED;
 }
 
-void tpx__stage_recv_done(struct gpu_cq *gq, struct gslot *s) {
+void tpx__stage_recv_done(struct gpu_window *gq, struct gslot *s) {
   s->aoff = gq->tsp.off;
   s->aend = gq->tsp.end;
   tpx__ring_take(&gq->aring, &gq->tsp);
@@ -263,7 +263,7 @@ void tpx__stage_recv_done(struct gpu_cq *gq, struct gslot *s) {
 
 /* Queue the host-to-device copy of a received chunk (or defer it while the
  * unpacker is full). */
-static int in_submit(struct gpu_cq *gq, struct gslot *s) {
+static int in_submit(struct gpu_window *gq, struct gslot *s) {
   int kern = 0;
   int rc = copy_start(gq, s->dev, s->dst, gq->arena_dev + s->aoff, s->len, 1, &kern, &s->ev, &s->ticket);
   if (rc < 0)
@@ -274,13 +274,13 @@ static int in_submit(struct gpu_cq *gq, struct gslot *s) {
   return 0;
 }
 
-int tpx__stage_in_start(struct gpu_cq *gq, struct gslot *s) {
+int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
   return in_submit(gq, s);
 }
 
-int tpx__stage_poll(struct gpu_cq *gq, struct gslot *s) {
+int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
   if (s->deferred) {
     int rc = in_submit(gq, s);
@@ -295,7 +295,7 @@ int tpx__stage_poll(struct gpu_cq *gq, struct gslot *s) {
   return 1;
 }
 
-void tpx__stage_slot_wait(struct gpu_cq *gq, struct gslot *s) {
+void tpx__stage_slot_wait(struct gpu_window *gq, struct gslot *s) {
   if (s->busy && !s->deferred) copy_wait(gq, s->dev, s->kern, &s->ev, s->ticket);
   s->busy = 0;
   s->deferred = 0;
@@ -303,7 +303,7 @@ void tpx__stage_slot_wait(struct gpu_cq *gq, struct gslot *s) {
 
 /* ---- teardown ---- */
 
-void tpx__stage_purge(struct gpu_cq *gq) {
+void tpx__stage_purge(struct gpu_window *gq) {
   while (gq->pre_n) {
     struct gpre *e = &gq->pre[gq->pre_head];
     if (e->busy) copy_wait(gq, e->dev, e->kern, &e->ev, e->ticket);
@@ -318,7 +318,7 @@ void tpx__stage_purge(struct gpu_cq *gq) {
   tpx__ring_release_all(&gq->aring);
 }
 
-void tpx__stage_free(struct gpu_cq *gq) {
+void tpx__stage_free(struct gpu_window *gq) {
   if (!gq->arena) return;
   if (tpx__gpu_host_free(gq->adev, gq->arena))
     TPX_WARN("channel %d: freeing staging on GPU %d: %s", gq->ch, gq->adev, tpx_last_error());

@@ -17,7 +17,7 @@
 /* Copy the 24-byte {meta, bounce_buf, head} that accept's device handle
  * points to (device memory for TCPX, host or mapped memory for the
  * built-in transport's emulation). */
-int tpx__unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq) {
+int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq) {
   tpx_net_dev_handle_t *dh = &p->ch[q->ch].recv_dev;
   if (dh->type != TPX_NET_DEV_UNPACK || !dh->handle)
     return tpx_err(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
@@ -45,7 +45,7 @@ int tpx__unpack_cq_setup(struct tpx_peer *p, struct window *q, struct gpu_cq *gq
   return 0;
 }
 
-static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *meta, uint32_t cnt) {
+static int submit(struct gpu_window *gq, struct gslot *s, const tpx_unpack_meta_t *meta, uint32_t cnt) {
   struct gpu_dev *d = gq->g->devs[s->dev];
   if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, s->dev);
   tpx_unpacker_t *u;
@@ -65,7 +65,7 @@ static int submit(struct gpu_cq *gq, struct gslot *s, const tpx_unpack_meta_t *m
 }
 
 /* 1: done (CPU), 0: GPU work queued, < 0: error. */
-int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, struct gslot *s) {
+int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s) {
   if (!gq->have_dh) return tpx_err(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint32_t cnt = 0;
@@ -90,7 +90,7 @@ int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_cq *gq, s
   return submit(gq, s, meta, cnt);
 }
 
-int tpx__unpack_poll(struct gpu_cq *gq, struct gslot *s) {
+int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
   if (s->deferred) {
     tpx_unpack_meta_block_t *mb = gq->dh.meta;
@@ -105,7 +105,7 @@ int tpx__unpack_poll(struct gpu_cq *gq, struct gslot *s) {
   return r;
 }
 
-void tpx__unpack_purge(struct gpu_cq *gq, struct gslot *s) {
+void tpx__unpack_purge(struct gpu_window *gq, struct gslot *s) {
   if (s->busy && !s->deferred) {
     int rc = tpx__unpack_wait(gq->g->devs[s->dev]->unpacker, s->ticket, 30000);
     if (rc) TPX_WARN("channel %d: unpack on GPU %d at teardown: %s", gq->ch, s->dev, tpx_last_error());
