@@ -70,3 +70,8 @@ int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt,
   else if (TPX_LOG_WARN <= tpx__log_level) tpx__log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
   return err;
 }
+
+int tpx__err_surface_at(int err, const char *file, int line) {
+  if (err < 0 && TPX_LOG_WARN <= tpx__log_level) tpx__log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
+  return err;
+}

@@ -166,7 +166,7 @@ int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
   ci.port = (uint16_t)ep->port;
   snprintf(ci.name, sizeof(ci.name), "%s", ep->name);
   int rc = our_addresses(ep, &ci);
-  return rc ? rc : tpx__conn_info_encode(&ci, buf, cap, len);
+  return rc ? rc : tpx_err_surface(tpx__conn_info_encode(&ci, buf, cap, len));
 }
 
 int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **out) {
@@ -174,7 +174,7 @@ int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, 
   *out = NULL;
   struct conn_info ci;
   int rc = tpx__conn_info_decode(blob, len, &ci);
-  if (rc) return rc;
+  if (rc) return tpx_err_surface(rc);
   for (int i = 0; i < ci.naddr; i++) {
     rc = connect_one(ep, ci.addr[i], ci.port, out);
     if (rc == 0) {

@@ -152,14 +152,14 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   if (slot >= m->mh_cap) {
     int ncap = ep->nslots > slot + 1 ? ep->nslots : slot + 1;
     void ***t = realloc(m->mh, (size_t)ncap * sizeof(*t));
-    if (!t) return tpx_err(TPX_ENOMEM, "registration cache: out of memory");
+    if (!t) return tpx_err_quiet(TPX_ENOMEM, "registration cache: out of memory");
     for (int i = m->mh_cap; i < ncap; i++) t[i] = NULL;
     m->mh = t;
     m->mh_cap = ncap;
   }
   if (!m->mh[slot]) {
     m->mh[slot] = calloc(m->npieces, sizeof(void *));
-    if (!m->mh[slot]) return tpx_err(TPX_ENOMEM, "registration cache: out of memory");
+    if (!m->mh[slot]) return tpx_err_quiet(TPX_ENOMEM, "registration cache: out of memory");
   }
   uint64_t start = (uint64_t)k * PIECE_STRIDE;
   uint64_t len = m->len - start < PIECE_SPAN ? m->len - start : PIECE_SPAN;
@@ -168,7 +168,7 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   uint64_t pre = k == 0 ? m->reg_pre : 0, post = start + len == m->len ? m->reg_post : 0;
   void *h = NULL;
   int rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start - pre, len + pre + post, type, &h);
-  if (rc) return tpx_err(rc, "regMr of region %llu piece %u (%llu bytes) failed",
+  if (rc) return tpx_err_quiet(rc, "regMr of region %llu piece %u (%llu bytes) failed",
                          (unsigned long long)m->id, k, (unsigned long long)len);
   if ((rc = tpx__gpu_mem_after_reg(m, comm, h)) != 0) {
     ep->net->ops->dereg_mr(ep->net, comm, h);

@@ -75,12 +75,12 @@ static int frame_end(struct wbuf *b, size_t start) {
   if (b->oom) {
     b->oom = 0;
     b->len = start;
-    return tpx_err(TPX_ENOMEM, "control message: out of memory");
+    return tpx_err_quiet(TPX_ENOMEM, "control message: out of memory");
   }
   size_t plen = b->len - start - WIRE_HDR_BYTES;
   if (plen > WIRE_MAX_PAYLOAD) {
     b->len = start;
-    return tpx_err(TPX_EINVAL, "control message of %zu bytes exceeds %u", plen, WIRE_MAX_PAYLOAD);
+    return tpx_err_quiet(TPX_EINVAL, "control message of %zu bytes exceeds %u", plen, WIRE_MAX_PAYLOAD);
   }
   tpx__put32(b->p + start + 8, (uint32_t)plen);
   return 0;
@@ -90,20 +90,20 @@ long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *
   /* Judge the magic as soon as its bytes arrive, so garbage is refused early. */
   static const uint8_t magic[4] = {'T', 'P', 'X', 'C'};
   for (size_t i = 0; i < avail && i < 4; i++)
-    if (buf[i] != magic[i]) return tpx_err(TPX_EPROTO, "control stream: bad magic (not a tpx peer?)");
+    if (buf[i] != magic[i]) return tpx_err_quiet(TPX_EPROTO, "control stream: bad magic (not a tpx peer?)");
   if (avail < WIRE_HDR_BYTES) return 0;
   f->version = buf[4];
   f->type = buf[5];
   uint16_t flags = tpx__get16(buf + 6);
   f->len = tpx__get32(buf + 8);
   if (f->version != WIRE_VERSION)
-    return tpx_err(TPX_EVERSION, "control stream: protocol version %u, we speak %u", f->version,
+    return tpx_err_quiet(TPX_EVERSION, "control stream: protocol version %u, we speak %u", f->version,
                    WIRE_VERSION);
-  if (flags != 0) return tpx_err(TPX_EPROTO, "control stream: unknown frame flags 0x%x", flags);
+  if (flags != 0) return tpx_err_quiet(TPX_EPROTO, "control stream: unknown frame flags 0x%x", flags);
   if (f->type == 0 || f->type > MSG_TYPE_MAX)
-    return tpx_err(TPX_EPROTO, "control stream: unknown message type %u", f->type);
+    return tpx_err_quiet(TPX_EPROTO, "control stream: unknown message type %u", f->type);
   if (f->len > WIRE_MAX_PAYLOAD)
-    return tpx_err(TPX_EPROTO, "control stream: frame of %u bytes exceeds the %u limit", f->len,
+    return tpx_err_quiet(TPX_EPROTO, "control stream: frame of %u bytes exceeds the %u limit", f->len,
                    WIRE_MAX_PAYLOAD);
   if (avail < WIRE_HDR_BYTES + (size_t)f->len) return 0;
   f->payload = buf + WIRE_HDR_BYTES;
@@ -142,9 +142,9 @@ static uint64_t rd_u64(struct rd *r) {
   return p ? tpx__get64(p) : 0;
 }
 static int rd_done(struct rd *r, const char *what) {
-  if (r->bad) return tpx_err(TPX_EPROTO, "control message %s: truncated", what);
+  if (r->bad) return tpx_err_quiet(TPX_EPROTO, "control message %s: truncated", what);
   if (r->pos != r->len)
-    return tpx_err(TPX_EPROTO, "control message %s: %zu trailing bytes", what, r->len - r->pos);
+    return tpx_err_quiet(TPX_EPROTO, "control message %s: %zu trailing bytes", what, r->len - r->pos);
   return 0;
 }
 static struct rd rd_of(const struct wire_frame *f) {
@@ -175,7 +175,7 @@ static void wb_str(struct wbuf *b, const char *s, size_t max) {
 /* ---- messages ---- */
 int tpx__wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
   if (h->nch == 0 || h->nch > WIRE_MAX_CHANNELS)
-    return tpx_err(TPX_EINVAL, "hello: %u channels", h->nch);
+    return tpx_err_quiet(TPX_EINVAL, "hello: %u channels", h->nch);
   size_t s = frame_begin(b, ack ? MSG_HELLO_ACK : MSG_HELLO);
   wb_u64(b, h->uuid);
   wb_u32(b, (uint32_t)h->gpu);
@@ -193,7 +193,7 @@ int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
   h->flags = rd_u32(&r);
   rd_str(&r, h->name, sizeof(h->name));
   if (!r.bad && (h->nch == 0 || h->nch > WIRE_MAX_CHANNELS))
-    return tpx_err(TPX_EPROTO, "hello: channel count %u outside 1..%d", h->nch, WIRE_MAX_CHANNELS);
+    return tpx_err_quiet(TPX_EPROTO, "hello: channel count %u outside 1..%d", h->nch, WIRE_MAX_CHANNELS);
   h->handles = rd_take(&r, (size_t)h->nch * TPX_NET_HANDLE_BYTES);
   return rd_done(&r, "hello");
 }
@@ -234,7 +234,7 @@ int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
   m->tag = rd_u64(&r);
   m->cap = rd_u64(&r);
   m->inl_ok = rd_u8(&r);
-  if (!r.bad && m->inl_ok > 1) return tpx_err(TPX_EPROTO, "cts: bad inline flag %u", m->inl_ok);
+  if (!r.bad && m->inl_ok > 1) return tpx_err_quiet(TPX_EPROTO, "cts: bad inline flag %u", m->inl_ok);
   return rd_done(&r, "cts");
 }
 
@@ -242,7 +242,7 @@ static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHU
 
 int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
   if (m->inl && (m->len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->len))
-    return tpx_err(TPX_EINVAL, "send: inline data of %llu bytes", (unsigned long long)m->len);
+    return tpx_err_quiet(TPX_EINVAL, "send: inline data of %llu bytes", (unsigned long long)m->len);
   size_t s = frame_begin(b, MSG_SEND);
   wb_u64(b, m->recv_id);
   wb_u64(b, m->len);
@@ -261,12 +261,12 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   m->inl = rd_u8(&r);
   m->data = NULL;
   if (!r.bad && (m->inl > 1 || (m->inl && m->len > WIRE_MAX_INLINE)))
-    return tpx_err(TPX_EPROTO, "send: inline flag %u with %llu bytes", m->inl, (unsigned long long)m->len);
+    return tpx_err_quiet(TPX_EPROTO, "send: inline flag %u with %llu bytes", m->inl, (unsigned long long)m->len);
   if (m->inl) m->data = rd_take(&r, (size_t)m->len);
   int rc = rd_done(&r, "send");
-  if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err(TPX_EPROTO, "send: chunk size %u", m->chunk);
+  if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err_quiet(TPX_EPROTO, "send: chunk size %u", m->chunk);
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
-    rc = tpx_err(TPX_EPROTO, "send: first channel %u", m->first_ch);
+    rc = tpx_err_quiet(TPX_EPROTO, "send: first channel %u", m->first_ch);
   return rc;
 }
 
@@ -276,10 +276,10 @@ int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, u
   uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
   for (uint32_t i = 0; iov && i < n; i++) sum += e[i].len;
   if (iov && (type != MSG_WRITE || inl != sum || inl > WIRE_MAX_INLINE))
-    return tpx_err(TPX_EINVAL, "write: inline data of %llu bytes for %llu", (unsigned long long)inl,
+    return tpx_err_quiet(TPX_EINVAL, "write: inline data of %llu bytes for %llu", (unsigned long long)inl,
                    (unsigned long long)sum);
   if (n > WIRE_MAX_ENTRIES || notif_len > TPX_NOTIF_MAX)
-    return tpx_err(TPX_EINVAL, "%s: %u entries / %u notification bytes over the limits",
+    return tpx_err_quiet(TPX_EINVAL, "%s: %u entries / %u notification bytes over the limits",
                    type == MSG_WRITE ? "write" : "read", n, notif_len);
   size_t s = frame_begin(b, (uint8_t)type);
   wb_u64(b, id);
@@ -310,33 +310,33 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
   m->chunk = rd_u32(&r);
   m->n = rd_u32(&r);
   if (!r.bad && m->n > WIRE_MAX_ENTRIES)
-    return tpx_err(TPX_EPROTO, "%s: %u entries exceeds %d", what, m->n, WIRE_MAX_ENTRIES);
+    return tpx_err_quiet(TPX_EPROTO, "%s: %u entries exceeds %d", what, m->n, WIRE_MAX_ENTRIES);
   m->entries = rd_take(&r, (size_t)m->n * WIRE_ENTRY_BYTES);
   m->has_notif = rd_u8(&r);
   m->notif_len = rd_u32(&r);
   if (!r.bad && (m->has_notif > 1 || (!m->has_notif && m->notif_len)))
-    return tpx_err(TPX_EPROTO, "%s: inconsistent notification fields", what);
+    return tpx_err_quiet(TPX_EPROTO, "%s: inconsistent notification fields", what);
   if (!r.bad && m->notif_len > TPX_NOTIF_MAX)
-    return tpx_err(TPX_EPROTO, "%s: notification of %u bytes exceeds %d", what, m->notif_len,
+    return tpx_err_quiet(TPX_EPROTO, "%s: notification of %u bytes exceeds %d", what, m->notif_len,
                    TPX_NOTIF_MAX);
   m->notif = rd_take(&r, m->notif_len);
   m->inl = rd_u8(&r);
   m->inl_len = 0;
   m->data = NULL;
-  if (!r.bad && m->inl > 1) return tpx_err(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
+  if (!r.bad && m->inl > 1) return tpx_err_quiet(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
   if (!r.bad && m->inl && f->type == MSG_WRITE) {
     for (uint32_t i = 0; i < m->n; i++) {
       uint64_t l = tpx__get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);
       if (l > WIRE_MAX_INLINE || m->inl_len + l > WIRE_MAX_INLINE)
-        return tpx_err(TPX_EPROTO, "%s: inline data over %d bytes", what, WIRE_MAX_INLINE);
+        return tpx_err_quiet(TPX_EPROTO, "%s: inline data over %d bytes", what, WIRE_MAX_INLINE);
       m->inl_len += l;
     }
     m->data = rd_take(&r, (size_t)m->inl_len);
   }
   int rc = rd_done(&r, what);
-  if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err(TPX_EPROTO, "%s: chunk size %u", what, m->chunk);
+  if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err_quiet(TPX_EPROTO, "%s: chunk size %u", what, m->chunk);
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
-    rc = tpx_err(TPX_EPROTO, "%s: first channel %u", what, m->first_ch);
+    rc = tpx_err_quiet(TPX_EPROTO, "%s: first channel %u", what, m->first_ch);
   return rc;
 }
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
@@ -348,7 +348,7 @@ void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e
 
 int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov) {
   if (m->inl && (m->inl_len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->inl_len))
-    return tpx_err(TPX_EINVAL, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
+    return tpx_err_quiet(TPX_EINVAL, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
   size_t s = frame_begin(b, MSG_READ_DATA);
   wb_u64(b, m->id);
   wb_u16(b, m->first_ch);
@@ -366,16 +366,16 @@ int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m
   m->inl = rd_u8(&r);
   m->inl_len = 0;
   m->data = NULL;
-  if (!r.bad && m->inl > 1) return tpx_err(TPX_EPROTO, "read data: bad inline flag %u", m->inl);
+  if (!r.bad && m->inl > 1) return tpx_err_quiet(TPX_EPROTO, "read data: bad inline flag %u", m->inl);
   if (m->inl) {
     m->inl_len = rd_u64(&r);
     if (!r.bad && m->inl_len > WIRE_MAX_INLINE)
-      return tpx_err(TPX_EPROTO, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
+      return tpx_err_quiet(TPX_EPROTO, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
     m->data = rd_take(&r, (size_t)m->inl_len);
   }
   int rc = rd_done(&r, "read data");
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
-    rc = tpx_err(TPX_EPROTO, "read data: first channel %u", m->first_ch);
+    rc = tpx_err_quiet(TPX_EPROTO, "read data: first channel %u", m->first_ch);
   return rc;
 }
 
@@ -393,14 +393,14 @@ int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m) {
   m->status = (int32_t)rd_u32(&r);
   int rc = rd_done(&r, "status");
   if (rc == 0 && (m->what < ST_WRITE || m->what > ST_SEND))
-    rc = tpx_err(TPX_EPROTO, "status: unknown kind %u", m->what);
+    rc = tpx_err_quiet(TPX_EPROTO, "status: unknown kind %u", m->what);
   if (rc == 0 && (m->status > 0 || m->status < TPX_EUNKNOWN))
-    rc = tpx_err(TPX_EPROTO, "status: code %d out of range", m->status);
+    rc = tpx_err_quiet(TPX_EPROTO, "status: code %d out of range", m->status);
   return rc;
 }
 
 int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len) {
-  if (len > TPX_NOTIF_MAX) return tpx_err(TPX_EINVAL, "notification of %u bytes exceeds %d", len, TPX_NOTIF_MAX);
+  if (len > TPX_NOTIF_MAX) return tpx_err_quiet(TPX_EINVAL, "notification of %u bytes exceeds %d", len, TPX_NOTIF_MAX);
   size_t s = frame_begin(b, MSG_NOTIF);
   wb_u32(b, len);
   wb_bytes(b, msg, len);
@@ -410,7 +410,7 @@ int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
   struct rd r = rd_of(f);
   m->len = rd_u32(&r);
   if (!r.bad && m->len > TPX_NOTIF_MAX)
-    return tpx_err(TPX_EPROTO, "notification of %u bytes exceeds %d", m->len, TPX_NOTIF_MAX);
+    return tpx_err_quiet(TPX_EPROTO, "notification of %u bytes exceeds %d", m->len, TPX_NOTIF_MAX);
   m->msg = rd_take(&r, m->len);
   return rd_done(&r, "notification");
 }
@@ -433,8 +433,8 @@ int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, s
   wb_u8(&b, (uint8_t)naddr);
   for (int i = 0; i < naddr; i++) wb_str(&b, c->addr[i], CONN_ADDR_MAX - 1);
   int rc = 0;
-  if (b.oom) rc = tpx_err(TPX_ENOMEM, "connection info: out of memory");
-  else if (b.len > cap) rc = tpx_err(TPX_EINVAL, "connection info needs %zu bytes, buffer has %zu", b.len, cap);
+  if (b.oom) rc = tpx_err_quiet(TPX_ENOMEM, "connection info: out of memory");
+  else if (b.len > cap) rc = tpx_err_quiet(TPX_EINVAL, "connection info needs %zu bytes, buffer has %zu", b.len, cap);
   else {
     memcpy(buf, b.p, b.len);
     *len = b.len;
@@ -445,23 +445,23 @@ int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, s
 int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
   struct rd r = {buf, len, 0, 0};
   memset(c, 0, sizeof(*c));
-  if (rd_u32(&r) != BLOB_CONN_MAGIC) return tpx_err(TPX_EPROTO, "connection info: bad magic");
+  if (rd_u32(&r) != BLOB_CONN_MAGIC) return tpx_err_quiet(TPX_EPROTO, "connection info: bad magic");
   uint8_t v = rd_u8(&r);
-  if (v != BLOB_VERSION) return tpx_err(TPX_EVERSION, "connection info: version %u, we read %u", v, BLOB_VERSION);
+  if (v != BLOB_VERSION) return tpx_err_quiet(TPX_EVERSION, "connection info: version %u, we read %u", v, BLOB_VERSION);
   c->uuid = rd_u64(&r);
   c->gpu = (int32_t)rd_u32(&r);
   c->port = rd_u16(&r);
   rd_str(&r, c->name, sizeof(c->name));
   c->naddr = rd_u8(&r);
-  if (c->naddr > CONN_MAX_ADDRS) return tpx_err(TPX_EPROTO, "connection info: %d addresses", c->naddr);
+  if (c->naddr > CONN_MAX_ADDRS) return tpx_err_quiet(TPX_EPROTO, "connection info: %d addresses", c->naddr);
   for (int i = 0; i < c->naddr; i++) rd_str(&r, c->addr[i], CONN_ADDR_MAX);
-  if (r.bad || r.pos != r.len) return tpx_err(TPX_EPROTO, "connection info: malformed (%zu bytes)", len);
-  if (c->naddr == 0 || c->port == 0) return tpx_err(TPX_EPROTO, "connection info: no address or port");
+  if (r.bad || r.pos != r.len) return tpx_err_quiet(TPX_EPROTO, "connection info: malformed (%zu bytes)", len);
+  if (c->naddr == 0 || c->port == 0) return tpx_err_quiet(TPX_EPROTO, "connection info: no address or port");
   return 0;
 }
 
 int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len) {
-  if (cap < MD_BLOB_BYTES) return tpx_err(TPX_EINVAL, "descriptor needs %d bytes, buffer has %zu", MD_BLOB_BYTES, cap);
+  if (cap < MD_BLOB_BYTES) return tpx_err_quiet(TPX_EINVAL, "descriptor needs %d bytes, buffer has %zu", MD_BLOB_BYTES, cap);
   uint8_t *p = buf;
   tpx__put32(p, BLOB_MD_MAGIC);
   p[4] = BLOB_VERSION;
@@ -476,9 +476,9 @@ int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *le
   return 0;
 }
 int tpx__md_decode(const uint8_t *p, size_t len, struct md_info *m) {
-  if (len < 5 || tpx__get32(p) != BLOB_MD_MAGIC) return tpx_err(TPX_EPROTO, "memory descriptor: bad magic");
-  if (p[4] != BLOB_VERSION) return tpx_err(TPX_EVERSION, "memory descriptor: version %u, we read %u", p[4], BLOB_VERSION);
-  if (len != MD_BLOB_BYTES) return tpx_err(TPX_EPROTO, "memory descriptor: %zu bytes, expected %d", len, MD_BLOB_BYTES);
+  if (len < 5 || tpx__get32(p) != BLOB_MD_MAGIC) return tpx_err_quiet(TPX_EPROTO, "memory descriptor: bad magic");
+  if (p[4] != BLOB_VERSION) return tpx_err_quiet(TPX_EVERSION, "memory descriptor: version %u, we read %u", p[4], BLOB_VERSION);
+  if (len != MD_BLOB_BYTES) return tpx_err_quiet(TPX_EPROTO, "memory descriptor: %zu bytes, expected %d", len, MD_BLOB_BYTES);
   m->type = p[5];
   m->access = tpx__get32(p + 6);
   m->device = (int32_t)tpx__get32(p + 10);
@@ -487,6 +487,6 @@ int tpx__md_decode(const uint8_t *p, size_t len, struct md_info *m) {
   m->addr = tpx__get64(p + 30);
   m->len = tpx__get64(p + 38);
   if (m->type > 1 || (m->access & ~3u) != 0 || m->len == 0 || m->addr + m->len < m->addr)
-    return tpx_err(TPX_EPROTO, "memory descriptor: invalid fields");
+    return tpx_err_quiet(TPX_EPROTO, "memory descriptor: invalid fields");
   return 0;
 }

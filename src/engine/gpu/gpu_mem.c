@@ -148,6 +148,6 @@ int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
   if (!g || !g->unpack || m->type != TPX_MEM_CUDA || !ep->net->ops->get_device_mr) return 0;
   void *dmh = NULL;
   int rc = ep->net->ops->get_device_mr(ep->net, comm, mhandle, &dmh);
-  if (rc) return tpx_err(rc, "getDeviceMr of region %llu (GPU %d) failed", (unsigned long long)m->id, m->device);
+  if (rc) return tpx_err_quiet(rc, "getDeviceMr of region %llu (GPU %d) failed", (unsigned long long)m->id, m->device);
   return 0;
 }

@@ -72,7 +72,7 @@ int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window 
   if (gq) gq->slots = calloc(q->cap, sizeof(*gq->slots));
   if (!gq || !gq->slots) {
     free(gq);
-    return tpx_err(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, q->ch);
+    return tpx_err_quiet(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, q->ch);
   }
   gq->g = p->ep->gpath;
   gq->net = p->ep->net;
@@ -181,7 +181,7 @@ static int flush_start(struct tpx_peer *p, struct window *q, struct gslot *s) {
   size_t size = (size_t)s->len;
   s->freq = NULL;
   int rc = net->ops->iflush(net, q->comm, 1, &data, &size, &s->mh, &s->freq);
-  if (rc) return tpx_err(rc, "peer %s channel %d: iflush of %llu bytes at %p: %s", p->where, q->ch,
+  if (rc) return tpx_err_quiet(rc, "peer %s channel %d: iflush of %llu bytes at %p: %s", p->where, q->ch,
                          (unsigned long long)s->len, data, tpx_last_error());
   if (!s->freq) return 1;
   s->busy = 1;
@@ -194,14 +194,14 @@ static int flush_poll(struct tpx_peer *p, struct window *q, struct gslot *s) {
   tpx_net_t *net = p->ep->net;
   int done = 0;
   int rc = net->ops->test(net, s->freq, &done, NULL);
-  if (rc) return tpx_err(rc, "peer %s channel %d: test of a flush request: %s", p->where, q->ch, tpx_last_error());
+  if (rc) return tpx_err_quiet(rc, "peer %s channel %d: test of a flush request: %s", p->where, q->ch, tpx_last_error());
   if (done) {
     s->busy = 0;
     s->freq = NULL;
     return 1;
   }
   if (tpx__now_ns() > s->deadline)
-    return tpx_err(TPX_ETIMEDOUT, "peer %s channel %d: flush of a %llu-byte receive not done after %d ms", p->where,
+    return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s channel %d: flush of a %llu-byte receive not done after %d ms", p->where,
                    q->ch, (unsigned long long)s->len, p->ep->cfg.timeout_ms);
   return 0;
 }

@@ -23,7 +23,7 @@
 
 static int arena_setup(struct gpu_window *gq, int dev) {
   if (gq->arena) return 0;
-  if (!gq->comm) return tpx_err(TPX_ECLOSED, "channel %d: comm closed", gq->ch);
+  if (!gq->comm) return tpx_err_quiet(TPX_ECLOSED, "channel %d: comm closed", gq->ch);
   /* TPX_STAGING_BYTES is the floor; a full window of chunks fits (sends:
    * two, so the next window is already copied when slots free up), and any
    * chunk (the peer's size may differ from ours) twice. */
@@ -36,13 +36,13 @@ static int arena_setup(struct gpu_window *gq, int dev) {
   void *a = NULL;
   int rc = tpx__gpu_host_alloc(dev, (size_t)sz, &a);
   if (rc)
-    return tpx_err(rc, "channel %d: pinned staging of %llu bytes (TPX_STAGING_BYTES) on GPU %d: %s", gq->ch,
+    return tpx_err_quiet(rc, "channel %d: pinned staging of %llu bytes (TPX_STAGING_BYTES) on GPU %d: %s", gq->ch,
                    (unsigned long long)sz, dev, tpx_last_error());
   void *mh = NULL;
   rc = gq->net->ops->reg_mr(gq->net, gq->comm, a, (size_t)sz, TPX_PTR_HOST, &mh);
   if (rc) {
     tpx__gpu_host_free(dev, a);
-    return tpx_err(rc, "channel %d: registering %llu bytes of staging with the transport failed", gq->ch,
+    return tpx_err_quiet(rc, "channel %d: registering %llu bytes of staging with the transport failed", gq->ch,
                    (unsigned long long)sz);
   }
   void *adev = NULL;
@@ -67,7 +67,7 @@ static int arena_setup(struct gpu_window *gq, int dev) {
 static int arena_fit(const struct gpu_window *gq, uint64_t len, tpx_ring_span_t *sp) {
   int r = tpx__ring_fit(&gq->aring, len, sp);
   if (r < 0)
-    return tpx_err(TPX_EINTERNAL, "channel %d: a %llu-byte chunk cannot fit the %llu-byte staging arena", gq->ch,
+    return tpx_err_quiet(TPX_EINTERNAL, "channel %d: a %llu-byte chunk cannot fit the %llu-byte staging arena", gq->ch,
                    (unsigned long long)len, (unsigned long long)gq->aring.size);
   return r;
 }
@@ -96,7 +96,7 @@ void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
 static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d, int *kern,
                       tpx_gpu_event_t **ev, uint64_t *ticket) {
   struct gpu_dev *d = gq->g->devs[dev];
-  if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
+  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
   *ev = NULL;
   *ticket = 0;
   if (gq->g->unpack_mode == TPX_UNPACK_KERNEL) {
@@ -167,7 +167,7 @@ static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c
   uint64_t ticket = 0;
   int rc = copy_start(gq, m->device, gq->arena_dev + sp.off, m->base + e->off + c->off, len, 0, &kern, &ev, &ticket);
   if (rc < 0)
-    return tpx_err(rc, "channel %d: device-to-host copy of chunk %llu (%llu bytes, GPU %d) failed: %s", gq->ch,
+    return tpx_err_quiet(rc, "channel %d: device-to-host copy of chunk %llu (%llu bytes, GPU %d) failed: %s", gq->ch,
                    (unsigned long long)c->idx, (unsigned long long)len, m->device, tpx_last_error());
   if (rc == 0) return 0; /* unpacker full: later, like a full arena */
   struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
@@ -217,12 +217,12 @@ int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */
   struct gpre *e = &gq->pre[gq->pre_head];
   if (e->o != l->op || e->idx != l->cur.idx)
-    return tpx_err(TPX_EINTERNAL, "channel %d: staging out of step (chunk %llu staged, %llu to post)", gq->ch,
+    return tpx_err_quiet(TPX_EINTERNAL, "channel %d: staging out of step (chunk %llu staged, %llu to post)", gq->ch,
                    (unsigned long long)e->idx, (unsigned long long)l->cur.idx);
   if (e->busy) {
     int r = copy_poll(gq, e->dev, e->kern, &e->ev, e->ticket);
     if (r < 0)
-      return tpx_err(r, "channel %d: device-to-host copy of chunk %llu failed: %s", gq->ch,
+      return tpx_err_quiet(r, "channel %d: device-to-host copy of chunk %llu failed: %s", gq->ch,
                      (unsigned long long)e->idx, tpx_last_error());
     if (r == 0) return GPU_POST_WAIT;
     e->busy = 0;
@@ -267,7 +267,7 @@ static int in_submit(struct gpu_window *gq, struct gslot *s) {
   int kern = 0;
   int rc = copy_start(gq, s->dev, s->dst, gq->arena_dev + s->aoff, s->len, 1, &kern, &s->ev, &s->ticket);
   if (rc < 0)
-    return tpx_err(rc, "channel %d: host-to-device copy of %llu bytes to GPU %d failed: %s", gq->ch,
+    return tpx_err_quiet(rc, "channel %d: host-to-device copy of %llu bytes to GPU %d failed: %s", gq->ch,
                    (unsigned long long)s->len, s->dev, tpx_last_error());
   s->kern = (uint8_t)kern;
   s->deferred = rc == 0;
@@ -289,7 +289,7 @@ int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
   }
   int r = copy_poll(gq, s->dev, s->kern, &s->ev, s->ticket);
   if (r < 0)
-    return tpx_err(r, "channel %d: host-to-device copy to GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
+    return tpx_err_quiet(r, "channel %d: host-to-device copy to GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 0) return 0;
   s->busy = 0;
   return 1;

@@ -20,7 +20,7 @@
 int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq) {
   tpx_net_dev_handle_t *dh = &p->ch[q->ch].recv_dev;
   if (dh->type != TPX_NET_DEV_UNPACK || !dh->handle)
-    return tpx_err(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
+    return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
                    p->where, q->ch, dh->type);
   tpx_gpu_ptr_info_t info;
   if (tpx__gpu_ptr_query(dh->handle, &info) != 0) info.mem = TPX_GPU_MEM_HOST;
@@ -29,13 +29,13 @@ int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_wi
     int rc = tpx__gpu_dev_get(gq->g, info.dev, &d);
     if (rc == 0) rc = tpx__gpu_memcpy(info.dev, &gq->dh, dh->handle, sizeof(gq->dh));
     if (rc)
-      return tpx_err(rc, "peer %s channel %d: reading the unpack device handle on GPU %d: %s", p->where, q->ch,
+      return tpx_err_quiet(rc, "peer %s channel %d: reading the unpack device handle on GPU %d: %s", p->where, q->ch,
                      info.dev, tpx_last_error());
   } else {
     memcpy(&gq->dh, dh->handle, sizeof(gq->dh));
   }
   if (!gq->dh.meta || !gq->dh.bounce_buf)
-    return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack device handle without %s", p->where, q->ch,
+    return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: unpack device handle without %s", p->where, q->ch,
                    gq->dh.meta ? "bounce buffer" : "metadata");
   tpx_gpu_ptr_info_t bi;
   gq->bounce_on_gpu = tpx__gpu_ptr_query(gq->dh.bounce_buf, &bi) == 0 && bi.mem == TPX_GPU_MEM_DEVICE;
@@ -47,7 +47,7 @@ int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_wi
 
 static int submit(struct gpu_window *gq, struct gslot *s, const tpx_unpack_meta_t *meta, uint32_t cnt) {
   struct gpu_dev *d = gq->g->devs[s->dev];
-  if (!d) return tpx_err(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, s->dev);
+  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, s->dev);
   tpx_unpacker_t *u;
   int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
   if (rc) return rc;
@@ -57,7 +57,7 @@ static int submit(struct gpu_window *gq, struct gslot *s, const tpx_unpack_meta_
     s->deferred = 1; /* unpacker full: the slot keeps its entries, retry from poll */
     return 0;
   }
-  if (rc) return tpx_err(rc, "channel %d: unpack of slot %u (%u entries) on GPU %d: %s", gq->ch, s->uslot, cnt,
+  if (rc) return tpx_err_quiet(rc, "channel %d: unpack of slot %u (%u entries) on GPU %d: %s", gq->ch, s->uslot, cnt,
                          s->dev, tpx_last_error());
   s->deferred = 0;
   gq->g->unpacked_gpu += s->len;
@@ -66,20 +66,20 @@ static int submit(struct gpu_window *gq, struct gslot *s, const tpx_unpack_meta_
 
 /* 1: done (CPU), 0: GPU work queued, < 0: error. */
 int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s) {
-  if (!gq->have_dh) return tpx_err(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
+  if (!gq->have_dh) return tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint32_t cnt = 0;
   uint64_t total = 0;
   /* The plugin does not publish its bounce size: sources are unbounded. */
   int rc = tpx__tcpx_slot_read(mb, s->uslot, SIZE_MAX, (size_t)s->len, &cnt, &total);
-  if (rc) return tpx_err(rc, "peer %s channel %d: %s", p->where, q->ch, tpx_last_error());
+  if (rc) return tpx_err_quiet(rc, "peer %s channel %d: %s", p->where, q->ch, tpx_last_error());
   const tpx_unpack_meta_t *meta = mb->mem[s->uslot];
   if (total != s->len)
-    return tpx_err(TPX_EPROTO, "peer %s channel %d: unpack slot %u describes %llu bytes, the chunk has %llu", p->where,
+    return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: unpack slot %u describes %llu bytes, the chunk has %llu", p->where,
                    q->ch, s->uslot, (unsigned long long)total, (unsigned long long)s->len);
   if (s->mode == GS_UNPACK_CPU) {
     if (gq->bounce_on_gpu)
-      return tpx_err(TPX_ENOTSUP, "peer %s channel %d: a host receive buffer cannot be filled from bounce pages in "
+      return tpx_err_quiet(TPX_ENOTSUP, "peer %s channel %d: a host receive buffer cannot be filled from bounce pages in "
                      "GPU memory (TCPX devmem): receive into registered GPU memory on this transport", p->where, q->ch);
     rc = tpx__unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, cnt);
     if (rc) return rc;
@@ -100,7 +100,7 @@ int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s) {
     if (s->deferred) return 0;
   }
   int r = tpx__unpack_done(gq->g->devs[s->dev]->unpacker, s->ticket);
-  if (r < 0) return tpx_err(r, "channel %d: unpack on GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
+  if (r < 0) return tpx_err_quiet(r, "channel %d: unpack on GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 1) s->busy = 0;
   return r;
 }
