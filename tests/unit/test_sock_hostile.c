@@ -25,6 +25,7 @@
 
 #include "sock/sock.h"
 #include "sock/wire.h"
+#include "test_sock_forge.h"
 #include "test_sock_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -50,17 +51,6 @@ typedef struct forge {
   int fd[NSOCKS + 1];
 } forge_t;
 
-static void send_all(int fd, const void *p, size_t n) {
-  const char *b = p;
-  while (n > 0) {
-    ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    assert_true(k > 0);
-    b += k;
-    n -= (size_t)k;
-  }
-}
-
 /* NSOCKS + 1 raw sockets with valid hellos, accepted as one recv comm. */
 static void forge_open(forge_t *f, int mode) {
   memset(f, 0, sizeof(*f));
@@ -76,26 +66,7 @@ static void forge_open(forge_t *f, int mode) {
   memset(h, 0, sizeof(h));
   assert_int_equal(f->net->ops->listen(f->net, 0, h, &f->lc), 0);
   assert_int_equal(tpx__get16(h + TPX_WH_NSOCKS), NSOCKS);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  memcpy(&a.sin_addr, h + TPX_WH_ADDR, 4);
-  memcpy(&a.sin_port, h + TPX_WH_PORT, 2);
-  for (int i = 0; i <= NSOCKS; i++) {
-    f->fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(f->fd[i] >= 0);
-    assert_int_equal(connect(f->fd[i], (struct sockaddr *)&a, sizeof(a)), 0);
-    uint8_t hello[TPX_WIRE_HELLO_BYTES];
-    memset(hello, 0, sizeof(hello));
-    tpx__put32(hello, TPX_WIRE_HELLO_MAGIC);
-    tpx__put16(hello + 4, TPX_WIRE_VERSION);
-    tpx__put16(hello + 6, TPX_WIRE_HELLO_BYTES);
-    tpx__put64(hello + 8, tpx__get64(h + TPX_WH_NONCE));
-    tpx__put64(hello + 16, 0xbad5eed);
-    tpx__put16(hello + 24, (uint16_t)i);
-    tpx__put16(hello + 26, NSOCKS);
-    send_all(f->fd[i], hello, sizeof(hello));
-  }
+  ts_forge_dial(h, NSOCKS, f->fd, 0xbad5eed);
   uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   while (f->r == NULL && tpx__now_ns() < end)
     assert_int_equal(f->net->ops->accept(f->net, f->lc, &f->r, f->dev), 0);
@@ -106,13 +77,13 @@ static void forge_hdr(forge_t *f, int sock, uint64_t seq, uint64_t size, uint64_
                       uint64_t len) {
   uint8_t hdr[TPX_WIRE_PART_BYTES];
   tpx__wire_part_encode(hdr, seq, size, off, len);
-  send_all(f->fd[sock], hdr, sizeof(hdr));
+  ts_send_all(f->fd[sock], hdr, sizeof(hdr));
 }
 
 static void forge_part(forge_t *f, int sock, uint64_t seq, uint64_t size, uint64_t off,
                        const unsigned char *bytes, uint64_t len) {
   forge_hdr(f, sock, seq, size, off, len);
-  if (len) send_all(f->fd[sock], bytes, (size_t)len);
+  if (len) ts_send_all(f->fd[sock], bytes, (size_t)len);
 }
 
 static void *forge_recv(forge_t *f, void *buf, size_t cap) {
@@ -273,7 +244,7 @@ static void overlap_attack(int mode) {
   memset(buf, 0xEE, 4096);
   void *r0 = forge_recv(&f, buf, 4096);
   forge_hdr(&f, 1, 0, 4096, 0, 4096);
-  send_all(f.fd[1], src, 2048);
+  ts_send_all(f.fd[1], src, 2048);
   wait_claimed(&f, 0, 1, UINT64_MAX);
   usleep(20000); /* let socket 1 read its 2048 bytes (not needed for the outcome) */
   unsigned char *bounce = NULL, *bounce_copy = NULL;
@@ -293,7 +264,7 @@ static void overlap_attack(int mode) {
     memcpy(bounce_copy, bounce, bounce_bytes);
   }
   /* The rest of the attack: socket 1's other half, and more. */
-  send_all(f.fd[1], src + 2048, 2048);
+  ts_send_all(f.fd[1], src + 2048, 2048);
   forge_part(&f, 2, 0, 4096, 0, src, 4096);
   settle();
   buf_check(buf, 4096);
@@ -540,7 +511,7 @@ static void cut_attack(size_t cap) {
   assert_non_null(buf);
   void *r0 = forge_recv(&f, buf, cap);
   forge_hdr(&f, 1, 0, 4096, 0, 4096);
-  send_all(f.fd[1], src, 1024);
+  ts_send_all(f.fd[1], src, 1024);
   wait_claimed(&f, 0, 1, UINT64_MAX);
   forge_close_sock(&f, 1);
   outcome_t o = wait_outcome(f.net, r0);
@@ -566,7 +537,7 @@ static void test_attack_header_cut_by_close(void **state) {
   void *r0 = forge_recv(&f, buf, sizeof(buf));
   uint8_t hdr[TPX_WIRE_PART_BYTES];
   tpx__wire_part_encode(hdr, 0, 4096, 0, 4096);
-  send_all(f.fd[1], hdr, 16);
+  ts_send_all(f.fd[1], hdr, 16);
   usleep(20000);
   for (int i = 0; i <= NSOCKS; i++)
     forge_close_sock(&f, i);
@@ -609,7 +580,7 @@ static void test_attack_junk_at_accept(void **state) {
     tpx__put16(msg + 24, (uint16_t)i);
     tpx__put16(msg + 26, NSOCKS);
     memset(msg + 28, 0, TPX_WIRE_HELLO_BYTES - 28);
-    send_all(f.fd[i], msg, sizeof(msg));
+    ts_send_all(f.fd[i], msg, sizeof(msg));
   }
   uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   while (f.r == NULL && tpx__now_ns() < end)

@@ -18,6 +18,7 @@
 
 #include "sock/sock.h"
 #include "sock/wire.h"
+#include "test_sock_forge.h"
 #include "test_sock_util.h"
 
 /* ---- the sender's cut -------------------------------------------------------------- */
@@ -155,17 +156,6 @@ typedef struct forge {
   int fd[FORGE_NSOCKS + 1];
 } forge_t;
 
-static void send_all(int fd, const void *p, size_t n) {
-  const char *b = p;
-  while (n > 0) {
-    ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    assert_true(k > 0);
-    b += k;
-    n -= (size_t)k;
-  }
-}
-
 /* Connect FORGE_NSOCKS + 1 raw sockets to a fresh listen comm with valid
  * hellos and accept the recv comm they form. */
 static void forge_open(forge_t *f, int strict) {
@@ -175,26 +165,7 @@ static void forge_open(forge_t *f, int strict) {
   memset(h, 0, sizeof(h));
   assert_int_equal(f->net->ops->listen(f->net, 0, h, &f->lc), 0);
   assert_int_equal(tpx__get16(h + TPX_WH_NSOCKS), FORGE_NSOCKS);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  memcpy(&a.sin_addr, h + TPX_WH_ADDR, 4);
-  memcpy(&a.sin_port, h + TPX_WH_PORT, 2);
-  for (int i = 0; i <= FORGE_NSOCKS; i++) {
-    f->fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(f->fd[i] >= 0);
-    assert_int_equal(connect(f->fd[i], (struct sockaddr *)&a, sizeof(a)), 0);
-    uint8_t hello[TPX_WIRE_HELLO_BYTES];
-    memset(hello, 0, sizeof(hello));
-    tpx__put32(hello, TPX_WIRE_HELLO_MAGIC);
-    tpx__put16(hello + 4, TPX_WIRE_VERSION);
-    tpx__put16(hello + 6, TPX_WIRE_HELLO_BYTES);
-    tpx__put64(hello + 8, tpx__get64(h + TPX_WH_NONCE));
-    tpx__put64(hello + 16, 0x5eed);
-    tpx__put16(hello + 24, (uint16_t)i);
-    tpx__put16(hello + 26, FORGE_NSOCKS);
-    send_all(f->fd[i], hello, sizeof(hello));
-  }
+  ts_forge_dial(h, FORGE_NSOCKS, f->fd, 0x5eed);
   uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   while (f->r == NULL && tpx__now_ns() < end)
     assert_int_equal(f->net->ops->accept(f->net, f->lc, &f->r, NULL), 0);
@@ -205,8 +176,8 @@ static void forge_part(forge_t *f, int sock, uint64_t seq, uint64_t size, uint64
                        const unsigned char *bytes, uint64_t len) {
   uint8_t hdr[TPX_WIRE_PART_BYTES];
   tpx__wire_part_encode(hdr, seq, size, off, len);
-  send_all(f->fd[sock], hdr, sizeof(hdr));
-  if (len) send_all(f->fd[sock], bytes, (size_t)len);
+  ts_send_all(f->fd[sock], hdr, sizeof(hdr));
+  if (len) ts_send_all(f->fd[sock], bytes, (size_t)len);
 }
 
 static void *forge_recv(forge_t *f, void *buf, size_t cap) {
@@ -300,7 +271,7 @@ static void forged_bad(int kind, const char *why) {
   case BAD_MAGIC: {
     uint8_t junk[TPX_WIRE_PART_BYTES];
     memset(junk, 0x5a, sizeof(junk));
-    send_all(f.fd[1], junk, sizeof(junk));
+    ts_send_all(f.fd[1], junk, sizeof(junk));
     break;
   }
   case BAD_SIZES: /* two parts of message 0 that disagree on its size */
