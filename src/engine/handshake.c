@@ -121,6 +121,7 @@ static int became_ready(struct tpx_peer *p) {
   p->state = P_READY;
   p->ever_ready = 1;
   ep->setups--;
+  if (p->fd >= 0) tpx__ctl_epoll_set(ep, p, p->ev | EPOLLIN); /* reading may have stopped during setup */
   if (p->incoming && !p->user_closed) {
     if (ep->acceptq_n == ep->acceptq_cap) {
       int ncap = ep->acceptq_cap ? ep->acceptq_cap * 2 : 16;
