@@ -78,6 +78,31 @@ static void test_attack_short_chunk_never_acked(void **state) {
   eng_res_settled(&base, 64 << 10);
 }
 
+/* Deregistration fences the application's own requests that can still
+ * write into a region: a receive posted into it (even one whose handle was
+ * freed while it runs) keeps it registered until the receive ends. */
+static void test_dereg_fences_own_receive(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  uint8_t *buf = aligned_alloc(4096, 1 << 20);
+  tpx_mem_desc_t d = {buf, 1 << 20, TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+  tpx_mem_t *m;
+  assert_int_equal(tpx_mem_register(P.a, &d, &m), 0);
+  tpx_xfer_t *x;
+  assert_int_equal(tpx_recv(P.ab, m, 0, 1 << 20, 5, &x), 0); /* never matched */
+  assert_int_equal(tpx_mem_deregister(m), TPX_EAGAIN);
+  tpx_xfer_free(x); /* still running, now nobody's handle */
+  assert_int_equal(tpx_mem_deregister(m), TPX_EAGAIN);
+  tpx_peer_close(P.ab); /* the receive fails, and lets go */
+  P.ab = NULL;
+  assert_int_equal(tpx_mem_deregister(m), 0);
+  free(buf);
+  eng_pair_close(&P);
+}
+
 /* ---- "the server dials where it is told" ----------------------------------- */
 
 static atomic_int dials;
@@ -417,6 +442,7 @@ static void test_attack_junk_during_setup_no_spin(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_short_chunk_never_acked),
+      cmocka_unit_test(test_dereg_fences_own_receive),
       cmocka_unit_test(test_attack_dial_where_told),
       cmocka_unit_test(test_attack_preauth_memory),
       cmocka_unit_test(test_attack_unauth_flood),
