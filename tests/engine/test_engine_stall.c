@@ -142,73 +142,80 @@ static tpx_peer_t *offer_region(tpx_endpoint_t *ep, struct child *k, uint8_t *ds
   return peer;
 }
 
+/* A forked writer, and the target whose region it writes into. */
+struct wfix {
+  struct child k;
+  eng_res_t base;
+  tpx_config_t cfg;
+  tpx_endpoint_t *ep;
+  uint8_t *dst;
+  tpx_mem_t *m;
+  tpx_peer_t *peer;
+  int whole; /* the last page had landed when the test acted (the write may have finished) */
+};
+
+static void wfix_open(struct wfix *f, int notif) {
+  child_start(&f->k, WRITER, notif);
+  eng_res_now(&f->base);
+  f->ep = target(&f->cfg);
+  f->dst = aligned_alloc(4096, BIG);
+  assert_non_null(f->dst);
+  memset(f->dst, 0, BIG);
+  f->peer = offer_region(f->ep, &f->k, f->dst, &f->m);
+}
+
+static void wfix_close(struct wfix *f) {
+  child_end(&f->k);
+  tpx_peer_close(f->peer);
+  tpx_endpoint_destroy(f->ep);
+  free(f->dst);
+  eng_res_settled(&f->base, 1 << 30); /* fds and threads; the big buffers may stay in RSS */
+}
+
 /* The use-after-free of issue 10, as the owner sees it: the writer stops
  * mid-write (SIGSTOP), the owner deregisters the region (it waits for the
  * requests that can still write into it, which fail at the deadline), then
  * reuses the memory; the writer resumes, and not one byte lands. */
 static void test_attack_dereg_while_writer_stalls(void **state) {
   (void)state;
-  struct child k;
-  child_start(&k, WRITER, 0);
-  eng_res_t base;
-  eng_res_now(&base);
-  tpx_config_t cfg;
-  tpx_endpoint_t *ep = target(&cfg);
-  uint8_t *dst = aligned_alloc(4096, BIG);
-  memset(dst, 0, BIG);
-  tpx_mem_t *m;
-  tpx_peer_t *peer = offer_region(ep, &k, dst, &m);
-  kill(k.pid, SIGSTOP);
-  int whole = page_landed(dst + BIG - 4096); /* the last page already landed? */
+  struct wfix f;
+  wfix_open(&f, 0);
+  kill(f.k.pid, SIGSTOP);
+  f.whole = page_landed(f.dst + BIG - 4096);
   double t0 = now_ms();
-  int rc = tpx_mem_deregister(m);
+  int rc = tpx_mem_deregister(f.m);
   double dt = now_ms() - t0;
   print_message("deregister with a stalled writer: %s after %.0f ms (peer %s)%s\n", tpx_strerror(rc), dt,
-                tpx_strerror(tpx_peer_status(peer)), whole ? " [write had finished]" : "");
+                tpx_strerror(tpx_peer_status(f.peer)), f.whole ? " [write had finished]" : "");
   assert_int_equal(rc, 0);
   assert_true(dt < TIMEOUT_MS + 3000);
-  if (!whole) assert_int_equal(tpx_peer_status(peer), TPX_ETIMEDOUT);
-  memset(dst, 0xa5, BIG); /* the owner reuses its memory */
-  kill(k.pid, SIGCONT);
+  if (!f.whole) assert_int_equal(tpx_peer_status(f.peer), TPX_ETIMEDOUT);
+  memset(f.dst, 0xa5, BIG); /* the owner reuses its memory */
+  kill(f.k.pid, SIGCONT);
   usleep(300 * 1000);
   for (size_t i = 0; i < BIG; i += 512)
-    if (dst[i] != 0xa5) fail_msg("byte %zu written after the deregistration", i);
-  child_end(&k);
-  tpx_peer_close(peer);
-  tpx_endpoint_destroy(ep);
-  free(dst);
-  eng_res_settled(&base, 1 << 30);
+    if (f.dst[i] != 0xa5) fail_msg("byte %zu written after the deregistration", i);
+  wfix_close(&f);
 }
 
 /* SIGKILL while a notified write is in flight: the notification never
  * shows (its data did not all land), the peer fails at once. */
 static void test_sigkill_during_notified_write(void **state) {
   (void)state;
-  struct child k;
-  child_start(&k, WRITER, 1);
-  eng_res_t base;
-  eng_res_now(&base);
-  tpx_config_t cfg;
-  tpx_endpoint_t *ep = target(&cfg);
-  uint8_t *dst = aligned_alloc(4096, BIG);
-  memset(dst, 0, BIG);
-  tpx_mem_t *m;
-  tpx_peer_t *peer = offer_region(ep, &k, dst, &m);
-  int whole = page_landed(dst + BIG - 4096);
+  struct wfix f;
+  wfix_open(&f, 1);
+  f.whole = page_landed(f.dst + BIG - 4096);
   double t0 = now_ms();
-  child_end(&k);
+  child_end(&f.k);
   tpx_notif_t n;
-  int got = tpx_wait_notif(ep, 300, &n);
-  if (!whole) assert_int_equal(got, 0);
-  for (int i = 0; i < 500 && tpx_peer_status(peer) == 0; i++) usleep(10000);
-  print_message("peer killed mid-write: %s after %.0f ms\n", tpx_strerror(tpx_peer_status(peer)), now_ms() - t0);
-  assert_true(tpx_peer_status(peer) < 0);
+  int got = tpx_wait_notif(f.ep, 300, &n);
+  if (!f.whole) assert_int_equal(got, 0);
+  for (int i = 0; i < 500 && tpx_peer_status(f.peer) == 0; i++) usleep(10000);
+  print_message("peer killed mid-write: %s after %.0f ms\n", tpx_strerror(tpx_peer_status(f.peer)), now_ms() - t0);
+  assert_true(tpx_peer_status(f.peer) < 0);
   assert_true(now_ms() - t0 < TIMEOUT_MS + 3000);
-  assert_int_equal(tpx_mem_deregister(m), 0);
-  tpx_peer_close(peer);
-  tpx_endpoint_destroy(ep);
-  free(dst);
-  eng_res_settled(&base, 1 << 30);
+  assert_int_equal(tpx_mem_deregister(f.m), 0);
+  wfix_close(&f);
 }
 
 /* A peer that stops reading its control connection (stopped process):
