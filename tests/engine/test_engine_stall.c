@@ -24,7 +24,7 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-enum child_role { WRITER, IDLE, CONNECTOR };
+enum child_role { WRITER, IDLE, CONNECTOR, OFFER };
 
 struct child {
   pid_t pid;
@@ -50,6 +50,18 @@ static void child_main(int rfd, int wfd, int role, int notif) {
   if (role == CONNECTOR && write(wfd, &c, 1) != 1) _exit(4);
   tpx_peer_t *peer;
   if (tpx_connect(ep, "127.0.0.1", port, &peer)) _exit(5);
+  if (role == OFFER) { /* a writable region for the parent, by notification */
+    uint8_t *b = aligned_alloc(4096, BIG);
+    if (!b) _exit(12);
+    memset(b, 0, BIG);
+    tpx_mem_desc_t d = {b, BIG, TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+    tpx_mem_t *m;
+    uint8_t blob[TPX_MD_MAX];
+    size_t bl;
+    if (tpx_mem_register(ep, &d, &m) || tpx_mem_get_public_data(m, blob, sizeof(blob), &bl) ||
+        tpx_notify(peer, blob, bl))
+      _exit(13);
+  }
   if (role == WRITER) {
     tpx_notif_t n;
     if (tpx_wait_notif(ep, 20000, &n) != 1) _exit(6);
@@ -247,6 +259,75 @@ static void test_receiver_stops_reading(void **state) {
   eng_res_settled(&base, 1 << 30);
 }
 
+/* A stopped peer (SIGSTOP; the same as a half-open connection or a receiver
+ * that stops reading its data sockets): a write to it fails at the deadline
+ * naming peer, channel and chunk; another peer of the same endpoint keeps
+ * working meanwhile and after. */
+static void test_sigstop_peer_fails_at_deadline(void **state) {
+  (void)state;
+  struct child k;
+  child_start(&k, OFFER, 0);
+  eng_res_t base;
+  eng_res_now(&base);
+  tpx_config_t cfg;
+  tpx_endpoint_t *ep = target(&cfg);
+  child_go(&k, tpx_endpoint_port(ep));
+  tpx_peer_t *peer;
+  assert_int_equal(tpx_accept(ep, 20000, &peer), 0);
+  tpx_notif_t n;
+  assert_int_equal(tpx_wait_notif(ep, 20000, &n), 1);
+  assert_int_equal(child_said(&k), 'w');
+  tpx_rmem_t *rm;
+  assert_int_equal(tpx_load_remote_md(n.msg, n.len, &rm), 0);
+  tpx_endpoint_params_t p; /* the bystander */
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.no_listen = 1;
+  p.name = "bystander";
+  tpx_endpoint_t *other;
+  assert_int_equal(tpx_endpoint_create(&p, &other), 0);
+  tpx_peer_t *ob, *bo;
+  eng_connect(other, ep, &ob, &bo);
+  eng_buf_t src, obuf;
+  eng_buf(ep, BIG / 2, 0, &src);
+  eng_buf(other, 1 << 20, TPX_ACCESS_WRITE, &obuf);
+  kill(k.pid, SIGSTOP);
+  tpx_xfer_t *x;
+  double t0 = now_ms();
+  assert_int_equal(tpx_write(peer, src.mem, 0, rm, 0, src.len, NULL, 0, &x), 0);
+  for (int i = 0; i < 3; i++) { /* the bystander while the write hangs */
+    tpx_xfer_t *y;
+    tu_fill(src.p, 1 << 20, 40 + (uint32_t)i, 0);
+    assert_int_equal(tpx_write(bo, src.mem, 0, obuf.rmem, 0, 1 << 20, NULL, 0, &y), 0);
+    eng_wait(y, 0);
+    tpx_xfer_free(y);
+    assert_int_equal(tu_check(obuf.p, 1 << 20, 40 + (uint32_t)i, 0), SIZE_MAX);
+  }
+  int rc = tpx_xfer_wait(x, TIMEOUT_MS + 5000);
+  double dt = now_ms() - t0;
+  print_message("write to a stopped peer: %s after %.0f ms: %s\n", tpx_strerror(rc), dt, tpx_last_error());
+  assert_int_equal(rc, TPX_ETIMEDOUT);
+  assert_non_null(strstr(tpx_last_error(), "channel"));
+  assert_true(dt < TIMEOUT_MS + 3000);
+  tpx_xfer_free(x);
+  tu_fill(src.p, 1 << 20, 47, 0); /* and after */
+  assert_int_equal(tpx_write(bo, src.mem, 0, obuf.rmem, 0, 1 << 20, NULL, 0, &x), 0);
+  eng_wait(x, 0);
+  tpx_xfer_free(x);
+  assert_int_equal(tu_check(obuf.p, 1 << 20, 47, 0), SIZE_MAX);
+  assert_int_equal(tpx_peer_status(bo), 0);
+  child_end(&k);
+  tpx_rmem_free(rm);
+  tpx_peer_close(peer);
+  tpx_peer_close(ob);
+  tpx_peer_close(bo);
+  eng_buf_free(&src);
+  eng_buf_free(&obuf);
+  tpx_endpoint_destroy(other);
+  tpx_endpoint_destroy(ep);
+  eng_res_settled(&base, 1 << 30);
+}
+
 /* SIGKILL at connect, at several points of the handshake: nothing is left
  * behind (no peer in setup, fds back), and peers still connect. */
 static void test_sigkill_at_connect(void **state) {
@@ -290,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_attack_dereg_while_writer_stalls),
       cmocka_unit_test(test_sigkill_during_notified_write),
       cmocka_unit_test(test_receiver_stops_reading),
+      cmocka_unit_test(test_sigstop_peer_fails_at_deadline),
       cmocka_unit_test(test_sigkill_at_connect),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
