@@ -362,6 +362,17 @@ static void test_sigkill_at_connect(void **state) {
     assert_true(tpx_peer_status(p) < 0);
     tpx_peer_close(p);
   }
+  tpx_endpoint_params_t pp; /* a peer still connects */
+  tpx_endpoint_params_init(&pp);
+  pp.cfg = &cfg;
+  pp.no_listen = 1;
+  tpx_endpoint_t *other;
+  assert_int_equal(tpx_endpoint_create(&pp, &other), 0);
+  tpx_peer_t *ob, *bo;
+  eng_connect(other, ep, &ob, &bo);
+  tpx_peer_close(ob);
+  tpx_peer_close(bo);
+  tpx_endpoint_destroy(other);
   tpx_endpoint_destroy(ep);
   eng_res_settled(&base, 1 << 30);
 }
