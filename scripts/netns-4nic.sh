@@ -87,8 +87,8 @@ up() {
   echo "up: $nsa ($ifa) <-> $nsb ($ifb), 198.18.1..$n.0/24"
   echo
   echo "benchmark over all $n links (channels spread round robin over the links):"
-  echo "  ip netns exec $nsb env TPX_SOCKET_IFNAME==$ifb build/tpx-bench server --host 198.18.1.2 &"
-  echo "  ip netns exec $nsa env TPX_SOCKET_IFNAME==$ifa build/tpx-bench client 198.18.1.2 --channels $((2 * n))"
+  echo "  ip netns exec $nsb env TPX_SOCKET_IFNAME==$ifb TPX_ALLOW_DIAL=198.18.0.0/15 build/tpx-bench server --host 198.18.1.2 &"
+  echo "  ip netns exec $nsa env TPX_SOCKET_IFNAME==$ifa TPX_ALLOW_DIAL=198.18.0.0/15 build/tpx-bench client 198.18.1.2 --channels $((2 * n))"
   echo "counters: $0 status $name     teardown: $0 down $name"
 }
 

@@ -48,6 +48,17 @@ typedef struct tpx_config {
   size_t staging_bytes;    /* TPX_STAGING_BYTES: pinned staging per channel direction */
   size_t inline_bytes;     /* TPX_INLINE_BYTES: host transfers up to this size ride in the
                               engine's control message (0 = never) */
+  /* hostile peers (docs/SECURITY.md) */
+  char allow_dial[256];    /* TPX_ALLOW_DIAL: addresses/CIDRs a peer's transport handles may
+                              name besides its control connection's address; "*" = any */
+  int max_dials;           /* TPX_MAX_DIALS: transport connections one peer's handles may ask for */
+  int max_unauth;          /* TPX_MAX_UNAUTH: incoming control connections before their HELLO */
+  size_t max_preauth_bytes; /* TPX_MAX_PREAUTH_BYTES: largest frame before the handshake */
+  int max_peers;           /* TPX_MAX_PEERS: peers (in setup or connected) per endpoint */
+  int max_notifs;          /* TPX_MAX_NOTIFS: notifications of one peer not yet popped */
+  size_t max_notif_bytes;  /* TPX_MAX_NOTIF_BYTES: their payload bytes */
+  int max_ctl_queue;       /* TPX_MAX_CTL_QUEUE: a peer's requests queued or being served */
+  size_t max_ctl_out_bytes; /* TPX_MAX_CTL_OUT_BYTES: control bytes waiting for a peer to read them */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */
@@ -57,6 +68,11 @@ TPX_API void tpx_config_defaults(tpx_config_t *cfg);
  * default kept; returns TPX_EINVAL in that case, 0 otherwise (cfg usable
  * either way). */
 TPX_API int tpx_config_from_env(tpx_config_t *cfg);
+
+/* Every numeric field within the range its environment variable accepts
+ * (docs/CONFIG.md): 0, or TPX_EINVAL naming the variable. Endpoint creation
+ * applies it, so code and environment have the same limits. */
+TPX_API int tpx_config_check(const tpx_config_t *cfg);
 
 /* The process-wide configuration read from the environment once. */
 TPX_API const tpx_config_t *tpx_config_global(void);

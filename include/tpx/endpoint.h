@@ -105,7 +105,8 @@ TPX_API tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name);
 #define TPX_NOTIF_MAX 4096
 typedef struct tpx_notif {
   tpx_peer_t *peer;            /* sender; valid until you tpx_peer_close it (it may be
-                                  closing: tpx_peer_status says) */
+                                  closing: tpx_peer_status says); closing it also
+                                  discards its notifications not yet popped */
   char peer_name[TPX_NAME_MAX];/* sender's endpoint name */
   uint32_t len;
   unsigned char msg[TPX_NOTIF_MAX];

@@ -46,7 +46,11 @@ typedef struct tpx_mem_desc {
 } tpx_mem_desc_t;
 
 TPX_API int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *desc, tpx_mem_t **out);
-/* TPX_EAGAIN while transfers (prepared or in flight) still use it. */
+/* TPX_EAGAIN while this endpoint's transfers (prepared or in flight, freed
+ * handles included) still use it. Peers' requests into or from it are waited
+ * for (a stalled peer's fail at their deadline, TPX_TIMEOUT_MS); TPX_EAGAIN
+ * if a peer still uses it after that. Once it returned 0 nothing writes into
+ * the memory any more (docs/SECURITY.md). */
 TPX_API int tpx_mem_deregister(tpx_mem_t *mem);
 TPX_API void *tpx_mem_addr(const tpx_mem_t *mem);
 TPX_API size_t tpx_mem_len(const tpx_mem_t *mem);

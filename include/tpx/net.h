@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "tpx/error.h"
 #include "tpx/export.h"
@@ -128,6 +129,11 @@ typedef struct tpx_net_ops {
   int (*get_device_mr)(tpx_net_t *net, void *comm, void *mhandle, void **dptr_mhandle); /* may be NULL */
   int (*irecv_consumed)(tpx_net_t *net, void *recv_comm, int n, void *request);       /* may be NULL */
   void (*destroy)(tpx_net_t *net); /* frees net; called by tpx_net_close */
+  /* Where connect would dial for a peer's listen handle: the address (port
+   * included) and how many TCP connections it would open. Lets the engine
+   * refuse a handle before dialling (docs/SECURITY.md). NULL: the handle is
+   * opaque (ncclNet plugins). Errors: a malformed handle. */
+  int (*handle_dials)(tpx_net_t *net, const void *handle, struct sockaddr_storage *addr, int *conns);
 } tpx_net_ops_t;
 
 struct tpx_net {

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "tpx/error.h"
 
@@ -47,6 +48,15 @@ static const struct var vars[] = {
     {"TPX_PROGRESS_THREAD", NULL, V_INT, F(progress_thread), 0, 1},
     {"TPX_STAGING_BYTES", NULL, V_SIZE, F(staging_bytes), 4096, 1LL << 34},
     {"TPX_INLINE_BYTES", NULL, V_SIZE, F(inline_bytes), 0, 65536},
+    {"TPX_ALLOW_DIAL", NULL, V_STR, F(allow_dial), 0, 0},
+    {"TPX_MAX_DIALS", NULL, V_INT, F(max_dials), 1, 64 * 65},
+    {"TPX_MAX_UNAUTH", NULL, V_INT, F(max_unauth), 1, 65536},
+    {"TPX_MAX_PREAUTH_BYTES", NULL, V_SIZE, F(max_preauth_bytes), 16384, 1 << 20},
+    {"TPX_MAX_PEERS", NULL, V_INT, F(max_peers), 1, 1 << 20},
+    {"TPX_MAX_NOTIFS", NULL, V_INT, F(max_notifs), 1, 1 << 24},
+    {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
+    {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
+    {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -85,6 +95,18 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->progress_thread = 1;
   cfg->staging_bytes = 8u << 20;
   cfg->inline_bytes = 16384;
+  /* Hostile-peer bounds (docs/SECURITY.md). Dials: 8 channels x (16 data
+   * sockets + 1) fit twice. Pre-handshake frames: a HELLO of 64 channels is
+   * 8.3 KiB. Notifications: 4096 pending cost about 17 MiB (a queued one
+   * holds TPX_NOTIF_MAX bytes). */
+  cfg->max_dials = 272;
+  cfg->max_unauth = 64;
+  cfg->max_preauth_bytes = 16384;
+  cfg->max_peers = 1024;
+  cfg->max_notifs = 4096;
+  cfg->max_notif_bytes = 4u << 20;
+  cfg->max_ctl_queue = 16384;
+  cfg->max_ctl_out_bytes = 64u << 20;
 }
 
 static int parse_log_level(const char *s, int *out) {
@@ -156,6 +178,21 @@ int tpx_config_from_env(tpx_config_t *cfg) {
     if (apply(cfg, v, name, val) != 0) rc = TPX_EINVAL;
   }
   return rc;
+}
+
+int tpx_config_check(const tpx_config_t *cfg) {
+  if (!cfg) return tpx_err(TPX_EINVAL, "configuration: NULL");
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const struct var *v = &vars[i];
+    const char *field = (const char *)cfg + v->off;
+    long long n;
+    if (v->kind == V_INT) n = *(const int *)field;
+    else if (v->kind == V_SIZE) n = *(const size_t *)field > (size_t)INT64_MAX ? INT64_MAX : (long long)*(const size_t *)field;
+    else continue;
+    if (n < v->lo || n > v->hi)
+      return tpx_err(TPX_EINVAL, "configuration: %lld is out of range for %s [%lld, %lld]", n, v->name, v->lo, v->hi);
+  }
+  return 0;
 }
 
 /* One comm alone: 4 data sockets; 2 with at most 2 CPUs, where every busy

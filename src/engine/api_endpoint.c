@@ -126,6 +126,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
                  c->num_channels, c->chunk_bytes, c->window);
     goto fail;
   }
+  if ((rc = tpx_config_check(c)) != 0) goto fail;
   if ((rc = open_transport(ep, params)) != 0 || (rc = open_io(ep, params)) != 0) goto fail;
   if (c->progress_thread && tpx__progress_thread_start(ep) != 0) {
     rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);

@@ -39,6 +39,8 @@ int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, tpx_mem_t **ou
 }
 
 
+#define DEREG_MARGIN_MS 500
+
 static int no_irefs(tpx_endpoint_t *ep, void *arg) {
   (void)ep;
   return ((struct tpx_mem *)arg)->irefs == 0;
@@ -49,9 +51,14 @@ int tpx_mem_deregister(tpx_mem_t *m) {
   tpx_endpoint_t *ep = m->ep;
   pthread_mutex_lock(&ep->lock);
   /* A peer's write or read may still be finishing on it (the initiator can
-   * see completion before our last send request is reaped): wait for those. */
+   * see completion before our last send request is reaped), or stalled: wait
+   * for those. Each request in the transport fails at its deadline, at most
+   * TPX_TIMEOUT_MS after it was posted, so a stalled peer's requests (posted
+   * before this call) are all gone a little after that; the margin covers
+   * the progress pass that notices. A peer still sending keeps the region
+   * busy: TPX_EAGAIN. */
   if (m->refs == 0 && m->irefs > 0)
-    tpx__ep_wait(ep, no_irefs, m, tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms));
+    tpx__ep_wait(ep, no_irefs, m, tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms + DEREG_MARGIN_MS));
   if (m->irefs > 0) {
     int refs = m->irefs;
     pthread_mutex_unlock(&ep->lock);

@@ -32,6 +32,11 @@ static int peer_settled(tpx_endpoint_t *ep, void *arg) {
 }
 
 static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **out) {
+  pthread_mutex_lock(&ep->lock);
+  int live = tpx__peer_count_live(ep, 0);
+  pthread_mutex_unlock(&ep->lock);
+  if (live >= ep->cfg.max_peers)
+    return tpx_err(TPX_EAGAIN, "tpx_connect: endpoint %s has %d peers (TPX_MAX_PEERS)", ep->name, live);
   char portstr[16];
   snprintf(portstr, sizeof(portstr), "%d", port);
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};

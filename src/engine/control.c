@@ -50,6 +50,10 @@ int tpx__ctl_flush(struct tpx_peer *p) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (p->out.len - p->out_off > p->ep->cfg.max_ctl_out_bytes)
+        return tpx_err_quiet(TPX_EAGAIN, "peer %s: does not read its control connection: %zu bytes waiting "
+                             "(TPX_MAX_CTL_OUT_BYTES=%zu)", p->where, p->out.len - p->out_off,
+                             p->ep->cfg.max_ctl_out_bytes);
       if (!(p->ev & EPOLLOUT)) tpx__ctl_epoll_set(p->ep, p, p->ev | EPOLLOUT);
       return 0;
     }
@@ -66,20 +70,39 @@ int tpx__ctl_send(struct tpx_peer *p, int rc) {
   return rc;
 }
 
+/* Room for the frame being read. Before the peer is ready, buffering is
+ * bounded (TPX_MAX_PREAUTH_BYTES): before the handshake a larger frame
+ * fails the peer; during transport setup (frames of an already-ready side
+ * wait) reading stops when the buffer is full and resumes once ready. */
+static int in_want(struct tpx_peer *p, size_t *want) {
+  size_t pre = p->ep->cfg.max_preauth_bytes;
+  int setup = tpx__peer_in_setup(p->state);
+  struct wire_frame f;
+  *want = setup ? pre : IN_INITIAL;
+  if (p->in_len < WIRE_HDR_BYTES || tpx__wire_frame_parse(p->in, p->in_len, &f) != 0) return 0;
+  size_t frame = WIRE_HDR_BYTES + (size_t)f.len;
+  if (setup && frame > pre && p->state != P_NET_SETUP)
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: a frame of %zu bytes before the handshake (TPX_MAX_PREAUTH_BYTES=%zu)",
+                         p->where, frame, pre);
+  if (!setup && frame > *want) *want = frame;
+  return 0;
+}
+
 int tpx__ctl_read(struct tpx_peer *p) {
   if (p->fd < 0) return TPX_ECLOSED;
-  size_t want = IN_INITIAL;
-  struct wire_frame f;
-  if (p->in_len >= WIRE_HDR_BYTES && tpx__wire_frame_parse(p->in, p->in_len, &f) == 0)
-    want = WIRE_HDR_BYTES + (size_t)f.len; /* room for the whole frame */
-  if (want < IN_INITIAL) want = IN_INITIAL;
+  size_t want;
+  int rc = in_want(p, &want);
+  if (rc) return rc;
   if (p->in_cap < want) {
     uint8_t *n = realloc(p->in, want);
     if (!n) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory for control input", p->where);
     p->in = n;
     p->in_cap = want;
   }
-  if (p->in_len == p->in_cap) return 0; /* full and not parseable yet (setup in progress): read later */
+  if (p->in_len == p->in_cap) { /* full during transport setup: stop reading until ready */
+    tpx__ctl_epoll_set(p->ep, p, p->ev & ~(uint32_t)EPOLLIN);
+    return 0;
+  }
   for (;;) {
     ssize_t n = recv(p->fd, p->in + p->in_len, p->in_cap - p->in_len, MSG_DONTWAIT);
     if (n > 0) {

@@ -40,6 +40,7 @@ struct closing_fd {
 
 struct notif_node {
   struct notif_node *next;
+  struct tpx_peer *owner; /* counted in owner->notif_n until popped */
   tpx_notif_t n;
 };
 
@@ -85,6 +86,9 @@ struct tpx_endpoint {
   atomic_uint work_seq;    /* bumped by posters; the sleeping thread re-checks it */
   atomic_int drivers;      /* callers driving progress themselves while they spin in a wait */
   int setups;              /* peers in setup */
+  uint64_t accept_resume;  /* listener paused (EMFILE/ENFILE) until then; 0: not paused */
+  uint64_t accept_log_next; /* refused connections are logged once per interval */
+  uint64_t accept_refused; /* since the last log */
   uint64_t next_deadline_scan;
 };
 

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "engine/channel.h"
 #include "engine/control.h"
+#include "engine/dial.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/handshake.h"
@@ -72,6 +73,10 @@ void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
   }
   accept_identity(p, &h);
   int n = h.nch < ep->cfg.num_channels ? h.nch : ep->cfg.num_channels;
+  if ((rc = tpx__dial_check(p, h.handles, n)) != 0) { /* before anything is dialled */
+    tpx__peer_fail_last(p, rc);
+    return;
+  }
   rc = tpx__channels_alloc(p, n);
   if (rc == 0) rc = tpx__channels_listen(p, 0, n);
   if (rc) {
@@ -101,6 +106,10 @@ void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f)
     return;
   }
   accept_identity(p, &h);
+  if ((rc = tpx__dial_check(p, h.handles, h.nch)) != 0) { /* before anything is dialled */
+    tpx__peer_fail_last(p, rc);
+    return;
+  }
   tpx__channels_trim(p, h.nch); /* channels the peer did not take: their listen comms go now */
   take_handles(p, &h);
   TPX_INFO("endpoint %s: connected to %s (gpu %d) with %d channel(s)", ep->name, p->where, p->gpu, p->nch);
@@ -112,6 +121,7 @@ static int became_ready(struct tpx_peer *p) {
   p->state = P_READY;
   p->ever_ready = 1;
   ep->setups--;
+  if (p->fd >= 0) tpx__ctl_epoll_set(ep, p, p->ev | EPOLLIN); /* reading may have stopped during setup */
   if (p->incoming && !p->user_closed) {
     if (ep->acceptq_n == ep->acceptq_cap) {
       int ncap = ep->acceptq_cap ? ep->acceptq_cap * 2 : 16;

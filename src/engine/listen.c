@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/ports.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
@@ -86,16 +87,71 @@ void tpx__listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap) {
   }
 }
 
+/* Log refused connections at most once per second, with a count. */
+#define ACCEPT_LOG_NS 1000000000ull
+/* Out of fds: the listener stays readable, so stop watching it this long. */
+#define ACCEPT_PAUSE_NS 100000000ull
+
+static void refused(tpx_endpoint_t *ep, const char *why) {
+  uint64_t now = tpx__now_ns();
+  ep->accept_refused++;
+  if (now < ep->accept_log_next) return;
+  TPX_WARN("endpoint %s: %llu control connection(s) refused in the last second: %s", ep->name,
+           (unsigned long long)ep->accept_refused, why);
+  ep->accept_refused = 0;
+  ep->accept_log_next = now + ACCEPT_LOG_NS;
+}
+
+static void listen_watch(tpx_endpoint_t *ep, uint32_t events) {
+  struct epoll_event e = {.events = events, .data.ptr = &ep->listen_fd};
+  if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD, ep->listen_fd, &e) != 0)
+    TPX_WARN("endpoint %s: epoll (listener): %s", ep->name, strerror(errno));
+}
+
+void tpx__listen_resume(tpx_endpoint_t *ep, uint64_t now) {
+  if (!ep->accept_resume || now < ep->accept_resume) return;
+  ep->accept_resume = 0;
+  listen_watch(ep, EPOLLIN);
+}
+
+/* A new connection may be held: unauthenticated ones and peers are bounded
+ * (TPX_MAX_UNAUTH, TPX_MAX_PEERS); past them it is closed at once. */
+static int admit(tpx_endpoint_t *ep) {
+  if (tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth) {
+    refused(ep, "too many connections without a handshake (TPX_MAX_UNAUTH)");
+    return 0;
+  }
+  if (tpx__peer_count_live(ep, 0) >= ep->cfg.max_peers) {
+    refused(ep, "too many peers (TPX_MAX_PEERS)");
+    return 0;
+  }
+  return 1;
+}
+
+static void accept_failed(tpx_endpoint_t *ep, int e) {
+  if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED) return;
+  if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+    /* Pending connections wait in the kernel's backlog meanwhile. */
+    ep->accept_resume = tpx__now_ns() + ACCEPT_PAUSE_NS;
+    listen_watch(ep, 0);
+  }
+  refused(ep, strerror(e));
+}
+
 int tpx__listen_accept(tpx_endpoint_t *ep) {
   int did = 0;
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < 16 && !ep->accept_resume; i++) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof(sa);
     int fd = accept4(ep->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-        TPX_WARN("endpoint %s: accept: %s", ep->name, strerror(errno));
+      accept_failed(ep, errno);
       break;
+    }
+    did++;
+    if (!admit(ep)) {
+      close(fd);
+      continue;
     }
     tpx__ctl_set_nodelay(fd);
     char where[96];
@@ -106,8 +162,6 @@ int tpx__listen_accept(tpx_endpoint_t *ep) {
       continue;
     }
     TPX_DEBUG("endpoint %s: control connection from %s", ep->name, where);
-    did++;
   }
   return did;
 }
-

@@ -73,6 +73,11 @@ int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__match_start_send(p, o, &c);
     return 0;
   }
+  rc = tpx__peer_admit(p, "receive announcement");
+  if (rc) {
+    tpx__peer_fail_last(p, rc);
+    return rc;
+  }
   if (p->cts_n == p->cts_cap) {
     uint32_t ncap = p->cts_cap ? p->cts_cap * 2 : 32;
     struct cts_entry *n = malloc(ncap * sizeof(*n));

@@ -93,15 +93,18 @@ int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
 
 /* A standalone notification waits behind incoming writes still landing. */
 int tpx__msg_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
-  tpx_endpoint_t *ep = p->ep;
   int rc;
   struct wire_notif m;
   if ((rc = tpx__wire_get_notif(f, &m))) {
     tpx__peer_fail(p, rc, "peer %s: bad notification", p->where);
     return rc;
   }
+  if ((rc = tpx__notif_admit(p, m.len)) != 0 || (p->fifo_head && (rc = tpx__peer_admit(p, "notification")) != 0)) {
+    tpx__peer_fail_last(p, rc);
+    return rc;
+  }
   if (!p->fifo_head) {
-    tpx__notif_deliver(ep, p, m.msg, m.len);
+    tpx__notif_arrive(p, m.msg, m.len);
     return 0;
   }
   struct op *o = tpx__op_new_internal(p, K_NOTIF, 0);

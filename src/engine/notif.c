@@ -3,19 +3,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "engine/endpoint.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 
+/* A notification of p stops being pending (popped, dropped, purged). */
+static void unaccount(struct tpx_peer *p, uint32_t len) {
+  p->notif_n--;
+  p->notif_bytes -= len;
+}
+
+int tpx__notif_admit(struct tpx_peer *p, uint32_t len) {
+  const tpx_config_t *c = &p->ep->cfg;
+  if (p->notif_n < (uint32_t)c->max_notifs && p->notif_bytes + len <= c->max_notif_bytes) return 0;
+  return tpx_err_quiet(TPX_EAGAIN, "peer %s: %u notifications (%llu bytes) not popped yet "
+                       "(TPX_MAX_NOTIFS=%d, TPX_MAX_NOTIF_BYTES=%zu); dropped", p->where, p->notif_n,
+                       (unsigned long long)p->notif_bytes, c->max_notifs, c->max_notif_bytes);
+}
+
 void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
   struct notif_node *n = malloc(sizeof(*n));
   if (!n) {
     TPX_ERROR("endpoint %s: out of memory: notification from %s lost", ep->name, p->where);
+    unaccount(p, len);
     return;
   }
   n->next = NULL;
+  n->owner = p;
   n->n.peer = p;
   snprintf(n->n.peer_name, sizeof(n->n.peer_name), "%s", p->name);
   n->n.len = len;
@@ -27,15 +44,39 @@ void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *m
   tpx__ep_signal(ep);
 }
 
+void tpx__notif_arrive(struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
+  p->notif_n++;
+  p->notif_bytes += len;
+  tpx__notif_deliver(p->ep, p, msg, len);
+}
+
 int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
   struct notif_node *n = ep->notif_head;
   if (!n) return 0;
   ep->notif_head = n->next;
   if (!ep->notif_head) ep->notif_tail = NULL;
   ep->notif_n--;
+  if (n->owner) unaccount(n->owner, n->n.len);
   memcpy(out, &n->n, offsetof(tpx_notif_t, msg) + n->n.len);
   free(n);
   return 1;
+}
+
+void tpx__notif_forget_peer(tpx_endpoint_t *ep, struct tpx_peer *p) {
+  struct notif_node **pp = &ep->notif_head, *last = NULL;
+  while (*pp) {
+    struct notif_node *n = *pp;
+    if (n->owner != p) {
+      last = n;
+      pp = &n->next;
+      continue;
+    }
+    *pp = n->next;
+    ep->notif_n--;
+    unaccount(p, n->n.len);
+    free(n);
+  }
+  ep->notif_tail = last;
 }
 
 void tpx__notif_queue_free(tpx_endpoint_t *ep) {
@@ -51,12 +92,16 @@ void tpx__notif_queue_free(tpx_endpoint_t *ep) {
 void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o) {
   o->qnext = NULL;
   o->in_fifo = 1;
+  if (o->has_notif) {
+    p->notif_n++;
+    p->notif_bytes += o->notif_len;
+  }
   if (p->fifo_tail) p->fifo_tail->qnext = o;
   else p->fifo_head = o;
   p->fifo_tail = o;
 }
 
-struct op *tpx__notif_fifo_pop(struct tpx_peer *p) {
+static struct op *fifo_take(struct tpx_peer *p) {
   struct op *o = p->fifo_head;
   if (!o) return NULL;
   p->fifo_head = o->qnext;
@@ -64,12 +109,22 @@ struct op *tpx__notif_fifo_pop(struct tpx_peer *p) {
   return o;
 }
 
+struct op *tpx__notif_fifo_pop(struct tpx_peer *p) {
+  struct op *o = fifo_take(p);
+  if (o && o->has_notif) unaccount(p, o->notif_len);
+  return o;
+}
+
 struct op *tpx__notif_fifo_pop_done(struct tpx_peer *p) {
   if (!p->fifo_head || p->fifo_head->phase != PH_FINAL) return NULL;
-  struct op *o = tpx__notif_fifo_pop(p);
+  struct op *o = fifo_take(p);
   if (o->has_notif) {
-    if (o->err == 0) tpx__notif_deliver(p->ep, p, o->notif, o->notif_len);
-    else TPX_WARN("peer %s: notification of a failed %s dropped", p->where, tpx__op_kind_name(o->kind));
+    if (o->err == 0) {
+      tpx__notif_deliver(p->ep, p, o->notif, o->notif_len);
+    } else {
+      TPX_WARN("peer %s: notification of a failed %s dropped", p->where, tpx__op_kind_name(o->kind));
+      unaccount(p, o->notif_len);
+    }
   }
   return o;
 }

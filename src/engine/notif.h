@@ -13,8 +13,18 @@
 struct tpx_peer;
 struct op;
 
-/* Append to the endpoint's queue (tpx_get_notif / tpx_wait_notif pop it). */
+/* Pending notifications are bounded per peer (TPX_MAX_NOTIFS, _BYTES):
+ * may one more of len bytes be held? 0, or TPX_EAGAIN (tpx_err_quiet
+ * detail); the caller drops the peer. A notification counts from its
+ * arrival (tpx__notif_arrive, or entering the FIFO with its op) until it is
+ * popped, dropped, or its peer is freed. */
+int tpx__notif_admit(struct tpx_peer *p, uint32_t len);
+/* A standalone notification with nothing before it: counted, queued. */
+void tpx__notif_arrive(struct tpx_peer *p, const uint8_t *msg, uint32_t len);
+/* Append a counted one to the endpoint's queue (tpx_get_notif / tpx_wait_notif pop it). */
 void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len);
+/* The peer is being freed: its notifications not popped yet go too. */
+void tpx__notif_forget_peer(tpx_endpoint_t *ep, struct tpx_peer *p);
 int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out);
 void tpx__notif_queue_free(tpx_endpoint_t *ep);
 

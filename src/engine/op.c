@@ -45,7 +45,9 @@ static struct op *op_alloc(struct tpx_peer *p, int kind, uint32_t nents, size_t 
 
 struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
   struct op *o = op_alloc(p, kind, nents, sizeof(struct op), 0);
-  if (o) atomic_init(&o->status, TPX_EINPROGRESS);
+  if (!o) return NULL;
+  atomic_init(&o->status, TPX_EINPROGRESS);
+  p->nserve++;
   return o;
 }
 
@@ -88,6 +90,7 @@ void tpx__op_free(struct op *o) {
 
 void tpx__op_free_internal(struct op *o) {
   int had_refs = o->refs_taken;
+  o->peer->nserve--;
   op_release_refs(o);
   if (had_refs) tpx__ep_signal(o->peer->ep); /* a deregistration may be waiting for it */
   tpx__op_free(o);

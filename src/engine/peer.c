@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/channel.h"
 #include "engine/window.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
+#include "engine/notif.h"
 #include "engine/peer.h"
 
 struct tpx_peer *tpx__peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where) {
@@ -56,12 +58,27 @@ void tpx__peer_release(struct tpx_peer *p) {
   if (p->state != P_DEAD) /* every path shuts a peer down before its last reference goes */
     TPX_ERROR("peer %s: freed while not closed (state %d)", p->where, p->state);
   tpx__peer_unlist(p);
+  tpx__notif_forget_peer(p->ep, p); /* its notifications would name a freed peer */
   channels_free(p);
   free(p->ids);
   free(p->cts);
   tpx__wbuf_free(&p->out);
   free(p->in);
   free(p);
+}
+
+int tpx__peer_admit(struct tpx_peer *p, const char *what) {
+  int max = p->ep->cfg.max_ctl_queue;
+  if ((uint64_t)p->nserve + p->cts_n < (uint64_t)max) return 0;
+  return tpx_err_quiet(TPX_EAGAIN, "peer %s: %s: it has %u requests and %u receive announcements held "
+                       "(TPX_MAX_CTL_QUEUE=%d); dropped", p->where, what, p->nserve, p->cts_n, max);
+}
+
+int tpx__peer_count_live(const tpx_endpoint_t *ep, int only_unauth) {
+  int n = 0;
+  for (const struct tpx_peer *p = ep->peers; p; p = p->next)
+    n += only_unauth ? p->state == P_WAIT_HELLO : p->state != P_DEAD;
+  return n;
 }
 
 void tpx__peer_sweep(tpx_endpoint_t *ep) {

@@ -70,6 +70,10 @@ struct tpx_peer {
   struct op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
   uint32_t next_first_ch;
   uint64_t inflight; /* requests in the transport */
+  /* bounds on what the peer makes us hold (docs/SECURITY.md) */
+  uint32_t nserve;       /* its requests we hold (internal ops) */
+  uint32_t notif_n;      /* its notifications not yet popped (queued or waiting for data) */
+  uint64_t notif_bytes;  /* their payload bytes */
   struct tpx_peer *next, *prev;
 };
 
@@ -78,6 +82,11 @@ struct tpx_peer *tpx__peer_new(tpx_endpoint_t *ep, int fd, int incoming, const c
 void tpx__peer_unlist(struct tpx_peer *p);
 /* Drop one reference; the last one frees the peer, which must be dead. */
 void tpx__peer_release(struct tpx_peer *p);
+/* Another request of the peer may be held (TPX_MAX_CTL_QUEUE): 0, or
+ * TPX_EAGAIN with tpx_err_quiet detail; the caller drops the peer. */
+int tpx__peer_admit(struct tpx_peer *p, const char *what);
+/* Peers of the endpoint that are not dead (in setup or connected). */
+int tpx__peer_count_live(const tpx_endpoint_t *ep, int only_unauth);
 /* Incoming connections that never became peers are nobody's handle. */
 void tpx__peer_sweep(tpx_endpoint_t *ep);
 

@@ -66,6 +66,7 @@ int tpx__ep_pass(tpx_endpoint_t *ep) {
     ep->next_deadline_scan = now + 1000000ull;
     for (struct tpx_peer *p = ep->peers; p; p = p->next) tpx__peer_deadlines(p, now);
     tpx__peer_sweep(ep);
+    tpx__listen_resume(ep, now);
     if (ep->nclosing) tpx__ctl_closing_step(ep, now, 0);
   }
   return did;
@@ -156,7 +157,7 @@ static void *progress_main(void *arg) {
     unsigned seq = atomic_load(&ep->work_seq);
     int did = tpx__ep_pass(ep);
     int busy = ep_busy(ep);
-    int timers = ep->setups > 0 || ep->nclosing > 0;
+    int timers = ep->setups > 0 || ep->nclosing > 0 || ep->accept_resume;
     for (struct tpx_peer *p = ep->peers; p && !timers; p = p->next) timers = p->active != NULL;
     pthread_mutex_unlock(&ep->lock);
     if (did) {

@@ -34,6 +34,14 @@ static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned 
 }
 
 
+/* Bounds on what one more request makes us hold (docs/SECURITY.md). */
+static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) {
+  int rc = tpx__peer_admit(p, what);
+  if (rc == 0 && m->has_notif) rc = tpx__notif_admit(p, m->notif_len);
+  if (rc) tpx__peer_fail_last(p, rc);
+  return rc;
+}
+
 int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_rw m;
@@ -42,6 +50,7 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__peer_fail(p, rc, "peer %s: bad write request: %s", p->where, tpx_last_error());
     return rc;
   }
+  if ((rc = admit(p, &m, "write")) != 0) return rc;
   struct op *o = tpx__op_new_internal(p, K_IN_WRITE, m.n);
   if (!o || (m.has_notif && tpx__op_copy_notif(o, m.notif, m.notif_len))) {
     if (o) tpx__op_free_internal(o);
@@ -107,6 +116,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__peer_fail(p, rc, "peer %s: bad read request: %s", p->where, tpx_last_error());
     return rc;
   }
+  if ((rc = admit(p, &m, "read")) != 0) return rc;
   struct op *o = tpx__op_new_internal(p, K_SERVE_READ, m.n);
   if (!o || (m.has_notif && tpx__op_copy_notif(o, m.notif, m.notif_len))) {
     if (o) tpx__op_free_internal(o);

@@ -213,6 +213,43 @@ static void connect_end(tpx_sock_net_t *sn, tpx_sock_connect_t *s, uint8_t *h) {
   tpx__put64(h + TPX_WH_CHECK, 0);
 }
 
+/* The listener's address in a handle (family already checked: 4 or 6). */
+static void handle_addr(const uint8_t *h, struct sockaddr_storage *out) {
+  memset(out, 0, sizeof(*out));
+  if (tpx__get16(h + TPX_WH_FAMILY) == 6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+    s6->sin6_family = AF_INET6;
+    memcpy(&s6->sin6_addr, h + TPX_WH_ADDR, 16);
+    memcpy(&s6->sin6_port, h + TPX_WH_PORT, 2);
+    s6->sin6_scope_id = tpx__get32(h + TPX_WH_SCOPE);
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+    s4->sin_family = AF_INET;
+    memcpy(&s4->sin_addr, h + TPX_WH_ADDR, 4);
+    memcpy(&s4->sin_port, h + TPX_WH_PORT, 2);
+  }
+}
+
+/* A handle as it comes from a peer, before any connect: made by a listen of
+ * this transport and version, with no connector state (a peer naming a
+ * state token could otherwise steer us into another connect in progress). */
+int tpx__sock_handle_dials(tpx_net_t *net, const void *handle, struct sockaddr_storage *addr, int *conns) {
+  (void)net;
+  const uint8_t *h = handle;
+  if (tpx__get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC || tpx__get16(h + TPX_WH_VERSION) != TPX_WIRE_VERSION)
+    return tpx_err_quiet(TPX_EPROTO, "not a listen handle of this transport (magic 0x%08x, version %u)",
+                         tpx__get32(h + TPX_WH_MAGIC), tpx__get16(h + TPX_WH_VERSION));
+  int fam = tpx__get16(h + TPX_WH_FAMILY), nsocks = tpx__get16(h + TPX_WH_NSOCKS);
+  if (fam != 4 && fam != 6) return tpx_err_quiet(TPX_EPROTO, "handle has address family %d", fam);
+  if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS)
+    return tpx_err_quiet(TPX_EPROTO, "handle asks for %d data sockets (1..%d)", nsocks, TPX_SOCK_MAX_NSOCKS);
+  if (tpx__get64(h + TPX_WH_STATE) != 0 || tpx__get64(h + TPX_WH_CHECK) != 0)
+    return tpx_err_quiet(TPX_EPROTO, "handle carries connector state (only a local connect writes it)");
+  handle_addr(h, addr);
+  *conns = nsocks + 1;
+  return 0;
+}
+
 static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_connect_t **out) {
   int fam = tpx__get16(h + TPX_WH_FAMILY);
   int nsocks = tpx__get16(h + TPX_WH_NSOCKS);
@@ -230,18 +267,7 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
   s->deadline = deadline_after_ms(sn->cfg.connect_timeout_ms);
   for (int i = 0; i <= nsocks; i++)
     s->fds[i] = -1;
-  if (fam == 6) {
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&s->peer;
-    s6->sin6_family = AF_INET6;
-    memcpy(&s6->sin6_addr, h + TPX_WH_ADDR, 16);
-    memcpy(&s6->sin6_port, h + TPX_WH_PORT, 2);
-    s6->sin6_scope_id = tpx__get32(h + TPX_WH_SCOPE);
-  } else {
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&s->peer;
-    s4->sin_family = AF_INET;
-    memcpy(&s4->sin_addr, h + TPX_WH_ADDR, 4);
-    memcpy(&s4->sin_port, h + TPX_WH_PORT, 2);
-  }
+  handle_addr(h, &s->peer);
   tpx__sock_addr_str(&s->peer, s->peerstr, sizeof(s->peerstr));
   int rc = 0;
   for (int i = 0; i <= nsocks && rc == 0; i++) {

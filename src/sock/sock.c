@@ -367,7 +367,8 @@ static void sock_destroy(tpx_net_t *net) {
   .connect = tpx__sock_connect, .accept = tpx__sock_accept, .reg_mr = sock_reg_mr,                   \
   .dereg_mr = sock_dereg_mr, .isend = tpx__sock_isend, .irecv = tpx__sock_irecv,                     \
   .iflush = tpx__sock_iflush, .test = tpx__sock_test, .close_send = tpx__sock_close_send,             \
-  .close_recv = tpx__sock_close_recv, .close_listen = tpx__sock_close_listen, .destroy = sock_destroy
+  .close_recv = tpx__sock_close_recv, .close_listen = tpx__sock_close_listen, .destroy = sock_destroy,     \
+  .handle_dials = tpx__sock_handle_dials
 
 static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON};
 

@@ -388,6 +388,8 @@ int tpx__sock_close_recv(tpx_net_t *net, void *comm);
 
 /* ops implemented in setup.c */
 int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm);
+/* The address and socket count a listen handle would make connect dial. */
+int tpx__sock_handle_dials(tpx_net_t *net, const void *handle, struct sockaddr_storage *addr, int *conns);
 int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                      tpx_net_dev_handle_t *send_dev);
 int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,

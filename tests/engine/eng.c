@@ -1,7 +1,17 @@
 #include "eng.h"
 
+#include "engine/endpoint.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 void eng_cfg(tpx_config_t *cfg) {
   tpx_config_from_env(cfg);
@@ -79,4 +89,139 @@ void eng_write_check(tpx_peer_t *peer, eng_buf_t *src, eng_buf_t *dst, uint32_t 
   eng_wait(x, 0);
   tpx_xfer_free(x);
   assert_int_equal(tu_check(dst->p, src->len, seed, 0), SIZE_MAX);
+}
+
+int eng_raw_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  return fd;
+}
+
+size_t eng_read_to_eof(int fd, uint8_t *buf, size_t cap) {
+  size_t got = 0;
+  for (int i = 0; i < 500; i++) {
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, 10) <= 0) continue;
+    ssize_t n = recv(fd, buf + got, cap - got, 0);
+    if (n <= 0) return got;
+    got += (size_t)n;
+    if (got == cap) return got;
+  }
+  fail_msg("connection not dropped within 5 s");
+  return got;
+}
+
+static int count_dir(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+void eng_res_now(eng_res_t *r) {
+  r->fds = count_dir("/proc/self/fd") - 1; /* less the one counting */
+  r->threads = count_dir("/proc/self/task");
+  long pages = 0, rss = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  r->rss_kb = rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void eng_res_settled(const eng_res_t *base, long rss_slack_kb) {
+  eng_res_t now = {0};
+  /* threads and lingering sockets go within moments of the close */
+  for (int i = 0; i < 300; i++) {
+    eng_res_now(&now);
+    if (now.fds <= base->fds && now.threads <= base->threads) break;
+    usleep(10000);
+  }
+  if (now.fds > base->fds) fail_msg("fds %d, %d before", now.fds, base->fds);
+  if (now.threads > base->threads) fail_msg("threads %d, %d before", now.threads, base->threads);
+  if (now.rss_kb > base->rss_kb + rss_slack_kb)
+    fail_msg("RSS %ld KiB, %ld before (slack %ld)", now.rss_kb, base->rss_kb, rss_slack_kb);
+}
+
+double eng_cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* ---- proxy transport ---- */
+static tpx_net_t *px_inner;
+#define PX px_inner
+static int px_devices(tpx_net_t *n, int *nd) { (void)n; return PX->ops->devices(PX, nd); }
+static int px_props(tpx_net_t *n, int d, tpx_net_props_t *p) { (void)n; return PX->ops->get_properties(PX, d, p); }
+static int px_listen(tpx_net_t *n, int d, void *h, void **l) { (void)n; return PX->ops->listen(PX, d, h, l); }
+int eng_px_connect(tpx_net_t *n, int d, void *h, void **c, tpx_net_dev_handle_t *dh) {
+  (void)n;
+  return PX->ops->connect(PX, d, h, c, dh);
+}
+static int px_accept(tpx_net_t *n, void *l, void **c, tpx_net_dev_handle_t *dh) {
+  (void)n;
+  return PX->ops->accept(PX, l, c, dh);
+}
+static int px_reg(tpx_net_t *n, void *c, void *d, size_t s, int t, void **mh) {
+  (void)n;
+  return PX->ops->reg_mr(PX, c, d, s, t, mh);
+}
+static int px_dereg(tpx_net_t *n, void *c, void *mh) { (void)n; return PX->ops->dereg_mr(PX, c, mh); }
+int eng_px_isend(tpx_net_t *n, void *c, void *d, size_t s, int tag, void *mh, void **r) {
+  (void)n;
+  return PX->ops->isend(PX, c, d, s, tag, mh, r);
+}
+static int px_irecv(tpx_net_t *n, void *c, int k, void **d, size_t *s, int *t, void **mh, void **r) {
+  (void)n;
+  return PX->ops->irecv(PX, c, k, d, s, t, mh, r);
+}
+static int px_iflush(tpx_net_t *n, void *c, int k, void **d, size_t *s, void **mh, void **r) {
+  (void)n;
+  return PX->ops->iflush(PX, c, k, d, s, mh, r);
+}
+static int px_test(tpx_net_t *n, void *r, int *done, size_t *s) { (void)n; return PX->ops->test(PX, r, done, s); }
+static int px_close_send(tpx_net_t *n, void *c) { (void)n; return PX->ops->close_send(PX, c); }
+static int px_close_recv(tpx_net_t *n, void *c) { (void)n; return PX->ops->close_recv(PX, c); }
+static int px_close_listen(tpx_net_t *n, void *c) { (void)n; return PX->ops->close_listen(PX, c); }
+static int px_dev_mr(tpx_net_t *n, void *c, void *mh, void **dp) { (void)n; return PX->ops->get_device_mr(PX, c, mh, dp); }
+static int px_consumed(tpx_net_t *n, void *c, int k, void *r) { (void)n; return PX->ops->irecv_consumed(PX, c, k, r); }
+static int px_dials(tpx_net_t *n, const void *h, struct sockaddr_storage *a, int *k) {
+  (void)n;
+  return PX->ops->handle_dials(PX, h, a, k);
+}
+
+void eng_proxy_install(tpx_endpoint_t *ep, eng_proxy_t *px) {
+  pthread_mutex_lock(&ep->lock);
+  px->inner = ep->net;
+  px_inner = ep->net;
+  const tpx_net_ops_t *o = ep->net->ops;
+  tpx_net_ops_t f = {
+      .devices = px_devices, .get_properties = px_props, .listen = px_listen, .connect = eng_px_connect,
+      .accept = px_accept, .reg_mr = px_reg, .dereg_mr = px_dereg, .isend = eng_px_isend, .irecv = px_irecv,
+      .iflush = o->iflush ? px_iflush : NULL, .test = px_test, .close_send = px_close_send,
+      .close_recv = px_close_recv, .close_listen = px_close_listen,
+      .get_device_mr = o->get_device_mr ? px_dev_mr : NULL,
+      .irecv_consumed = o->irecv_consumed ? px_consumed : NULL, .destroy = NULL,
+      .handle_dials = o->handle_dials ? px_dials : NULL,
+  };
+  px->ops = f;
+  if (px->isend) px->ops.isend = px->isend;
+  if (px->connect) px->ops.connect = px->connect;
+  px->net = *ep->net;
+  px->net.ops = &px->ops;
+  ep->net = &px->net;
+  pthread_mutex_unlock(&ep->lock);
+}
+
+void eng_proxy_remove(tpx_endpoint_t *ep, eng_proxy_t *px) {
+  pthread_mutex_lock(&ep->lock);
+  ep->net = px->inner;
+  pthread_mutex_unlock(&ep->lock);
 }

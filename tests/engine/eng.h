@@ -4,6 +4,7 @@
 #define TPX_TESTS_ENG_H
 
 #include "testutil.h"
+#include "tpx/net.h"
 #include "tpx/tpx.h"
 
 /* Configuration from the environment (so TPX_SOCK_STRICT applies), with
@@ -40,5 +41,36 @@ void eng_wait(tpx_xfer_t *x, int expect);
 /* Fill src with pattern seed, write all of it to the start of dst through
  * peer, and check that it landed. */
 void eng_write_check(tpx_peer_t *peer, eng_buf_t *src, eng_buf_t *dst, uint32_t seed);
+
+/* Raw TCP to 127.0.0.1:port (what an attacker's client does). */
+int eng_raw_connect(int port);
+/* Read until EOF (or 5 s: fail); returns the bytes received. */
+size_t eng_read_to_eof(int fd, uint8_t *buf, size_t cap);
+
+/* Process resources, to check that they come back after an attack. */
+typedef struct eng_res {
+  int fds, threads;
+  long rss_kb;
+} eng_res_t;
+void eng_res_now(eng_res_t *r);
+/* fds and threads back to base within 3 s; RSS within slack. */
+void eng_res_settled(const eng_res_t *base, long rss_slack_kb);
+/* CPU seconds this process used so far (user + system). */
+double eng_cpu_s(void);
+
+/* A proxy transport in front of an endpoint's own: every call goes through
+ * to it, except the hooks given (a hostile or counting transport). One at a
+ * time. Hooks reach the real transport through eng_px_isend/eng_px_connect. */
+typedef struct eng_proxy {
+  int (*isend)(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh, void **req);
+  int (*connect)(tpx_net_t *net, int dev, void *handle, void **comm, tpx_net_dev_handle_t *dh);
+  tpx_net_t net;
+  tpx_net_ops_t ops;
+  tpx_net_t *inner;
+} eng_proxy_t;
+void eng_proxy_install(tpx_endpoint_t *ep, eng_proxy_t *px);
+void eng_proxy_remove(tpx_endpoint_t *ep, eng_proxy_t *px);
+int eng_px_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh, void **req);
+int eng_px_connect(tpx_net_t *net, int dev, void *handle, void **comm, tpx_net_dev_handle_t *dh);
 
 #endif

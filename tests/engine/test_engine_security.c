@@ -136,30 +136,6 @@ static void test_outside_rejected(void **state) {
   eng_pair_close(&P);
 }
 
-static int raw_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  return fd;
-}
-
-/* Read until EOF (or 5 s); returns the bytes received. */
-static size_t read_to_eof(int fd, uint8_t *buf, size_t cap) {
-  size_t got = 0;
-  for (int i = 0; i < 500; i++) {
-    struct pollfd pf = {fd, POLLIN, 0};
-    if (poll(&pf, 1, 10) <= 0) continue;
-    ssize_t n = recv(fd, buf + got, cap - got, 0);
-    if (n <= 0) return got;
-    got += (size_t)n;
-    if (got == cap) return got;
-  }
-  fail_msg("connection not dropped within 5 s");
-  return got;
-}
-
 /* Region ids are capabilities: random, so one descriptor tells nothing about
  * the ids of the others (sequential ids would let a peer that saw one guess
  * its neighbours). */
@@ -207,20 +183,20 @@ static void test_garbage_control(void **state) {
   int port = tpx_endpoint_port(P.b);
   uint8_t buf[4096];
   /* 1. not our protocol at all */
-  int fd = raw_connect(port);
+  int fd = eng_raw_connect(port);
   const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   assert_true(send(fd, http, strlen(http), 0) > 0);
-  read_to_eof(fd, buf, sizeof(buf));
+  eng_read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 2. another protocol version: an error frame comes back, then EOF */
-  fd = raw_connect(port);
+  fd = eng_raw_connect(port);
   struct wbuf w = {0};
   uint8_t handles[TPX_NET_HANDLE_BYTES] = {0};
   struct wire_hello h = {1, 0, 1, 0, "future", handles};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   w.p[4] = WIRE_VERSION + 1;
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
-  size_t got = read_to_eof(fd, buf, sizeof(buf));
+  size_t got = eng_read_to_eof(fd, buf, sizeof(buf));
   struct wire_frame f;
   assert_true(tpx__wire_frame_parse(buf, got, &f) > 0);
   assert_int_equal(f.type, MSG_ERROR);
@@ -229,31 +205,31 @@ static void test_garbage_control(void **state) {
   assert_int_equal(e.code, TPX_EVERSION);
   close(fd);
   /* 3. oversize frame length */
-  fd = raw_connect(port);
+  fd = eng_raw_connect(port);
   w.p[4] = WIRE_VERSION;
   tpx__put32(w.p + 8, WIRE_MAX_PAYLOAD + 1);
   assert_true(send(fd, w.p, WIRE_HDR_BYTES, 0) == WIRE_HDR_BYTES);
-  read_to_eof(fd, buf, sizeof(buf));
+  eng_read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 4. a hello with a bad channel count */
-  fd = raw_connect(port);
+  fd = eng_raw_connect(port);
   w.len = 0;
   h.nch = 1;
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   tpx__put16(w.p + WIRE_HDR_BYTES + 12, 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
-  read_to_eof(fd, buf, sizeof(buf));
+  eng_read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 5. a data message before any hello */
-  fd = raw_connect(port);
+  fd = eng_raw_connect(port);
   w.len = 0;
   assert_int_equal(tpx__wire_put_bye(&w), 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
-  read_to_eof(fd, buf, sizeof(buf));
+  eng_read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 6. silence: dropped after the connect timeout */
-  fd = raw_connect(port);
-  read_to_eof(fd, buf, sizeof(buf));
+  fd = eng_raw_connect(port);
+  eng_read_to_eof(fd, buf, sizeof(buf));
   close(fd);
   /* 7. garbage inside an established peer's control stream drops that peer only */
   tpx__wbuf_free(&w);
