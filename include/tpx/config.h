@@ -48,6 +48,10 @@ typedef struct tpx_config {
   size_t staging_bytes;    /* TPX_STAGING_BYTES: pinned staging per channel direction */
   size_t inline_bytes;     /* TPX_INLINE_BYTES: host transfers up to this size ride in the
                               engine's control message (0 = never) */
+  int net_abi;             /* TPX_NET_ABI: drive exactly ncclNetPlugin_v<net_abi> (7..11);
+                              0 = the highest the plugin exports */
+  char gpu_nic_map[256];   /* TPX_GPU_NIC_MAP: static GPU -> NIC map ("0-3:eth1,eth2;4-7:eth3,eth4");
+                              "" = detected from sysfs (docs/TOPOLOGY.md) */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

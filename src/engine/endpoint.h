@@ -48,6 +48,9 @@ struct tpx_endpoint {
   tpx_net_t *net;
   int own_net;
   int ndev;
+  int chdev[32];  /* the devices of this GPU's NICs (placement.h); nchdev 0: all devices */
+  int nchdev;
+  int numa;       /* the GPU's NUMA node, -1 unknown: progress thread and staging go there */
   int window; /* requests per comm: min(cfg.window, the transport's limit) */
   char name[TPX_NAME_MAX];
   uint64_t uuid;
