@@ -159,6 +159,7 @@ static ncclnet_result_t f_listen(int dev, void *handle, void **lc) {
   memcpy(handle, &h, sizeof(h));
   pthread_mutex_lock(&mu);
   fake_stats.listen++;
+  fake_stats.listen_dev[dev]++;
   fake_stats.live_comms++;
   pthread_mutex_unlock(&mu);
   *lc = l;
@@ -170,6 +171,7 @@ static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_
   struct handle *h = handle;
   if (h->magic != MAGIC || h->l == NULL) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
+  fake_stats.connect_dev_calls[dev]++;
   fake_stats.connect++;
   fake_stats.connect_dev = dh ? (void *)*dh : (void *)-1;
   ncclnet_result_t r = NCCLNET_SUCCESS;
