@@ -3,7 +3,9 @@
  *
  * Locking: one mutex per endpoint (ep->lock) guards everything below it; the
  * progress thread and API calls take it. The transport is only ever called
- * with the lock held, from one thread at a time. */
+ * with the lock held, from one thread at a time per endpoint; a transport
+ * shared by several endpoints (a loaded plugin always is) sees their threads
+ * at once, as NCCL's plugins see one proxy thread per communicator. */
 #ifndef TPX_ENGINE_ENDPOINT_H
 #define TPX_ENGINE_ENDPOINT_H
 
