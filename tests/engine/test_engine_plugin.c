@@ -3,37 +3,13 @@
  * still serves two), v11 finalize only when the last endpoint goes,
  * TPX_NET_ABI through the configuration, and TPX_GPU_NIC_MAP choosing the
  * net devices of an endpoint's channels. */
-#include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/endpoint.h"
 #include "engine/placement.h"
 #include "eng.h"
-#include "fake_stats.h"
-
-#ifndef TPX_FAKES_DIR
-#error "TPX_FAKES_DIR is set by tests/engine/CMakeLists.txt"
-#endif
-
-static const char *fake_path(const char *name) {
-  static char buf[2][PATH_MAX];
-  static int next;
-  char *b = buf[next++ % 2];
-  snprintf(b, PATH_MAX, "%s/libnccl-net-%s.so", TPX_FAKES_DIR, name);
-  return b;
-}
-
-/* Our own reference keeps the fake's counters readable (zeroed first). */
-static struct fake_stats *hold(const char *name, void **dl) {
-  *dl = dlopen(fake_path(name), RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(*dl);
-  struct fake_stats *st = dlsym(*dl, "fake_stats");
-  assert_non_null(st);
-  memset(st, 0, sizeof(*st));
-  return st;
-}
+#include "fake_open.h"
 
 static void fake_cfg(tpx_config_t *c, const char *fake) {
   eng_cfg(c);
