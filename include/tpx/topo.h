@@ -54,7 +54,8 @@ typedef struct tpx_topo_gpu {
   int depth;                        /* PCI path components shared with its NICs (PCI/HOST) */
   char via[TPX_TOPO_NAME_MAX];      /* the deepest shared component ("0000:02:00.0", "pci0000:00") */
   int nnics;                        /* 0 with TPX_TOPO_NONE */
-  int nics[TPX_TOPO_MAX_NICS];      /* indices into tpx_topo_t.nics, in interface order */
+  int nics[TPX_TOPO_MAX_NICS];      /* indices into tpx_topo_t.nics: in the order given
+                                       (params.nics), or the map's order for TPX_TOPO_MAP */
 } tpx_topo_gpu_t;
 
 typedef struct tpx_topo {
