@@ -25,6 +25,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/launch-env.sh
 . "$here/launch-env.sh"
 
 die() {
@@ -32,8 +33,8 @@ die() {
   exit 2
 }
 
-server= client= connect= gpus=0 mode=per-gpu profile=builtin mem=host
-bench="$here/../build/tpx-bench" port_base=20000 logdir= timeout_s=300 print=0
+server='' client='' connect='' gpus=0 mode=per-gpu profile=builtin mem=host
+bench="$here/../build/tpx-bench" port_base=20000 logdir='' timeout_s=300 print=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --connect) connect=$2; shift 2 ;;
@@ -56,7 +57,7 @@ while [ $# -gt 0 ]; do
     shift ;;
   esac
 done
-[ -n "$server" ] && [ -n "$client" ] || die "usage: launch.sh [options] SERVER CLIENT [-- tpx-bench options]"
+{ [ -n "$server" ] && [ -n "$client" ]; } || die "usage: launch.sh [options] SERVER CLIENT [-- tpx-bench options]"
 case "$mode" in
 per-gpu) ;;
 orchestrator) die "--mode orchestrator needs tpx-bench --gpus (not there yet); use --mode per-gpu" ;;
@@ -75,7 +76,7 @@ fi
 
 # "0-3,6" -> "0 1 2 3 6"
 expand() {
-  out=
+  out=''
   for item in $(echo "$1" | tr ',' ' '); do
     case "$item" in
     *[!0-9-]* | -* | *-) die "--gpus: '$item' is not a GPU index or range" ;;
@@ -87,7 +88,7 @@ expand() {
     esac
   done
   [ -n "$out" ] || die "--gpus names no GPU"
-  echo $out
+  echo "${out# }"
 }
 gpu_list=$(expand "$gpus")
 
@@ -133,20 +134,21 @@ if [ "$print" = 1 ]; then
     where=$server
     [ "$side" = client ] && where=$client
     echo "# on $where ($side side; start the servers first):"
-    for g in $gpu_list; do echo "$(side_cmd $side $g) > $side-gpu$g.log 2>&1 &"; done
+    for g in $gpu_list; do echo "$(side_cmd "$side" "$g") > $side-gpu$g.log 2>&1 &"; done
     echo "wait"
   done
   exit 0
 fi
 
 mkdir -p "$logdir"
-spids= cpids=
+spids='' cpids='' pid='' rc=''
+# shellcheck disable=SC2317 # run by the trap
 cleanup() {
   for p in $spids $cpids; do kill "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT INT TERM
 for g in $gpu_list; do
-  on "$server" "$(side_cmd server $g)" >"$logdir/server-gpu$g.log" 2>&1 &
+  on "$server" "$(side_cmd server "$g")" >"$logdir/server-gpu$g.log" 2>&1 &
   spids="$spids $!"
   eval "spid_$g=$!"
 done
@@ -164,7 +166,7 @@ for g in $gpu_list; do
   done
 done
 for g in $gpu_list; do
-  on "$client" "$(side_cmd client $g)" >"$logdir/client-gpu$g.log" 2>&1 &
+  on "$client" "$(side_cmd client "$g")" >"$logdir/client-gpu$g.log" 2>&1 &
   cpids="$cpids $!"
   eval "cpid_$g=$!"
 done
@@ -174,7 +176,7 @@ for g in $gpu_list; do # exit codes "client/server"
   eval "wait \$spid_$g" || rc_s=$?
   eval "rc_$g=$rc_c/$rc_s"
 done
-spids= cpids=
+spids='' cpids=''
 
 # One table: per GPU the client's figure, the data check, and the total.
 status=0
