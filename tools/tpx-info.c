@@ -1,11 +1,14 @@
 /* tpx-info: which net transport would be used, what it sees, and with which
  * configuration.
  *
- *   tpx-info [--plugin SPEC]
+ *   tpx-info [--plugin SPEC] [--sysfs ROOT] [--gpu-bus-ids ID,ID,...]
  *
  * SPEC is what TPX_NET_PLUGIN takes: "" / "tpx" / "builtin" for the built-in
  * TCP transport, a path to an ncclNet plugin, or a bare name N
  * (libnccl-net-N.so, e.g. "tcpx"). Without --plugin, TPX_NET_PLUGIN decides.
+ * The GPU-NIC topology section reads ROOT instead of /sys (a copy of a node's
+ * tree, or a test's fake one), with the GPUs given by their PCI bus ids
+ * instead of the CUDA driver's (e.g. from `nvidia-smi --query-gpu=pci.bus_id`).
  * Exit status: 0, 1 when the transport cannot be opened, 2 on bad usage. */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,13 +17,16 @@
 #include "tpx/config.h"
 #include "tpx/error.h"
 #include "tpx/net.h"
+#include "tpx/topo.h"
 
 static void usage(FILE *f) {
   fprintf(
       f,
-      "usage: tpx-info [--plugin SPEC]\n"
+      "usage: tpx-info [--plugin SPEC] [--sysfs ROOT] [--gpu-bus-ids ID,ID,...]\n"
       "  SPEC: \"\", tpx or builtin (the built-in TCP transport), a path to an NCCL net\n"
-      "        plugin, or a name N for libnccl-net-N.so (e.g. tcpx). Default: TPX_NET_PLUGIN.\n");
+      "        plugin, or a name N for libnccl-net-N.so (e.g. tcpx). Default: TPX_NET_PLUGIN.\n"
+      "  ROOT: sysfs to read the GPU-NIC topology from (default /sys).\n"
+      "  ID:   the GPUs' PCI bus ids, GPU 0 first (default: the CUDA driver's).\n");
 }
 
 static const char *ptr_str(int bits, char *buf, size_t cap) {
@@ -44,13 +50,100 @@ static const char *bytes_str(size_t v, char *buf, size_t cap) {
   return buf;
 }
 
+static void why_str(const tpx_topo_t *t, const tpx_topo_gpu_t *g, char *buf, size_t cap) {
+  switch (g->why) {
+  case TPX_TOPO_MAP: snprintf(buf, cap, "TPX_GPU_NIC_MAP"); break;
+  case TPX_TOPO_PCI:
+    snprintf(buf, cap, "nearest on the PCI tree: behind bridge %s with the GPU (%d path levels shared)",
+             g->via[0] ? g->via : "(several)", g->depth);
+    break;
+  case TPX_TOPO_HOST:
+    snprintf(buf, cap, "no PCI switch shared; same host bridge %s", g->via[0] ? g->via : "(several)");
+    break;
+  case TPX_TOPO_NUMA: snprintf(buf, cap, "no PCI bridge shared; same NUMA node %d", g->numa); break;
+  case TPX_TOPO_ANY:
+    if (g->nnics == 1)
+      snprintf(buf, cap, "the only NIC with a PCI path (no bridge shared, %s)",
+               g->numa < 0 ? "NUMA node unknown" : "not on the GPU's NUMA node");
+    else
+      snprintf(buf, cap, "all %d equally far (no bridge shared, %s): channels spread over them", g->nnics,
+               g->numa < 0 ? "NUMA node unknown" : "none on the GPU's NUMA node");
+    break;
+  default:
+    snprintf(buf, cap, "nothing known (%s): channel c on device (c + gpu) %% ndev",
+             g->pci_path[0] ? "no NIC with a PCI path" : "no PCI path for the GPU");
+  }
+  (void)t;
+}
+
+/* The GPU-NIC map over the transport's devices, why each GPU got its NICs,
+ * and a warning for every NIC on another NUMA node than its GPU. */
+static int print_topology(tpx_net_t *net, int ndev, const char *sysfs, char *gpu_ids) {
+  const char *names[TPX_TOPO_MAX_NICS];
+  static tpx_net_props_t props[TPX_TOPO_MAX_NICS];
+  int n = 0, warnings = 0;
+  for (int d = 0; d < ndev && n < TPX_TOPO_MAX_NICS; d++, n++) {
+    if (net->ops->get_properties(net, d, &props[n]) != 0) props[n].name[0] = '\0';
+    names[n] = props[n].name;
+  }
+  tpx_topo_params_t q;
+  tpx_topo_params_init(&q);
+  q.sysfs_root = sysfs;
+  q.nics = names;
+  q.nnics = n;
+  const char *ids[TPX_TOPO_MAX_GPUS];
+  for (char *tok = gpu_ids ? strtok(gpu_ids, ",") : NULL; tok && q.ngpus < TPX_TOPO_MAX_GPUS; tok = strtok(NULL, ","))
+    ids[q.ngpus++] = tok;
+  if (gpu_ids) q.gpu_bus_ids = ids;
+  tpx_topo_t *t = NULL;
+  const char *map = tpx_config_global()->gpu_nic_map;
+  printf("\n== GPU-NIC topology (TPX_GPU_NIC_MAP %s; sysfs %s)\n", map[0] ? map : "unset", sysfs ? sysfs : "/sys");
+  if (tpx_topo_detect(&q, &t) != 0) {
+    printf("WARNING        %s\n", tpx_last_error());
+    return 1;
+  }
+  for (int i = 0; i < t->nnics; i++)
+    printf("nic %-10s %-13s NUMA %2d  %s\n", t->nics[i].name, t->nics[i].bus_id[0] ? t->nics[i].bus_id : "-",
+           t->nics[i].numa, t->nics[i].pci_path[0] ? t->nics[i].pci_path : "(no PCI device)");
+  if (t->ngpus == 0) printf("no GPU known (no CUDA driver or device, and no map)\n");
+  for (int g = 0; g < t->ngpus; g++) {
+    const tpx_topo_gpu_t *x = &t->gpus[g];
+    char list[TPX_TOPO_MAX_NICS * TPX_TOPO_NAME_MAX] = "", why[256];
+    size_t len = 0;
+    for (int i = 0; i < x->nnics; i++)
+      len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? "," : "", t->nics[x->nics[i]].name);
+    why_str(t, x, why, sizeof(why));
+    printf("gpu %-3d %-13s NUMA %2d  -> %-16s %s: %s\n", g, x->bus_id[0] ? x->bus_id : "-", x->numa,
+           len ? list : "(all devices)", tpx_topo_why_str(x->why), why);
+    for (int i = 0; i < x->nnics; i++) {
+      const tpx_topo_nic_t *nic = &t->nics[x->nics[i]];
+      if (x->numa >= 0 && nic->numa >= 0 && nic->numa != x->numa) {
+        printf("WARNING        GPU %d is on NUMA node %d but its NIC %s on node %d: its traffic crosses "
+               "the socket interconnect\n", g, x->numa, nic->name, nic->numa);
+        warnings++;
+      }
+    }
+  }
+  tpx_topo_free(t);
+  return warnings;
+}
+
 static int is_loopback_name(const char *name) {
   return strncmp(name, "lo", 2) == 0;
 }
 
 int main(int argc, char **argv) {
-  const char *spec = NULL;
+  const char *spec = NULL, *sysfs = NULL;
+  char *gpu_ids = NULL;
   for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--sysfs") == 0 && i + 1 < argc) {
+      sysfs = argv[++i];
+      continue;
+    }
+    if (strcmp(argv[i], "--gpu-bus-ids") == 0 && i + 1 < argc) {
+      gpu_ids = argv[++i];
+      continue;
+    }
     if ((strcmp(argv[i], "--plugin") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
       spec = argv[++i];
     } else if (strncmp(argv[i], "--plugin=", 9) == 0) {
@@ -140,6 +233,8 @@ int main(int argc, char **argv) {
     }
     if (p.ptr_support & TPX_PTR_CUDA) any_cuda = 1;
   }
+
+  warnings += print_topology(net, ndev, sysfs, gpu_ids);
 
   printf("\n== checks\n");
   if (ndev == 0)

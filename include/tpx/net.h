@@ -155,7 +155,13 @@ TPX_API int tpx_net_spec_is_builtin(const char *spec);
  *       a path (contains '/') -> dlopen that file;
  *       a bare name N -> dlopen(N), then libnccl-net-N.so searched like NCCL
  *       (LD_LIBRARY_PATH, system paths), then /usr/local/tcpx/lib64/.
- * The highest exported ncclNetPlugin_vN (11 down to 7) is used.
+ * The highest exported ncclNetPlugin_vN (11 down to 7) is used, or exactly
+ * v<TPX_NET_ABI> when that is set.
+ * A plugin is loaded and initialised once per process, as NCCL does: opening
+ * the same library again returns the same tpx_net_t (one more reference);
+ * each open needs its tpx_net_close, and the last one finalises (v11) and
+ * unloads it. Asking for another ABI version than the loaded instance's is
+ * TPX_EUSAGE (it would take a second init).
  * Errors: TPX_ENOENT (file missing; detail carries dlerror), TPX_ENOSYM
  * (no known symbol), TPX_EVERSION (only unsupported versions, e.g. v6),
  * or the plugin's init failure. */
@@ -165,7 +171,8 @@ TPX_API int tpx_net_open(const char *spec, tpx_net_t **out);
 struct tpx_config;
 TPX_API int tpx_net_open_builtin(const struct tpx_config *cfg, tpx_net_t **out);
 
-/* Release the transport (plugin finalize + dlclose for loaded ones). NULL ok. */
+/* Release the transport; for a loaded plugin, one reference (the last:
+ * finalize + dlclose). NULL ok. */
 TPX_API void tpx_net_close(tpx_net_t *net);
 
 /* The file a loaded plugin came from, as the dynamic loader resolved it (for

@@ -11,10 +11,11 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/gpumap.h"
 #include "common/log.h"
 #include "tpx/error.h"
 
-enum var_kind { V_INT, V_SIZE, V_STR, V_LOG };
+enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP };
 
 struct var {
   const char *name;
@@ -57,6 +58,8 @@ static const struct var vars[] = {
     {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
     {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
     {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
+    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 11},
+    {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -138,7 +141,12 @@ static int parse_number(const char *s, long long *out) {
 
 static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
   char *field = (char *)cfg + v->off;
-  if (v->kind == V_STR) {
+  if (v->kind == V_STR || v->kind == V_MAP) {
+    tpx_gpumap_t map;
+    if (v->kind == V_MAP && tpx__gpumap_parse(val, &map) != 0) {
+      TPX_WARN("config: %s; ignored", tpx_last_error()); /* the detail names the bad part */
+      return -1;
+    }
     if (strlen(val) >= v->cap) {
       TPX_WARN("config: %s is longer than %zu bytes; ignored", name, v->cap - 1);
       return -1;
@@ -235,7 +243,8 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
     const char *field = (const char *)cfg + v->off;
     fprintf(out, "%-24s ", v->name);
     switch (v->kind) {
-    case V_STR: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
+    case V_STR:
+    case V_MAP: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
     case V_LOG: {
       int l = *(const int *)field;
       fprintf(out, "%s", l >= 0 && l <= 5 ? levels[l] : "?");
@@ -243,6 +252,8 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
     }
     case V_INT:
       fprintf(out, "%d", *(const int *)field);
+      if (v->off == offsetof(tpx_config_t, net_abi) && cfg->net_abi == 0)
+        fprintf(out, " (automatic: the highest the plugin exports)");
       if (v->off == offsetof(tpx_config_t, nsocks) && cfg->nsocks == 0)
         fprintf(out, " (automatic: %d for one comm, %d per comm of an endpoint's %d channels)",
                 tpx_config_nsocks(cfg, 1), tpx_config_nsocks(cfg, cfg->num_channels), cfg->num_channels);

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/control.h"
+#include "net/loader.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"
@@ -22,6 +23,7 @@
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
+#include "engine/placement.h"
 #include "engine/progress.h"
 
 #define SCRATCH_BYTES WIRE_MAX_CHUNK
@@ -46,13 +48,14 @@ static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *param
     rc = tpx_net_open_builtin(&tc, &ep->net);
     ep->own_net = rc == 0;
   } else {
-    rc = tpx_net_open(plugin, &ep->net);
+    rc = tpx__net_open_abi(plugin, c->net_abi, &ep->net);
     ep->own_net = rc == 0;
   }
   if (rc) return rc;
   const tpx_net_caps_t *caps = &ep->net->caps;
   rc = ep->net->ops->devices(ep->net, &ep->ndev);
   if (rc == 0 && ep->ndev < 1) rc = tpx_err(TPX_ENOENT, "endpoint %s: transport %s has no devices", ep->name, ep->net->name);
+  if (rc == 0) rc = tpx__placement_init(ep);
   if (rc) return rc;
   if (!caps->host_ptr) TPX_WARN("endpoint %s: transport %s does not take host pointers on every device", ep->name, ep->net->name);
   if ((rc = tpx__gpu_ep_init(ep)) != 0) return rc; /* GPU path; installs the unpack stage for UNPACK transports */
@@ -121,9 +124,10 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   int rc = 0;
   tpx_config_t *c = &ep->cfg;
   if (c->num_channels < 1 || c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes < 1 ||
-      c->chunk_bytes > WIRE_MAX_CHUNK || c->window < 1 || c->timeout_ms < 1 || c->connect_timeout_ms < 1) {
-    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu, window %d)",
-                 c->num_channels, c->chunk_bytes, c->window);
+      c->chunk_bytes > WIRE_MAX_CHUNK || c->window < 1 || c->timeout_ms < 1 || c->connect_timeout_ms < 1 ||
+      (c->net_abi != 0 && (c->net_abi < 7 || c->net_abi > 11))) {
+    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu, window %d, "
+                 "net ABI %d)", c->num_channels, c->chunk_bytes, c->window, c->net_abi);
     goto fail;
   }
   if ((rc = tpx_config_check(c)) != 0) goto fail;

@@ -10,6 +10,7 @@
 #include "engine/mem.h"
 #include "engine/op.h"
 #include "engine/peer.h"
+#include "engine/placement.h"
 
 int tpx__channels_alloc(struct tpx_peer *p, int n) {
   tpx_endpoint_t *ep = p->ep;
@@ -19,7 +20,7 @@ int tpx__channels_alloc(struct tpx_peer *p, int n) {
   for (int c = 0; c < n; c++) {
     struct channel *ch = &p->ch[c];
     ch->idx = c;
-    ch->dev = (c + (ep->gpu > 0 ? ep->gpu : 0)) % ep->ndev; /* round robin over devices */
+    ch->dev = tpx__placement_dev(ep, c); /* round robin over the GPU's NICs */
     int rc = tpx__window_init(&ch->sq, c, 0, (uint32_t)ep->window);
     if (rc == 0) rc = tpx__window_init(&ch->rq, c, 1, (uint32_t)ep->window);
     if (rc) return rc;

@@ -3,7 +3,9 @@
  *
  * Locking: one mutex per endpoint (ep->lock) guards everything below it; the
  * progress thread and API calls take it. The transport is only ever called
- * with the lock held, from one thread at a time. */
+ * with the lock held, from one thread at a time per endpoint; a transport
+ * shared by several endpoints (a loaded plugin always is) sees their threads
+ * at once, as NCCL's plugins see one proxy thread per communicator. */
 #ifndef TPX_ENGINE_ENDPOINT_H
 #define TPX_ENGINE_ENDPOINT_H
 
@@ -49,6 +51,9 @@ struct tpx_endpoint {
   tpx_net_t *net;
   int own_net;
   int ndev;
+  int chdev[32];  /* the devices of this GPU's NICs (placement.h); nchdev 0: all devices */
+  int nchdev;
+  int numa;       /* the GPU's NUMA node, -1 unknown: progress thread and staging go there */
   int window; /* requests per comm: min(cfg.window, the transport's limit) */
   char name[TPX_NAME_MAX];
   uint64_t uuid;

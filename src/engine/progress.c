@@ -18,6 +18,7 @@
 #include "engine/handshake.h"
 #include "engine/listen.h"
 #include "engine/peer.h"
+#include "engine/placement.h"
 #include "engine/progress.h"
 
 /* Blocking waits with a progress thread spin this long before sleeping on
@@ -138,6 +139,7 @@ static void drive_end(tpx_endpoint_t *ep) {
 static void *progress_main(void *arg) {
   tpx_endpoint_t *ep = arg;
   unsigned spins = 0;
+  tpx__placement_bind_thread(ep); /* on its GPU's NUMA node, when known */
   while (!atomic_load(&ep->stop)) {
     if (atomic_load(&ep->drivers) > 0) {
       /* A waiter drives progress: stand aside. Sleep on the eventfd alone,

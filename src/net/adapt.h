@@ -69,6 +69,10 @@ struct tpx_plugin {
   int max_recvs;                /* max over devices, capped at TPX_NET_MAX_RECVS */
   int unpack;                   /* device 0 is UNPACK: accept needs a device handle */
   ncclnet_dev_handle_t *no_dev; /* a stable slot that stays NULL ("no offload") */
+  /* One instance per loaded library and process (loader.c): every opener
+   * shares it; the last tpx_net_close finalises and unloads it. */
+  int refs;
+  struct tpx_plugin *next;
 };
 
 /* Fill p->fn from the table of version p->version; checks required entries.

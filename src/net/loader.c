@@ -1,9 +1,11 @@
 /* tpx_net_open / tpx_net_close: pick the built-in transport or dlopen an
  * ncclNet plugin, find the highest table it exports (v11 down to v7), and
- * hand it to the adapter (adapt.c). */
+ * hand it to the adapter (adapt.c). A process loads and initialises each
+ * plugin once; every opener shares that instance (reference-counted). */
 #define _GNU_SOURCE /* dlinfo */
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,8 +99,24 @@ static const void *find_symbol(void *dl, int version) {
   return dlsym(dl, sym);
 }
 
-static int probe(void *dl, const char *file, int max_version, const void **table, int *version) {
-  for (int v = max_version; v >= NCCLNET_MIN_VERSION; v--) {
+/* "ncclNetPlugin_v11, ncclNetPlugin_v7" for the tables dl exports among
+ * v1..v20 outside [skip_lo, skip_hi]; "" when none. */
+static void exported_list(void *dl, int skip_lo, int skip_hi, char *found, size_t cap) {
+  size_t len = 0;
+  found[0] = '\0';
+  for (int v = 20; v >= 1; v--) {
+    if (v >= skip_lo && v <= skip_hi) continue;
+    if (find_symbol(dl, v) && len + 24 < cap)
+      len += (size_t)snprintf(found + len, cap - len, "%s" NCCLNET_SYMBOL_PREFIX "%d", len ? ", " : "", v);
+  }
+}
+
+/* The table to drive: exactly v<abi> when abi is set (TPX_NET_ABI), else the
+ * highest of max_version .. v7. */
+static int probe(void *dl, const char *file, int max_version, int abi, const void **table,
+                 int *version) {
+  int hi = abi ? abi : max_version, lo = abi ? abi : NCCLNET_MIN_VERSION;
+  for (int v = hi; v >= lo; v--) {
     const void *t = find_symbol(dl, v);
     if (t) {
       *table = t;
@@ -107,15 +125,14 @@ static int probe(void *dl, const char *file, int max_version, const void **table
     }
   }
   /* Nothing we can drive: say what is there, if anything. */
-  char found[128] = "";
-  size_t len = 0;
-  for (int v = 1; v <= 20; v++) {
-    if (v >= NCCLNET_MIN_VERSION && v <= max_version) continue;
-    if (find_symbol(dl, v) && len < sizeof(found) - 24)
-      len += (size_t)snprintf(found + len, sizeof(found) - len, "%s" NCCLNET_SYMBOL_PREFIX "%d",
-                              len ? ", " : "", v);
+  char found[160];
+  if (abi) {
+    exported_list(dl, abi, abi, found, sizeof(found));
+    return tpx_err(TPX_EVERSION, "net plugin %s has no " NCCLNET_SYMBOL_PREFIX "%d, which TPX_NET_ABI=%d "
+                   "forces; it exports %s", file, abi, abi, found[0] ? found : "no ncclNetPlugin_vN table");
   }
-  if (len)
+  exported_list(dl, NCCLNET_MIN_VERSION, max_version, found, sizeof(found));
+  if (found[0])
     return tpx_err(TPX_EVERSION, "net plugin %s exports only %s; supported: ncclNetPlugin_v%d..v%d",
                    file, found, NCCLNET_MIN_VERSION, max_version);
   return tpx_err(TPX_ENOSYM,
@@ -134,8 +151,27 @@ static int own_plugin_strict(const tpx_net_t *net) {
   return strcmp(net->name, "tpx") == 0 && tpx_config_global()->sock_strict;
 }
 
+/* One instance per library and process, shared by every opener, as in NCCL:
+ * it loads and initialises a plugin once (never a second init: a real plugin
+ * may refuse one, and before v11 there is no finalize), so a second endpoint
+ * gets the first one's instance. Guarded by reg_mu; keyed by the dlopen
+ * handle, which the dynamic loader returns unchanged for a library already
+ * loaded. */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct tpx_plugin *reg_head;
+
 static void plugin_destroy(tpx_net_t *net) {
   struct tpx_plugin *p = net->impl;
+  pthread_mutex_lock(&reg_mu);
+  int last = --p->refs == 0;
+  if (last) {
+    struct tpx_plugin **pp = &reg_head;
+    while (*pp && *pp != p)
+      pp = &(*pp)->next;
+    if (*pp) *pp = p->next;
+  }
+  pthread_mutex_unlock(&reg_mu);
+  if (!last) return;
   tpx__adapt_fini(p);
   if (p->dl && dlclose(p->dl) != 0) TPX_WARN("net plugin %s: dlclose: %s", net->name, dlerror());
   free(p);
@@ -146,19 +182,29 @@ const char *tpx_net_plugin_file(const tpx_net_t *net) {
   return ((const struct tpx_plugin *)net->impl)->file;
 }
 
-int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out) {
-  if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open: out is NULL");
-  *out = NULL;
-  if (spec == NULL) spec = tpx_config_global()->net_plugin;
-  if (tpx_net_spec_is_builtin(spec)) return tpx_net_open_builtin(NULL, out);
-  if (max_version < NCCLNET_MIN_VERSION || max_version > NCCLNET_MAX_VERSION)
-    return tpx_err(TPX_EINVAL, "tpx_net_open: ABI version %d outside %d..%d", max_version,
-                   NCCLNET_MIN_VERSION, NCCLNET_MAX_VERSION);
-
-  void *dl = NULL;
-  int rc = open_library(spec, &dl);
+/* The instance already loaded from dl, with one more reference (reg_mu
+ * held), or NULL. Another ABI version than the one it was initialised with
+ * is an error: that would take a second init. */
+static int share_loaded(void *dl, int max_version, int abi, tpx_net_t **out) {
+  struct tpx_plugin *p = reg_head;
+  while (p && p->dl != dl)
+    p = p->next;
+  if (p == NULL) return 0;
+  const void *table = NULL;
+  int v = 0;
+  int rc = probe(dl, p->file, max_version, abi, &table, &v);
+  dlclose(dl); /* the instance holds its own reference */
   if (rc) return rc;
+  if (v != p->version)
+    return tpx_err(TPX_EUSAGE, "net plugin %s is already loaded in this process at ncclNet v%d; "
+                   "v%d would initialise it a second time", p->file, p->version, v);
+  p->refs++;
+  *out = &p->net;
+  return 1;
+}
 
+/* Load a library not loaded yet: find its table, bind, init, read caps. */
+static int load_new(void *dl, const char *spec, int max_version, int abi, tpx_net_t **out) {
   struct tpx_plugin *p = calloc(1, sizeof(*p));
   if (p == NULL) {
     dlclose(dl);
@@ -172,7 +218,7 @@ int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out) {
     snprintf(p->file, sizeof(p->file), "%s", spec);
 
   const void *table = NULL;
-  rc = probe(dl, p->file, max_version, &table, &p->version);
+  int rc = probe(dl, p->file, max_version, abi, &table, &p->version);
   if (rc == 0) {
     const char *name = *(const char *const *)table; /* every table starts with its name */
     snprintf(p->net.name, sizeof(p->net.name), "%s", name ? name : "(unnamed)");
@@ -194,12 +240,45 @@ int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out) {
     free(p);
     return rc;
   }
+  p->refs = 1;
+  p->next = reg_head;
+  reg_head = p;
   *out = &p->net;
   return 0;
 }
 
+static int open_abi(const char *spec, int max_version, int abi, tpx_net_t **out) {
+  if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open: out is NULL");
+  *out = NULL;
+  if (spec == NULL) spec = tpx_config_global()->net_plugin;
+  if (tpx_net_spec_is_builtin(spec)) return tpx_net_open_builtin(NULL, out);
+  if (max_version < NCCLNET_MIN_VERSION || max_version > NCCLNET_MAX_VERSION)
+    return tpx_err(TPX_EINVAL, "tpx_net_open: ABI version %d outside %d..%d", max_version,
+                   NCCLNET_MIN_VERSION, NCCLNET_MAX_VERSION);
+  if (abi != 0 && (abi < NCCLNET_MIN_VERSION || abi > NCCLNET_MAX_VERSION))
+    return tpx_err(TPX_EINVAL, "TPX_NET_ABI=%d outside %d..%d", abi, NCCLNET_MIN_VERSION,
+                   NCCLNET_MAX_VERSION);
+
+  void *dl = NULL;
+  int rc = open_library(spec, &dl);
+  if (rc) return rc;
+  pthread_mutex_lock(&reg_mu);
+  rc = share_loaded(dl, max_version, abi, out);
+  if (rc == 0) rc = load_new(dl, spec, max_version, abi, out);
+  pthread_mutex_unlock(&reg_mu);
+  return rc < 0 ? rc : 0;
+}
+
+int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out) {
+  return open_abi(spec, max_version, 0, out);
+}
+
+int tpx__net_open_abi(const char *spec, int abi, tpx_net_t **out) {
+  return open_abi(spec, NCCLNET_MAX_VERSION, abi, out);
+}
+
 int tpx_net_open(const char *spec, tpx_net_t **out) {
-  return tpx__net_open_version(spec, NCCLNET_MAX_VERSION, out);
+  return open_abi(spec, NCCLNET_MAX_VERSION, tpx_config_global()->net_abi, out);
 }
 
 void tpx_net_close(tpx_net_t *net) {

@@ -11,6 +11,12 @@
  * exports newer tables. */
 int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out);
 
+/* As tpx_net_open, but drive exactly ncclNetPlugin_v<abi> (7..11; 0 = the
+ * highest exported): TPX_NET_ABI, taken from the caller's configuration (an
+ * endpoint's) rather than the process-wide one. A plugin without that table
+ * is TPX_EVERSION, naming the tables it has. */
+int tpx__net_open_abi(const char *spec, int abi, tpx_net_t **out);
+
 /* The file a loaded plugin came from (as the dynamic loader resolved it);
  * NULL for the built-in transport. */
 const char *tpx_net_plugin_file(const tpx_net_t *net);

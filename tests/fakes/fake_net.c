@@ -3,7 +3,9 @@
  * FAKE_V11), plus flavours: FAKE_INIT_FAIL (init returns a system error),
  * FAKE_UNPACK (v7 device offload: fills the device handle, has getDeviceMr
  * and irecvConsumed), FAKE_TCPX_NAME (the v7 table is named like a HOST-type
- * GPUDirect-TCPX build). It counts every call in `fake_stats`.
+ * GPUDirect-TCPX build), FAKE_INIT_ONCE (any init after the first fails, as
+ * a real plugin may: the loader must share one instance). It counts every
+ * call in `fake_stats`.
  *
  * Both ends of a connection live in this process: listen writes a pointer to
  * the listen comm into the handle; connect and accept each answer "not yet"
@@ -94,17 +96,23 @@ static void maybe_free_pipe(struct pipe_ *p) {
 
 /* ---- calls shared by every version (size_t inside) --------------------------------- */
 
+static int inits_ever; /* unlike fake_stats, never reset by a test */
+
 static ncclnet_result_t f_init(int version, ncclnet_logger_t log) {
   pthread_mutex_lock(&mu);
   fake_stats.init++;
+  int again = inits_ever++ > 0;
   fake_stats.version = version;
   fake_stats.logger_set = log != NULL;
   logger = log;
   pthread_mutex_unlock(&mu);
   if (log)
     log(NCCLNET_LOG_INFO, NCCLNET_SUBSYS_NET, __FILE__, __LINE__, "fake net v%d init\n", version);
+  (void)again;
 #ifdef FAKE_INIT_FAIL
   return NCCLNET_SYSTEM_ERROR;
+#elif defined(FAKE_INIT_ONCE)
+  return again ? NCCLNET_INTERNAL_ERROR : NCCLNET_SUCCESS;
 #else
   return NCCLNET_SUCCESS;
 #endif
@@ -151,6 +159,7 @@ static ncclnet_result_t f_listen(int dev, void *handle, void **lc) {
   memcpy(handle, &h, sizeof(h));
   pthread_mutex_lock(&mu);
   fake_stats.listen++;
+  fake_stats.listen_dev[dev]++;
   fake_stats.live_comms++;
   pthread_mutex_unlock(&mu);
   *lc = l;
@@ -162,6 +171,7 @@ static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_
   struct handle *h = handle;
   if (h->magic != MAGIC || h->l == NULL) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
+  fake_stats.connect_dev_calls[dev]++;
   fake_stats.connect++;
   fake_stats.connect_dev = dh ? (void *)*dh : (void *)-1;
   ncclnet_result_t r = NCCLNET_SUCCESS;

@@ -26,6 +26,8 @@ struct fake_stats {
   int live_comms;      /* comms open now (listen + send + recv) */
   int live_reqs;       /* requests not yet completed by test */
   int live_mrs;
+  int listen_dev[2];       /* listen calls per device */
+  int connect_dev_calls[2]; /* connect calls (retries included) per device */
 };
 
 #endif

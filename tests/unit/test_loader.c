@@ -6,32 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_stats.h"
+#include "fake_open.h"
 #include "net/loader.h"
 #include "test_loader_util.h"
-
-#ifndef TPX_FAKES_DIR
-#error "TPX_FAKES_DIR is set by tests/fakes/CMakeLists.txt"
-#endif
-
-static const char *fake_path(const char *name) {
-  static char buf[4][PATH_MAX];
-  static int next;
-  char *b = buf[next++ % 4];
-  snprintf(b, PATH_MAX, "%s/libnccl-net-%s.so", TPX_FAKES_DIR, name);
-  return b;
-}
-
-/* Our own reference to the fake keeps its counters readable across
- * tpx_net_close; they are zeroed first. */
-static struct fake_stats *hold(const char *name, void **dl) {
-  *dl = dlopen(fake_path(name), RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(*dl);
-  struct fake_stats *st = dlsym(*dl, "fake_stats");
-  assert_non_null(st);
-  memset(st, 0, sizeof(*st));
-  return st;
-}
 
 static void assert_error_mentions(const char *what) {
   if (strstr(tpx_last_error(), what) == NULL)
@@ -500,6 +477,55 @@ static void test_unpack_device_handle(void **state) {
   dlclose(dl);
 }
 
+/* ---- one instance per process ------------------------------------------------------------- */
+
+/* Opening a loaded plugin again shares the instance: one init (this fake
+ * fails any second one), one reference per open, unloaded at the last close. */
+static void test_shared_open(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold("fake-initonce", &dl);
+  tpx_net_t *a = NULL, *b = NULL;
+  assert_int_equal(tpx_net_open(fake_path("fake-initonce"), &a), 0);
+  assert_int_equal(tpx_net_open("fake-initonce", &b), 0); /* the bare name finds the same library */
+  assert_ptr_equal(a, b);
+  assert_int_equal(st->init, 1);
+  tpx_net_close(a);
+  int ndev = 0;
+  assert_int_equal(b->ops->devices(b, &ndev), 0); /* still loaded for the other user */
+  assert_int_equal(ndev, 2);
+  tpx_net_close(b);
+  dlclose(dl);
+}
+
+static void test_shared_v11_finalize(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold("fake-v11", &dl);
+  tpx_net_t *a = NULL, *b = NULL;
+  assert_int_equal(tpx_net_open(fake_path("fake-v11"), &a), 0);
+  assert_int_equal(tpx__net_open_abi(fake_path("fake-v11"), 11, &b), 0);
+  assert_ptr_equal(a, b);
+  tpx_net_close(b);
+  assert_int_equal(st->finalize, 0);
+  tpx_net_close(a);
+  assert_int_equal(st->finalize, 1);
+  assert_int_equal(st->init, 1);
+  /* Another version than the loaded instance's would need a second init. */
+  assert_int_equal(tpx_net_open(fake_path("fake-all"), &a), 0);
+  assert_int_equal(tpx__net_open_version(fake_path("fake-all"), 8, &b), TPX_EUSAGE);
+  assert_error_mentions("already loaded in this process at ncclNet v11");
+  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 7, &b), TPX_EUSAGE);
+  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 12, &b), TPX_EINVAL);
+  tpx_net_close(a);
+  /* Unloaded: now any version loads. */
+  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 7, &b), 0);
+  assert_int_equal(b->abi_version, 7);
+  assert_string_equal(b->name, "fake_v7");
+  tpx_net_close(b);
+  dlclose(dl);
+}
+
 /* The bare-name search goes through the dynamic loader's own path list,
  * which it reads at start-up: put the fakes on LD_LIBRARY_PATH and start
  * again (once). */
@@ -539,6 +565,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_argument_checks),
       cmocka_unit_test(test_backpressure),
       cmocka_unit_test(test_unpack_device_handle),
+      cmocka_unit_test(test_shared_open),
+      cmocka_unit_test(test_shared_v11_finalize),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

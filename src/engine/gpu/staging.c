@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/gpu/gpu_path_int.h"
+#include "topo/topo.h"
 
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
 
@@ -34,7 +35,10 @@ static int arena_setup(struct gpu_window *gq, int dev) {
   if (sz > ARENA_MAX) sz = ARENA_MAX;
   sz = (sz + GPU_PAGE - 1) & ~(uint64_t)(GPU_PAGE - 1);
   void *a = NULL;
+  tpx_numa_pref_t pref; /* pinned pages are touched here: on the endpoint's NUMA node when known */
+  tpx__numa_prefer_enter(ep->numa, &pref);
   int rc = tpx__gpu_host_alloc(dev, (size_t)sz, &a);
+  tpx__numa_prefer_leave(&pref);
   if (rc)
     return tpx_err_quiet(rc, "channel %d: pinned staging of %llu bytes (TPX_STAGING_BYTES) on GPU %d: %s", gq->ch,
                    (unsigned long long)sz, dev, tpx_last_error());
