@@ -11,6 +11,9 @@
 #   LAUNCH_IFNAME_SERVER / LAUNCH_IFNAME_CLIENT   the same, per side
 #   LAUNCH_MAP         TPX_GPU_NIC_MAP for both sides (default: detected)
 #   LAUNCH_MAP_SERVER / LAUNCH_MAP_CLIENT         the same, per side
+#   LAUNCH_ALLOW_DIAL  TPX_ALLOW_DIAL (builtin): the peer's data-NIC addresses or
+#                      CIDRs; the engine dials only its control address otherwise
+#                      (docs/SECURITY.md), so set it when the data NICs differ
 #   LAUNCH_CHUNK       engine chunk = TCPX's dynamic chunk size (524288)
 #   LAUNCH_TCPX_LIB    directory of libnccl-net-tcpx.so (/usr/local/tcpx/lib64)
 
@@ -35,6 +38,7 @@ launch_env() { # PROFILE SIDE(server|client)
   builtin)
     echo "TPX_NET_PLUGIN=builtin"
     echo "TPX_SOCKET_IFNAME=${ifs:-=$LAUNCH_DATA_NICS_DEFAULT}"
+    [ -n "${LAUNCH_ALLOW_DIAL:-}" ] && echo "TPX_ALLOW_DIAL=$LAUNCH_ALLOW_DIAL"
     ;;
   tcpx)
     lib=${LAUNCH_TCPX_LIB:-/usr/local/tcpx/lib64}

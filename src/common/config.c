@@ -139,6 +139,10 @@ static int parse_number(const char *s, long long *out) {
   return 0;
 }
 
+/* Fields whose 0 means "the default" in code (outside their range; the
+ * environment leaves them unset instead). */
+static int zero_is_default(const struct var *v) { return v->off == offsetof(tpx_config_t, net_abi); }
+
 static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
   char *field = (char *)cfg + v->off;
   if (v->kind == V_STR || v->kind == V_MAP) {
@@ -197,7 +201,7 @@ int tpx_config_check(const tpx_config_t *cfg) {
     if (v->kind == V_INT) n = *(const int *)field;
     else if (v->kind == V_SIZE) n = *(const size_t *)field > (size_t)INT64_MAX ? INT64_MAX : (long long)*(const size_t *)field;
     else continue;
-    if (n < v->lo || n > v->hi)
+    if ((n < v->lo || n > v->hi) && !(n == 0 && zero_is_default(v)))
       return tpx_err(TPX_EINVAL, "configuration: %lld is out of range for %s [%lld, %lld]", n, v->name, v->lo, v->hi);
   }
   return 0;

@@ -21,8 +21,13 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   va_end(ap);
   tpx_endpoint_t *ep = p->ep;
   int quiet = (err == TPX_ECLOSED || err == TPX_ECANCELED);
-  if (quiet) TPX_DEBUG("%s (%s)", msg, tpx_strerror(err));
-  else TPX_ERROR("%s (%s)", msg, tpx_strerror(err));
+  /* A detail taken from tpx_last_error() already ends with the code's name. */
+  char tail[64];
+  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
+  size_t ml = strlen(msg), tl = strlen(tail);
+  const char *code = ml >= tl && strcmp(msg + ml - tl, tail) == 0 ? "" : tail;
+  if (quiet) TPX_DEBUG("%s%s", msg, code);
+  else TPX_ERROR("%s%s", msg, code);
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
   if (tpx__peer_in_setup(p->state)) ep->setups--;
   int was_up = p->state == P_READY || p->state == P_CLOSING;

@@ -35,6 +35,7 @@ for side in a b; do
 done
 
 run() { # LOGDIR GPUS, then launch.sh's environment
+  export LAUNCH_ALLOW_DIAL=198.18.0.0/15 # the test links: both sides' data NICs
   sh "$src/scripts/launch.sh" --bench "$bench" --gpus "$2" --mem host --connect 198.18.1.2 \
     --logdir "$1" --timeout 120 --port-base 21000 "netns:$name-b" "netns:$name-a" \
     -- --size 4M --iters 3 --warmup 1 --channels 2
