@@ -21,8 +21,11 @@ enum kind {
   K_CUSTOM, /* `fn` parses it */
 };
 
+enum { S = 1 << BENCH_SERVER, C = 1 << BENCH_CLIENT, L = 1 << BENCH_LOOPBACK, ALL = S | C | L };
+
 struct opt {
   const char *name, *alias;
+  unsigned modes; /* where it means something: a server follows its client's runs */
   enum kind kind;
   size_t off; /* into struct bench_opts */
   long long lo, hi;
@@ -42,33 +45,33 @@ static int set_mem(struct bench_opts *o, const char *name, const char *v, char *
 static int set_progress(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 
 static const struct opt table[] = {
-    {"--size", NULL, K_CUSTOM, 0, 0, 0, NULL, set_size, "N", "bytes per block (one size: -b N -e N) [64M; --latency 4K]"},
-    {"--block-size", NULL, K_CUSTOM, 0, 0, 0, NULL, set_size, "N", "the same as --size (KV pattern wording)"},
-    {"-b", "--min-bytes", K_CUSTOM, 0, 0, 0, NULL, set_min, "N", "sweep: smallest size"},
-    {"-e", "--max-bytes", K_CUSTOM, 0, 0, 0, NULL, set_max, "N", "sweep: largest size"},
-    {"-f", "--stepfactor", K_INT, OFF(factor), 2, 1024, NULL, NULL, "F", "sweep: next size = size x F [2]"},
-    {"--batch", NULL, K_CUSTOM, 0, 0, 0, NULL, set_batch, "N[,N..]",
+    {"--size", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_size, "N", "bytes per block (one size: -b N -e N) [64M; --latency 4K]"},
+    {"--block-size", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_size, "N", "the same as --size (KV pattern wording)"},
+    {"-b", "--min-bytes", C | L, K_CUSTOM, 0, 0, 0, NULL, set_min, "N", "sweep: smallest size"},
+    {"-e", "--max-bytes", C | L, K_CUSTOM, 0, 0, 0, NULL, set_max, "N", "sweep: largest size"},
+    {"-f", "--stepfactor", C | L, K_INT, OFF(factor), 2, 1024, NULL, NULL, "F", "sweep: next size = size x F [2]"},
+    {"--batch", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_batch, "N[,N..]",
      "blocks per transfer, one vectored request (write/read) [1]"},
-    {"--op", NULL, K_CUSTOM, 0, 0, 0, NULL, set_ops, "OP[,OP..]", "write, read, send [write]"},
-    {"--iters", "-n", K_INT, OFF(iters), 1, 100000000, NULL, NULL, "N", "timed iterations per size [20]"},
-    {"--warmup", "-w", K_INT, OFF(warmup), 0, 100000000, NULL, NULL, "N", "untimed iterations first [2]"},
-    {"--inflight", NULL, K_INT, OFF(inflight), 1, BENCH_MAX_INFLIGHT, NULL, NULL, "N",
+    {"--op", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_ops, "OP[,OP..]", "write, read, send [write]"},
+    {"--iters", "-n", C | L, K_INT, OFF(iters), 1, 100000000, NULL, NULL, "N", "timed iterations per size [20]"},
+    {"--warmup", "-w", C | L, K_INT, OFF(warmup), 0, 100000000, NULL, NULL, "N", "untimed iterations first [2]"},
+    {"--inflight", NULL, C | L, K_INT, OFF(inflight), 1, BENCH_MAX_INFLIGHT, NULL, NULL, "N",
      "write/read: transfers posted at once [1]"},
-    {"--check", "-c", K_FLAG, OFF(check), 0, 0, NULL, NULL, NULL, "verify every byte of every iteration"},
-    {"--latency", NULL, K_FLAG, OFF(latency), 0, 0, NULL, NULL, NULL,
+    {"--check", "-c", C | L, K_FLAG, OFF(check), 0, 0, NULL, NULL, NULL, "verify every byte of every iteration"},
+    {"--latency", NULL, C | L, K_FLAG, OFF(latency), 0, 0, NULL, NULL, NULL,
      "ping-pong: one-way latency = round trip / 2 (read: the read)"},
-    {"--json", NULL, K_STR, OFF(json), 0, 0, NULL, NULL, "PATH", "results as JSON (- = stdout)"},
-    {"--progress", NULL, K_CUSTOM, 0, 0, 0, NULL, set_progress, "on|off|auto", "progress line [auto: a terminal]"},
-    {"--mem", NULL, K_CUSTOM, 0, 0, 0, NULL, set_mem, "host|cuda", "memory of this side's buffer [host]"},
-    {"--gpu", NULL, K_INT, OFF(gpu), 0, 1023, NULL, NULL, "N", "GPU of the buffer and endpoint [0]"},
-    {"--server-gpu", NULL, K_INT, OFF(server_gpu), 0, 1023, NULL, NULL, "N", "loopback: the server's GPU [--gpu]"},
-    {"--port", "-p", K_ENV, OFF(port), 0, 0, "TPX_PORT_BASE", NULL, "P",
-     "server: control port; client: the server's [TPX_PORT_BASE + GPU]"},
-    {"--host", NULL, K_STR, OFF(listen_host), 0, 0, NULL, NULL, "ADDR", "server: listen address"},
-    {"--forever", NULL, K_FLAG, OFF(forever), 0, 0, NULL, NULL, NULL, "server: serve clients in turn until a signal"},
-    {"--channels", NULL, K_ENV, OFF(channels), 0, 0, "TPX_NUM_CHANNELS", NULL, "N", "channels per peer"},
-    {"--chunk", NULL, K_ENV, OFF(chunk), 0, 0, "TPX_CHUNK_BYTES", NULL, "N", "chunk size"},
-    {"--timeout-ms", NULL, K_ENV, OFF(timeout_ms), 0, 0, "TPX_TIMEOUT_MS", NULL, "MS",
+    {"--json", NULL, C | L, K_STR, OFF(json), 0, 0, NULL, NULL, "PATH", "results as JSON (- = stdout)"},
+    {"--progress", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_progress, "on|off|auto", "progress line [auto: a terminal]"},
+    {"--mem", NULL, ALL, K_CUSTOM, 0, 0, 0, NULL, set_mem, "host|cuda", "memory of this side's buffer [host]"},
+    {"--gpu", NULL, ALL, K_INT, OFF(gpu), 0, 1023, NULL, NULL, "N", "GPU of the buffer and endpoint [0]"},
+    {"--server-gpu", NULL, L, K_INT, OFF(server_gpu), 0, 1023, NULL, NULL, "N", "loopback: the server's GPU [--gpu]"},
+    {"--port", "-p", S | C, K_ENV, OFF(port), 0, 0, "TPX_PORT_BASE", NULL, "P",
+     "server: control port [TPX_PORT_BASE + GPU]; client: the server's [TPX_PORT_BASE]"},
+    {"--host", NULL, S, K_STR, OFF(listen_host), 0, 0, NULL, NULL, "ADDR", "server: listen address"},
+    {"--forever", NULL, S, K_FLAG, OFF(forever), 0, 0, NULL, NULL, NULL, "server: serve clients in turn until a signal"},
+    {"--channels", NULL, ALL, K_ENV, OFF(channels), 0, 0, "TPX_NUM_CHANNELS", NULL, "N", "channels per peer"},
+    {"--chunk", NULL, ALL, K_ENV, OFF(chunk), 0, 0, "TPX_CHUNK_BYTES", NULL, "N", "chunk size"},
+    {"--timeout-ms", NULL, ALL, K_ENV, OFF(timeout_ms), 0, 0, "TPX_TIMEOUT_MS", NULL, "MS",
      "deadline of every request and wait"},
 };
 
@@ -85,7 +88,12 @@ void bench_usage(FILE *f) {
     char left[48];
     snprintf(left, sizeof(left), "%s%s%s%s%s", table[i].name, table[i].alias ? ", " : "",
              table[i].alias ? table[i].alias : "", table[i].meta ? " " : "", table[i].meta ? table[i].meta : "");
-    fprintf(f, "  %-28s %s\n", left, table[i].help);
+    unsigned m = table[i].modes;
+    char where[40] = "";
+    if (m != ALL)
+      snprintf(where, sizeof(where), " (%s%s%s)", m & S ? "server" : "", m & S && m & (C | L) ? ", " : "",
+               (m & (C | L)) == (C | L) ? "client, loopback" : m & C ? "client" : m & L ? "loopback" : "");
+    fprintf(f, "  %-28s %s%s\n", left, table[i].help, where);
   }
   fprintf(f, "sizes take K/M/G suffixes (binary). Runs: every op x batch x size from -b to -e.\n"
              "settings given by name of an environment variable follow its range (docs/CONFIG.md).\n");
@@ -246,13 +254,13 @@ static int cross_check(struct bench_opts *o, char *err, size_t n) {
              o->latency ? "--latency" : "--op send");
     return -1;
   }
+  if (o->latency && o->check) {
+    snprintf(err, n, "--check with --latency: a ping-pong moves one small buffer both ways; check a bandwidth run");
+    return -1;
+  }
   if (vec && (send || o->latency)) {
     snprintf(err, n, "--batch %d: vectored transfers are write/read bandwidth runs (not %s)", o->batch[0],
              o->latency ? "--latency" : "--op send, which moves one range");
-    return -1;
-  }
-  if (o->forever && o->mode != BENCH_SERVER) {
-    snprintf(err, n, "--forever: a server option (mode is %s)", o->mode == BENCH_CLIENT ? "client" : "loopback");
     return -1;
   }
   if (o->mode == BENCH_SERVER ? 0 : bench_layout_max_span(o) == 0) {
@@ -297,6 +305,12 @@ int bench_parse(int argc, char **argv, struct bench_opts *o, char *err, size_t n
     const struct opt *t = find(argv[i]);
     if (!t) {
       snprintf(err, n, "%s: unknown option (tpx-bench --help lists them)", argv[i]);
+      return -1;
+    }
+    if (!(t->modes & (1u << o->mode))) {
+      static const char *mode_names[] = {"server", "client", "loopback"};
+      snprintf(err, n, "%s: not a %s option (%s)", argv[i], mode_names[o->mode],
+               o->mode == BENCH_SERVER ? "the client chooses the runs; the server follows" : "see --help");
       return -1;
     }
     const char *v = NULL;

@@ -20,8 +20,10 @@ static inline uint8_t pat(uint64_t x, unsigned seed) {
   return (uint8_t)((v >> 24) ^ (uint8_t)(x >> 32));
 }
 
+/* Host memory this machine has free now: a buffer larger than that would be
+ * granted (overcommit) and then take the machine down while being touched. */
 int bench_phys_ok(size_t bytes) {
-  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   return pages <= 0 || psz <= 0 || bytes / (size_t)psz < (size_t)pages;
 }
 

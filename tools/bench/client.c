@@ -39,7 +39,9 @@ static int wait_msg(struct client *c, int timeout_ms, tpx_notif_t *n, const char
 
 static int setup(struct client *c, const char *host, int port) {
   size_t span = bench_layout_max_span(c->o);
-  int rc = bench_buf_alloc(&c->buf, span, c->o->cuda, c->o->gpu);
+  /* loopback: the server's buffer (and a GPU buffer's host shadow) too */
+  int rc = c->o->mode == BENCH_LOOPBACK && !bench_phys_ok(2 * span) ? TPX_ENOMEM : 0;
+  if (rc == 0) rc = bench_buf_alloc(&c->buf, span, c->o->cuda, c->o->gpu);
   if (rc) {
     snprintf(c->why, sizeof(c->why), "cannot allocate %zu bytes of %s memory (%s)", span, c->o->cuda ? "GPU" : "host",
              rc == TPX_ENOMEM ? "more than this machine has" : tpx_last_error());

@@ -12,7 +12,7 @@ struct session {
   tpx_endpoint_t *ep;
   tpx_peer_t *peer;
   int gpu, timeout_ms, quiet;
-  double check_cpu; /* CPU seconds the current run spent checking */
+  double check_user, check_sys; /* CPU seconds the current run spent checking */
   struct bench_buf buf;
   tpx_mem_t *mem;
   tpx_rmem_t *cli;
@@ -22,7 +22,8 @@ struct session {
 static int fail(struct session *s, int rc, const char *what) {
   if (!s->why[0]) snprintf(s->why, sizeof(s->why), "%s: %s (%s)", what, tpx_strerror(rc), tpx_last_error());
   uint8_t m[BENCH_MSG_MAX];
-  (void)bench_send(s->peer, m, bench_msg_simple(m, M_ERR, 0, s->why)); /* tell the client, if it still listens */
+  if (tpx_peer_status(s->peer) == 0) /* tell the client, if it still listens */
+    (void)bench_send(s->peer, m, bench_msg_simple(m, M_ERR, 0, s->why));
   return rc ? rc : TPX_EPROTO;
 }
 
@@ -72,7 +73,7 @@ static int verify(struct session *s, const struct bench_layout *l, unsigned seed
   uint8_t m[64];
   if (rc == 0) rc = bench_send(s->peer, m, bench_msg_simple(m, M_CHK_REPLY, mism ? bad + 1 : 0, NULL));
   bench_cpu_now(&u1, &s1);
-  s->check_cpu += u1 - u0 + s1 - s0; /* not the transfer's: left out of [CPU] */
+  s->check_user += u1 - u0, s->check_sys += s1 - s0; /* not the transfer's: left out of [CPU] */
   return rc ? fail(s, rc, "check reply") : 0;
 }
 
@@ -130,7 +131,7 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
   if (rc || (rc = bench_send(s->peer, m, bench_msg_simple(m, M_READY, 0, NULL)))) return fail(s, rc, "prepare");
   double u0, s0, t0 = bench_now_ms();
   bench_cpu_now(&u0, &s0);
-  s->check_cpu = 0;
+  s->check_user = s->check_sys = 0;
   long long run_ms = (long long)s->timeout_ms * (r.iters + r.warmup + 1);
   int run_to = run_ms > 0x7fffffff ? 0x7fffffff : (int)run_ms;
   if (r.op == TPX_OP_SEND) rc = send_iters(s, &r, &l, &bad);
@@ -150,7 +151,7 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
     printf("[CHECK] server: ok, %d iterations x %zu bytes intact (%s memory)\n", r.iters + r.warmup,
            bench_layout_bytes(&l), s->buf.cuda ? "GPU" : "host");
   if (!r.latency) /* warm-up and waits included; checks not */
-    bench_cpu_line("server", u0 + s->check_cpu, s0, bench_now_ms() - t0,
+    bench_cpu_line("server", u0 + s->check_user, s0 + s->check_sys, bench_now_ms() - t0,
                    (double)bench_layout_bytes(&l) * (r.iters + r.warmup));
   fflush(stdout);
   return bench_send(s->peer, m, bench_msg_simple(m, M_END, (uint64_t)bad, NULL));
