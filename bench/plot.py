@@ -72,10 +72,18 @@ def bw_vs_size(d, to):
             xs, ys = zip(*sorted(pts))
             xs_all.update(xs)
             ax.plot(xs, ys, style, label=name, ms=4)
+    for f in sorted(os.listdir(d)):  # NCCL send/recv (bench/gpu_sweep.sh: nccl-*.json), GPU runs only
+        if f.startswith("nccl-") and f.endswith(".json") and os.path.getsize(os.path.join(d, f)):
+            r = json.load(open(os.path.join(d, f)))
+            pts = sorted((x["bytes"], x["gbps_per_gpu"]) for x in r.get("timed", []))
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, "*", ms=10, label=f"NCCL {f[5:-5]} send/recv")
     size_axis(ax, sorted(xs_all))
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("GB/s (1e9 B/s), per GPU = total")
-    ax.set_title("host memory over loopback, one transfer in flight\n" + machine(d), fontsize=9)
+    mem = "GPU" if eng["config"]["mem"] == "cuda" else "host"
+    ax.set_title(f"{mem} memory over loopback, one transfer in flight\n" + machine(d), fontsize=9)
     ax.legend(fontsize=8)
     save(fig, to, "bw_vs_size")
 
@@ -97,7 +105,8 @@ def kv_sweep(d, to):
     size_axis(ax, sorted(xs_all))
     ax.set_xlabel("block size (bytes)")
     ax.set_ylabel("GB/s (1e9 B/s)")
-    ax.set_title("KV-cache pattern: BATCH blocks in one vectored write, host memory, loopback\n" + machine(d),
+    mem = "GPU" if kv["config"]["mem"] == "cuda" else "host"
+    ax.set_title(f"KV-cache pattern: BATCH blocks in one vectored write, {mem} memory, loopback\n" + machine(d),
                  fontsize=9)
     ax.legend(fontsize=8)
     save(fig, to, "kv_sweep")

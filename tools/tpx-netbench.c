@@ -63,17 +63,22 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The message, the library's detail of the last failure when asked, exit. */
+static void vquit(int status, int detail, const char *fmt, va_list ap) __attribute__((noreturn));
+static void vquit(int status, int detail, const char *fmt, va_list ap) {
+  fprintf(stderr, "tpx-netbench: ");
+  vfprintf(stderr, fmt, ap);
+  const char *d = detail ? tpx_last_error() : NULL;
+  if (d && d[0]) fprintf(stderr, " [%s]", d);
+  fprintf(stderr, "\n");
+  exit(status);
+}
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "tpx-netbench: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  const char *d = tpx_last_error();
-  if (d && d[0]) fprintf(stderr, " [%s]", d);
-  fprintf(stderr, "\n");
-  exit(1);
+  vquit(1, 1, fmt, ap);
 }
 
 /* A bad command line: named, exit status 2 (like tpx-bench). */
@@ -81,11 +86,7 @@ static void bad_arg(const char *fmt, ...) __attribute__((format(printf, 1, 2), n
 static void bad_arg(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "tpx-netbench: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\n");
-  exit(2);
+  vquit(2, 0, fmt, ap);
 }
 
 #define CHECK(call, what)                                                                          \
