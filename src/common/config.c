@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -167,6 +168,21 @@ int tpx__config_range(const char *var, long long *lo, long long *hi) {
 int tpx__config_parse_var(const char *var, const char *val, long long *out) {
   const struct var *v = find_var(var);
   if (!v || (v->kind != V_INT && v->kind != V_SIZE) || !val || parse_checked(v, val, out) != 0) return TPX_EINVAL;
+  return 0;
+}
+
+int tpx__config_check(const tpx_config_t *cfg, const char *const *names, char *why, size_t whylen) {
+  for (; *names; names++) {
+    const struct var *v = find_var(*names);
+    if (!v || (v->kind != V_INT && v->kind != V_SIZE)) continue;
+    const char *field = (const char *)cfg + v->off;
+    long long n = v->kind == V_INT ? *(const int *)field : (long long)*(const size_t *)field;
+    if (v->kind == V_SIZE && *(const size_t *)field > (size_t)INT64_MAX) n = INT64_MAX;
+    if (n < v->lo || n > v->hi) {
+      snprintf(why, whylen, "%lld for %s is outside [%lld, %lld]", n, v->name, v->lo, v->hi);
+      return TPX_EINVAL;
+    }
+  }
   return 0;
 }
 

@@ -4,6 +4,10 @@
 #ifndef TPX_COMMON_CONFIG_H
 #define TPX_COMMON_CONFIG_H
 
+#include <stddef.h>
+
+#include "tpx/config.h"
+
 /* A number as the environment reads it: an integer (strtoll, base 0) with an
  * optional K/M/G suffix (binary); overflow refused. 0, or -1. */
 int tpx__config_parse_number(const char *s, long long *out);
@@ -16,5 +20,11 @@ int tpx__config_range(const char *var, long long *lo, long long *hi);
  * environment: 0 and *out, or TPX_EINVAL (nothing logged: the caller names
  * its own argument; tpx__config_range gives the bounds to quote). */
 int tpx__config_parse_var(const char *var, const char *val, long long *out);
+
+/* The fields of `cfg` that the NULL-terminated list of variable names set,
+ * checked against those variables' ranges (a configuration made in code
+ * obeys the environment's rules): 0, or TPX_EINVAL with the first offender
+ * in why. */
+int tpx__config_check(const tpx_config_t *cfg, const char *const *names, char *why, size_t whylen);
 
 #endif

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -120,10 +121,18 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   if (!ep) return tpx_err(TPX_ENOMEM, "tpx_endpoint_create: out of memory");
   int rc = 0;
   tpx_config_t *c = &ep->cfg;
-  if (c->num_channels < 1 || c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes < 1 ||
-      c->chunk_bytes > WIRE_MAX_CHUNK || c->window < 1 || c->timeout_ms < 1 || c->connect_timeout_ms < 1) {
-    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu, window %d)",
-                 c->num_channels, c->chunk_bytes, c->window);
+  /* The engine's settings obey the ranges the environment applies to them
+   * (src/common/config.c), and the wire's limits. */
+  static const char *const engine_vars[] = {"TPX_NUM_CHANNELS", "TPX_CHUNK_BYTES", "TPX_WINDOW", "TPX_TIMEOUT_MS",
+                                            "TPX_CONNECT_TIMEOUT_MS", "TPX_INLINE_BYTES", NULL};
+  char why[128];
+  if (tpx__config_check(c, engine_vars, why, sizeof(why)) != 0) {
+    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range: %s", why);
+    goto fail;
+  }
+  if (c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes > WIRE_MAX_CHUNK) {
+    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu)",
+                 c->num_channels, c->chunk_bytes);
     goto fail;
   }
   if ((rc = open_transport(ep, params)) != 0 || (rc = open_io(ep, params)) != 0) goto fail;

@@ -112,6 +112,29 @@ static void test_ranges_are_configs(void **state) {
   assert_int_equal(v, 65536);
 }
 
+/* The API obeys the same ranges: a chunk size the environment refuses is
+ * refused by tpx_endpoint_create too, naming the variable whose rule it is. */
+static void test_api_same_ranges(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  tpx_config_from_env(&cfg);
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.no_listen = 1;
+  tpx_endpoint_t *ep = NULL;
+  cfg.chunk_bytes = 1;
+  assert_int_equal(tpx_endpoint_create(&p, &ep), TPX_EINVAL);
+  assert_non_null(strstr(tpx_last_error(), "TPX_CHUNK_BYTES"));
+  cfg.chunk_bytes = 4096;
+  cfg.window = 0;
+  assert_int_equal(tpx_endpoint_create(&p, &ep), TPX_EINVAL);
+  assert_non_null(strstr(tpx_last_error(), "TPX_WINDOW"));
+  cfg.window = 16;
+  assert_int_equal(tpx_endpoint_create(&p, &ep), 0);
+  tpx_endpoint_destroy(ep);
+}
+
 static void test_good_lines(void **state) {
   (void)state;
   struct bench_opts o;
@@ -163,6 +186,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_values_named),
       cmocka_unit_test(test_ranges_are_configs),
+      cmocka_unit_test(test_api_same_ranges),
       cmocka_unit_test(test_good_lines),
       cmocka_unit_test(test_layout),
   };
