@@ -83,7 +83,10 @@ int bench_msg_get_simple(const tpx_notif_t *n, uint64_t *a, char *text, size_t c
   if (text && cap) {
     size_t tl = n->len - HDR - 8;
     if (tl >= cap) tl = cap - 1;
-    memcpy(text, n->msg + HDR + 8, tl);
+    for (size_t i = 0; i < tl; i++) { /* the peer's text reaches a terminal: printable only */
+      uint8_t ch = n->msg[HDR + 8 + i];
+      text[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
     text[tl] = '\0';
   }
   return 0;
