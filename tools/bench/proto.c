@@ -42,7 +42,7 @@ size_t bench_msg_simple(uint8_t *b, enum bench_msg t, uint64_t a, const char *te
   size_t k = head(b, t);
   tpx__put64(b + k, a);
   size_t tl = text ? strnlen(text, BENCH_MSG_MAX - k - 8) : 0;
-  memcpy(b + k + 8, text, tl);
+  if (tl) memcpy(b + k + 8, text, tl);
   return k + 8 + tl;
 }
 
