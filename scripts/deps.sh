@@ -1,11 +1,14 @@
 #!/bin/sh
 # Installs what the project needs from Debian 12 (as root). Without arguments:
 # what building and running the benchmark needs. With --test: also what the
-# tests need. Installs nothing that is already there.
+# tests need. With --bench: also what bench/ needs (iperf3 to compare with,
+# matplotlib for bench/plot.py). Installs nothing that is already there.
 set -eu
 pkgs="build-essential cmake pkg-config iproute2"
 if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3"
+elif [ "${1:-}" = "--bench" ]; then
+  pkgs="$pkgs iperf3 python3 python3-matplotlib"
 fi
 missing=""
 for p in $pkgs; do

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The main job: a loopback transfer benchmark through the engine on the
 # built-in transport (64 MiB writes). GPU memory when a GPU is present and the
-# build has CUDA, host memory otherwise. Extra arguments go to tpx-bench.
+# build has CUDA, host memory otherwise; every byte of every iteration checked
+# (outside the timing). Extra arguments go to tpx-bench.
 set -eu
 build="${1:-build}"
 [ $# -gt 0 ] && shift
@@ -12,4 +13,4 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q 
   mem=cuda
 fi
 echo "tpx-bench loopback: $mem memory, built-in transport over lo"
-exec "$build/tpx-bench" loopback --mem "$mem" "$@"
+exec "$build/tpx-bench" loopback --mem "$mem" --check "$@"

@@ -11,12 +11,18 @@
  *    _device_count) for its --mem cuda buffers in the library's own primary-
  *    context references, and tpx__gpu_ctx_refs/_ctx_retained to report that
  *    the engine released every context it retained at teardown.
+ *    Its sources in tools/bench/ also use common/config.h (the environment's
+ *    number parser and ranges, so --chunk, --port, --channels, --timeout-ms
+ *    are checked by the same rules as TPX_CHUNK_BYTES etc.) and common/le.h
+ *    (its client/server messages).
+ *  - tpx-netbench: common/config.h, for the same reason (--size, --port,
+ *    --timeout-ms).
  *  - tpx-unpack-bench: cuda/unpack.h, the TCPX unpack kernels themselves
  *    (tpx_unpacker_*, tpx__unpack_submit/_wait/_sync, tpx__unpack_cpu for the
  *    reference result), which the engine drives internally and no public call
  *    reaches; and cuda/gpu.h for its pinned and device buffers.
  *
- * tpx-info and tpx-netbench need none of it (tpx/net.h is public). */
+ * tpx-info needs none of it (tpx/net.h is public). */
 #ifndef TPX_TOOLS_INTERNAL_H
 #define TPX_TOOLS_INTERNAL_H
 

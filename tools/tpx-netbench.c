@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h" /* the environment's number rules: tools/internal.h */
 #include "tpx/net.h"
 
 enum { MODE_LOOPBACK, MODE_SERVER, MODE_CLIENT };
@@ -62,17 +63,30 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The message, the library's detail of the last failure when asked, exit. */
+static void vquit(int status, int detail, const char *fmt, va_list ap) __attribute__((noreturn));
+static void vquit(int status, int detail, const char *fmt, va_list ap) {
+  fprintf(stderr, "tpx-netbench: ");
+  vfprintf(stderr, fmt, ap);
+  const char *d = detail ? tpx_last_error() : NULL;
+  if (d && d[0]) fprintf(stderr, " [%s]", d);
+  fprintf(stderr, "\n");
+  exit(status);
+}
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "tpx-netbench: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  const char *d = tpx_last_error();
-  if (d && d[0]) fprintf(stderr, " [%s]", d);
-  fprintf(stderr, "\n");
-  exit(1);
+  vquit(1, 1, fmt, ap);
+}
+
+/* A bad command line: named, exit status 2 (like tpx-bench). */
+static void bad_arg(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void bad_arg(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vquit(2, 0, fmt, ap);
 }
 
 #define CHECK(call, what)                                                                          \
@@ -441,20 +455,31 @@ static void report_bw(double recv_s, double send_s) {
 
 /* -------------------------------------------------------------- setup */
 
-static int parse_size(const char *s, size_t *out) {
-  char *e;
+/* Numbers as the environment writes them (src/common/config.c's parser:
+ * K/M/G suffixes, overflow refused); every refusal names the option. */
+static size_t arg_size(const char *name, const char *v) {
+  long long x;
+  if (tpx__config_parse_number(v, &x) != 0 || x < 1 || x > (1LL << 40))
+    bad_arg("%s %s: not a size in [1, %lld] (bytes; K, M, G suffixes)", name, v, 1LL << 40);
+  return (size_t)x;
+}
+
+static int arg_int(const char *name, const char *v, long long lo, long long hi) {
+  char *end;
   errno = 0;
-  unsigned long long v = strtoull(s, &e, 0);
-  if (errno || e == s) return -1;
-  unsigned long long mul = 1;
-  if (*e == 'k' || *e == 'K') mul = 1ull << 10, e++;
-  else if (*e == 'm' || *e == 'M') mul = 1ull << 20, e++;
-  else if (*e == 'g' || *e == 'G') mul = 1ull << 30, e++;
-  if (*e == 'i') e++;
-  if (*e == 'B' || *e == 'b') e++;
-  if (*e) return -1;
-  *out = (size_t)(v * mul);
-  return 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) bad_arg("%s %s: not an integer in [%lld, %lld]", name, v, lo, hi);
+  return (int)x;
+}
+
+/* A setting the environment also has: its range, checked by its rule. */
+static int arg_env(const char *name, const char *v, const char *var) {
+  long long x, lo = 0, hi = 0;
+  if (tpx__config_parse_var(var, v, &x) != 0) {
+    (void)tpx__config_range(var, &lo, &hi);
+    bad_arg("%s %s: not a number in [%lld, %lld] (the range of %s, docs/CONFIG.md)", name, v, lo, hi, var);
+  }
+  return (int)x;
 }
 
 static void usage(FILE *f) {
@@ -480,7 +505,7 @@ static void parse(int argc, char **argv) {
   if (i < argc && !strcmp(argv[i], "server")) O.mode = MODE_SERVER, i++;
   else if (i < argc && !strcmp(argv[i], "client")) {
     O.mode = MODE_CLIENT;
-    if (++i >= argc) die("client needs HOST");
+    if (++i >= argc) bad_arg("client needs HOST");
     O.host = argv[i++];
   } else if (i < argc && !strcmp(argv[i], "loopback")) i++;
   for (; i < argc; i++) {
@@ -489,24 +514,25 @@ static void parse(int argc, char **argv) {
     if (!strcmp(a, "--latency")) O.latency = 1, takes = 0;
     else if (!strcmp(a, "--check")) O.check = 1, takes = 0;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
-    else if (!v) die("%s needs a value (see --help)", a);
+    else if (!strstr(" --plugin --ifname --dev --size --lat-size --iters --warmup --inflight --lat-iters --port "
+                     "--timeout-ms ", a) || a[0] != '-' || strchr(a, ' '))
+      bad_arg("%s: unknown argument (see --help)", a);
+    else if (!v) bad_arg("%s needs a value (see --help)", a);
     else if (!strcmp(a, "--plugin")) O.plugin = v;
     else if (!strcmp(a, "--ifname")) O.ifname = v;
-    else if (!strcmp(a, "--dev")) O.dev = atoi(v);
-    else if (!strcmp(a, "--size")) { if (parse_size(v, &O.size) || O.size == 0) die("bad --size %s", v); }
-    else if (!strcmp(a, "--lat-size")) { if (parse_size(v, &O.lat_size) || !O.lat_size) die("bad --lat-size %s", v); }
-    else if (!strcmp(a, "--iters")) O.iters = atoi(v);
-    else if (!strcmp(a, "--warmup")) O.warmup = atoi(v);
-    else if (!strcmp(a, "--inflight")) O.inflight = atoi(v);
-    else if (!strcmp(a, "--lat-iters")) O.lat_iters = atoi(v);
-    else if (!strcmp(a, "--port")) O.port = atoi(v);
-    else if (!strcmp(a, "--timeout-ms")) O.timeout_ms = atoi(v);
-    else die("unknown argument %s (see --help)", a);
+    else if (!strcmp(a, "--dev")) O.dev = arg_int(a, v, 0, 1023);
+    else if (!strcmp(a, "--size")) O.size = arg_size(a, v);
+    else if (!strcmp(a, "--lat-size")) O.lat_size = arg_size(a, v);
+    else if (!strcmp(a, "--iters")) O.iters = arg_int(a, v, 1, 100000000);
+    else if (!strcmp(a, "--warmup")) O.warmup = arg_int(a, v, 0, 100000000);
+    else if (!strcmp(a, "--inflight")) O.inflight = arg_int(a, v, 1, 256);
+    else if (!strcmp(a, "--lat-iters")) O.lat_iters = arg_int(a, v, 10, 100000000);
+    else if (!strcmp(a, "--port")) O.port = arg_env(a, v, "TPX_PORT_BASE");
+    else if (!strcmp(a, "--timeout-ms")) O.timeout_ms = arg_env(a, v, "TPX_TIMEOUT_MS");
+    else bad_arg("unknown argument %s (see --help)", a);
     i += takes;
   }
-  if (O.iters < 1 || O.warmup < 0 || O.inflight < 1 || O.inflight > 256 || O.lat_iters < 10 ||
-      O.timeout_ms < 100 || O.port <= 0 || O.port > 65535)
-    die("bad numeric option (iters >= 1, warmup >= 0, 1 <= inflight <= 256, lat-iters >= 10)");
+  if (O.port == 0 && O.mode != MODE_LOOPBACK) bad_arg("--port 0: server and client need a port of their own");
 }
 
 static void pick_device(tpx_net_props_t *p) {
@@ -535,6 +561,13 @@ struct params {
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   parse(argc, argv);
+  /* Buffers of --inflight messages per side (two sides in loopback): refuse
+   * what this machine cannot hold now rather than be granted it and die
+   * touching it. */
+  long avail = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  unsigned long long need = (unsigned long long)O.size * (unsigned)O.inflight * (O.mode == MODE_LOOPBACK ? 2 : 1);
+  if (avail > 0 && psz > 0 && need / (unsigned long long)psz >= (unsigned long long)avail)
+    die("--size %zu x --inflight %d needs %llu bytes, more than this machine has free", O.size, O.inflight, need);
   CHECK(tpx_net_open(O.plugin, &NET), "opening the transport");
   tpx_net_props_t props;
   pick_device(&props);
@@ -558,7 +591,8 @@ int main(int argc, char **argv) {
     O.iters = (int)ntohl(pr.iters), O.warmup = (int)ntohl(pr.warmup);
     O.inflight = (int)ntohl(pr.inflight), O.latency = (int)ntohl(pr.latency);
     O.lat_iters = (int)ntohl(pr.lat_iters), O.check = (int)ntohl(pr.check);
-    if (O.iters < 1 || O.inflight < 1 || O.inflight > 256 || O.lat_iters < 10 || !O.size)
+    if (O.iters < 1 || O.inflight < 1 || O.inflight > 256 || O.lat_iters < 10 || O.size < 1 ||
+        O.size > (1ull << 40) || O.lat_size < 1 || O.lat_size > (1ull << 40) || O.warmup < 0)
       die("bad parameters from the client");
   }
   printf("tpx-netbench: transport '%s' (ncclNet v%d%s), device %d '%s', host memory, %s\n",

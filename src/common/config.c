@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/gpumap.h"
 #include "common/log.h"
@@ -124,7 +126,7 @@ static int parse_log_level(const char *s, int *out) {
 }
 
 /* Accepts plain integers and K/M/G suffixes (binary). */
-static int parse_number(const char *s, long long *out) {
+int tpx__config_parse_number(const char *s, long long *out) {
   char *end = NULL;
   errno = 0;
   long long v = strtoll(s, &end, 0);
@@ -142,6 +144,13 @@ static int parse_number(const char *s, long long *out) {
 /* Fields whose 0 means "the default" in code (outside their range; the
  * environment leaves them unset instead). */
 static int zero_is_default(const struct var *v) { return v->off == offsetof(tpx_config_t, net_abi); }
+/* The one rule for a numeric setting, from the environment or elsewhere. */
+static int parse_checked(const struct var *v, const char *val, long long *out) {
+  long long n;
+  if (tpx__config_parse_number(val, &n) != 0 || n < v->lo || n > v->hi) return -1;
+  *out = n;
+  return 0;
+}
 
 static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
   char *field = (char *)cfg + v->off;
@@ -166,12 +175,32 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
     return 0;
   }
   long long n;
-  if (parse_number(val, &n) != 0 || n < v->lo || n > v->hi) {
+  if (parse_checked(v, val, &n) != 0) {
     TPX_WARN("config: %s=%s is not a number in [%lld, %lld]; ignored", name, val, v->lo, v->hi);
     return -1;
   }
   if (v->kind == V_INT) *(int *)field = (int)n;
   else *(size_t *)field = (size_t)n;
+  return 0;
+}
+
+static const struct var *find_var(const char *name) {
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+    if (strcmp(vars[i].name, name) == 0) return &vars[i];
+  return NULL;
+}
+
+int tpx__config_range(const char *var, long long *lo, long long *hi) {
+  const struct var *v = find_var(var);
+  if (!v || (v->kind != V_INT && v->kind != V_SIZE)) return TPX_EINVAL;
+  *lo = v->lo;
+  *hi = v->hi;
+  return 0;
+}
+
+int tpx__config_parse_var(const char *var, const char *val, long long *out) {
+  const struct var *v = find_var(var);
+  if (!v || (v->kind != V_INT && v->kind != V_SIZE) || !val || parse_checked(v, val, out) != 0) return TPX_EINVAL;
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -123,14 +124,14 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   if (!ep) return tpx_err(TPX_ENOMEM, "tpx_endpoint_create: out of memory");
   int rc = 0;
   tpx_config_t *c = &ep->cfg;
-  if (c->num_channels < 1 || c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes < 1 ||
-      c->chunk_bytes > WIRE_MAX_CHUNK || c->window < 1 || c->timeout_ms < 1 || c->connect_timeout_ms < 1 ||
-      (c->net_abi != 0 && (c->net_abi < 7 || c->net_abi > 11))) {
-    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu, window %d, "
-                 "net ABI %d)", c->num_channels, c->chunk_bytes, c->window, c->net_abi);
+  /* The environment's ranges for every field (tpx_config_check), then the
+   * wire's limits. */
+  if ((rc = tpx_config_check(c)) != 0) goto fail;
+  if (c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes > WIRE_MAX_CHUNK) {
+    rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu)",
+                 c->num_channels, c->chunk_bytes);
     goto fail;
   }
-  if ((rc = tpx_config_check(c)) != 0) goto fail;
   if ((rc = open_transport(ep, params)) != 0 || (rc = open_io(ep, params)) != 0) goto fail;
   if (c->progress_thread && tpx__progress_thread_start(ep) != 0) {
     rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);

@@ -1,0 +1,24 @@
+/* The environment's parsing and range rules (config.c), for the code that
+ * takes the same settings another way (the tools' command lines), so that a
+ * value means the same and is refused the same wherever it comes from. */
+#ifndef TPX_COMMON_CONFIG_H
+#define TPX_COMMON_CONFIG_H
+
+#include <stddef.h>
+
+#include "tpx/config.h"
+
+/* A number as the environment reads it: an integer (strtoll, base 0) with an
+ * optional K/M/G suffix (binary); overflow refused. 0, or -1. */
+int tpx__config_parse_number(const char *s, long long *out);
+
+/* [lo, hi] of the numeric variable `var` (e.g. "TPX_CHUNK_BYTES"); TPX_EINVAL
+ * for a name the table does not have or a non-numeric one. */
+int tpx__config_range(const char *var, long long *lo, long long *hi);
+
+/* `val` parsed and range-checked exactly as `var` would be from the
+ * environment: 0 and *out, or TPX_EINVAL (nothing logged: the caller names
+ * its own argument; tpx__config_range gives the bounds to quote). */
+int tpx__config_parse_var(const char *var, const char *val, long long *out);
+
+#endif

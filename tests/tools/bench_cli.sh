@@ -1,0 +1,62 @@
+#!/bin/sh
+# tpx-bench and tpx-netbench refuse every bad argument with exit status 2 and
+# a message that names the argument and the value (issue 13's list first).
+# usage: bench_cli.sh TPX_BENCH TPX_NETBENCH
+set -u
+bench=$1 netbench=$2
+fails=0
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+
+# expect TOOL WORD ARGS...: exit 2 within 10 s, stderr names WORD
+expect() {
+  tool=$1 word=$2
+  shift 2
+  timeout 10 "$tool" "$@" >/dev/null 2>"$err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -qF -- "$word" "$err"; then
+    echo "FAIL: $(basename "$tool") $* -> exit $rc, stderr: $(head -n 1 "$err") (wanted exit 2 naming '$word')"
+    fails=$((fails + 1))
+  fi
+}
+
+for mode in loopback "client 127.0.0.1"; do
+  # shellcheck disable=SC2086
+  set -- $mode
+  expect "$bench" "-5" "$@" --size -5
+  expect "$bench" "--size" "$@" --size 100G
+  expect "$bench" "--iters" "$@" --iters
+done
+for mode in server "client 127.0.0.1"; do
+  # shellcheck disable=SC2086
+  set -- $mode
+  expect "$bench" "abc" "$@" --port abc
+  expect "$bench" "-5" "$@" --port -5
+  expect "$bench" "70000" "$@" --port 70000
+done
+for mode in loopback server "client 127.0.0.1"; do
+  # shellcheck disable=SC2086
+  set -- $mode
+  expect "$bench" "TPX_CHUNK_BYTES" "$@" --chunk 1
+  expect "$bench" "--nonsense" "$@" --nonsense
+done
+expect "$bench" "--size" server --size 4K
+expect "$bench" "--port" loopback --port 20000
+expect "$bench" "--op" loopback --op write,bogus
+expect "$bench" "--batch" loopback --batch 4 --op send
+expect "$bench" "--channels" loopback --channels 999
+expect "$bench" "-f" loopback -f 1
+expect "$bench" "mode" bogus
+expect "$bench" "HOST" client
+expect "$netbench" "-1" --size -1
+expect "$netbench" "abc" --port abc
+expect "$netbench" "70000" --port 70000
+expect "$netbench" "-5" --port -5
+expect "$netbench" "--iters" --iters 0
+expect "$netbench" "--bogus" --bogus
+expect "$netbench" "TPX_TIMEOUT_MS" --timeout-ms 0
+
+# and a good command line still runs (help: exit 0)
+"$bench" --help >/dev/null || { echo "FAIL: tpx-bench --help"; fails=$((fails + 1)); }
+[ $fails -eq 0 ] && echo "bench_cli: all bad arguments named, exit 2"
+exit $((fails > 0))

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Validate a tpx-bench --json document against the schema in
+docs/BENCHMARKS.md ("tpx-bench/1"), with the json module only.
+
+usage: check_bench_json.py FILE [--runs N] [--ops write,read] [--clean]
+  --runs N   exactly N runs
+  --ops L    every op in L appears
+  --clean    no errors anywhere, every iteration ok, and (with --check in the
+             document's config) every iteration verified
+"""
+import json
+import sys
+
+NUM = (int, float)
+
+
+def fail(msg):
+    print(f"check_bench_json: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def need(obj, key, types, where, nullable=False):
+    if key not in obj:
+        fail(f"{where}: missing '{key}'")
+    v = obj[key]
+    if v is None and nullable:
+        return v
+    if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        fail(f"{where}: '{key}' is a boolean")
+    if not isinstance(v, types):
+        fail(f"{where}: '{key}' = {v!r} is not {types}")
+    return v
+
+
+def check_run(r, i, cfg):
+    w = f"runs[{i}]"
+    op = need(r, "op", str, w)
+    if op not in ("write", "read", "send"):
+        fail(f"{w}: op {op!r}")
+    for k in ("block_bytes", "batch", "bytes", "iters", "ok", "errors", "checked"):
+        if need(r, k, int, w) < 0:
+            fail(f"{w}: negative {k}")
+    if r["bytes"] != r["block_bytes"] * r["batch"]:
+        fail(f"{w}: bytes != block_bytes x batch")
+    if r["ok"] + r["errors"] > r["iters"] or r["checked"] > r["ok"]:
+        fail(f"{w}: ok {r['ok']} + errors {r['errors']} vs iters {r['iters']}, checked {r['checked']}")
+    ok = r["ok"] > 0
+    for k in ("time_us", "gbps_per_gpu", "gbps_total"):
+        v = need(r, k, NUM, w, nullable=True)
+        if ok and v is None and not (cfg["latency"] and k != "time_us"):
+            fail(f"{w}: {k} null with {r['ok']} good iterations")
+        if v is not None and v < 0:
+            fail(f"{w}: {k} negative")
+    lat = need(r, "latency_us", dict, w, nullable=True)
+    if ok:
+        if lat is None:
+            fail(f"{w}: latency_us null")
+        keys = ["min", "p50", "p99", "p99.9", "max"]
+        vals = [need(lat, k, NUM, w + ".latency_us") for k in keys]
+        if vals != sorted(vals):
+            fail(f"{w}: latency percentiles out of order {vals}")
+        if not vals[0] <= r["time_us"] <= vals[-1] * 1.0001:
+            fail(f"{w}: mean time {r['time_us']} outside [min, max]")
+    if r["gbps_total"] is not None and r["gbps_per_gpu"] is not None:
+        if abs(r["gbps_total"] - r["gbps_per_gpu"] * cfg["gpus"]) > 1e-3 * max(1.0, r["gbps_total"]):
+            fail(f"{w}: gbps_total != gbps_per_gpu x gpus")
+    need(r, "error", str, w, nullable=True)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        fail(__doc__)
+    path, want_runs, want_ops, clean = args[0], None, [], False
+    i = 1
+    while i < len(args):
+        if args[i] == "--runs":
+            want_runs, i = int(args[i + 1]), i + 2
+        elif args[i] == "--ops":
+            want_ops, i = args[i + 1].split(","), i + 2
+        elif args[i] == "--clean":
+            clean, i = True, i + 1
+        else:
+            fail(f"unknown argument {args[i]}")
+    with open(path) as f:
+        doc = json.load(f)
+    if need(doc, "schema", str, "top") != "tpx-bench/1":
+        fail(f"schema {doc['schema']!r}")
+    need(doc, "date", str, "top")
+    need(doc, "host", str, "top")
+    cmd = need(doc, "command", list, "top")
+    if not cmd or not all(isinstance(a, str) for a in cmd):
+        fail("command is not a list of strings")
+    cfg = need(doc, "config", dict, "top")
+    for k, t in (("mode", str), ("transport", str), ("mem", str), ("gpu", int), ("gpus", int), ("channels", int),
+                 ("chunk_bytes", int), ("iters", int), ("warmup", int), ("inflight", int), ("check", bool),
+                 ("latency", bool), ("cpus", int)):
+        need(cfg, k, t, "config")
+    if cfg["mode"] not in ("loopback", "client") or cfg["mem"] not in ("host", "cuda") or cfg["gpus"] < 1:
+        fail(f"config {cfg}")
+    err = need(doc, "error", str, "top", nullable=True)
+    runs = need(doc, "runs", list, "top")
+    for i, r in enumerate(runs):
+        if not isinstance(r, dict):
+            fail(f"runs[{i}] is not an object")
+        check_run(r, i, cfg)
+    if want_runs is not None and len(runs) != want_runs:
+        fail(f"{len(runs)} runs, expected {want_runs}")
+    for op in want_ops:
+        if not any(r["op"] == op for r in runs):
+            fail(f"no {op} run")
+    if clean:
+        if err is not None:
+            fail(f"error: {err}")
+        for i, r in enumerate(runs):
+            if r["errors"] or r["error"] is not None or r["ok"] != r["iters"]:
+                fail(f"runs[{i}] not clean: {r}")
+            if cfg["check"] and r["checked"] != r["iters"]:
+                fail(f"runs[{i}]: {r['checked']} of {r['iters']} iterations verified")
+    print(f"check_bench_json: {path}: {len(runs)} runs, schema ok{', clean' if clean else ''}")
+
+
+main()

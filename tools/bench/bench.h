@@ -1,0 +1,179 @@
+/* tpx-bench internals: what the files under tools/bench/ share.
+ *
+ *   args.c    the command line: one table of options (add a row to add one)
+ *   buf.c     benchmark buffers (host or GPU), the byte pattern, --check
+ *   layout.c  where the blocks of one transfer lie (contiguous or KV pattern)
+ *   proto.c   the client/server messages (over engine notifications) and
+ *             every bounded wait
+ *   server.c  the server side of a session
+ *   client.c  the client side: the sweep, one run per (op, batch, size)
+ *   stats.c   per-run statistics (percentiles, GB/s)
+ *   report.c  the table, the [PERF]/[CHECK]/[CPU] lines, the progress line
+ *   json.c    --json output (schema: docs/BENCHMARKS.md)
+ *   tpx-bench.c (tools/) main: modes, signals, loopback */
+#ifndef TPX_TOOLS_BENCH_H
+#define TPX_TOOLS_BENCH_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tpx/net.h"
+#include "tpx/tpx.h"
+
+#define BENCH_MAX_OPS 3
+#define BENCH_MAX_BATCHES 16
+#define BENCH_MAX_INFLIGHT 16
+#define BENCH_MAX_SIZE (1ULL << 40)  /* bytes of one block / transfer */
+#define BENCH_MAX_SPAN (64ULL << 30) /* bytes one side may allocate */
+#define BENCH_GAP 4096               /* bytes between the blocks of a KV transfer */
+
+enum bench_mode { BENCH_SERVER, BENCH_CLIENT, BENCH_LOOPBACK };
+
+struct bench_opts {
+  enum bench_mode mode;
+  const char *host;        /* client: the server */
+  const char *listen_host; /* server: --host */
+  int port;                /* 0: base + GPU */
+  size_t size_min, size_max; /* -b / -e (--size, --block-size: both) */
+  int factor;              /* -f */
+  int nbatch;
+  int batch[BENCH_MAX_BATCHES]; /* --batch: blocks per transfer */
+  int nops;
+  int ops[BENCH_MAX_OPS]; /* --op: TPX_OP_WRITE / READ / SEND */
+  int iters, warmup, inflight;
+  int channels;      /* 0: configuration */
+  size_t chunk;      /* 0: configuration */
+  int timeout_ms;    /* 0: configuration (TPX_TIMEOUT_MS) */
+  int latency, check, forever;
+  int progress; /* -1 auto (a terminal), 0, 1 */
+  int cuda, gpu, server_gpu;
+  const char *json; /* path, "-" = stdout */
+  int ngpus;        /* endpoint pairs this process drives (1) */
+  int size_set;
+  tpx_net_t *net; /* loopback: one transport for both endpoints */
+};
+
+/* ---- args.c ---- */
+/* 0, or -1 with a message naming the argument in err (exit status 2). */
+int bench_parse(int argc, char **argv, struct bench_opts *o, char *err, size_t errlen);
+void bench_usage(FILE *f);
+const char *bench_op_name(int op);
+
+/* ---- layout.c ---- */
+struct bench_layout {
+  size_t block;  /* bytes per block */
+  int batch;     /* blocks per transfer */
+  size_t stride; /* block + gap */
+};
+void bench_layout_init(struct bench_layout *l, size_t block, int batch);
+size_t bench_layout_span(const struct bench_layout *l);
+size_t bench_layout_bytes(const struct bench_layout *l);
+/* Block i lies at local_off(i) on the client and remote_off(i) on the server:
+ * in reverse order there, so neither side's blocks are one range. */
+size_t bench_layout_client_off(const struct bench_layout *l, int i);
+size_t bench_layout_server_off(const struct bench_layout *l, int i);
+/* The most bytes one side needs for the whole sweep; 0 on overflow. */
+size_t bench_layout_max_span(const struct bench_opts *o);
+
+/* ---- buf.c ---- */
+struct bench_buf {
+  void *p;
+  size_t len;
+  int cuda, gpu;
+  uint8_t *shadow; /* cuda: host copy for fills and checks */
+};
+int bench_buf_alloc(struct bench_buf *b, size_t len, int cuda, int gpu);
+void bench_buf_free(struct bench_buf *b);
+/* The source blocks of a layout get pattern `seed`, at each block's own
+ * offset in this buffer (server side when `server`). */
+int bench_buf_fill(struct bench_buf *b, const struct bench_layout *l, int server, unsigned seed);
+/* The destination span gets the poison byte (before each checked iteration). */
+int bench_buf_poison(struct bench_buf *b, const struct bench_layout *l);
+/* Every byte of the destination span: the blocks hold the source's pattern
+ * (block i of the other side), the gaps still the poison. 0, or -1 with the
+ * first bad offset in *bad. */
+int bench_buf_check(struct bench_buf *b, const struct bench_layout *l, int server, unsigned seed, size_t *bad);
+int bench_phys_ok(size_t bytes); /* fits in physical memory */
+
+/* ---- stats.c ---- */
+struct bench_result {
+  int op, batch;
+  size_t block, bytes; /* block size, bytes per transfer */
+  int iters, ok, errors;
+  double avg_us, min_us, p50_us, p99_us, p999_us, max_us;
+  double gbps_gpu, gbps_total; /* 0 when no iteration succeeded */
+  double cpu_user_s, cpu_sys_s; /* client process, timed iterations */
+  int checked;                  /* iterations whose every byte was verified */
+  int latency;                  /* times are one-way latencies */
+  char error[320];              /* the first error, "" if none */
+};
+/* Fill the statistics from `n` successful iteration times (ms; sorted in place). */
+void bench_stats(struct bench_result *r, double *t_ms, int n, int ngpus, double per_iter_div);
+
+/* ---- report.c ---- */
+void bench_table_header(const struct bench_opts *o, int op, const char *transport, int channels, size_t chunk);
+void bench_table_row(const struct bench_result *r);
+void bench_perf_lines(const struct bench_result *r, int ngpus);
+void bench_progress(const struct bench_opts *o, const struct bench_result *r, int done, int total, int final);
+void bench_cpu_line(const char *who, double u0, double s0, double wall_ms, double bytes);
+void bench_cpu_now(double *user, double *sys);
+double bench_now_ms(void);
+
+/* ---- json.c ---- */
+struct bench_json_ctx {
+  const struct bench_opts *o;
+  int argc;
+  char **argv;
+  const char *transport;
+  int channels;
+  size_t chunk;
+  const char *error; /* run-wide error, or NULL */
+};
+extern FILE *bench_json_stdout;
+int bench_json_write(const struct bench_json_ctx *c, const struct bench_result *r, int n);
+
+/* ---- proto.c ---- */
+extern volatile sig_atomic_t bench_stop; /* a signal asked us to end */
+
+enum bench_msg { M_HELLO = 1, M_MD, M_RUN, M_READY, M_CHK, M_CHK_REPLY, M_PING, M_END, M_BYE, M_ERR };
+struct bench_run_msg {
+  int op, batch, iters, warmup, inflight, check, latency;
+  uint64_t block, stride;
+};
+#define BENCH_MSG_MAX TPX_NOTIF_MAX
+/* The pattern seed of a run: both sides derive it from the run itself. */
+static inline unsigned bench_seed(const struct bench_run_msg *r) {
+  return (unsigned)(r->block * 31u + (uint64_t)r->batch * 7u + (unsigned)r->op + 1u);
+}
+
+/* Encode: type, then fields; the descriptor / text rides at the end. */
+size_t bench_msg_hello(uint8_t *buf, uint64_t span, int cuda, const uint8_t *md, size_t mdl);
+size_t bench_msg_run(uint8_t *buf, const struct bench_run_msg *r);
+size_t bench_msg_simple(uint8_t *buf, enum bench_msg t, uint64_t a, const char *text);
+/* Decode what the peer sent; every field checked. -1 for anything malformed. */
+int bench_msg_type(const tpx_notif_t *n);
+int bench_msg_get_run(const tpx_notif_t *n, struct bench_run_msg *r);
+int bench_msg_get_hello(const tpx_notif_t *n, uint64_t *span, const uint8_t **md, size_t *mdl);
+int bench_msg_get_simple(const tpx_notif_t *n, uint64_t *a, char *text, size_t cap);
+
+/* Bounded waits: each ends when the transfer / a notification from `peer`
+ * arrives, the peer fails (its error), a signal asks us to stop (TPX_ECANCELED)
+ * or `timeout_ms` passes (TPX_ETIMEDOUT); the detail goes to tpx_last_error()
+ * or `why`. */
+int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms);
+int bench_wait_msg(tpx_endpoint_t *ep, tpx_peer_t *peer, int timeout_ms, tpx_notif_t *n, const char *what,
+                   char *why, size_t whylen);
+int bench_send(tpx_peer_t *peer, const uint8_t *buf, size_t len);
+
+/* ---- server.c / client.c ---- */
+struct bench_server_ready { /* loopback: how the client learns the port */
+  void (*cb)(void *arg, tpx_endpoint_t *ep);
+  void *arg;
+};
+int bench_server(const struct bench_opts *o, const struct bench_server_ready *ready);
+int bench_client(const struct bench_opts *o, const char *host, int port, int argc, char **argv);
+void bench_make_cfg(const struct bench_opts *o, tpx_config_t *cfg);
+
+#endif

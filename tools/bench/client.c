@@ -1,0 +1,334 @@
+/* The client side: connect, announce the buffer size of the whole sweep, then
+ * one run per (op, batch, size), each a RUN / READY / iterations / END
+ * exchange with the server. Per iteration: post, wait (bounded), and with
+ * --check verify every byte of the destination (the server does it for write
+ * and send and answers). A failed transfer ends the sweep (the peer is gone
+ * or broken); a failed check is an error of that iteration; neither is ever
+ * averaged in. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+struct client {
+  const struct bench_opts *o;
+  tpx_config_t cfg;
+  tpx_endpoint_t *ep;
+  tpx_peer_t *peer;
+  struct bench_buf buf;
+  tpx_mem_t *mem;
+  tpx_rmem_t *srv;
+  double *t;
+  int timeout_ms;
+  char why[256];
+};
+
+static int wait_msg(struct client *c, int timeout_ms, tpx_notif_t *n, const char *what, int want) {
+  int rc = bench_wait_msg(c->ep, c->peer, timeout_ms, n, what, c->why, sizeof(c->why));
+  if (rc) return rc;
+  int t = bench_msg_type(n);
+  if (t == want) return 0;
+  char text[200] = "";
+  uint64_t a;
+  if (t == M_ERR && bench_msg_get_simple(n, &a, text, sizeof(text)) == 0)
+    snprintf(c->why, sizeof(c->why), "the server failed: %s", text);
+  else snprintf(c->why, sizeof(c->why), "expected %s, got message %d", what, t);
+  return TPX_EPROTO;
+}
+
+static int setup(struct client *c, const char *host, int port) {
+  size_t span = bench_layout_max_span(c->o);
+  /* loopback: the server's buffer (and a GPU buffer's host shadow) too */
+  int rc = c->o->mode == BENCH_LOOPBACK && !bench_phys_ok(2 * span) ? TPX_ENOMEM : 0;
+  if (rc == 0) rc = bench_buf_alloc(&c->buf, span, c->o->cuda, c->o->gpu);
+  if (rc) {
+    snprintf(c->why, sizeof(c->why), "cannot allocate %zu bytes of %s memory (%s)", span, c->o->cuda ? "GPU" : "host",
+             rc == TPX_ENOMEM ? "more than this machine has" : tpx_last_error());
+    return rc;
+  }
+  if (!(c->t = calloc((size_t)c->o->iters, sizeof(double)))) return TPX_ENOMEM;
+  if ((rc = tpx_connect(c->ep, host, port, &c->peer))) {
+    snprintf(c->why, sizeof(c->why), "connect to %s:%d: %s (%s)", host, port, tpx_strerror(rc), tpx_last_error());
+    return rc;
+  }
+  tpx_mem_desc_t d = {c->buf.p, span, c->buf.cuda ? TPX_MEM_CUDA : TPX_MEM_HOST, c->o->gpu, TPX_ACCESS_WRITE};
+  uint8_t blob[TPX_MD_MAX], m[BENCH_MSG_MAX];
+  size_t bl = 0;
+  if ((rc = tpx_mem_register(c->ep, &d, &c->mem)) || (rc = tpx_mem_get_public_data(c->mem, blob, sizeof(blob), &bl)) ||
+      (rc = bench_send(c->peer, m, bench_msg_hello(m, span, c->o->cuda, blob, bl)))) {
+    snprintf(c->why, sizeof(c->why), "register / announce: %s (%s)", tpx_strerror(rc), tpx_last_error());
+    return rc;
+  }
+  tpx_notif_t n;
+  /* the server allocates and touches as much as we do: allow for it */
+  if ((rc = wait_msg(c, c->timeout_ms + (int)(span >> 17), &n, "the server's descriptor", M_MD))) return rc;
+  uint64_t mdl = 0;
+  if (bench_msg_get_simple(&n, &mdl, NULL, 0) || mdl > TPX_MD_MAX || n.len != 13 + mdl ||
+      (rc = tpx_load_remote_md(n.msg + 13, mdl, &c->srv))) {
+    snprintf(c->why, sizeof(c->why), "malformed descriptor from the server");
+    return TPX_EPROTO;
+  }
+  return 0;
+}
+
+/* The transfers of one run: `n` handles for the same ranges. */
+static int prep(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t **x,
+                tpx_xfer_t **back, int n) {
+  uint8_t ping[32];
+  size_t pl = bench_msg_simple(ping, M_PING, 0, NULL);
+  int rc = 0;
+  if (r->op == TPX_OP_SEND) {
+    rc = tpx_xfer_prep_send(c->peer, c->mem, 0, l->block, 1, &x[0]);
+    if (rc == 0 && r->latency) rc = tpx_xfer_prep_recv(c->peer, c->mem, 0, l->block, 2, back);
+    return rc;
+  }
+  tpx_iov_t *v = calloc((size_t)l->batch, sizeof(*v));
+  if (!v) return TPX_ENOMEM;
+  for (int i = 0; i < l->batch; i++) {
+    tpx_iov_t e = {c->mem, bench_layout_client_off(l, i), c->srv, bench_layout_server_off(l, i), l->block};
+    v[i] = e;
+  }
+  for (int k = 0; k < n && rc == 0; k++)
+    rc = r->op == TPX_OP_WRITE ? tpx_xfer_prep_write(c->peer, v, (size_t)l->batch, r->latency ? ping : NULL,
+                                                     r->latency ? pl : 0, &x[k])
+                               : tpx_xfer_prep_read(c->peer, v, (size_t)l->batch, NULL, 0, &x[k]);
+  free(v);
+  return rc;
+}
+
+/* --check after an iteration (or a pipelined run): 0 intact, 1 mismatch, < 0 failure. */
+static int check(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, struct bench_result *res) {
+  size_t bad = 0;
+  if (r->op == TPX_OP_READ) {
+    int mism = bench_buf_check(&c->buf, l, 0, bench_seed(r), &bad) != 0;
+    if (mism) snprintf(res->error, sizeof(res->error), "read: destination byte %zu differs", bad);
+    int rc = bench_buf_poison(&c->buf, l);
+    return rc ? rc : mism;
+  }
+  uint8_t m[32];
+  tpx_notif_t n;
+  int rc;
+  if (r->op == TPX_OP_WRITE && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_CHK, 0, NULL)))) return rc;
+  if ((rc = wait_msg(c, c->timeout_ms + (int)(bench_layout_span(l) >> 17), &n, "the server's check", M_CHK_REPLY)))
+    return rc;
+  uint64_t a = 0;
+  bench_msg_get_simple(&n, &a, NULL, 0);
+  if (a && !res->error[0]) snprintf(res->error, sizeof(res->error), "server: destination byte %llu differs", (unsigned long long)a - 1);
+  return a != 0;
+}
+
+/* One transfer (or ping-pong) from post to completion, in ms. */
+static int once(struct client *c, const struct bench_run_msg *r, tpx_xfer_t *x, tpx_xfer_t *back, double *ms) {
+  int rc, to = c->timeout_ms + (int)(r->block * (uint64_t)r->batch >> 17);
+  double t0 = bench_now_ms();
+  if (back && (rc = tpx_xfer_post(back))) return rc;
+  if ((rc = tpx_xfer_post(x)) || (rc = bench_wait_xfer(x, c->peer, to))) return rc;
+  if (back && (rc = bench_wait_xfer(back, c->peer, to))) return rc;
+  if (r->latency && r->op == TPX_OP_WRITE) {
+    tpx_notif_t n;
+    if ((rc = wait_msg(c, to, &n, "the pong", M_PING))) return rc;
+  }
+  *ms = bench_now_ms() - t0;
+  return 0;
+}
+
+static void fatal(struct client *c, struct bench_result *res, int rc, int iter) {
+  if (!c->why[0]) snprintf(c->why, sizeof(c->why), "%s (%s)", tpx_strerror(rc), tpx_last_error());
+  if (!res->error[0]) snprintf(res->error, sizeof(res->error), "iteration %d: %s", iter, c->why);
+}
+
+/* One at a time; returns < 0 when the run (and the sweep) must end. */
+static int serial(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t *x,
+                  tpx_xfer_t *back, struct bench_result *res, int *n_ok) {
+  int total = r->iters + r->warmup;
+  for (int i = 0; i < total && !bench_stop; i++) {
+    double ms = 0, u0, s0, u1, s1;
+    bench_cpu_now(&u0, &s0);
+    int rc = once(c, r, x, back, &ms);
+    bench_cpu_now(&u1, &s1);
+    if (i >= r->warmup) res->cpu_user_s += u1 - u0, res->cpu_sys_s += s1 - s0; /* the checks not counted */
+    if (rc) {
+      res->errors += i >= r->warmup;
+      fatal(c, res, rc, i - r->warmup);
+      return rc;
+    }
+    int bad = r->check ? check(c, l, r, res) : 0;
+    if (bad < 0) {
+      fatal(c, res, bad, i - r->warmup);
+      return bad;
+    }
+    if (i >= r->warmup) {
+      if (bad) res->errors++;
+      else c->t[(*n_ok)++] = ms;
+      res->checked += r->check && !bad;
+      bench_progress(c->o, res, i - r->warmup + 1, r->iters, 0);
+    }
+  }
+  return 0;
+}
+
+/* --inflight N: warm-up one at a time, then N posted; each completion (in
+ * posting order) records the time since the previous one and reposts. */
+static int pipelined(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t **xs,
+                     struct bench_result *res, int *n_ok) {
+  int rc = 0, n = r->inflight, to = c->timeout_ms + (int)(bench_layout_bytes(l) * (uint64_t)n >> 17);
+  for (int i = 0; i < r->warmup && rc == 0; i++)
+    if ((rc = tpx_xfer_post(xs[0])) == 0) rc = bench_wait_xfer(xs[0], c->peer, to);
+  double u0, s0;
+  bench_cpu_now(&u0, &s0);
+  double last = bench_now_ms();
+  int posted = 0, failed = 0;
+  for (; rc == 0 && posted < n && posted < r->iters; posted++) rc = tpx_xfer_post(xs[posted]);
+  for (int i = 0; i < posted; i++) {
+    int w = bench_wait_xfer(xs[i % n], c->peer, to);
+    if (w) {
+      failed++;
+      rc = rc ? rc : w;
+      continue; /* the others still complete or fail before their handles go */
+    }
+    double now = bench_now_ms();
+    c->t[(*n_ok)++] = now - last;
+    last = now;
+    bench_progress(c->o, res, i + 1, r->iters, 0);
+    if (rc == 0 && posted < r->iters && !bench_stop && (rc = tpx_xfer_post(xs[i % n])) == 0) posted++;
+  }
+  bench_cpu_now(&res->cpu_user_s, &res->cpu_sys_s);
+  res->cpu_user_s -= u0, res->cpu_sys_s -= s0;
+  res->errors += failed;
+  if (rc) {
+    fatal(c, res, rc, *n_ok);
+    return rc;
+  }
+  int bad = r->check ? check(c, l, r, res) : 0;
+  if (bad < 0) fatal(c, res, bad, r->iters);
+  if (bad > 0) { /* cannot tell which transfer: none of them counts */
+    res->errors += *n_ok;
+    *n_ok = 0;
+  }
+  res->checked = r->check && bad == 0 ? *n_ok : 0;
+  return bad < 0 ? bad : 0;
+}
+
+static int run(struct client *c, int op, int batch, size_t size, struct bench_result *res) {
+  const struct bench_opts *o = c->o;
+  struct bench_layout l;
+  bench_layout_init(&l, size, batch);
+  struct bench_run_msg r = {op, batch, o->iters, o->warmup, op == TPX_OP_SEND ? 1 : o->inflight, o->check, o->latency,
+                            size, l.stride};
+  memset(res, 0, sizeof(*res));
+  res->op = op, res->batch = batch, res->block = size, res->bytes = bench_layout_bytes(&l);
+  res->iters = o->iters, res->latency = o->latency;
+  c->why[0] = '\0';
+  uint8_t m[128];
+  tpx_notif_t n;
+  int rc = 0, n_ok = 0;
+  if (o->check && op != TPX_OP_READ) rc = bench_buf_fill(&c->buf, &l, 0, bench_seed(&r));
+  else if (o->check) rc = bench_buf_poison(&c->buf, &l);
+  if (rc == 0) rc = bench_send(c->peer, m, bench_msg_run(m, &r));
+  if (rc == 0) rc = wait_msg(c, c->timeout_ms + (int)(bench_layout_span(&l) >> 17), &n, "the server's ready", M_READY);
+  tpx_xfer_t *xs[BENCH_MAX_INFLIGHT] = {NULL}, *back = NULL;
+  if (rc == 0 && (rc = prep(c, &l, &r, xs, &back, r.inflight)) != 0)
+    snprintf(c->why, sizeof(c->why), "prepare: %s (%s)", tpx_strerror(rc), tpx_last_error());
+  if (rc == 0) rc = r.inflight > 1 ? pipelined(c, &l, &r, xs, res, &n_ok) : serial(c, &l, &r, xs[0], back, res, &n_ok);
+  for (int k = 0; k < BENCH_MAX_INFLIGHT; k++) tpx_xfer_free(xs[k]);
+  tpx_xfer_free(back);
+  bench_progress(o, res, 0, 0, 1);
+  if (rc == 0 && bench_stop) rc = TPX_ECANCELED, snprintf(c->why, sizeof(c->why), "stopped by a signal");
+  if (rc == 0 && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_END, 0, NULL))) == 0)
+    rc = wait_msg(c, c->timeout_ms, &n, "the server's end of the run", M_END);
+  if (rc && !res->error[0]) fatal(c, res, rc, n_ok + res->errors);
+  bench_stats(res, c->t, n_ok, o->ngpus, o->latency && op != TPX_OP_READ ? 2.0 : 1.0);
+  return rc;
+}
+
+static size_t next_size(size_t s, int f) { return s > BENCH_MAX_SIZE / (size_t)f ? BENCH_MAX_SIZE + 1 : s * (size_t)f; }
+
+static int count_runs(const struct bench_opts *o) {
+  int k = 0;
+  for (size_t s = o->size_min; s <= o->size_max; s = next_size(s, o->factor)) k++;
+  return k * o->nops * o->nbatch;
+}
+
+static void summary(const struct client *c, const struct bench_result *r, int n) {
+  for (int i = 0; i < n; i++) {
+    bench_perf_lines(&r[i], c->o->ngpus);
+    if (r[i].checked && r[i].op == TPX_OP_READ && r[i].errors == 0)
+      printf("[CHECK] client: ok, %d iterations x %zu bytes intact (%s memory)\n", r[i].checked, r[i].bytes,
+             c->buf.cuda ? "GPU" : "host");
+    if (!r[i].latency && r[i].ok) {
+      double gb = (double)r[i].bytes * r[i].ok / 1e9, wall = r[i].avg_us * r[i].ok / 1e3;
+      printf("[CPU] client: %.3f s user + %.3f s system per GB, %.2f cores busy on average\n", r[i].cpu_user_s / gb,
+             r[i].cpu_sys_s / gb, (r[i].cpu_user_s + r[i].cpu_sys_s) / (wall * 1e-3));
+    }
+  }
+  fflush(stdout);
+}
+
+/* Every run of the sweep, op by op; the table rows as they finish. */
+static int sweep(struct client *c, struct bench_result *res, int *nres) {
+  const struct bench_opts *o = c->o;
+  int rc = 0;
+  for (int oi = 0; oi < o->nops && rc == 0; oi++) {
+    int first = *nres;
+    bench_table_header(o, o->ops[oi], tpx_endpoint_transport(c->ep), tpx_peer_num_channels(c->peer), c->cfg.chunk_bytes);
+    for (int bi = 0; bi < o->nbatch && rc == 0; bi++)
+      for (size_t s = o->size_min; s <= o->size_max && rc == 0; s = next_size(s, o->factor)) {
+        struct bench_result *r = &res[(*nres)++];
+        rc = run(c, o->ops[oi], o->batch[bi], s, r);
+        bench_table_row(r);
+      }
+    summary(c, res + first, *nres - first);
+  }
+  return rc;
+}
+
+int bench_client(const struct bench_opts *o, const char *host, int port, int argc, char **argv) {
+  struct client c = {.o = o};
+  bench_make_cfg(o, &c.cfg);
+  c.timeout_ms = c.cfg.timeout_ms;
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &c.cfg;
+  p.name = "bench-client";
+  p.net = o->net;
+  p.gpu = o->gpu;
+  p.no_listen = 1;
+  int rc = tpx_endpoint_create(&p, &c.ep), nres = 0;
+  if (rc) snprintf(c.why, sizeof(c.why), "endpoint: %s (%s)", tpx_strerror(rc), tpx_last_error());
+  struct bench_result *res = calloc((size_t)count_runs(o), sizeof(*res));
+  if (!res) rc = TPX_ENOMEM, snprintf(c.why, sizeof(c.why), "out of memory");
+  if (rc == 0) rc = setup(&c, host, port > 0 ? port : c.cfg.port_base);
+  if (rc == 0) {
+    printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %zu, %s memory, GPU %d, peer GPU %d\n",
+           o->latency ? "latency" : "bandwidth", o->check ? "with --check" : "", tpx_endpoint_transport(c.ep),
+           tpx_peer_num_channels(c.peer), c.cfg.chunk_bytes, o->cuda ? "cuda" : "host", o->gpu, tpx_peer_gpu(c.peer));
+    rc = sweep(&c, res, &nres);
+    uint8_t m[32];
+    if (rc == 0) (void)bench_send(c.peer, m, bench_msg_simple(m, M_BYE, 0, NULL));
+  }
+  int errors = 0;
+  for (int i = 0; i < nres; i++) errors += res[i].errors;
+  if (rc) fprintf(stderr, "tpx-bench: %s\n", c.why[0] ? c.why : tpx_strerror(rc));
+  if (o->json) {
+    struct bench_json_ctx j = {o, argc, argv, c.ep ? tpx_endpoint_transport(c.ep) : "", c.peer ? tpx_peer_num_channels(c.peer) : 0,
+                               c.cfg.chunk_bytes, rc ? c.why : NULL};
+    if (bench_json_write(&j, res, nres) != 0) rc = rc ? rc : TPX_ESYSTEM;
+  }
+  if (c.mem) tpx_peer_close(c.peer), c.peer = NULL, tpx_mem_deregister(c.mem);
+  tpx_peer_close(c.peer);
+  tpx_rmem_free(c.srv);
+  tpx_endpoint_destroy(c.ep);
+  bench_buf_free(&c.buf);
+  free(c.t);
+  free(res);
+  if (errors && !rc) fprintf(stderr, "tpx-bench: %d failed iteration(s)\n", errors);
+  return rc || errors ? 1 : 0;
+}
+
+void bench_make_cfg(const struct bench_opts *o, tpx_config_t *cfg) {
+  tpx_config_from_env(cfg);
+  if (o->channels > 0) cfg->num_channels = o->channels;
+  if (o->chunk > 0) cfg->chunk_bytes = o->chunk;
+  if (o->timeout_ms > 0) cfg->timeout_ms = o->timeout_ms;
+}

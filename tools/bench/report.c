@@ -1,0 +1,81 @@
+/* What a person reads: one table per op (a row per size and batch, like
+ * nccl-tests), the [PERF] / [CHECK] / [CPU] lines that scripts parse, and a
+ * progress line on a terminal. GB = 1e9 bytes. */
+#include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+double bench_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* CPU seconds (user, system) of the whole process, every thread. */
+void bench_cpu_now(double *user, double *sys) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  *user = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6;
+  *sys = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* Where the time goes: CPU per GB moved and how many cores were busy. */
+void bench_cpu_line(const char *who, double u0, double s0, double wall_ms, double bytes) {
+  double u1, s1;
+  bench_cpu_now(&u1, &s1);
+  if (wall_ms <= 0 || bytes <= 0) return;
+  printf("[CPU] %s: %.3f s user + %.3f s system per GB, %.2f cores busy on average\n", who, (u1 - u0) / (bytes / 1e9),
+         (s1 - s0) / (bytes / 1e9), (u1 - u0 + s1 - s0) / (wall_ms * 1e-3));
+}
+
+void bench_table_header(const struct bench_opts *o, int op, const char *transport, int channels, size_t chunk) {
+  printf("#\n# tpx-bench %s: %s memory, transport %s, %d channel(s), chunk %zu, %d iters (+%d warm-up), "
+         "%d in flight, %d GPU(s), check %s\n",
+         bench_op_name(op), o->cuda ? "cuda" : "host", transport, channels, chunk, o->iters, o->warmup, o->inflight,
+         o->ngpus, o->check ? "every byte" : "off");
+  printf("# %s; GB/s = 1e9 B/s; errors = failed iterations (excluded from the figures)\n",
+         o->latency ? "times are one-way latencies (round trip / 2; read: the whole read)"
+                    : "time = mean per transfer; latency = each transfer from post to completion");
+  printf("# %12s %6s %12s %10s %9s %9s %9s %9s %9s %9s %9s %6s\n", "size", "batch", "bytes", "time(us)", "GB/s/GPU",
+         "GB/s", "min(us)", "p50(us)", "p99(us)", "p99.9(us)", "max(us)", "errors");
+  fflush(stdout);
+}
+
+void bench_table_row(const struct bench_result *r) {
+  printf("  %12zu %6d %12zu %10.1f %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %9.1f %6d\n", r->block, r->batch, r->bytes,
+         r->avg_us, r->gbps_gpu, r->gbps_total, r->min_us, r->p50_us, r->p99_us, r->p999_us, r->max_us, r->errors);
+  fflush(stdout);
+}
+
+/* The lines scripts have parsed since the first tpx-bench: kept as they were. */
+void bench_perf_lines(const struct bench_result *r, int ngpus) {
+  if (r->error[0]) printf("[ERROR] %s %zu x %d: %s\n", bench_op_name(r->op), r->block, r->batch, r->error);
+  if (r->ok == 0) return;
+  if (r->latency) {
+    printf("[PERF] Latency (%d iter, %zu B, %s, %s): avg %.2f us, p50 %.2f us, p99 %.2f us\n", r->ok, r->bytes,
+           bench_op_name(r->op), r->op == TPX_OP_READ ? "full read round trip" : "one-way = round trip / 2",
+           r->avg_us, r->p50_us, r->p99_us);
+    return;
+  }
+  printf("[PERF] Avg (%d iter): %.3f ms, BW: %.2f GB/s (per GPU; %d GPU(s), %.2f GB/s total; GB = 1e9 B; %s %zu x %d)\n",
+         r->ok, r->avg_us / 1e3, r->gbps_gpu, ngpus, r->gbps_total, bench_op_name(r->op), r->block, r->batch);
+}
+
+/* On a terminal (or --progress on): one line, rewritten at most 5 times a second. */
+void bench_progress(const struct bench_opts *o, const struct bench_result *r, int done, int total, int final) {
+  static double last;
+  int on = o->progress < 0 ? isatty(STDERR_FILENO) : o->progress;
+  if (!on) return;
+  if (final) {
+    fprintf(stderr, "\r\033[K");
+    return;
+  }
+  double now = bench_now_ms();
+  if (now - last < 200 && done < total) return;
+  last = now;
+  fprintf(stderr, "\r\033[K[%s %zu x %d] iteration %d/%d, %d error(s)", bench_op_name(r->op), r->block, r->batch, done,
+          total, r->errors);
+}
