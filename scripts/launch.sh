@@ -21,7 +21,8 @@
 #   --logdir DIR       where the logs go (default /tmp/tpx-launch-<time>)
 #   --timeout S        each process's limit in seconds (default 300)
 #   --print            print the commands to paste on each node; run nothing
-# Exit status: 0 when every pair finished and its data check passed.
+# Exit status: 0 when every pair finished and its data check (the client runs
+# tpx-bench with --check: every byte verified, outside the timed part) passed.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -111,7 +112,7 @@ side_cmd() { # SIDE GPU
   if [ "$1" = server ]; then
     cmd="$cmd timeout $timeout_s $(q "$bench") server --port $port --gpu $2 --mem $mem"
   else
-    cmd="$cmd timeout $timeout_s $(q "$bench") client $(q "$connect") --port $port --gpu $2 --mem $mem"
+    cmd="$cmd timeout $timeout_s $(q "$bench") client $(q "$connect") --port $port --gpu $2 --mem $mem --check"
     cmd="$cmd$bench_args"
   fi
   echo "$cmd"
