@@ -31,6 +31,7 @@
 #include "internal.h" /* GPU buffers, primary-context counts: tools/internal.h */
 #include "tpx/net.h"
 #include "tpx/tpx.h"
+#include "version.h"
 
 struct opts {
   const char *mode;
@@ -569,6 +570,7 @@ static void *server_thread(void *arg) {
 }
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-bench")) return 0;
   struct opts o;
   if (parse(argc, argv, &o) != 0) {
     usage();

@@ -14,6 +14,7 @@
 #include "tpx/config.h"
 #include "tpx/error.h"
 #include "tpx/net.h"
+#include "version.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -49,6 +50,7 @@ static int is_loopback_name(const char *name) {
 }
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-info")) return 0;
   const char *spec = NULL;
   for (int i = 1; i < argc; i++) {
     if ((strcmp(argv[i], "--plugin") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {

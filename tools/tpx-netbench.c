@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "tpx/net.h"
+#include "version.h"
 
 enum { MODE_LOOPBACK, MODE_SERVER, MODE_CLIENT };
 
@@ -533,6 +534,7 @@ struct params {
 };
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-netbench")) return 0;
   signal(SIGPIPE, SIG_IGN);
   parse(argc, argv);
   CHECK(tpx_net_open(O.plugin, &NET), "opening the transport");
