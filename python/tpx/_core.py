@@ -85,8 +85,12 @@ class Endpoint:
                  port: Optional[int] = 0, listen_host: Optional[str] = None, listen: bool = True,
                  **config: Any) -> None:
         self._h: Optional[int] = None
+        # Shared with every object made from this endpoint, which checks it
+        # before each call: when objects die together (a reference cycle),
+        # the garbage collector clears weak references before finalizers
+        # run, so the endpoint could not reach them to tell them itself.
+        self._life = _Life()
         self._lock = threading.Lock()
-        self._children: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._peers: "weakref.WeakValueDictionary[int, Peer]" = weakref.WeakValueDictionary()
         self._parked: List["_Registration"] = []  # deregistration refused (EAGAIN): retried later
         cfg = ctypes.create_string_buffer(lib.tpx_config_size())
@@ -109,7 +113,7 @@ class Endpoint:
         p.no_listen = 0 if listen else 1
         h = c_void_p()
         check(lib.tpx_endpoint_create(byref(p), byref(h)))
-        self._h = h.value
+        self._h = self._life.h = h.value
         self.gpu = gpu
         _live.add(self)
 
@@ -168,7 +172,6 @@ class Endpoint:
             if p is None:
                 p = Peer(self, ptr, owned)
                 self._peers[ptr] = p
-                self._children.add(p)
             elif owned:
                 p._owned = True
             return p
@@ -196,7 +199,6 @@ class Endpoint:
         out = c_void_p()
         check(lib.tpx_mem_register(self._handle(), byref(d), byref(out)))
         m = Memory(self, _Registration(out.value, b.keep), b)
-        self._children.add(m)
         return m
 
     @staticmethod
@@ -254,12 +256,10 @@ class Endpoint:
         handles. Idempotent."""
         with self._lock:
             h, self._h = self._h, None
-            children = list(self._children)
+            self._life.h = None  # every object made from it is dead from now on
             self._parked = []
         if h is None:
             return
-        for c in children:  # the C objects go with the endpoint
-            c._h = None
         lib.tpx_endpoint_destroy(h)
         _live.discard(self)
 
@@ -277,6 +277,14 @@ class Endpoint:
         return f"<tpx.Endpoint {'closed' if self._h is None else repr(self.name) + ' port ' + str(self.port)}>"
 
 
+class _Life:
+    """Whether an endpoint is still open: its handle, or None."""
+    __slots__ = ("h",)
+
+    def __init__(self) -> None:
+        self.h: Optional[int] = None
+
+
 class _Registration:
     """A tpx_mem_t and the Python object whose memory it covers."""
     __slots__ = ("h", "keep")
@@ -290,7 +298,7 @@ class Memory:
     peer needs to reach it; ``obj`` the registered object (kept alive)."""
 
     def __init__(self, ep: Endpoint, reg: _Registration, b: "_buffers.Buffer") -> None:
-        self._ep, self._reg = ep, reg
+        self._ep, self._reg, self._life = ep, reg, ep._life
         self._h: Optional[int] = reg.h
         self.ptr: int = b.addr
         self.nbytes: int = b.nbytes
@@ -299,7 +307,7 @@ class Memory:
         self._desc: Optional[bytes] = None
 
     def _handle(self) -> int:
-        if self._h is None:
+        if self._h is None or self._life.h is None:
             raise _closed("registration")
         return self._h
 
@@ -317,7 +325,8 @@ class Memory:
 
     def deregister(self) -> None:
         """Deregister now; tpx.Again while transfers still use it."""
-        if self._h is None:
+        if self._h is None or self._life.h is None:
+            self._h = None
             return
         check(lib.tpx_mem_deregister(self._h))
         self._h = None
@@ -331,7 +340,7 @@ class Memory:
         self.deregister()
 
     def __del__(self) -> None:
-        if self._h is None or _exiting:
+        if self._h is None or self._life.h is None or _exiting:
             return
         if lib.tpx_mem_deregister(self._h) != 0:
             self._ep._park(self._reg)  # in use by a transfer still in flight: later
@@ -380,10 +389,10 @@ class Peer:
     Transfer (posted, unless made by a ``prepare_*`` method)."""
 
     def __init__(self, ep: Endpoint, h: int, owned: bool) -> None:
-        self._ep, self._h, self._owned = ep, h, owned
+        self._ep, self._h, self._owned, self._life = ep, h, owned, ep._life
 
     def _handle(self) -> int:
-        if self._h is None:
+        if self._h is None or self._life.h is None:
             raise _closed("peer")
         return self._h
 
@@ -403,7 +412,7 @@ class Peer:
     @property
     def status(self) -> int:
         """0 while usable, else the (negative) code of what broke it."""
-        return lib.tpx_peer_status(self._handle()) if self._h is not None else -15
+        return lib.tpx_peer_status(self._h) if self._h is not None and self._life.h is not None else -15
 
     @property
     def ok(self) -> bool:
@@ -412,7 +421,7 @@ class Peer:
     def close(self) -> None:
         """Close: unfinished transfers fail with tpx.Cancelled. Idempotent."""
         h, self._h = self._h, None
-        if h is not None and self._ep._h is not None:
+        if h is not None and self._life.h is not None:
             lib.tpx_peer_close(h)
 
     def __enter__(self) -> "Peer":
@@ -426,7 +435,7 @@ class Peer:
             self.close()
 
     def __repr__(self) -> str:
-        return f"<tpx.Peer {self.name!r} status {self.status}>" if self._h else "<tpx.Peer closed>"
+        return f"<tpx.Peer {self.name!r} status {self.status}>" if self.status != -15 else "<tpx.Peer closed>"
 
     # -- one-sided ----------------------------------------------------------
     def _local(self, m: Any) -> Memory:
@@ -454,7 +463,6 @@ class Peer:
 
     def _ep_xfer(self, h: int, op: str, keep: list, post: bool) -> "Transfer":
         t = Transfer(self, h, op, keep)
-        self._ep._children.add(t)
         if post:
             t.post()
         return t
@@ -564,10 +572,10 @@ class Transfer:
     """A transfer handle: post(), done(), wait(); post again once complete."""
 
     def __init__(self, peer: Peer, h: int, op: str, keep: list) -> None:
-        self.peer, self._h, self.op, self._keep = peer, h, op, keep
+        self.peer, self._h, self.op, self._keep, self._life = peer, h, op, keep, peer._life
 
     def _handle(self) -> int:
-        if self._h is None:
+        if self._h is None or self._life.h is None:
             raise _closed("transfer")
         return self._h
 
@@ -604,7 +612,7 @@ class Transfer:
     def close(self) -> None:
         """Free the handle; one still in flight finishes in the background."""
         h, self._h = self._h, None
-        if h is not None and self.peer._ep._h is not None:
+        if h is not None and self._life.h is not None:
             lib.tpx_xfer_free(h)
 
     def __enter__(self) -> "Transfer":
