@@ -16,7 +16,6 @@ import math
 import threading
 import weakref
 from ctypes import byref, c_size_t, c_void_p
-from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
 from . import _buffers
@@ -51,7 +50,15 @@ atexit.register(_close_all)
 def _ms(timeout: Timeout) -> int:
     if timeout is None:
         return -1
+    if type(timeout) is int and 0 <= timeout < 2147483:
+        return timeout * 1000
     return max(0, min(2**31 - 1, math.ceil(timeout * 1000)))
+
+
+# The calls on the per-transfer path, bound once (attribute lookups cost
+# as much as the calls themselves: docs/BENCHMARKS.md, Python).
+_xfer_post, _xfer_test, _xfer_wait = lib.tpx_xfer_post, lib.tpx_xfer_test, lib.tpx_xfer_wait
+_wait_notif, _get_notif = lib.tpx_wait_notif, lib.tpx_get_notif
 
 
 def _closed(what: str) -> Error:
@@ -93,6 +100,7 @@ class Endpoint:
         self._lock = threading.Lock()
         self._peers: "weakref.WeakValueDictionary[int, Peer]" = weakref.WeakValueDictionary()
         self._parked: List["_Registration"] = []  # deregistration refused (EAGAIN): retried later
+        self._tls = threading.local()  # one notification buffer per thread
         cfg = ctypes.create_string_buffer(lib.tpx_config_size())
         lib.tpx_config_from_env(cfg)  # a malformed variable was logged and its default kept
         for key, value in config.items():
@@ -221,25 +229,34 @@ class Endpoint:
                 self._park(reg)
 
     # -- notifications and progress -----------------------------------------
+    def _nbuf(self) -> Any:
+        b = getattr(self._tls, "b", None)
+        if b is None:
+            n = Notif()
+            b = self._tls.b = (n, byref(n), ctypes.addressof(n.msg))
+        return b
+
     def get_notifs(self) -> List["Notification"]:
         """Every notification delivered so far (oldest first), without waiting."""
-        out, n, h = [], Notif(), self._handle()
-        while check(lib.tpx_get_notif(h, byref(n))) == 1:
-            out.append(self._notif(n))
+        out, h = [], self._handle()
+        n, ref, msg = self._nbuf()
+        while check(_get_notif(h, ref)) == 1:
+            out.append(self._notif(n, msg))
         return out
 
     def wait_notif(self, timeout: Timeout = None) -> "Notification":
         """The oldest notification, waiting up to ``timeout`` seconds for one
         (tpx.TimedOut if none came)."""
-        n = Notif()
-        if check(lib.tpx_wait_notif(self._handle(), _ms(timeout), byref(n))) != 1:
+        n, ref, msg = self._nbuf()
+        rc = _wait_notif(self._handle(), -1 if timeout is None else _ms(timeout), ref)
+        if rc != 1:
+            check(rc)
             raise error(-8, f"no notification within {timeout} s")
-        return self._notif(n)
+        return self._notif(n, msg)
 
-    def _notif(self, n: Notif) -> "Notification":
-        with self._lock:
-            peer = self._peers.get(n.peer) if n.peer else None
-        return Notification(ctypes.string_at(n.msg, n.len), n.peer_name.decode(errors="replace"), peer)
+    def _notif(self, n: Notif, msg: int) -> "Notification":
+        peer = self._peers.get(n.peer) if n.peer else None
+        return Notification(ctypes.string_at(msg, n.len), n.peer_name.decode(errors="replace"), peer)
 
     def progress(self) -> None:
         """One progress pass; needed only with progress_thread=0."""
@@ -581,22 +598,33 @@ class Transfer:
 
     def post(self) -> "Transfer":
         """Start it (never blocks). tpx.InvalidUsage while still in flight."""
-        check(lib.tpx_xfer_post(self._handle()))
+        h = self._h
+        if h is None or self._life.h is None:
+            raise _closed("transfer")
+        rc = _xfer_post(h)
+        if rc:
+            check(rc)
         return self
 
     def done(self) -> bool:
         """True when complete, False while in flight; raises its error if it
         failed."""
-        rc = lib.tpx_xfer_test(self._handle())
+        rc = _xfer_test(self._handle())
         if rc == EINPROGRESS:
             return False
-        check(rc)
+        if rc:
+            check(rc)
         return True
 
     def wait(self, timeout: Timeout = None) -> "Transfer":
         """Wait up to ``timeout`` seconds (None: forever). Raises tpx.TimedOut
         when the wait times out (the transfer goes on), or its own error."""
-        check(lib.tpx_xfer_wait(self._handle(), _ms(timeout)))
+        h = self._h
+        if h is None or self._life.h is None:
+            raise _closed("transfer")
+        rc = _xfer_wait(h, -1 if timeout is None else _ms(timeout))
+        if rc:
+            check(rc)
         return self
 
     @property
@@ -648,13 +676,20 @@ def wait_any(transfers: Sequence[Optional[Transfer]], timeout: Timeout = None) -
     return idx.value
 
 
-@dataclass
 class Notification:
     """A notification: its bytes, the sender endpoint's name and, when this
     process holds it, the sender's Peer."""
-    msg: bytes
-    peer_name: str
-    peer: Optional[Peer] = None
+    __slots__ = ("msg", "peer_name", "peer")
+
+    def __init__(self, msg: bytes, peer_name: str, peer: Optional[Peer] = None) -> None:
+        self.msg, self.peer_name, self.peer = msg, peer_name, peer
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Notification) and (self.msg, self.peer_name, self.peer) == (
+            other.msg, other.peer_name, other.peer)
+
+    def __repr__(self) -> str:
+        return f"Notification(msg={self.msg!r}, peer_name={self.peer_name!r}, peer={self.peer!r})"
 
 
 def version() -> str:
