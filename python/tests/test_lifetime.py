@@ -100,13 +100,20 @@ def test_memory_dropped_while_in_use_is_parked():
     b.close()
 
 
-def test_peer_dropped_closes_it():
+def test_peers_belong_to_the_endpoint():
     a, b, ab, ba = _pair()
-    del ab
+    mb = b.register(np.zeros(4096, np.uint8))
+    ab_ptr = ab._h
+    del ab, ba  # a receiver may drop what accept() gave it
     gc.collect()
-    with pytest.raises(tpx.TimedOut):  # nothing for us, but b's peer broke
-        b.wait_notif(0.2)
-    assert ba.status != 0
+    ab = a.peers[0]
+    assert ab._h == ab_ptr and ab.ok
+    ma = a.register(np.arange(4096, dtype=np.uint8) % 251)
+    ab.write(ma, mb.descriptor, notif=b"still here").wait(TIMEOUT)
+    n = b.wait_notif(TIMEOUT)
+    assert n.msg == b"still here" and n.peer in b.peers and n.peer.name == "a"
+    ab.close()
+    assert a.peers == [] and ab.status == -15
     a.close()
     b.close()
 

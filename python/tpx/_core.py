@@ -4,7 +4,9 @@ Lifetimes: an Endpoint owns everything made from it. Dropping a Transfer
 frees it (one still in flight finishes in the background, holding its
 registrations); dropping a Memory deregisters it, and one still in use by a
 transfer is parked and deregistered later, its Python object (the tensor,
-the array) kept alive until then; dropping a Peer closes it. Endpoint.close()
+the array) kept alive until then. Peers belong to the endpoint: a receiver
+may drop the Peer that accept() returned and still be written to; they end
+with Peer.close() or with the endpoint. Endpoint.close()
 (or dropping the endpoint, or interpreter exit) cancels what is in flight and
 releases all of it; objects made from a closed endpoint raise tpx.Closed.
 """
@@ -16,7 +18,7 @@ import math
 import threading
 import weakref
 from ctypes import byref, c_size_t, c_void_p
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _buffers
 from ._errors import Error, check, error
@@ -98,7 +100,7 @@ class Endpoint:
         # run, so the endpoint could not reach them to tell them itself.
         self._life = _Life()
         self._lock = threading.Lock()
-        self._peers: "weakref.WeakValueDictionary[int, Peer]" = weakref.WeakValueDictionary()
+        self._peers: Dict[int, "Peer"] = {}  # every peer handed out, until closed
         self._parked: List["_Registration"] = []  # deregistration refused (EAGAIN): retried later
         self._tls = threading.local()  # one notification buffer per thread
         cfg = ctypes.create_string_buffer(lib.tpx_config_size())
@@ -165,29 +167,28 @@ class Endpoint:
             if port is None:
                 raise error(-4, "connect(host, port): port missing")
             check(lib.tpx_connect(h, host.encode(), port, byref(out)))
-        return self._peer(out.value, owned=True)
+        return self._peer(out.value)
 
     def accept(self, timeout: Timeout = None) -> "Peer":
         """The next peer that connected to us, in arrival order. Raises
         tpx.TimedOut when none came within ``timeout`` seconds."""
         out = c_void_p()
         check(lib.tpx_accept(self._handle(), _ms(timeout), byref(out)))
-        return self._peer(out.value, owned=True)
+        return self._peer(out.value)
 
-    def _peer(self, ptr: int, owned: bool) -> "Peer":
+    def _peer(self, ptr: int) -> "Peer":
         with self._lock:
             p = self._peers.get(ptr)
             if p is None:
-                p = Peer(self, ptr, owned)
-                self._peers[ptr] = p
-            elif owned:
-                p._owned = True
+                p = self._peers[ptr] = Peer(self, ptr)
             return p
 
     @property
     def peers(self) -> List["Peer"]:
-        """The peers this endpoint handed out and that are still open."""
-        return [p for p in list(self._peers.values()) if p._h is not None]
+        """The peers this endpoint handed out (connect, accept, a
+        notification's sender) and that are not closed."""
+        with self._lock:
+            return list(self._peers.values())
 
     # -- memory -----------------------------------------------------------
     def register(self, obj: Any, access: Union[str, int] = "rw", device: Any = None) -> "Memory":
@@ -255,7 +256,7 @@ class Endpoint:
         return self._notif(n, msg)
 
     def _notif(self, n: Notif, msg: int) -> "Notification":
-        peer = self._peers.get(n.peer) if n.peer else None
+        peer = self._peer(n.peer) if n.peer else None
         return Notification(ctypes.string_at(msg, n.len), n.peer_name.decode(errors="replace"), peer)
 
     def progress(self) -> None:
@@ -275,6 +276,7 @@ class Endpoint:
             h, self._h = self._h, None
             self._life.h = None  # every object made from it is dead from now on
             self._parked = []
+            self._peers = {}
         if h is None:
             return
         lib.tpx_endpoint_destroy(h)
@@ -405,8 +407,8 @@ class Peer:
     """One remote endpoint. Transfers start here; all of them return a
     Transfer (posted, unless made by a ``prepare_*`` method)."""
 
-    def __init__(self, ep: Endpoint, h: int, owned: bool) -> None:
-        self._ep, self._h, self._owned, self._life = ep, h, owned, ep._life
+    def __init__(self, ep: Endpoint, h: int) -> None:
+        self._ep, self._h, self._life = ep, h, ep._life
 
     def _handle(self) -> int:
         if self._h is None or self._life.h is None:
@@ -439,6 +441,8 @@ class Peer:
         """Close: unfinished transfers fail with tpx.Cancelled. Idempotent."""
         h, self._h = self._h, None
         if h is not None and self._life.h is not None:
+            with self._ep._lock:
+                self._ep._peers.pop(h, None)
             lib.tpx_peer_close(h)
 
     def __enter__(self) -> "Peer":
@@ -446,10 +450,6 @@ class Peer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        if self._owned and not _exiting:
-            self.close()
 
     def __repr__(self) -> str:
         return f"<tpx.Peer {self.name!r} status {self.status}>" if self.status != -15 else "<tpx.Peer closed>"
