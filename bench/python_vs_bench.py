@@ -63,9 +63,9 @@ def serve(port: int, mem: str, gpu: int) -> None:
         peer.notify(b"MD\0\0" + m.descriptor)
         if latency:
             back = peer.prepare_write(m, cli, size=size, notif=b"p")
-            for _ in range(iters + warmup):
-                ep.wait_notif(60)
-                back.post().wait(60)
+            for _ in range(iters + warmup):  # waits without a limit, like tpx-bench's
+                ep.wait_notif()
+                back.run()
         ep.wait_notif(300)  # DONE
 
 
@@ -80,13 +80,13 @@ def client(args, port: int):
                     + m.descriptor)
         srv = tpx.RemoteMemory(ep.wait_notif(60).msg[4:])
         x = peer.prepare_write(m, srv, size=args.size, notif=b"p" if args.latency else None)
-        t = []
+        t, perf_counter, latency = [], time.perf_counter, args.latency
         for i in range(args.iters + args.warmup):
-            t0 = time.perf_counter()
-            x.post().wait(60)
-            if args.latency:
-                ep.wait_notif(60)
-            t.append(time.perf_counter() - t0)
+            t0 = perf_counter()
+            x.run()
+            if latency:
+                ep.wait_notif()
+            t.append(perf_counter() - t0)
         peer.notify(b"DONE")
         return t[args.warmup:]
 
@@ -106,7 +106,8 @@ def run_python(args, port: int):
         t = client(args, port)
     finally:
         srv.wait(120)
-    return statistics.mean(t), statistics.median(t)
+    t.sort()
+    return statistics.mean(t), statistics.median(t), t[len(t) * 99 // 100]
 
 
 def run_bench(args, port: int):
@@ -121,10 +122,10 @@ def run_bench(args, port: int):
     finally:
         srv.wait(120)
     if args.latency:  # one-way = round trip / 2
-        m = re.search(r"Latency .*: avg ([\d.]+) us, p50 ([\d.]+) us", out)
-        return 2e-6 * float(m.group(1)), 2e-6 * float(m.group(2))
+        m = re.search(r"Latency .*: avg ([\d.]+) us, p50 ([\d.]+) us, p99 ([\d.]+) us", out)
+        return tuple(2e-6 * float(m.group(i)) for i in (1, 2, 3))
     avg = float(re.search(r"\[PERF\] Avg \(\d+ iter\): ([\d.]+) ms", out).group(1)) * 1e-3
-    return avg, avg
+    return avg, avg, avg
 
 
 def main() -> None:
@@ -152,9 +153,9 @@ def main() -> None:
     for r in range(args.rounds):
         py.append(run_python(args, port + 2 * r))
         cb.append(run_bench(args, port + 2 * r + 1))
-        print(f"round {r}: python mean {py[-1][0] * 1e6:.1f} us p50 {py[-1][1] * 1e6:.1f} us; tpx-bench mean "
-              f"{cb[-1][0] * 1e6:.1f} us p50 {cb[-1][1] * 1e6:.1f} us per {'round trip' if args.latency else 'write'}",
-              flush=True)
+        f = "mean {:.1f} us p50 {:.1f} us p99 {:.1f} us"
+        print(f"round {r}: python " + f.format(*(v * 1e6 for v in py[-1])) + "; tpx-bench "
+              + f.format(*(v * 1e6 for v in cb[-1])) + f" per {'round trip' if args.latency else 'write'}", flush=True)
     pm, pp = statistics.median(p[0] for p in py), statistics.median(p[1] for p in py)
     bm, bp = statistics.median(b[0] for b in cb), statistics.median(b[1] for b in cb)
     if args.latency:

@@ -6,7 +6,9 @@ Each inference process keeps its weights in one registered buffer and sends
 the trainer its descriptor and its layout (name -> offset). The trainer
 writes every tensor with one vectored write per receiver and attaches the
 version as the notification; the receivers swap in the new version when it
-arrives. Host memory (numpy), or CUDA with --cuda (torch).
+arrives, and acknowledge it so that the trainer does not overwrite weights
+still being loaded (a real engine would double-buffer instead). Host
+memory (numpy), or CUDA with --cuda (torch).
 
     python3 weight_broadcast.py [--cuda] [--steps 3] [--receivers 2]
 """
@@ -46,7 +48,7 @@ def inference(conn, rank: int, steps: int, cuda: bool) -> None:
         buf = buffer(total, cuda)
         mem = ep.register(buf, access="w")
         conn.send((ep.conn_info, mem.descriptor, offs))
-        ep.accept(30)
+        trainer_peer = ep.accept(30)
         ok = True
         for _ in range(steps):
             version = int(ep.wait_notif(30).msg)  # all tensors of this version landed
@@ -54,6 +56,7 @@ def inference(conn, rank: int, steps: int, cuda: bool) -> None:
             for name, want in weights(version).items():
                 got = host[offs[name]:offs[name] + want.nbytes].view(np.float32).reshape(want.shape)
                 ok &= bool(np.array_equal(got, want))
+            trainer_peer.notify(b"loaded %d" % version)  # the buffer may be overwritten now
         conn.send(ok)
 
 
@@ -87,6 +90,8 @@ def trainer(args) -> None:
                                  notif=str(step).encode()) for peer, desc, their in targets]
             for x in xfers:  # both receivers are fed at once
                 x.wait(30)
+            acks = sorted(ep.wait_notif(30).peer_name for _ in targets)
+            assert acks == sorted(f"infer{r}" for r in range(args.receivers))
         results = [p.recv() for p in pipes]
     for pr in procs:
         pr.join(30)

@@ -61,6 +61,7 @@ def _ms(timeout: Timeout) -> int:
 # as much as the calls themselves: docs/BENCHMARKS.md, Python).
 _xfer_post, _xfer_test, _xfer_wait = lib.tpx_xfer_post, lib.tpx_xfer_test, lib.tpx_xfer_wait
 _wait_notif, _get_notif = lib.tpx_wait_notif, lib.tpx_get_notif
+_string_at = ctypes.string_at
 
 
 def _closed(what: str) -> Error:
@@ -231,11 +232,12 @@ class Endpoint:
 
     # -- notifications and progress -----------------------------------------
     def _nbuf(self) -> Any:
-        b = getattr(self._tls, "b", None)
-        if b is None:
+        try:
+            return self._tls.b
+        except AttributeError:
             n = Notif()
             b = self._tls.b = (n, byref(n), ctypes.addressof(n.msg))
-        return b
+            return b
 
     def get_notifs(self) -> List["Notification"]:
         """Every notification delivered so far (oldest first), without waiting."""
@@ -248,16 +250,20 @@ class Endpoint:
     def wait_notif(self, timeout: Timeout = None) -> "Notification":
         """The oldest notification, waiting up to ``timeout`` seconds for one
         (tpx.TimedOut if none came)."""
+        h = self._h
+        if h is None:
+            raise _closed("endpoint")
         n, ref, msg = self._nbuf()
-        rc = _wait_notif(self._handle(), -1 if timeout is None else _ms(timeout), ref)
+        rc = _wait_notif(h, -1 if timeout is None else _ms(timeout), ref)
         if rc != 1:
             check(rc)
             raise error(-8, f"no notification within {timeout} s")
         return self._notif(n, msg)
 
     def _notif(self, n: Notif, msg: int) -> "Notification":
-        peer = self._peer(n.peer) if n.peer else None
-        return Notification(ctypes.string_at(msg, n.len), n.peer_name.decode(errors="replace"), peer)
+        ptr = n.peer
+        peer = (self._peers.get(ptr) or self._peer(ptr)) if ptr else None
+        return Notification(_string_at(msg, n.len), n.peer_name.decode(errors="replace"), peer)
 
     def progress(self) -> None:
         """One progress pass; needed only with progress_thread=0."""
@@ -602,6 +608,18 @@ class Transfer:
         if h is None or self._life.h is None:
             raise _closed("transfer")
         rc = _xfer_post(h)
+        if rc:
+            check(rc)
+        return self
+
+    def run(self, timeout: Timeout = None) -> "Transfer":
+        """post() then wait(timeout): one call for a synchronous transfer."""
+        h = self._h
+        if h is None or self._life.h is None:
+            raise _closed("transfer")
+        rc = _xfer_post(h)
+        if rc == 0:
+            rc = _xfer_wait(h, -1 if timeout is None else _ms(timeout))
         if rc:
             check(rc)
         return self
