@@ -21,6 +21,8 @@ def test_host_objects(ep):
     ba = bytearray(b"abc" * 100)
     m = ep.register(ba)
     assert m.nbytes == 300 and ctypes.string_at(m.ptr, 3) == b"abc"
+    with pytest.raises(BufferError):  # registered memory cannot move
+        ba.extend(b"x" * 4096)
     mv = memoryview(bytearray(64))
     assert ep.register(mv).nbytes == 64
     b = b"read only"

@@ -135,8 +135,10 @@ def _bytes_like(obj: Any) -> Optional[Buffer]:
         raise _bad("buffer is not contiguous")
     n = mv.nbytes
     if not mv.readonly:
-        addr = ctypes.addressof((ctypes.c_char * n).from_buffer(mv.cast("B"))) if n else 0
-        return Buffer(addr, n, MEM_HOST, 0, False, (obj, mv))
+        # The ctypes view holds a buffer export for as long as the Memory
+        # lives, so a bytearray cannot be resized (moved) under a registration.
+        view = (ctypes.c_char * n).from_buffer(mv.cast("B")) if n else None
+        return Buffer(ctypes.addressof(view) if n else 0, n, MEM_HOST, 0, False, (obj, mv, view))
     if isinstance(obj, bytes):
         return Buffer(ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value or 0, n, MEM_HOST, 0, True, obj)
     raise _bad(f"read-only {type(obj).__name__}: register bytes, a writable buffer or a numpy array")

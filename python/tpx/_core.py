@@ -79,7 +79,20 @@ def _access(a: Union[str, int]) -> int:
     return flags
 
 
-class Endpoint:
+class _Closing:
+    """Context manager: leaving the block calls close()."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: Any) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Endpoint(_Closing):
     """One process's presence on the network for one GPU (or host memory).
 
     ``Endpoint(gpu=0, plugin=None, name=None, port=0, listen_host=None,
@@ -288,12 +301,6 @@ class Endpoint:
         lib.tpx_endpoint_destroy(h)
         _live.discard(self)
 
-    def __enter__(self) -> "Endpoint":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def __del__(self) -> None:
         if not _exiting:
             self.close()
@@ -318,7 +325,7 @@ class _Registration:
         self.h, self.keep = h, keep
 
 
-class Memory:
+class Memory(_Closing):
     """Registered local memory (Endpoint.register). ``descriptor`` is what a
     peer needs to reach it; ``obj`` the registered object (kept alive)."""
 
@@ -357,12 +364,6 @@ class Memory:
         self._h = None
 
     close = deregister
-
-    def __enter__(self) -> "Memory":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.deregister()
 
     def __del__(self) -> None:
         if self._h is None or self._life.h is None or _exiting:
@@ -409,7 +410,7 @@ _IOV_DTYPE = None if _np is None else _np.dtype(
     [("local", "u8"), ("local_off", "u8"), ("remote", "u8"), ("remote_off", "u8"), ("len", "u8")])
 
 
-class Peer:
+class Peer(_Closing):
     """One remote endpoint. Transfers start here; all of them return a
     Transfer (posted, unless made by a ``prepare_*`` method)."""
 
@@ -450,12 +451,6 @@ class Peer:
             with self._ep._lock:
                 self._ep._peers.pop(h, None)
             lib.tpx_peer_close(h)
-
-    def __enter__(self) -> "Peer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<tpx.Peer {self.name!r} status {self.status}>" if self.status != -15 else "<tpx.Peer closed>"
@@ -591,7 +586,7 @@ class Peer:
         check(lib.tpx_notify(self._handle(), b, len(b)))
 
 
-class Transfer:
+class Transfer(_Closing):
     """A transfer handle: post(), done(), wait(); post again once complete."""
 
     def __init__(self, peer: Peer, h: int, op: str, keep: list) -> None:
@@ -660,12 +655,6 @@ class Transfer:
         h, self._h = self._h, None
         if h is not None and self._life.h is not None:
             lib.tpx_xfer_free(h)
-
-    def __enter__(self) -> "Transfer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __del__(self) -> None:
         if not _exiting:
