@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import glob
 import hashlib
 import multiprocessing as mp
 import os
@@ -33,9 +34,17 @@ def digest(a: np.ndarray) -> str:
 
 class _Cudart:
     def __init__(self) -> None:
-        name = ctypes.util.find_library("cudart") or "libcudart.so"
-        self.lib = ctypes.CDLL(name)
-        self.lib.cudaSetDevice(GPU)
+        names = [ctypes.util.find_library("cudart"), "libcudart.so"]
+        names += sorted(glob.glob("/usr/local/cuda/lib*/libcudart.so*"))
+        for name in filter(None, names):
+            try:
+                self.lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        else:
+            raise OSError("libcudart not found (tried %s)" % names)
+        assert self.lib.cudaSetDevice(GPU) == 0
 
     def malloc(self, n: int) -> int:
         p = ctypes.c_void_p()
