@@ -61,7 +61,6 @@ def _ms(timeout: Timeout) -> int:
 # as much as the calls themselves: docs/BENCHMARKS.md, Python).
 _xfer_post, _xfer_test, _xfer_wait = lib.tpx_xfer_post, lib.tpx_xfer_test, lib.tpx_xfer_wait
 _wait_notif, _get_notif = lib.tpx_wait_notif, lib.tpx_get_notif
-_string_at = ctypes.string_at
 
 
 def _closed(what: str) -> Error:
@@ -249,7 +248,7 @@ class Endpoint(_Closing):
             return self._tls.b
         except AttributeError:
             n = Notif()
-            b = self._tls.b = (n, byref(n), ctypes.addressof(n.msg))
+            b = self._tls.b = (n, byref(n), memoryview(n.msg).cast("B"))  # bytes(view[:len]): no C call
             return b
 
     def get_notifs(self) -> List["Notification"]:
@@ -273,10 +272,15 @@ class Endpoint(_Closing):
             raise error(-8, f"no notification within {timeout} s")
         return self._notif(n, msg)
 
-    def _notif(self, n: Notif, msg: int) -> "Notification":
+    def _notif(self, n: Notif, msg: memoryview) -> "Notification":
         ptr = n.peer
-        peer = (self._peers.get(ptr) or self._peer(ptr)) if ptr else None
-        return Notification(_string_at(msg, n.len), n.peer_name.decode(errors="replace"), peer)
+        if not ptr:
+            return Notification(bytes(msg[:n.len]), n.peer_name.decode(errors="replace"), None)
+        peer = self._peers.get(ptr) or self._peer(ptr)
+        name = peer._name  # a peer's name never changes: decoded once
+        if name is None:
+            name = peer._name = n.peer_name.decode(errors="replace")
+        return Notification(bytes(msg[:n.len]), name, peer)
 
     def progress(self) -> None:
         """One progress pass; needed only with progress_thread=0."""
@@ -416,6 +420,7 @@ class Peer(_Closing):
 
     def __init__(self, ep: Endpoint, h: int) -> None:
         self._ep, self._h, self._life = ep, h, ep._life
+        self._name: Optional[str] = None
 
     def _handle(self) -> int:
         if self._h is None or self._life.h is None:
@@ -425,7 +430,9 @@ class Peer(_Closing):
     @property
     def name(self) -> str:
         """The remote endpoint's name."""
-        return lib.tpx_peer_name(self._handle()).decode()
+        if self._name is None:
+            self._name = lib.tpx_peer_name(self._handle()).decode(errors="replace")
+        return self._name
 
     @property
     def gpu(self) -> int:
