@@ -71,6 +71,10 @@ TPX_API int tpx_xfer_test(tpx_xfer_t *x);
 /* Wait for completion up to timeout_ms (< 0: forever). TPX_ETIMEDOUT when the
  * wait timed out (the transfer itself goes on). */
 TPX_API int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms);
+/* tpx_xfer_post then tpx_xfer_wait: a synchronous transfer in one call
+ * (loops that re-post one prepared transfer; bindings, for which every call
+ * into the library has a price). */
+TPX_API int tpx_xfer_run(tpx_xfer_t *x, int timeout_ms);
 /* Wait until any transfer of a set is no longer in flight, up to timeout_ms
  * (< 0: forever; 0: poll once). For serving loops with many transfers
  * outstanding: one call instead of testing each. xs[0..n) may hold NULL

@@ -60,6 +60,7 @@ def _ms(timeout: Timeout) -> int:
 # The calls on the per-transfer path, bound once (attribute lookups cost
 # as much as the calls themselves: docs/BENCHMARKS.md, Python).
 _xfer_post, _xfer_test, _xfer_wait = lib.tpx_xfer_post, lib.tpx_xfer_test, lib.tpx_xfer_wait
+_xfer_run = lib.tpx_xfer_run
 _wait_notif, _get_notif = lib.tpx_wait_notif, lib.tpx_get_notif
 
 
@@ -619,9 +620,7 @@ class Transfer(_Closing):
         h = self._h
         if h is None or self._life.h is None:
             raise _closed("transfer")
-        rc = _xfer_post(h)
-        if rc == 0:
-            rc = _xfer_wait(h, -1 if timeout is None else _ms(timeout))
+        rc = _xfer_run(h, -1 if timeout is None else _ms(timeout))
         if rc:
             check(rc)
         return self

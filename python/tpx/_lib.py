@@ -96,6 +96,7 @@ _PROTOS = {
     "tpx_xfer_post": (c_int, [H]),
     "tpx_xfer_test": (c_int, [H]),
     "tpx_xfer_wait": (c_int, [H, c_int]),
+    "tpx_xfer_run": (c_int, [H, c_int]),
     "tpx_xfer_wait_any": (c_int, [PH, c_size_t, c_int, PS]),
     "tpx_xfer_received": (c_size_t, [H]),
     "tpx_xfer_free": (None, [H]),

@@ -359,6 +359,11 @@ int tpx_xfer_wait_any(tpx_xfer_t *const *xs, size_t n, int timeout_ms, size_t *i
   return xfer_status(&xs[a.found]->op);
 }
 
+int tpx_xfer_run(tpx_xfer_t *x, int timeout_ms) {
+  int rc = tpx_xfer_post(x);
+  return rc ? rc : tpx_xfer_wait(x, timeout_ms);
+}
+
 size_t tpx_xfer_received(const tpx_xfer_t *x) { return x ? (size_t)x->op.received : 0; }
 tpx_op_t tpx_xfer_op(const tpx_xfer_t *x) { return x ? (tpx_op_t)x->op.kind : 0; }
 

@@ -144,6 +144,38 @@ static void test_1000_recvs_repost(void **state) {
   eng_pair_close(&P);
 }
 
+/* tpx_xfer_run: post + wait in one call, again and again on one handle. */
+static void test_run(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  eng_buf_t a, b;
+  eng_buf(P.a, 64 * 1024, 0, &a);
+  eng_buf(P.b, 64 * 1024, TPX_ACCESS_WRITE, &b);
+  tpx_iov_t v = {a.mem, 0, b.rmem, 0, a.len};
+  tpx_xfer_t *x;
+  assert_int_equal(tpx_xfer_prep_write(P.ab, &v, 1, NULL, 0, &x), 0);
+  for (uint32_t i = 0; i < 3; i++) {
+    tu_fill(a.p, a.len, 77 + i, 0);
+    assert_int_equal(tpx_xfer_run(x, 60000), 0);
+    assert_int_equal(tu_check(b.p, b.len, 77 + i, 0), SIZE_MAX);
+  }
+  tpx_xfer_t *r;
+  assert_int_equal(tpx_recv(P.ab, a.mem, 0, 16, 1, &r), 0);
+  assert_int_equal(tpx_xfer_run(r, 0), TPX_EUSAGE); /* still in flight: not posted twice */
+  assert_int_equal(tpx_xfer_run(NULL, 0), TPX_EINVAL);
+  tpx_xfer_free(x);
+  tpx_peer_close(P.ab);
+  P.ab = NULL;
+  eng_wait(r, TPX_ECANCELED);
+  tpx_xfer_free(r);
+  eng_buf_free(&a);
+  eng_buf_free(&b);
+  eng_pair_close(&P);
+}
+
 /* Arguments, timeouts, never-posted and failed transfers, NULL slots. */
 static void test_edges(void **state) {
   (void)state;
@@ -202,6 +234,7 @@ int main(void) {
       cmocka_unit_test(test_1000_writes),
       cmocka_unit_test(test_1000_writes_caller_driven),
       cmocka_unit_test(test_1000_recvs_repost),
+      cmocka_unit_test(test_run),
       cmocka_unit_test(test_edges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
