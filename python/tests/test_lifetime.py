@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tpx
-from helpers import MEM, TIMEOUT, alloc, regobj
+from helpers import TIMEOUT
 
 
 def _fds() -> int:
@@ -55,7 +55,6 @@ def test_endpoint_dropped_with_transfers_in_flight():
         ab.write(ma, mb.descriptor)
     with pytest.raises(tpx.Closed):
         _ = ma.descriptor
-    assert ba.status != 0 or True  # b notices in its own time
     del a, ab, ma, recvs, writes
     gc.collect()
     b.close()
