@@ -16,7 +16,7 @@ Bandwidth (--size 64M [--mem cuda]): one write of --size at a time, waited,
 as `tpx-bench client --size` does; GB/s from the mean.
 
 usage: python_vs_bench.py [--build BUILD] [--mem host|cuda] [--size 4K|64M] [--iters N]
-       [--warmup N] [--rounds 3] [--gpus C,S]
+       [--warmup N] [--rounds 3] [--gpus C,S] [--pure]
        python_vs_bench.py --serve PORT [--mem host|cuda] [--gpus C,S]   (the server side)
 TPX_LIBRARY, else BUILD/libtpx.so; CUDA memory is a torch tensor when torch
 is there, else cudaMalloc through libcudart (python/tests/helpers.py).
@@ -101,7 +101,8 @@ def start_server(cmd):
 
 def run_python(args, port: int):
     srv = start_server([sys.executable, os.path.abspath(__file__), "--serve", str(port), "--mem", args.mem,
-                        "--gpus", f"{args.client_gpu},{args.server_gpu}"])
+                        "--gpus", f"{args.client_gpu},{args.server_gpu}", "--build", args.build]
+                       + (["--pure"] if args.pure else []))
     try:
         t = client(args, port)
     finally:
@@ -138,7 +139,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gpus", default="0,0", help="client,server GPU")
+    ap.add_argument("--pure", action="store_true", help="ctypes only, without the compiled fast path")
     args = ap.parse_args()
+    if args.pure:
+        os.environ["TPX_PY_PURE"] = "1"
+    sys.path.insert(0, os.path.join(args.build, "python"))  # the fast path CMake built, if any
     args.client_gpu, args.server_gpu = (int(g) for g in args.gpus.split(","))
     os.environ.setdefault("TPX_LIBRARY", os.path.join(args.build, "libtpx.so"))
     if args.serve:
@@ -148,6 +153,8 @@ def main() -> None:
     args.latency = args.size == 4096
     args.iters = args.iters or (2000 if args.latency else 20)
     args.warmup = args.warmup or (200 if args.latency else 2)
+    import tpx
+    how = "compiled fast path" if tpx._core._fast else "ctypes only"
     port = 21000 + os.getpid() % 20000
     py, cb = [], []
     for r in range(args.rounds):
@@ -159,11 +166,11 @@ def main() -> None:
     pm, pp = statistics.median(p[0] for p in py), statistics.median(p[1] for p in py)
     bm, bp = statistics.median(b[0] for b in cb), statistics.median(b[1] for b in cb)
     if args.latency:
-        print(f"[RESULT] 4 KiB write round trips/s ({args.mem}, medians of {args.rounds} rounds x {args.iters}): "
+        print(f"[RESULT] 4 KiB write round trips/s ({args.mem}, python: {how}, medians of {args.rounds} rounds x {args.iters}): "
               f"from the mean: python {1 / pm:.0f}, tpx-bench {1 / bm:.0f}, ratio {bm / pm:.2f}x; "
               f"from the median round trip: python {1 / pp:.0f}, tpx-bench {1 / bp:.0f}, ratio {bp / pp:.2f}x")
     else:
-        print(f"[RESULT] {args.size >> 20} MiB writes ({args.mem}, medians of {args.rounds} rounds x {args.iters}): "
+        print(f"[RESULT] {args.size >> 20} MiB writes ({args.mem}, python: {how}, medians of {args.rounds} rounds x {args.iters}): "
               f"python {args.size / pm / 1e9:.2f} GB/s, tpx-bench {args.size / bm / 1e9:.2f} GB/s, "
               f"ratio {bm / pm:.2f}x")
 

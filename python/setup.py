@@ -1,11 +1,12 @@
 """Build hooks pyproject.toml cannot express: the version comes from the C
-headers (include/tpx/version.h, the one place it is written), and the
-installed package records this checkout's build folder (tpx/_where.py), so
-it finds libtpx.so there without TPX_LIBRARY (tpx/_lib.py says the order)."""
+headers (include/tpx/version.h, the one place it is written); the installed
+package records this checkout's build folder (tpx/_where.py), so it finds
+libtpx.so there without TPX_LIBRARY (tpx/_lib.py says the order); and the
+optional compiled fast path."""
 import os
 import re
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,4 +42,10 @@ def build_dirs() -> list:
     return out
 
 
-setup(version=version(), cmdclass={"build_py": BuildPy})
+# The compiled fast path for two hot calls (tpx/_speedups.c): built when a
+# compiler and Python's headers are there, skipped otherwise (optional=True),
+# and the package then uses ctypes for them too.
+speedups = Extension("tpx._speedups", ["tpx/_speedups.c"], include_dirs=[os.path.join(ROOT, "include")],
+                     optional=True)
+
+setup(version=version(), cmdclass={"build_py": BuildPy}, ext_modules=[speedups])

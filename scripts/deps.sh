@@ -5,7 +5,7 @@
 set -eu
 pkgs="build-essential cmake pkg-config iproute2"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3 python3-pytest python3-numpy python3-setuptools python3-pip"
+  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3 python3-pytest python3-numpy python3-setuptools python3-pip python3-dev"
 fi
 missing=""
 for p in $pkgs; do

@@ -33,3 +33,13 @@ def test_struct_layouts(tmp_path):
         for f, _ in py._fields_:
             assert int(got[f"{cname} {f}"]) == getattr(py, f).offset, f"{cname}.{f}"
     assert _lib.lib.tpx_config_size() > 0
+
+
+def test_fast_path_as_configured():
+    """TPX_PY_PURE=1: ctypes only; TPX_PY_EXPECT_FAST=1 (ctest, when it built
+    the module): the compiled fast path is in use."""
+    import tpx
+    if os.environ.get("TPX_PY_PURE") == "1":
+        assert tpx._core._fast is None
+    elif os.environ.get("TPX_PY_EXPECT_FAST") == "1":
+        assert tpx._core._fast is not None

@@ -20,7 +20,7 @@ import weakref
 from ctypes import byref, c_size_t, c_void_p
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _buffers
+from . import _buffers, _lib
 from ._errors import Error, check, error
 from ._lib import (ACCESS_READ, ACCESS_WRITE, CONN_INFO_MAX, EINPROGRESS, MD_MAX, MEM_CUDA, PORT_EPHEMERAL,
                    EndpointParams, Iov, MemDesc, Notif, lib)
@@ -61,6 +61,7 @@ def _ms(timeout: Timeout) -> int:
 # as much as the calls themselves: docs/BENCHMARKS.md, Python).
 _xfer_post, _xfer_test, _xfer_wait = lib.tpx_xfer_post, lib.tpx_xfer_test, lib.tpx_xfer_wait
 _xfer_run = lib.tpx_xfer_run
+_fast = _lib.speedups()  # the compiled fast path for run / wait_notif, or None
 _wait_notif, _get_notif = lib.tpx_wait_notif, lib.tpx_get_notif
 
 
@@ -266,8 +267,16 @@ class Endpoint(_Closing):
         h = self._h
         if h is None:
             raise _closed("endpoint")
+        ms = -1 if timeout is None else _ms(timeout)
+        if _fast:
+            r = _fast.wait_notif(h, ms)
+            if type(r) is tuple:
+                peer = self._peers.get(r[1]) or self._peer(r[1]) if r[1] else None
+                return Notification(r[0], r[2].decode(errors="replace"), peer)
+            check(r)
+            raise error(-8, f"no notification within {timeout} s")
         n, ref, msg = self._nbuf()
-        rc = _wait_notif(h, -1 if timeout is None else _ms(timeout), ref)
+        rc = _wait_notif(h, ms, ref)
         if rc != 1:
             check(rc)
             raise error(-8, f"no notification within {timeout} s")
@@ -620,7 +629,8 @@ class Transfer(_Closing):
         h = self._h
         if h is None or self._life.h is None:
             raise _closed("transfer")
-        rc = _xfer_run(h, -1 if timeout is None else _ms(timeout))
+        ms = -1 if timeout is None else _ms(timeout)
+        rc = _fast.run(h, ms) if _fast else _xfer_run(h, ms)
         if rc:
             check(rc)
         return self

@@ -156,4 +156,21 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
+def speedups():
+    """The compiled fast path (tpx/_speedups.c) bound to this library, or None:
+    not built, or TPX_PY_PURE=1 (ctypes only)."""
+    if os.environ.get("TPX_PY_PURE") == "1":
+        return None
+    try:
+        from . import _speedups as mod  # built by pip install
+    except ImportError:
+        try:
+            import _tpx_speedups as mod  # built by CMake for the tests
+        except ImportError:
+            return None
+    addr = ctypes.cast(lib.tpx_xfer_run, c_void_p).value, ctypes.cast(lib.tpx_wait_notif, c_void_p).value
+    mod.bind(*addr)
+    return mod
+
+
 lib = load()

@@ -19,6 +19,11 @@ ln -s "$build" "$tmp/build"
 probe='import tpx, os; print(tpx.__version__, os.path.realpath(tpx._lib.lib._name))'
 out=$(cd / && PYTHONPATH="$tmp/site" "$py" -c "$probe") || fail "import after pip install"
 echo "pip install: $out"
+# With Python's headers, pip also built the compiled fast path and the package uses it.
+if [ -f "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then
+  fast=$(cd / && PYTHONPATH="$tmp/site" "$py" -c 'import tpx; print(tpx._core._fast.__name__)') || fail "fast path"
+  [ "$fast" = "tpx._speedups" ] || fail "pip did not build tpx._speedups: $fast"
+fi
 case "$out" in *"$(realpath "$build")/libtpx.so"*) ;; *) fail "not the build tree's library: $out" ;; esac
 # An installed prefix: cmake --install, and the package alone (no _where.py, no build tree).
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
