@@ -6,7 +6,7 @@
 set -eu
 pkgs="build-essential cmake pkg-config iproute2"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3"
+  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3 python3-pytest python3-numpy python3-setuptools python3-pip python3-dev"
 elif [ "${1:-}" = "--bench" ]; then
   pkgs="$pkgs iperf3 python3 python3-matplotlib"
 fi

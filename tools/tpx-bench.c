@@ -20,6 +20,7 @@
 #include "bench/bench.h"
 #include "internal.h" /* GPU count, primary-context counts: tools/internal.h */
 #include "tpx/net.h"
+#include "version.h"
 
 static void on_signal(int sig) {
   (void)sig;
@@ -112,6 +113,7 @@ static int gpus_ok(const struct bench_opts *o) {
 }
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-bench")) return 0;
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       bench_usage(stdout);

@@ -18,6 +18,7 @@
 #include "tpx/error.h"
 #include "tpx/net.h"
 #include "tpx/topo.h"
+#include "version.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -133,6 +134,7 @@ static int is_loopback_name(const char *name) {
 }
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-info")) return 0;
   const char *spec = NULL, *sysfs = NULL;
   char *gpu_ids = NULL;
   for (int i = 1; i < argc; i++) {

@@ -33,6 +33,7 @@
 
 #include "common/config.h" /* the environment's number rules: tools/internal.h */
 #include "tpx/net.h"
+#include "version.h"
 
 enum { MODE_LOOPBACK, MODE_SERVER, MODE_CLIENT };
 
@@ -559,6 +560,7 @@ struct params {
 };
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-netbench")) return 0;
   signal(SIGPIPE, SIG_IGN);
   parse(argc, argv);
   /* Buffers of --inflight messages per side (two sides in loopback): refuse

@@ -22,9 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "version.h"
+
 #ifndef TPX_HAVE_CUDA
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-unpack-bench")) return 0;
   printf("tpx-unpack-bench: this build has no GPU support (CUDA was not found at configure time;\n"
          "configure with -DTPX_CUDA=ON on a machine with nvcc). Nothing measured.\n");
   return 77;
@@ -276,6 +279,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-unpack-bench")) return 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--bytes") && v) O.bytes = parse_size(argv[++i]);

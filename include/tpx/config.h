@@ -77,6 +77,14 @@ TPX_API int tpx_config_from_env(tpx_config_t *cfg);
  * (docs/CONFIG.md): 0, or TPX_EINVAL naming the variable. Endpoint creation
  * applies it, so code and environment have the same limits. */
 TPX_API int tpx_config_check(const tpx_config_t *cfg);
+/* Set one field by name, with the environment's parsing and range checks:
+ * key is the variable (TPX_NUM_CHANNELS) or the field (num_channels, any
+ * case); value as in the environment ("8", "512K", "info"). TPX_EINVAL
+ * (cfg unchanged) on an unknown key or a bad value. */
+TPX_API int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value);
+/* sizeof(tpx_config_t) of the library: for bindings that allocate one
+ * without knowing its layout (the Python package). */
+TPX_API size_t tpx_config_size(void);
 
 /* The process-wide configuration read from the environment once. */
 TPX_API const tpx_config_t *tpx_config_global(void);

@@ -71,6 +71,21 @@ TPX_API int tpx_xfer_test(tpx_xfer_t *x);
 /* Wait for completion up to timeout_ms (< 0: forever). TPX_ETIMEDOUT when the
  * wait timed out (the transfer itself goes on). */
 TPX_API int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms);
+/* tpx_xfer_post then tpx_xfer_wait: a synchronous transfer in one call
+ * (loops that re-post one prepared transfer; bindings, for which every call
+ * into the library has a price). */
+TPX_API int tpx_xfer_run(tpx_xfer_t *x, int timeout_ms);
+/* Wait until any transfer of a set is no longer in flight, up to timeout_ms
+ * (< 0: forever; 0: poll once). For serving loops with many transfers
+ * outstanding: one call instead of testing each. xs[0..n) may hold NULL
+ * slots (skipped); all others must belong to one endpoint. On return *index
+ * is the lowest index of a settled transfer and the result is its status,
+ * as tpx_xfer_test gives it (0, or its error); *index == n with
+ * TPX_ETIMEDOUT when none settled in time (the transfers go on). A
+ * completed transfer stays settled until it is posted again: re-post it or
+ * take it out of the set (NULL) before the next call. A prepared transfer
+ * that was never posted counts as settled (TPX_EUSAGE). */
+TPX_API int tpx_xfer_wait_any(tpx_xfer_t *const *xs, size_t n, int timeout_ms, size_t *index);
 /* Bytes received by a completed recv (the sender's length). */
 TPX_API size_t tpx_xfer_received(const tpx_xfer_t *x);
 TPX_API tpx_op_t tpx_xfer_op(const tpx_xfer_t *x);

@@ -152,41 +152,39 @@ static int parse_checked(const struct var *v, const char *val, long long *out) {
   return 0;
 }
 
+/* Parse val into cfg's field for v, with v's bounds. The one check the
+ * environment, tpx_config_set and the tools go through; the detail is
+ * recorded quietly (each caller reports it its own way). */
 static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
   char *field = (char *)cfg + v->off;
   if (v->kind == V_STR || v->kind == V_MAP) {
     tpx_gpumap_t map;
-    if (v->kind == V_MAP && tpx__gpumap_parse(val, &map) != 0) {
-      TPX_WARN("config: %s; ignored", tpx_last_error()); /* the detail names the bad part */
-      return -1;
-    }
-    if (strlen(val) >= v->cap) {
-      TPX_WARN("config: %s is longer than %zu bytes; ignored", name, v->cap - 1);
-      return -1;
-    }
+    if (v->kind == V_MAP && tpx__gpumap_parse(val, &map) != 0)
+      return TPX_EINVAL; /* the detail (recorded quietly) names the bad part */
+    if (strlen(val) >= v->cap)
+      return tpx_err_quiet(TPX_EINVAL, "config: %s is longer than %zu bytes", name, v->cap - 1);
     memcpy(field, val, strlen(val) + 1);
     return 0;
   }
   if (v->kind == V_LOG) {
-    if (parse_log_level(val, (int *)field) != 0) {
-      TPX_WARN("config: %s=%s is not one of none|error|warn|info|debug|trace; ignored", name, val);
-      return -1;
-    }
+    if (parse_log_level(val, (int *)field) != 0)
+      return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not one of none|error|warn|info|debug|trace", name, val);
     return 0;
   }
   long long n;
-  if (parse_checked(v, val, &n) != 0) {
-    TPX_WARN("config: %s=%s is not a number in [%lld, %lld]; ignored", name, val, v->lo, v->hi);
-    return -1;
-  }
+  if (parse_checked(v, val, &n) != 0)
+    return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number in [%lld, %lld]", name, val, v->lo, v->hi);
   if (v->kind == V_INT) *(int *)field = (int)n;
   else *(size_t *)field = (size_t)n;
   return 0;
 }
 
-static const struct var *find_var(const char *name) {
-  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
-    if (strcmp(vars[i].name, name) == 0) return &vars[i];
+/* "TPX_NUM_CHANNELS" or "num_channels" names the row TPX_NUM_CHANNELS. */
+static const struct var *find_var(const char *key) {
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const char *name = vars[i].name;
+    if (strcmp(key, name) == 0 || strcasecmp(key, name + 4) == 0) return &vars[i];
+  }
   return NULL;
 }
 
@@ -204,6 +202,16 @@ int tpx__config_parse_var(const char *var, const char *val, long long *out) {
   return 0;
 }
 
+int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value) {
+  if (!cfg || !key || !value) return tpx_err(TPX_EINVAL, "tpx_config_set: NULL argument");
+  const struct var *v = find_var(key);
+  if (!v) return tpx_err(TPX_EINVAL, "tpx_config_set: no setting '%s' (see docs/CONFIG.md)", key);
+  if (apply(cfg, v, v->name, value) != 0) return tpx_err_surface(TPX_EINVAL);
+  return 0;
+}
+
+size_t tpx_config_size(void) { return sizeof(tpx_config_t); }
+
 int tpx_config_from_env(tpx_config_t *cfg) {
   int rc = 0;
   tpx_config_defaults(cfg);
@@ -216,7 +224,10 @@ int tpx_config_from_env(tpx_config_t *cfg) {
       val = getenv(name);
     }
     if (val == NULL || val[0] == '\0') continue;
-    if (apply(cfg, v, name, val) != 0) rc = TPX_EINVAL;
+    if (apply(cfg, v, name, val) != 0) {
+      TPX_WARN("%s; ignored", tpx_last_error());
+      rc = TPX_EINVAL;
+    }
   }
   return rc;
 }

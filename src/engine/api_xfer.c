@@ -313,6 +313,57 @@ int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms) {
   return xfer_status(o);
 }
 
+/* tpx_xfer_wait_any: the predicate scans the set for a settled transfer
+ * (one atomic load each, no progress pass per transfer); it runs once per
+ * wake-up of the one wait loop, and user completions signal it (op.c). */
+struct any_arg {
+  tpx_xfer_t *const *xs;
+  size_t n, found;
+};
+
+static int any_settled(tpx_endpoint_t *ep, void *arg) {
+  struct any_arg *a = arg;
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->xs[i] && op_settled(ep, &a->xs[i]->op)) {
+      a->found = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int tpx_xfer_wait_any(tpx_xfer_t *const *xs, size_t n, int timeout_ms, size_t *index) {
+  if (index) *index = n;
+  if (!index || (n && !xs)) return tpx_err(TPX_EINVAL, "tpx_xfer_wait_any: NULL argument");
+  tpx_endpoint_t *ep = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (!xs[i]) continue;
+    tpx_endpoint_t *e = xs[i]->op.peer->ep;
+    if (ep && e != ep) return tpx_err(TPX_EINVAL, "tpx_xfer_wait_any: transfer %zu belongs to another endpoint than the ones before it", i);
+    ep = e;
+  }
+  if (!ep) return tpx_err(TPX_EINVAL, "tpx_xfer_wait_any: no transfer in the set");
+  struct any_arg a = {xs, n, n};
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + tpx__ms_to_ns(timeout_ms);
+  pthread_mutex_lock(&ep->lock);
+  int ok = any_settled(ep, &a);
+  if (!ok && !ep->thread_on && timeout_ms == 0) { /* a poll still moves bytes, like tpx_xfer_test */
+    (void)tpx__ep_pass(ep);
+    ok = any_settled(ep, &a);
+  }
+  if (!ok) ok = tpx__ep_wait(ep, any_settled, &a, deadline);
+  pthread_mutex_unlock(&ep->lock);
+  if (!ok)
+    return tpx_err_quiet(TPX_ETIMEDOUT, "tpx_xfer_wait_any: none of %zu transfers settled in %d ms", n, timeout_ms);
+  *index = a.found;
+  return xfer_status(&xs[a.found]->op);
+}
+
+int tpx_xfer_run(tpx_xfer_t *x, int timeout_ms) {
+  int rc = tpx_xfer_post(x);
+  return rc ? rc : tpx_xfer_wait(x, timeout_ms);
+}
+
 size_t tpx_xfer_received(const tpx_xfer_t *x) { return x ? (size_t)x->op.received : 0; }
 tpx_op_t tpx_xfer_op(const tpx_xfer_t *x) { return x ? (tpx_op_t)x->op.kind : 0; }
 

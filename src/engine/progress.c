@@ -129,11 +129,15 @@ static void ep_idle(tpx_endpoint_t *ep, unsigned *spins, int busy) {
 
 /* A waiter stops driving. Its passes may have taken the wake-up meant for
  * the progress thread (a post's eventfd write): with requests in flight the
- * last driver wakes it. (Without, it sleeps until a control event or its
- * timer as before; the waiter handled the events it took.) Lock held. */
-static void drive_end(tpx_endpoint_t *ep) {
+ * last driver wakes it. So does a waiter that is about to sleep (`sleeps`):
+ * it now needs the thread to handle the answer it waits for, which may come
+ * on the control connection alone (an inline write's acknowledgement, a
+ * notification), and the thread, standing aside, watches only its eventfd
+ * (otherwise that answer waited for the thread's 1 ms stand-aside timeout).
+ * Lock held. */
+static void drive_end(tpx_endpoint_t *ep, int sleeps) {
   if (atomic_fetch_sub(&ep->drivers, 1) != 1) return;
-  if (ep_busy(ep)) tpx__ep_wake(ep);
+  if (sleeps || ep_busy(ep)) tpx__ep_wake(ep);
 }
 
 static void *progress_main(void *arg) {
@@ -205,7 +209,7 @@ static int wait_spin(tpx_endpoint_t *ep, int (*pred)(tpx_endpoint_t *, void *), 
     pthread_mutex_lock(&ep->lock);
     ok = pred(ep, arg);
   }
-  drive_end(ep);
+  drive_end(ep, !ok);
   return ok;
 }
 

@@ -19,7 +19,9 @@
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
-#               flush sockunpack memcheck_engine gpubench
+#               flush sockunpack memcheck_engine python gpubench
+#   PYTHON      interpreter for the python step (default /usr/bin/python3, else
+#               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
 #   BENCH_ARGS  more gpu_engine_compare.sh arguments (e.g. --no-nccl)
 #
@@ -31,9 +33,9 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack memcheck_engine gpubench"
+ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack memcheck_engine python gpubench"
 STEPS=${STEPS:-$ALL_STEPS}
-TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush tpx-bench"
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush tpx-bench tpx_shared"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -123,6 +125,29 @@ step_memcheck_engine() {
   [ -n "$cs" ] || { note "FAIL  memcheck_engine (compute-sanitizer not found)"; failed=1; return 1; }
   run_step memcheck_engine 240 "$cs" --tool memcheck --error-exitcode 3 --target-processes all \
     "$BUILD/tests/gpu/test_engine_gpu" --one-process-only
+}
+
+# The Python package's pytest suite with CUDA memory on both sides (torch
+# tensors when torch is installed, else cudaMalloc through ctypes), then the
+# 64 MiB CUDA-tensor write benchmark through tpx next to tpx-bench.
+step_python() {
+  local py=${PYTHON:-}
+  [ -n "$py" ] || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3; } || py=python3
+  if ! "$py" -c "import pytest, numpy" 2>/dev/null; then
+    note "FAIL  python ($py lacks pytest or numpy: apt-get install python3-pytest python3-numpy)"
+    failed=1
+    return 1
+  fi
+  # the compiled fast path when Python's headers are there (else ctypes alone)
+  cmake --build "$BUILD" --target tpx_py_speedups >>"$LOGS/build.log" 2>&1 || true
+  run_step python 400 env TPX_PY_MEM=cuda TPX_LIBRARY="$BUILD/libtpx.so" PYTHONPATH="$ROOT/python:$BUILD/python" \
+    PYTHONDONTWRITEBYTECODE=1 TPX_SOCKET_IFNAME=lo "$py" -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+  local gpus=0,0
+  [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && gpus=0,1
+  run_step python_bench 300 env TPX_LIBRARY="$BUILD/libtpx.so" PYTHONPATH="$ROOT/python:$BUILD/python" \
+    TPX_SOCKET_IFNAME=lo "$py" "$ROOT/bench/python_vs_bench.py" --build "$BUILD" --mem cuda --size 64M \
+    --gpus "$gpus" --rounds 3
+  grep RESULT "$LOGS/python_bench.log" >>"$SUMMARY"
 }
 
 step_gpubench() {

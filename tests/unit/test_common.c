@@ -65,6 +65,30 @@ static void test_config_env(void **state) {
 
 /* Sockets per comm: an explicit TPX_NSOCKS wins; automatic is the machine's
  * one-comm default shared among the comms of one peer, at least 1. */
+/* tpx_config_set: the environment's names and checks, by variable or field. */
+static void test_config_set(void **state) {
+  (void)state;
+  tpx_config_t c, before;
+  tpx_config_defaults(&c);
+  assert_int_equal(tpx_config_set(&c, "TPX_NUM_CHANNELS", "8"), 0);
+  assert_int_equal(c.num_channels, 8);
+  assert_int_equal(tpx_config_set(&c, "chunk_bytes", "256K"), 0);
+  assert_int_equal(c.chunk_bytes, 256 * 1024);
+  assert_int_equal(tpx_config_set(&c, "Log", "debug"), 0);
+  assert_int_equal(c.log_level, TPX_LOG_DEBUG);
+  assert_int_equal(tpx_config_set(&c, "net_plugin", "tcpx"), 0);
+  assert_string_equal(c.net_plugin, "tcpx");
+  before = c;
+  assert_int_equal(tpx_config_set(&c, "num_channels", "0"), TPX_EINVAL); /* below 1 */
+  assert_non_null(strstr(tpx_last_error(), "TPX_NUM_CHANNELS=0"));
+  assert_int_equal(tpx_config_set(&c, "chunk_bytes", "8M"), TPX_EINVAL); /* above 4 MiB */
+  assert_int_equal(tpx_config_set(&c, "no_such_knob", "1"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&c, "NSOCKS", "x"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(NULL, "nsocks", "1"), TPX_EINVAL);
+  assert_memory_equal(&c, &before, sizeof(c));
+  assert_int_equal(tpx_config_size(), sizeof(tpx_config_t));
+}
+
 static void test_config_nsocks(void **state) {
   (void)state;
   tpx_config_t cfg;
@@ -135,6 +159,7 @@ int main(void) {
       cmocka_unit_test(test_nccl_mapping),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
+      cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_config_nsocks),
       cmocka_unit_test(test_bind_port),
   };
