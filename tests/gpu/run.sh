@@ -131,8 +131,15 @@ step_memcheck_engine() {
 # tensors when torch is installed, else cudaMalloc through ctypes), then the
 # 64 MiB CUDA-tensor write benchmark through tpx next to tpx-bench.
 step_python() {
-  local py=${PYTHON:-}
-  [ -n "$py" ] || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3; } || py=python3
+  # PYTHON, else the first of Debian's and PATH's python3 that has pytest and
+  # numpy (GPU images keep them, and torch, in a virtual environment on PATH).
+  local py=${PYTHON:-} c
+  if [ -z "$py" ]; then
+    for c in /usr/bin/python3 "$(command -v python3 || true)"; do
+      [ -n "$c" ] && [ -x "$c" ] && "$c" -c "import pytest, numpy" 2>/dev/null && { py=$c; break; }
+    done
+    py=${py:-python3}
+  fi
   if ! "$py" -c "import pytest, numpy" 2>/dev/null; then
     note "FAIL  python ($py lacks pytest or numpy: apt-get install python3-pytest python3-numpy)"
     failed=1
