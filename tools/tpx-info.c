@@ -129,6 +129,8 @@ int main(int argc, char **argv) {
     printf("    force flush    %s\n", p.force_flush ? "yes" : "no");
     printf("    max p2p bytes  %s\n", bytes_str(p.max_p2p_bytes, mp, sizeof(mp)));
     printf("    max coll bytes %s\n", bytes_str(p.max_coll_bytes, mc, sizeof(mc)));
+    if (p.rail_id >= 0 || p.plane_id >= 0)
+      printf("    rail / plane   %d / %d\n", p.rail_id, p.plane_id);
     if (p.dev_type == TPX_NET_DEV_UNPACK) {
       any_unpack = 1;
       /* Real devmem plugins only: the built-in transport's emulation works anywhere. */

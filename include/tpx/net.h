@@ -51,6 +51,8 @@ typedef struct tpx_net_props {
   int dev_version; /* TPX_NET_UNPACK_VERSION for UNPACK */
   size_t max_p2p_bytes;  /* v9+; SIZE_MAX when the plugin does not say */
   size_t max_coll_bytes; /* v9+ */
+  int rail_id;           /* v12+; -1 when the plugin does not say */
+  int plane_id;          /* v12+; -1 when the plugin does not say */
 } tpx_net_props_t;
 
 /* Device handle filled by UNPACK plugins in accept (ncclNetDeviceHandle_v7

@@ -1,4 +1,4 @@
-/* ncclNet v7..v11 -> tpx_net_ops_t. See adapt.h for the shape; the rules
+/* ncclNet v7..v12 -> tpx_net_ops_t. See adapt.h for the shape; the rules
  * follow docs/NCCLNET.md and what NCCL 2.28's own compatibility layer does
  * (src/plugin/net/net_v*.cc there), so a plugin sees the calls it would see
  * under NCCL. */
@@ -97,7 +97,20 @@ static int check_size(struct tpx_plugin *p, const char *what, size_t size, int i
     (d)->netDeviceVersion = (s).netDeviceVersion;                                                  \
   } while (0)
 
-int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
+/* v9..v11 share every field up to maxCollBytes with v12, except that vProps
+ * holds 4 devices there instead of 8. */
+#define COPY_V9_EXTRA(d, s)                                                                        \
+  do {                                                                                             \
+    (d)->regIsGlobal = (s).regIsGlobal;                                                            \
+    (d)->forceFlush = (s).forceFlush;                                                              \
+    (d)->vProps.ndevs = TPX_MIN((s).vProps.ndevs, NCCLNET_MAX_DEVS_PER_NIC);                       \
+    for (int i_ = 0; i_ < NCCLNET_MAX_DEVS_PER_NIC; i_++)                                          \
+      (d)->vProps.devs[i_] = (s).vProps.devs[i_];                                                  \
+    (d)->maxP2pBytes = (s).maxP2pBytes;                                                            \
+    (d)->maxCollBytes = (s).maxCollBytes;                                                          \
+  } while (0)
+
+int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v12_t *w) {
   ncclnet_result_t r;
   memset(w, 0, sizeof(*w));
   /* What NCCL assumes for versions that predate a field. */
@@ -106,6 +119,8 @@ int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
   w->maxP2pBytes = SIZE_MAX;
   w->maxCollBytes = SIZE_MAX;
   w->maxMultiRequestSize = 1;
+  w->railId = NCCLNET_ID_UNDEF;
+  w->planeId = NCCLNET_ID_UNDEF;
   if (p->fn.props_v7) {
     ncclnet_props_v7_t s;
     memset(&s, 0, sizeof(s));
@@ -122,13 +137,17 @@ int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
     memset(&s, 0, sizeof(s));
     r = p->fn.props_v9(dev, &s);
     COPY_V7_PROPS(w, s);
-    w->regIsGlobal = s.regIsGlobal;
-    w->forceFlush = s.forceFlush;
-    w->vProps = s.vProps;
-    w->maxP2pBytes = s.maxP2pBytes;
-    w->maxCollBytes = s.maxCollBytes;
+    COPY_V9_EXTRA(w, s);
+  } else if (p->fn.props_v11) {
+    ncclnet_props_v11_t s;
+    memset(&s, 0, sizeof(s));
+    r = p->fn.props_v11(dev, &s);
+    COPY_V7_PROPS(w, s);
+    COPY_V9_EXTRA(w, s);
+    w->maxMultiRequestSize = s.maxMultiRequestSize;
   } else {
-    r = p->fn.props_v11(dev, w);
+    r = p->fn.props_v12(dev, w);
+    if (w->vProps.ndevs > NCCLNET_MAX_DEVS_PER_NIC_V12) w->vProps.ndevs = NCCLNET_MAX_DEVS_PER_NIC_V12;
   }
   return res(p, "getProperties", r);
 }
@@ -157,7 +176,7 @@ static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
   if (props == NULL) return tpx_err(TPX_EINVAL, "get_properties: props is NULL");
   int rc = check_dev(p, "get_properties", dev);
   if (rc) return rc;
-  ncclnet_props_v11_t w;
+  ncclnet_props_v12_t w;
   rc = tpx__adapt_props(p, dev, &w);
   if (rc) return rc;
   memset(props, 0, sizeof(*props));
@@ -176,6 +195,8 @@ static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
   props->dev_version = w.netDeviceVersion;
   props->max_p2p_bytes = w.maxP2pBytes;
   props->max_coll_bytes = w.maxCollBytes;
+  props->rail_id = w.railId;
+  props->plane_id = w.planeId;
   return 0;
 }
 
@@ -470,7 +491,7 @@ static const char *first_missing(const struct tpx_plugin_fns *f, int version) {
     missing = "init";
   else if (!f->devices)
     missing = "devices";
-  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11)
+  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11 && !f->props_v12)
     missing = "getProperties";
   else if (!f->listen && !f->listen_ctx)
     missing = "listen";
@@ -494,7 +515,7 @@ static const char *first_missing(const struct tpx_plugin_fns *f, int version) {
     missing = "closeRecv";
   else if (!f->close_listen)
     missing = "closeListen";
-  else if (version == 11 && !f->finalize)
+  else if (version >= 11 && !f->finalize)
     missing = "finalize";
   return missing;
 }
@@ -544,7 +565,16 @@ int tpx__adapt_bind(struct tpx_plugin *p, const void *table) {
     f->finalize = t->finalize;
     break;
   }
-  default: return tpx_err(TPX_EVERSION, "net plugin ABI v%d is not supported (7..11)", p->version);
+  case 12: {
+    const ncclnet_v12_t *t = table;
+    BIND_COMMON(f, t);
+    f->init_v11 = t->init, f->props_v12 = t->getProperties, f->listen_ctx = t->listen;
+    f->connect_v11 = t->connect, f->regmr = t->regMr;
+    f->isend_ph = t->isend, f->irecv_ph = t->irecv;
+    f->finalize = t->finalize;
+    break;
+  }
+  default: return tpx_err(TPX_EVERSION, "net plugin ABI v%d is not supported (7..12)", p->version);
   }
   const char *missing = first_missing(f, p->version);
   if (missing)
@@ -598,7 +628,7 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   p->ndev = ndev;
   p->max_recvs = 1;
   for (int d = 0; d < ndev; d++) {
-    ncclnet_props_v11_t w;
+    ncclnet_props_v12_t w;
     rc = tpx__adapt_props(p, d, &w);
     if (rc) {
       tpx__adapt_fini(p);

@@ -202,6 +202,8 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
   props->dev_version = 0;
   props->max_p2p_bytes = TPX_SOCK_MAX_MSG;
   props->max_coll_bytes = TPX_SOCK_MAX_MSG;
+  props->rail_id = -1;
+  props->plane_id = -1;
   if (sn->unpack) {
     props->dev_type = TPX_NET_DEV_UNPACK;
     props->dev_version = TPX_TCPX_DEV_VERSION;
