@@ -131,7 +131,9 @@ int tpx__sock_upk_create(tpx_sock_comm_t *m) {
   u->dh_dev = (char *)meta_dev + DH_OFFSET;
   u->dh->meta = u->meta_dev;
   u->dh->bounce_buf = u->bounce_dev;
-  u->dh->head = 0;
+  /* As the plugin (src/devcomm/nccl/unpack1.cu, __tcpxNetDeviceQueueNew):
+   * NCCL's kernels increment head before each copy, so it starts at -1. */
+  u->dh->head = UINT64_MAX;
   /* Shuffled free list (Fisher-Yates): a message's pages are scattered over
    * the pool, never one contiguous run, like devmem pages. It is a stack:
    * the pages given back last are taken first, so the pages in use stay about

@@ -79,7 +79,7 @@ static void up_pair(up_link_t *l, tpx_net_t *net, size_t bounce_bytes) {
   l->dh = l->dev->handle;
   assert_non_null(l->dh->meta);
   assert_non_null(l->dh->bounce_buf);
-  assert_int_equal(l->dh->head, 0);
+  assert_int_equal(l->dh->head, UINT64_MAX); /* as the plugin: NCCL's kernels pre-increment it */
   assert_int_equal((uintptr_t)l->dh->bounce_buf % PAGE, 0);
   assert_int_equal((uintptr_t)l->dh->meta % 16, 0);
   l->meta = l->dh->meta;
@@ -348,7 +348,7 @@ static void test_random_messages(void **state) {
     /* The slot's count is cleared once consumed. */
     assert_int_equal(__atomic_load_n(&l.meta->cnt[done % TPX_UNPACK_SLOTS], __ATOMIC_ACQUIRE), 0);
   }
-  assert_int_equal(l.dh->head, 0); /* the consumer's field: never written by the transport */
+  assert_int_equal(l.dh->head, UINT64_MAX); /* the consumer's field: never written after accept */
   up_close(&l);
   net->ops->destroy(net);
   for (int i = 0; i < WIN; i++)
@@ -598,7 +598,7 @@ static void test_peer_close_rc2(void **state) {
     do
       rc = net->ops->test(net, rq[i], &done, &sz);
     while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
-    assert_int_equal(rc, TPX_ESYSTEM);
+    assert_int_equal(rc, 0); /* the plugin never returns rc 2 with done 1 */
     assert_int_equal(done, 1);
     assert_int_equal(sz, 999);
     up_check_slot(&l, (uint64_t)i, sizes[i], sizes[2], NULL, out, 40 + (uint32_t)i, 0);
