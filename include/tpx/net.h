@@ -135,7 +135,7 @@ typedef struct tpx_net_ops {
 struct tpx_net {
   const tpx_net_ops_t *ops;
   char name[TPX_NET_NAME_MAX]; /* the transport's own name ("tpx", "GPUDirectTCPX_v7") */
-  int abi_version;             /* ncclNet version loaded (7..11); 0 for the built-in transport */
+  int abi_version;             /* ncclNet version loaded (7..12); 0 for the built-in transport */
   void *impl;                  /* transport private state */
   tpx_net_caps_t caps;         /* filled by the open call; read-only afterwards */
 };

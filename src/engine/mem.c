@@ -167,7 +167,10 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   /* CUDA regions are registered widened to whole 4 KiB pages (gpu_mem.c). */
   uint64_t pre = k == 0 ? m->reg_pre : 0, post = start + len == m->len ? m->reg_post : 0;
   void *h = NULL;
-  int rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start - pre, len + pre + post, type, &h);
+  struct gpu_bind b; /* the plugin reads the current GPU for CUDA registrations */
+  int rc = tpx__gpu_bind_enter(ep, m->type == TPX_MEM_CUDA ? m->device : -1, &b);
+  if (rc == 0) rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start - pre, len + pre + post, type, &h);
+  tpx__gpu_bind_leave(&b);
   if (rc) return tpx_err_quiet(rc, "regMr of region %llu piece %u (%llu bytes) failed",
                          (unsigned long long)m->id, k, (unsigned long long)len);
   if ((rc = tpx__gpu_mem_after_reg(m, comm, h)) != 0) {

@@ -499,6 +499,15 @@ int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
 
 /* ---- comm creation and teardown ----------------------------------------------- */
 
+int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "comm_gpu");
+  if (sn == NULL) return TPX_EINVAL;
+  int kind = TPX_SK_NONE;
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
+  if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV)) return TPX_EINVAL;
+  return m->gpu_bound;
+}
+
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                           int *fds, const char *peer, void **out) {
   int n = nsocks + 1;
@@ -516,6 +525,7 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
   m->dev = dev;
   m->comm_id = comm_id;
   m->nsocks = nsocks;
+  m->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
   /* Unpack mode reproduces the TCPX plugin, whose rules are strict mode's. */
   m->strict = sn->cfg.sock_strict != 0 || sn->unpack;
   m->limit = m->strict ? TPX_SOCK_STRICT_REQUESTS : TPX_SOCK_RING;

@@ -338,6 +338,9 @@ typedef struct tpx_sock_comm {
   struct tpx_sock_upk *upk;     /* recv comms: bounce pool and metadata */
   struct tpx_sock_stage *stage; /* send comms: pinned staging of CUDA sends (lazy) */
   uint64_t gpus_held;           /* GPUs this comm retained (bit per device) */
+  int gpu_bound;                /* unpack mode: the CUDA device current when the comm was made
+                                   (connect / accept), as the TCPX plugin binds its comm and
+                                   bounce pages (-1: no GPU) */
   struct tpx_sock_comm *pool_next, *pool_prev; /* the pool's list (pool->mu) */
   int listed;
   tpx_sock_req_t reqs[TPX_SOCK_RING];
@@ -345,6 +348,10 @@ typedef struct tpx_sock_comm {
 
 /* Build a comm from connected sockets (fds[0] control); takes the fds (closed
  * on failure too). Returns its token in *out. */
+/* For tests: the CUDA device a send or recv comm was bound to when it was
+ * made (gpu_bound), or < 0 (no GPU, not unpack mode, or not a comm). */
+int tpx__sock_comm_gpu(tpx_net_t *net, void *comm);
+
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                          int *fds, const char *peer, void **out);
 void tpx__sock_comm_destroy(tpx_sock_comm_t *c);

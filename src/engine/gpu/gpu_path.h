@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/gpu.h"
 #include "tpx/mem.h"
 
 struct tpx_peer;
@@ -41,6 +42,20 @@ struct window;
 struct wslot;
 struct wlink;
 struct tpx_mem;
+
+/* Device binding (gpu_bind.c). Around every transport listen, connect,
+ * accept and regMr: make `dev` the calling thread's current CUDA device (dev
+ * < 0: the endpoint's GPU) and restore the caller's context after, as NCCL
+ * does with cudaSetDevice before calling a plugin. A no-op without a usable
+ * GPU, except for the test hook, which sees every enter (the device) and
+ * leave (-1). */
+struct gpu_bind {
+  tpx_gpu_guard_t guard;
+  int changed;
+};
+extern void (*tpx__gpu_bind_hook)(int dev);
+int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct gpu_bind *b);
+void tpx__gpu_bind_leave(struct gpu_bind *b);
 
 /* Endpoint lifecycle. init runs once the transport is open (it reads its
  * properties and installs ep->consume when needed); fini after every peer and

@@ -1,0 +1,116 @@
+/* GPU binding with real devices (docs/A3HIGH.md, "GPU binding"): an
+ * endpoint on the last GPU of a machine with two or more, over the built-in
+ * transport's unpack mode wrapped by tests/util/net_probe.h, which records
+ * cudaGetDevice() at every listen, connect, accept and regMr - what the
+ * GPUDirect-TCPX plugin reads there. Every call must see the endpoint's GPU
+ * (a CUDA region's own GPU for its regMr), the emulation must have bound its
+ * comms (and the recv comm's bounce pool) to it, the calling thread must get
+ * its own device back, and a write into the endpoint's GPU memory must land.
+ *
+ * Before the fix, the calls ran on whatever device the thread had (0). Exit
+ * 0: passed; 1: failed; 77: fewer than two GPUs. Plain C (gpu_check.h). */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_check.h"
+#include "net_probe.h"
+#include "sock/sock.h"
+#include "tpx/tpx.h"
+
+#define LEN (1u << 20)
+
+static void connect_pair(tpx_endpoint_t *a, tpx_endpoint_t *b, tpx_peer_t **ab, tpx_peer_t **ba) {
+  MUST(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), ab));
+  MUST(tpx_accept(b, 10000, ba));
+}
+
+int main(void) {
+  int n = gc_count_gpus();
+  if (n < 2) {
+    printf("test_gpu_bind: needs 2 GPUs, %d present: skipped\n", n);
+    return 77;
+  }
+  int gb = n - 1;
+  CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
+  tpx_config_t cfg;
+  tpx_config_from_env(&cfg);
+  cfg.sock_unpack = 1;
+  cfg.progress_thread = 1;
+  tpx_net_t *base = NULL;
+  MUST(tpx_net_open_builtin(&cfg, &base));
+  tpx_net_t *probe = net_probe_wrap(base, tpx__gpu_current_device, gb);
+
+  tpx_endpoint_params_t ep;
+  tpx_endpoint_params_init(&ep);
+  ep.cfg = &cfg;
+  ep.port = TPX_PORT_EPHEMERAL;
+  ep.listen_host = "127.0.0.1";
+  ep.name = "A";
+  tpx_endpoint_t *a = NULL, *b = NULL;
+  MUST(tpx_endpoint_create(&ep, &a));
+  ep.name = "B";
+  ep.gpu = gb;
+  ep.net = probe;
+  MUST(tpx_endpoint_create(&ep, &b));
+  tpx_peer_t *ab = NULL, *ba = NULL;
+  connect_pair(a, b, &ab, &ba); /* before any registration: nothing pinned a device yet */
+
+  /* A (GPU 0) writes into B's memory on GPU gb: B receives through the bounce pool. */
+  uint8_t *src = NULL, *dst = NULL;
+  CHECK(cudaMalloc((void **)&src, LEN) == cudaSuccess, "cudaMalloc on 0");
+  CHECK(cudaSetDevice(gb) == cudaSuccess, "cudaSetDevice(%d)", gb);
+  CHECK(cudaMalloc((void **)&dst, LEN) == cudaSuccess, "cudaMalloc on %d", gb);
+  CHECK(cudaMemset(dst, 0, LEN) == cudaSuccess, "memset");
+  CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
+  CHECK(cudaMemset(src, 0x5c, LEN) == cudaSuccess, "memset");
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
+  tpx_mem_desc_t ds = {src, LEN, TPX_MEM_CUDA, 0, TPX_ACCESS_READ};
+  tpx_mem_desc_t dd = {dst, LEN, TPX_MEM_CUDA, gb, TPX_ACCESS_WRITE};
+  tpx_mem_t *ms = NULL, *md = NULL;
+  MUST(tpx_mem_register(a, &ds, &ms));
+  MUST(tpx_mem_register(b, &dd, &md));
+  uint8_t blob[TPX_MD_MAX];
+  size_t bl = 0;
+  tpx_rmem_t *rd = NULL;
+  MUST(tpx_mem_get_public_data(md, blob, sizeof(blob), &bl));
+  MUST(tpx_load_remote_md(blob, bl, &rd));
+  tpx_xfer_t *x = NULL;
+  MUST(tpx_write(ab, ms, 0, rd, 0, LEN, NULL, 0, &x));
+  CHECK(tpx_xfer_wait(x, 30000) == 0, "write");
+  tpx_xfer_free(x);
+  uint8_t *h = malloc(LEN);
+  CHECK(cudaMemcpy(h, dst, LEN, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
+  size_t bad = 0;
+  for (size_t i = 0; i < LEN; i++) bad += h[i] != 0x5c;
+  CHECK(bad == 0, "%zu bytes wrong on GPU %d", bad, gb);
+  free(h);
+
+  const char *kind[NP_KINDS] = {"listen", "connect", "accept", "regMr"};
+  for (int k = 0; k < NP_KINDS; k++) {
+    CHECK(np_g.calls[k] > 0, "no %s call seen", kind[k]);
+    CHECK(np_g.wrong[k] == 0, "%s: %d of %d calls ran on GPU %d, want %d", kind[k], np_g.wrong[k], np_g.calls[k],
+          np_g.seen[k], gb);
+  }
+  CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]) == gb, "recv comm (bounce pool) on GPU %d, want %d",
+        tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]), gb);
+  CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_CONNECT]) == gb, "send comm on GPU %d, want %d",
+        tpx__sock_comm_gpu(base, np_g.comm[NP_CONNECT]), gb);
+  int cur = -1;
+  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 0, "the caller's device is %d after the calls, want 0", cur);
+
+  tpx_rmem_free(rd);
+  MUST(tpx_mem_deregister(ms));
+  MUST(tpx_mem_deregister(md));
+  tpx_peer_close(ab);
+  tpx_peer_close(ba);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  tpx_net_close(base);
+  cudaFree(src);
+  cudaSetDevice(gb);
+  cudaFree(dst);
+  return gc_finish("test_gpu_bind");
+}
