@@ -23,7 +23,9 @@ int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct gpu_bind *b) {
   b->changed = 1; /* the hook is told about the leave too */
   struct gpu_ep *g = ep->gpath;
   int n = 0;
-  if (!g || tpx__gpu_device_count(&n) != 0 || dev >= n) return 0; /* no GPU: nothing to bind */
+  /* Only transports that read the device (UNPACK, or taking CUDA pointers);
+   * no GPU: nothing to bind. */
+  if (!g || !(g->unpack || g->cuda_ptr) || tpx__gpu_device_count(&n) != 0 || dev >= n) return 0;
   struct gpu_dev *gd = NULL;
   int rc = tpx__gpu_dev_get(g, dev, &gd); /* holds the context reference the guard needs */
   if (rc == 0) rc = tpx__gpu_guard_enter(dev, &b->guard);
