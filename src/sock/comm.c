@@ -529,6 +529,7 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
   /* Unpack mode reproduces the TCPX plugin, whose rules are strict mode's. */
   m->strict = sn->cfg.sock_strict != 0 || sn->unpack;
   m->limit = m->strict ? TPX_SOCK_STRICT_REQUESTS : TPX_SOCK_RING;
+  m->stall_seq = UINT64_MAX;
   m->conns = conns;
   snprintf(m->peer, sizeof(m->peer), "%s", peer);
   pthread_mutex_init(&m->mu, NULL);
@@ -789,6 +790,16 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
   return 0;
 }
 
+/* Whether a receive's buffer is device memory: its registration says CUDA, or,
+ * unregistered, a pointer query says so. */
+static int recv_into_device(tpx_sock_net_t *sn, void *mh, void *data) {
+  if (mh != NULL) {
+    tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+    return mr != NULL && mr->type == TPX_PTR_CUDA;
+  }
+  return tpx__gpu_is_device_ptr(data, NULL);
+}
+
 int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                     void **mhandles, void **request) {
   (void)tags;
@@ -807,6 +818,7 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   if ((rc = tpx__sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
     return rc;
   if ((rc = check_unpack_size(m, sizes[0], "irecv")) != 0) return rc;
+  int host_buf = sn->host_recv_stalls && !recv_into_device(sn, mhandles ? mhandles[0] : NULL, data[0]);
   pthread_mutex_lock(&m->mu);
   tpx_sock_req_t *r = req_alloc(m, "irecv", &rc);
   if (r == NULL) {
@@ -815,6 +827,13 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
     return rc;
   }
   uint64_t seq = r->seq;
+  if (host_buf && m->stall_seq == UINT64_MAX) {
+    m->stall_seq = seq;
+    TPX_WARN("irecv from %s: receive %llu into host memory %p on an UNPACK comm: the TCPX plugin's "
+             "helper thread fails its recv() on the devmem socket and exits, so this receive and "
+             "every later request of the comm will never complete (emulated)",
+             m->peer, (unsigned long long)seq, data[0]);
+  }
   r->buf = data[0];
   r->size = sizes[0];
   /* A thread may still look at this slot for a part of the receive that had
@@ -924,7 +943,8 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   if (rc != 0) return rc;
   uint32_t seq32 = (uint32_t)r->seq;
   int closed = m->strict && atomic_load(&m->peer_closed);
-  if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0) {
+  /* A stalled comm (host-memory receive, see irecv) never completes again. */
+  if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0 || r->seq >= m->stall_seq) {
     int yield = ++m->misses % TEST_YIELD_EVERY == 0;
     pthread_mutex_unlock(&m->mu);
     /* A caller that polls test() in a tight loop without ever yielding would

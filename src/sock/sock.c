@@ -412,6 +412,7 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
     int ngpu = 0;
     sn->unpack = 1;
     sn->gpu_ok = tpx__gpu_device_count(&ngpu) == 0 && ngpu > 0;
+    sn->host_recv_stalls = sn->gpu_ok;
     TPX_INFO("sock: unpack mode (TCPX receive contract), bounce pool %zu bytes per recv comm in %s",
              cfg->sock_bounce_bytes,
              sn->gpu_ok ? "pinned host memory mapped into the GPUs"

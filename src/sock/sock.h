@@ -170,6 +170,9 @@ typedef struct tpx_sock_net {
   _Atomic uint64_t rng; /* comm ids, nonces */
   int unpack;           /* unpack mode (cfg.sock_unpack) */
   int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
+  int host_recv_stalls; /* unpack mode taking CUDA pointers, as the TCPX plugin: a receive into
+                           host memory stalls its comm for good (docs/UNPACK.md, "Host-memory
+                           receives"); tests may set it on a GPU-less host */
 } tpx_sock_net_t;
 
 uint64_t tpx__sock_random(tpx_sock_net_t *sn);
@@ -338,6 +341,8 @@ typedef struct tpx_sock_comm {
   struct tpx_sock_upk *upk;     /* recv comms: bounce pool and metadata */
   struct tpx_sock_stage *stage; /* send comms: pinned staging of CUDA sends (lazy) */
   uint64_t gpus_held;           /* GPUs this comm retained (bit per device) */
+  uint64_t stall_seq;           /* host_recv_stalls: the first host-memory receive; it and every
+                                   later request of the comm never complete (UINT64_MAX: none) */
   int gpu_bound;                /* unpack mode: the CUDA device current when the comm was made
                                    (connect / accept), as the TCPX plugin binds its comm and
                                    bounce pages (-1: no GPU) */

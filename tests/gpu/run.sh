@@ -19,7 +19,7 @@
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
-#               flush sockunpack gpubind memcheck_engine gpubench
+#               flush sockunpack gputcpx memcheck_engine gpubench
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
 #   BENCH_ARGS  more gpu_engine_compare.sh arguments (e.g. --no-nccl)
 #
@@ -31,9 +31,9 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gpubind memcheck_engine gpubench"
+ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine gpubench"
 STEPS=${STEPS:-$ALL_STEPS}
-TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_bind tpx-bench"
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -115,8 +115,9 @@ step_sockunpack() {
   fi
 }
 
-# Transport calls bound to the endpoint's GPU (needs 2 GPUs; skipped otherwise).
-step_gpubind() { run_step gpubind 120 "$BUILD/tests/gpu/test_gpu_bind"; }
+# The TCPX device rules: no host receives on UNPACK comms; transport calls
+# bound to the endpoint's GPU (that part needs 2 GPUs).
+step_gputcpx() { run_step gputcpx 120 "$BUILD/tests/gpu/test_gpu_tcpx"; }
 
 # The unpack kernels as the engine drives them (one process, two endpoints):
 # unpack of bounce pages and the staging copies (SM copies through the mapping).

@@ -33,7 +33,12 @@ static tpx_net_t *up_open(int nsocks, int nthreads, size_t bounce) {
   ts_cfg(&cfg, 0, nsocks, nthreads);
   cfg.sock_unpack = 1;
   if (bounce) cfg.sock_bounce_bytes = bounce;
-  return ts_open_cfg(&cfg);
+  tpx_net_t *net = ts_open_cfg(&cfg);
+  /* These tests read the metadata of receives posted with host buffers,
+   * which the plugin (and the emulation, on a GPU host) would stall:
+   * test_host_recv_stalls covers that. */
+  ((tpx_sock_net_t *)net->impl)->host_recv_stalls = 0;
+  return net;
 }
 
 typedef struct up_link {
@@ -668,6 +673,37 @@ static void test_limits_and_truncation(void **state) {
 }
 
 /* Two recv comms in one net: separate pools, each its own slots. */
+/* As the TCPX plugin (net_tcpx.cc, taskProgress: a plain recv() into a host
+ * buffer on the devmem socket fails, and persistentSocketThread returns on
+ * the error): a receive into host memory on an UNPACK comm taking CUDA
+ * pointers never completes, nor does anything after it on that comm. The
+ * emulation does so whenever a GPU is usable; forced here. */
+static void test_host_recv_stalls(void **state) {
+  (void)state;
+  tpx_net_t *net = up_open(1, 1, 0);
+  ((tpx_sock_net_t *)net->impl)->host_recv_stalls = 1;
+  up_link_t l;
+  up_pair(&l, net, 0);
+  static unsigned char in[8192], out[8192];
+  tu_fill(out, sizeof(out), 3, 0);
+  void *rq = up_post_recv(&l, in, sizeof(in));
+  void *rq2 = up_post_recv(&l, in, sizeof(in));
+  void *sq = up_post_send(&l, out, sizeof(out));
+  void *sq2 = up_post_send(&l, out, sizeof(out));
+  assert_int_equal(ts_wait(net, sq, NULL), 0); /* the bytes left: the sender is done */
+  assert_int_equal(ts_wait(net, sq2, NULL), 0);
+  /* The receive stays "not done" however long it is polled (bounded here). */
+  for (int i = 0; i < 200; i++) {
+    int done = 1;
+    assert_int_equal(net->ops->test(net, rq, &done, NULL), 0);
+    assert_int_equal(done, 0);
+    usleep(1000);
+  }
+  (void)rq2;
+  up_close(&l);
+  net->ops->destroy(net);
+}
+
 static void test_two_comms(void **state) {
   (void)state;
   tpx_net_t *net = up_open(2, 2, 0);
@@ -708,6 +744,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_peer_close_rc2, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_limits_and_truncation, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_two_comms, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_host_recv_stalls, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,7 +76,8 @@ int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
 
 /* window.c's post_one, before the post: where the chunk [m->base + off, +len)
  * really goes. Returns GPU_POST_DEFAULT (post m's own memory),
- * GPU_POST_STAGED (*data / *mh set to a staging slot), GPU_POST_WAIT (not
+ * GPU_POST_STAGED (*data / *mh set to a staging slot, or to the landing region
+ * for an UNPACK receive into host memory), GPU_POST_WAIT (not
  * ready: the device-to-host copy is still running or no staging room;
  * back-pressure) or < 0 (error, tpx_err set). Idempotent until tpx__gpu_post_done. */
 enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };

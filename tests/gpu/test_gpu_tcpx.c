@@ -1,5 +1,7 @@
-/* GPU binding with real devices (docs/A3HIGH.md, "GPU binding"): an
- * endpoint on the last GPU of a machine with two or more, over the built-in
+/* The GPUDirect-TCPX plugin's device rules, on real GPUs, over the built-in
+ * transport's unpack mode (docs/A3HIGH.md):
+ *
+ * 1. GPU binding (two GPUs or more): an endpoint on the last GPU, over the built-in
  * transport's unpack mode wrapped by tests/util/net_probe.h, which records
  * cudaGetDevice() at every listen, connect, accept and regMr - what the
  * GPUDirect-TCPX plugin reads there. Every call must see the endpoint's GPU
@@ -7,8 +9,16 @@
  * comms (and the recv comm's bounce pool) to it, the calling thread must get
  * its own device back, and a write into the endpoint's GPU memory must land.
  *
- * Before the fix, the calls ran on whatever device the thread had (0). Exit
- * 0: passed; 1: failed; 77: fewer than two GPUs. Plain C (gpu_check.h). */
+ * Before the fix, the calls ran on whatever device the thread had (0).
+ *
+ * 2. Host-memory receives (one GPU): the emulation stalls a receive into host
+ * memory on an UNPACK comm for good, as the plugin does; writes into a host
+ * region larger than TPX_INLINE_BYTES and a refused write (drained into the
+ * discard scratch) must still complete, because the engine posts such
+ * receives with its device landing region. Before the fix both hung until
+ * TPX_TIMEOUT_MS.
+ *
+ * Exit 0: passed; 1: failed; 77: no GPU. Plain C (gpu_check.h). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -27,14 +37,8 @@ static void connect_pair(tpx_endpoint_t *a, tpx_endpoint_t *b, tpx_peer_t **ab, 
   MUST(tpx_accept(b, 10000, ba));
 }
 
-int main(void) {
-  int n = gc_count_gpus();
-  if (n < 2) {
-    printf("test_gpu_bind: needs 2 GPUs, %d present: skipped\n", n);
-    return 77;
-  }
+static void part_bind(int n) {
   int gb = n - 1;
-  CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
   tpx_config_t cfg;
   tpx_config_from_env(&cfg);
   cfg.sock_unpack = 1;
@@ -112,5 +116,89 @@ int main(void) {
   cudaFree(src);
   cudaSetDevice(gb);
   cudaFree(dst);
-  return gc_finish("test_gpu_bind");
+  cudaSetDevice(0);
+}
+
+static tpx_rmem_t *remote_of(tpx_mem_t *m) {
+  uint8_t blob[TPX_MD_MAX];
+  size_t bl = 0;
+  tpx_rmem_t *r = NULL;
+  MUST(tpx_mem_get_public_data(m, blob, sizeof(blob), &bl));
+  MUST(tpx_load_remote_md(blob, bl, &r));
+  return r;
+}
+
+static int write_wait(tpx_peer_t *p, tpx_mem_t *src, tpx_rmem_t *dst, size_t len) {
+  tpx_xfer_t *x = NULL;
+  int rc = tpx_write(p, src, 0, dst, 0, len, NULL, 0, &x);
+  if (rc == 0) rc = tpx_xfer_wait(x, 30000);
+  tpx_xfer_free(x);
+  return rc;
+}
+
+static void part_host_recv(void) {
+  tpx_config_t cfg;
+  tpx_config_from_env(&cfg);
+  cfg.sock_unpack = 1;
+  cfg.progress_thread = 1;
+  cfg.timeout_ms = 5000; /* a stalled receive fails the transfer in 5 s instead of 30 */
+  tpx_endpoint_params_t ep;
+  tpx_endpoint_params_init(&ep);
+  ep.cfg = &cfg;
+  ep.port = TPX_PORT_EPHEMERAL;
+  ep.listen_host = "127.0.0.1";
+  tpx_endpoint_t *a = NULL, *b = NULL;
+  ep.name = "A";
+  MUST(tpx_endpoint_create(&ep, &a));
+  ep.name = "B";
+  MUST(tpx_endpoint_create(&ep, &b));
+  tpx_peer_t *ab = NULL, *ba = NULL;
+  connect_pair(a, b, &ab, &ba);
+  size_t len = 4u << 20; /* far above TPX_INLINE_BYTES: through the transport */
+  uint8_t *src = aligned_alloc(4096, len), *dst = aligned_alloc(4096, len), *gone = aligned_alloc(4096, len);
+  memset(src, 0x3a, len);
+  memset(dst, 0, len);
+  tpx_mem_desc_t ds = {src, len, TPX_MEM_HOST, 0, TPX_ACCESS_READ};
+  tpx_mem_desc_t dd = {dst, len, TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+  tpx_mem_desc_t dg = {gone, len, TPX_MEM_HOST, 0, TPX_ACCESS_WRITE};
+  tpx_mem_t *ms = NULL, *md = NULL, *mg = NULL;
+  MUST(tpx_mem_register(a, &ds, &ms));
+  MUST(tpx_mem_register(b, &dd, &md));
+  MUST(tpx_mem_register(b, &dg, &mg));
+  tpx_rmem_t *rd = remote_of(md), *rg = remote_of(mg);
+  CHECK(write_wait(ab, ms, rd, len) == 0, "write into B's host memory");
+  size_t bad = 0;
+  for (size_t i = 0; i < len; i++) bad += dst[i] != 0x3a;
+  CHECK(bad == 0, "%zu bytes wrong in B's host memory", bad);
+  /* B forgets the region: the write is refused, its bytes drained into scratch. */
+  MUST(tpx_mem_deregister(mg));
+  int rc = write_wait(ab, ms, rg, len);
+  CHECK(rc == TPX_EACCES, "refused write: %d (%s), want TPX_EACCES", rc, tpx_strerror(rc));
+  memset(dst, 0, len);
+  CHECK(write_wait(ab, ms, rd, len) == 0, "write after the refused one");
+  bad = 0;
+  for (size_t i = 0; i < len; i++) bad += dst[i] != 0x3a;
+  CHECK(bad == 0, "%zu bytes wrong after the refused write", bad);
+  tpx_rmem_free(rd);
+  tpx_rmem_free(rg);
+  MUST(tpx_mem_deregister(ms));
+  MUST(tpx_mem_deregister(md));
+  tpx_peer_close(ab);
+  tpx_peer_close(ba);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  free(src), free(dst), free(gone);
+}
+
+int main(void) {
+  int n = gc_count_gpus();
+  if (n < 1) {
+    printf("test_gpu_tcpx: no GPU: skipped\n");
+    return 77;
+  }
+  CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
+  part_host_recv();
+  if (n >= 2) part_bind(n);
+  else printf("test_gpu_tcpx: GPU binding needs 2 GPUs, %d present: that part skipped\n", n);
+  return gc_finish("test_gpu_tcpx");
 }
