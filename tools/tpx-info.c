@@ -143,6 +143,16 @@ int main(int argc, char **argv) {
     if (p.ptr_support & TPX_PTR_CUDA) any_cuda = 1;
   }
 
+  if (tpx_net_is_tcpx(net)) {
+    /* The loader (or the emulation) filled in what was unset before init. */
+    printf("\n== GPUDirect-TCPX plugin environment (docs/CONFIG.md)\n");
+    tpx_net_env_t r;
+    for (int i = 0; tpx_net_tcpx_env(i, &r) == 0; i++) {
+      printf("%-30s %s%s\n", r.name, r.value ? r.value : "(unset)",
+             r.set_by_us ? "  (was unset: set by tpx-p2p)" : "");
+      if (r.danger) WARNF("%s=%s: %s; use %s", r.name, r.value ? r.value : "(unset)", r.danger, r.safe);
+    }
+  }
   printf("\n== checks\n");
   if (ndev == 0)
     WARNF("no devices: nothing can be sent (check TPX_SOCKET_IFNAME / the plugin's NIC list)");

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net/loader.h"
+#include "tcpx/plugin_env.h"
 
 /* The caller's device-handle storage starts with the ncclNetDeviceHandle
  * layout, so the plugin can fill it in place. */
@@ -602,6 +603,9 @@ static uint64_t new_comm_id(void) {
 int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   ncclnet_result_t r;
   p->config.trafficClass = NCCLNET_TRAFFIC_CLASS_UNDEF;
+  /* The plugin reads its variables once, in init: fill in safe ones first. */
+  int tcpx = tpx__tcpx_env_is_plugin(p->net.name, p->file);
+  if (tcpx) tpx__tcpx_env_apply(p->net.name);
   if (p->fn.init_v11)
     r = p->fn.init_v11(&p->ctx, new_comm_id(), &p->config, logger, NULL);
   else if (p->fn.init_v10)
@@ -644,6 +648,10 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
         return rc;
       }
       p->unpack = 1;
+      if (!tcpx)
+        TPX_WARN("net plugin %s (%s) offers UNPACK receive offload like GPUDirect-TCPX but is not "
+                 "named like it: its NCCL_* environment was not filled in (docs/CONFIG.md)",
+                 p->net.name, p->file);
     } else if (d == 0 && w.netDeviceType != NCCLNET_DEVICE_HOST) {
       rc = tpx_err(TPX_ENOTSUP, "net plugin %s: device type %d is not supported (HOST or UNPACK)",
                    p->net.name, w.netDeviceType);

@@ -716,6 +716,22 @@ static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size)
   return gpu >= 0 ? gpu : 0; /* managed memory may name no GPU */
 }
 
+/* NCCL_DYNAMIC_CHUNK_SIZE 0 (or unset, before the engine filled it in): the
+ * plugin's tcpxCommProgress cuts the send into pieces of
+ * min(chunk, remaining) = 0 bytes forever, so it never finishes, and neither
+ * does anything after it on the comm (the plugin works on the oldest active
+ * request only). Emulated by never putting it, or what follows, on the wire.
+ * m->mu held. */
+static void send_stall(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+  atomic_store_explicit(&r->pending, 1, memory_order_relaxed);
+  atomic_store_explicit(&m->posted, r->seq + 1, memory_order_release);
+  if (m->stall_seq != UINT64_MAX) return;
+  m->stall_seq = r->seq;
+  TPX_WARN("isend to %s: NCCL_DYNAMIC_CHUNK_SIZE is 0 or unset: the TCPX plugin cuts this %zu-byte "
+           "send into 0-byte pieces, and it never finishes (emulated; docs/CONFIG.md)",
+           m->peer, r->size);
+}
+
 int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
                     void **request) {
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
@@ -754,6 +770,12 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
   uint64_t seq = r->seq;
   r->buf = data;
   r->size = size;
+  if (sn->unpack && ((size > 0 && sn->tcpx_chunk == 0) || m->stall_seq != UINT64_MAX)) {
+    send_stall(m, r);
+    *request = req_token(m, seq);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+  }
   /* Small messages whole on socket 0; larger ones cut over the data
    * sockets, first part on the next socket in turn (wire.h: the receiver
    * follows the part headers). */

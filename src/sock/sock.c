@@ -17,6 +17,7 @@
 #include "cuda/gpu.h"
 #include "net/caps.h"
 #include "sock/sock.h"
+#include "tcpx/plugin_env.h"
 
 /* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
  * virtual NICs): a 10 Gbps guess is what NCCL's socket transport uses too. */
@@ -413,6 +414,10 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
     sn->unpack = 1;
     sn->gpu_ok = tpx__gpu_device_count(&ngpu) == 0 && ngpu > 0;
     sn->host_recv_stalls = sn->gpu_ok;
+    /* The emulation stands for the plugin: its environment is filled in the
+     * same way, and read the way the plugin reads it. */
+    tpx__tcpx_env_apply("tpx unpack mode (GPUDirect-TCPX emulation)");
+    sn->tcpx_chunk = tpx__tcpx_env_chunk();
     TPX_INFO("sock: unpack mode (TCPX receive contract), bounce pool %zu bytes per recv comm in %s",
              cfg->sock_bounce_bytes,
              sn->gpu_ok ? "pinned host memory mapped into the GPUs"

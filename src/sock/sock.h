@@ -170,6 +170,8 @@ typedef struct tpx_sock_net {
   _Atomic uint64_t rng; /* comm ids, nonces */
   int unpack;           /* unpack mode (cfg.sock_unpack) */
   int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
+  long tcpx_chunk;      /* unpack mode: NCCL_DYNAMIC_CHUNK_SIZE as the plugin reads it; 0: every
+                           send of bytes stalls its comm (0-byte pieces, docs/CONFIG.md) */
   int host_recv_stalls; /* unpack mode taking CUDA pointers, as the TCPX plugin: a receive into
                            host memory stalls its comm for good (docs/UNPACK.md, "Host-memory
                            receives"); tests may set it on a GPU-less host */

@@ -302,6 +302,38 @@ static void test_props_v12_wide(void **state) {
   tpx_net_close(net);
 }
 
+/* A plugin named like GPUDirect-TCPX gets its unsafe NCCL_* defaults filled
+ * in before init; values the user set stay (and are reported unsafe). */
+static void test_tcpx_env_filled(void **state) {
+  (void)state;
+  unsetenv("NCCL_DYNAMIC_CHUNK_SIZE");
+  unsetenv("NCCL_MIN_ZCOPY_SIZE");
+  setenv("NCCL_GPUDIRECTTCPX_RECV_SYNC", "0", 1);
+  tpx_net_t *net = NULL;
+  assert_int_equal(tpx_net_open(fake_path("fake-v7"), &net), 0);
+  assert_false(tpx_net_is_tcpx(net));
+  tpx_net_close(net);
+  assert_null(getenv("NCCL_DYNAMIC_CHUNK_SIZE")); /* not TCPX: left alone */
+  assert_int_equal(tpx_net_open(fake_path("fake-tcpxhost"), &net), 0);
+  assert_true(tpx_net_is_tcpx(net));
+  assert_string_equal(getenv("NCCL_DYNAMIC_CHUNK_SIZE"), "524288");
+  assert_string_equal(getenv("NCCL_MIN_ZCOPY_SIZE"), "4096");
+  assert_string_equal(getenv("NCCL_GPUDIRECTTCPX_RECV_SYNC"), "0");
+  tpx_net_env_t row;
+  int n = 0, unsafe = 0;
+  for (; tpx_net_tcpx_env(n, &row) == 0; n++)
+    if (row.danger) {
+      unsafe++;
+      assert_string_equal(row.name, "NCCL_GPUDIRECTTCPX_RECV_SYNC");
+      assert_false(row.set_by_us);
+    }
+  assert_int_equal(n, 3);
+  assert_int_equal(unsafe, 1);
+  assert_int_equal(tpx_net_tcpx_env(n, &row), TPX_ENOENT);
+  tpx_net_close(net);
+  unsetenv("NCCL_GPUDIRECTTCPX_RECV_SYNC");
+}
+
 /* ---- size limits ---------------------------------------------------------------------------- */
 
 static void int_limits(const char *fake, int version) {
@@ -573,6 +605,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_adapter_v11),
       cmocka_unit_test(test_adapter_v12),
       cmocka_unit_test(test_props_v12_wide),
+      cmocka_unit_test(test_tcpx_env_filled),
       cmocka_unit_test(test_int_limits_v7),
       cmocka_unit_test(test_int_limits_v8),
       cmocka_unit_test(test_int_limits_v11),

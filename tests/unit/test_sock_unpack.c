@@ -21,6 +21,7 @@
 #include "cuda/gpu.h"
 #include "sock/sock.h"
 #include "tcpx/contract.h"
+#include "tcpx/plugin_env.h"
 #include "test_sock_util.h"
 
 #define PAGE 4096u
@@ -704,6 +705,74 @@ static void test_host_recv_stalls(void **state) {
   net->ops->destroy(net);
 }
 
+/* NCCL_DYNAMIC_CHUNK_SIZE=0 (what the plugin reads when the variable is
+ * unset): 0-byte pieces, the send never finishes, nor does its receive or
+ * anything after it. A value the user set is never replaced (only warned
+ * about). */
+static void test_zero_chunk_stalls(void **state) {
+  (void)state;
+  char *saved = getenv("NCCL_DYNAMIC_CHUNK_SIZE") ? strdup(getenv("NCCL_DYNAMIC_CHUNK_SIZE")) : NULL;
+  setenv("NCCL_DYNAMIC_CHUNK_SIZE", "0", 1);
+  tpx_net_t *net = up_open(1, 1, 0);
+  assert_string_equal(getenv("NCCL_DYNAMIC_CHUNK_SIZE"), "0");
+  up_link_t l;
+  up_pair(&l, net, 0);
+  static unsigned char in[8192], out[8192];
+  void *rq0 = up_post_recv(&l, in, sizeof(in));
+  void *sq0 = up_post_send(&l, out, 0); /* 0 bytes: inline in the plugin, completes */
+  assert_int_equal(ts_wait(net, sq0, NULL), 0);
+  up_wait_recv(&l, rq0);
+  up_consume(&l, rq0);
+  void *rq = up_post_recv(&l, in, sizeof(in));
+  void *sq = up_post_send(&l, out, sizeof(out));
+  for (int i = 0; i < 200; i++) {
+    int done = 1;
+    assert_int_equal(net->ops->test(net, sq, &done, NULL), 0);
+    assert_int_equal(done, 0);
+    usleep(1000);
+  }
+  int done = 1;
+  assert_int_equal(net->ops->test(net, rq, &done, NULL), 0);
+  assert_int_equal(done, 0);
+  up_close(&l);
+  net->ops->destroy(net);
+  if (saved) setenv("NCCL_DYNAMIC_CHUNK_SIZE", saved, 1);
+  else unsetenv("NCCL_DYNAMIC_CHUNK_SIZE");
+  free(saved);
+}
+
+/* Unset, the safe values are filled in when the emulation opens (as the
+ * engine's loader does before a GPUDirect-TCPX plugin's init), and data flows. */
+static void test_env_filled_in(void **state) {
+  (void)state;
+  unsetenv("NCCL_DYNAMIC_CHUNK_SIZE");
+  unsetenv("NCCL_GPUDIRECTTCPX_RECV_SYNC");
+  unsetenv("NCCL_MIN_ZCOPY_SIZE");
+  tpx_net_t *net = up_open(1, 1, 0);
+  assert_string_equal(getenv("NCCL_DYNAMIC_CHUNK_SIZE"), "524288");
+  assert_string_equal(getenv("NCCL_GPUDIRECTTCPX_RECV_SYNC"), "1");
+  assert_string_equal(getenv("NCCL_MIN_ZCOPY_SIZE"), "4096");
+  tpx_net_env_t row;
+  int i = 0;
+  for (; tpx_net_tcpx_env(i, &row) == 0; i++) {
+    assert_true(row.set_by_us);
+    assert_null(row.danger);
+  }
+  assert_int_equal(i, 3);
+  assert_true(tpx_net_is_tcpx(net));
+  up_link_t l;
+  up_pair(&l, net, 0);
+  static unsigned char in[65536], out[65536];
+  tu_fill(out, sizeof(out), 9, 0);
+  void *rq = up_post_recv(&l, in, sizeof(in));
+  void *sq = up_post_send(&l, out, sizeof(out));
+  assert_int_equal(ts_wait(net, sq, NULL), 0);
+  up_wait_recv(&l, rq);
+  up_consume(&l, rq);
+  up_close(&l);
+  net->ops->destroy(net);
+}
+
 static void test_two_comms(void **state) {
   (void)state;
   tpx_net_t *net = up_open(2, 2, 0);
@@ -745,6 +814,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_limits_and_truncation, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_two_comms, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_host_recv_stalls, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_zero_chunk_stalls, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_env_filled_in, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
