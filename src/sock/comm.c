@@ -984,6 +984,15 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   }
   m->misses = 0;
   int err = atomic_load(&r->err);
+  if (closed && err == TPX_EREMOTE) {
+    /* The plugin: once its control socket reads end-of-file, every test of a
+     * request that is not done returns 2 again (tcpxTest -> tcpxCommProgress
+     * -> socketProgressOpt): permanent, never another error. The request
+     * stays until the comm is closed. */
+    pthread_mutex_unlock(&m->mu);
+    return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed; request %u can no longer complete",
+                         kind_name(kind), m->peer, seq32);
+  }
   size_t size = kind == TPX_SK_SEND ? r->size : r->msg_size;
   size_t cap = r->size;
   if (m->upk && (err == 0 || err == TPX_ETRUNC)) {

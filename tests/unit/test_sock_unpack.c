@@ -609,13 +609,12 @@ static void test_peer_close_rc2(void **state) {
     assert_int_equal(sz, 999);
     up_check_slot(&l, (uint64_t)i, sizes[i], sizes[2], NULL, out, 40 + (uint32_t)i, 0);
   }
-  int done = 0, rc;
-  end = tpx__now_ns() + 10000000000ull;
-  do
-    rc = net->ops->test(net, rq[3], &done, NULL);
-  while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
-  assert_int_equal(rc, TPX_EREMOTE);
-  assert_int_equal(done, 0);
+  int done = 0; /* unmatched: rc 2 for good, as the plugin */
+  for (int i = 0; i < 50; i++) {
+    assert_int_equal(net->ops->test(net, rq[3], &done, NULL), TPX_ESYSTEM);
+    assert_int_equal(done, 0);
+    usleep(1000);
+  }
   /* Done receives are consumed in order; the failed one is not held. */
   for (int i = 0; i < 3; i++)
     up_consume(&l, rq[i]);

@@ -23,6 +23,7 @@ typedef struct net_probe {
   int wrong[NP_KINDS];     /* calls that saw another device */
   int seen[NP_KINDS];      /* the device the last call saw */
   void *comm[NP_KINDS];    /* the last comm connect / accept returned */
+  int stuck;               /* test() answers rc 2, not done, as TCPX once its peer is gone */
 } net_probe_t;
 
 static net_probe_t np_g;
@@ -74,7 +75,14 @@ static int np_iflush(tpx_net_t *n, void *c, int k, void **d, size_t *s, void **m
   (void)n;
   return NP_B->ops->iflush(NP_B, c, k, d, s, mh, r);
 }
-static int np_test(tpx_net_t *n, void *r, int *done, size_t *s) { (void)n; return NP_B->ops->test(NP_B, r, done, s); }
+static int np_test(tpx_net_t *n, void *r, int *done, size_t *s) {
+  (void)n;
+  if (__atomic_load_n(&np_g.stuck, __ATOMIC_ACQUIRE)) {
+    *done = 0;
+    return TPX_ESYSTEM;
+  }
+  return NP_B->ops->test(NP_B, r, done, s);
+}
 static int np_close_send(tpx_net_t *n, void *c) { (void)n; return NP_B->ops->close_send(NP_B, c); }
 static int np_close_recv(tpx_net_t *n, void *c) { (void)n; return NP_B->ops->close_recv(NP_B, c); }
 static int np_close_listen(tpx_net_t *n, void *c) { (void)n; return NP_B->ops->close_listen(NP_B, c); }
