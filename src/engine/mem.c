@@ -164,8 +164,13 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   uint64_t start = (uint64_t)k * PIECE_STRIDE;
   uint64_t len = m->len - start < PIECE_SPAN ? m->len - start : PIECE_SPAN;
   int type = m->type == TPX_MEM_CUDA ? TPX_PTR_CUDA : TPX_PTR_HOST;
-  /* CUDA regions are registered widened to whole 4 KiB pages (gpu_mem.c). */
+  /* CUDA regions are registered widened to whole 4 KiB pages (gpu_mem.c):
+   * the first piece from the region's widened start, every later one from
+   * its own start rounded down to a page (inside the region), because the
+   * TCPX plugin refuses a CUDA registration whose pointer is not 4 KiB
+   * aligned (tcpxRegMr: "data not aligned"). */
   uint64_t pre = k == 0 ? m->reg_pre : 0, post = start + len == m->len ? m->reg_post : 0;
+  if (k > 0 && m->type == TPX_MEM_CUDA) pre = (uintptr_t)(m->base + start) & (MEM_CUDA_PAGE - 1);
   void *h = NULL;
   struct gpu_bind b; /* the plugin reads the current GPU for CUDA registrations */
   int rc = tpx__gpu_bind_enter(ep, m->type == TPX_MEM_CUDA ? m->device : -1, &b);

@@ -15,6 +15,8 @@
  * its first byte: lookup is one division, chunking needs no knowledge of it. */
 #define PIECE_STRIDE (1ull << 30)
 #define PIECE_SPAN (PIECE_STRIDE + WIRE_MAX_CHUNK)
+/* CUDA registrations start on this boundary (the TCPX plugin's rule). */
+#define MEM_CUDA_PAGE 4096u
 
 struct tpx_mem {
   tpx_endpoint_t *ep;

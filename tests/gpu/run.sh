@@ -115,7 +115,8 @@ step_sockunpack() {
   fi
 }
 
-# The TCPX device rules: no host receives on UNPACK comms; transport calls
+# The TCPX device rules: no host receives on UNPACK comms, CUDA registrations
+# on 4 KiB boundaries past the first GiB too, transport calls
 # bound to the endpoint's GPU (that part needs 2 GPUs).
 step_gputcpx() { run_step gputcpx 120 "$BUILD/tests/gpu/test_gpu_tcpx"; }
 

@@ -18,6 +18,12 @@
  * receives with its device landing region. Before the fix both hung until
  * TPX_TIMEOUT_MS.
  *
+ * 3. Registrations (one GPU, 1.1 GiB free): a CUDA region of more than
+ * 1 GiB whose start is not 4 KiB-aligned. The engine registers it in 1 GiB
+ * pieces; the emulation refuses a CUDA registration at an unaligned pointer,
+ * as the plugin does, so a write landing past the first GiB failed before
+ * every piece started on a page boundary.
+ *
  * Exit 0: passed; 1: failed; 77: no GPU. Plain C (gpu_check.h). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -190,6 +196,63 @@ static void part_host_recv(void) {
   free(src), free(dst), free(gone);
 }
 
+static void part_big_unaligned(void) {
+  size_t alloc = (1ull << 30) + (16u << 20), skew = 4096 + 100, len = (1ull << 30) + (8u << 20);
+  size_t at = (1ull << 30) + 1000, n = 4u << 20; /* lands in piece 1 */
+  uint8_t *big = NULL, *src = NULL;
+  if (cudaMalloc((void **)&big, alloc) != cudaSuccess) {
+    printf("test_gpu_tcpx: 1.1 GiB of GPU memory not available: registration part skipped\n");
+    cudaGetLastError();
+    return;
+  }
+  CHECK(cudaMalloc((void **)&src, n) == cudaSuccess, "cudaMalloc");
+  CHECK(cudaMemset(src, 0x6d, n) == cudaSuccess && cudaMemset(big, 0, alloc) == cudaSuccess, "memset");
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
+  tpx_config_t cfg;
+  tpx_config_from_env(&cfg);
+  cfg.sock_unpack = 1;
+  cfg.progress_thread = 1;
+  cfg.timeout_ms = 10000;
+  tpx_endpoint_params_t ep;
+  tpx_endpoint_params_init(&ep);
+  ep.cfg = &cfg;
+  ep.port = TPX_PORT_EPHEMERAL;
+  ep.listen_host = "127.0.0.1";
+  tpx_endpoint_t *a = NULL, *b = NULL;
+  ep.name = "A";
+  MUST(tpx_endpoint_create(&ep, &a));
+  ep.name = "B";
+  MUST(tpx_endpoint_create(&ep, &b));
+  tpx_peer_t *ab = NULL, *ba = NULL;
+  connect_pair(a, b, &ab, &ba);
+  tpx_mem_desc_t ds = {src, n, TPX_MEM_CUDA, 0, TPX_ACCESS_READ};
+  tpx_mem_desc_t dd = {big + skew, len, TPX_MEM_CUDA, 0, TPX_ACCESS_WRITE};
+  tpx_mem_t *ms = NULL, *md = NULL;
+  MUST(tpx_mem_register(a, &ds, &ms));
+  MUST(tpx_mem_register(b, &dd, &md));
+  tpx_rmem_t *rd = remote_of(md);
+  tpx_xfer_t *x = NULL;
+  MUST(tpx_write(ab, ms, 0, rd, at, n, NULL, 0, &x));
+  int rc = tpx_xfer_wait(x, 30000);
+  CHECK(rc == 0, "write past the first GiB of an unaligned region: %d (%s)", rc, tpx_strerror(rc));
+  tpx_xfer_free(x);
+  uint8_t *h = malloc(n);
+  CHECK(cudaMemcpy(h, big + skew + at, n, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += h[i] != 0x6d;
+  CHECK(bad == 0, "%zu bytes wrong past the first GiB", bad);
+  free(h);
+  tpx_rmem_free(rd);
+  MUST(tpx_mem_deregister(ms));
+  MUST(tpx_mem_deregister(md));
+  tpx_peer_close(ab);
+  tpx_peer_close(ba);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  cudaFree(src);
+  cudaFree(big);
+}
+
 int main(void) {
   int n = gc_count_gpus();
   if (n < 1) {
@@ -198,6 +261,7 @@ int main(void) {
   }
   CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
   part_host_recv();
+  part_big_unaligned();
   if (n >= 2) part_bind(n);
   else printf("test_gpu_tcpx: GPU binding needs 2 GPUs, %d present: that part skipped\n", n);
   return gc_finish("test_gpu_tcpx");
