@@ -48,6 +48,10 @@ typedef struct tpx_config {
   size_t staging_bytes;    /* TPX_STAGING_BYTES: pinned staging per channel direction */
   size_t inline_bytes;     /* TPX_INLINE_BYTES: host transfers up to this size ride in the
                               engine's control message (0 = never) */
+  int progress_spin_us;    /* TPX_PROGRESS_SPIN_US: 0 = the progress thread naps 10-100 us when a
+                              pass finds nothing done with requests in flight; > 0 = it keeps
+                              polling (yielding between passes) for this long after the last
+                              progress, then blocks as when idle (NCCL's proxy style) */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -47,6 +47,7 @@ static const struct var vars[] = {
     {"TPX_PROGRESS_THREAD", NULL, V_INT, F(progress_thread), 0, 1},
     {"TPX_STAGING_BYTES", NULL, V_SIZE, F(staging_bytes), 4096, 1LL << 34},
     {"TPX_INLINE_BYTES", NULL, V_SIZE, F(inline_bytes), 0, 65536},
+    {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -85,6 +86,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->progress_thread = 1;
   cfg->staging_bytes = 8u << 20;
   cfg->inline_bytes = 16384;
+  cfg->progress_spin_us = 0; /* napping: see docs/BENCHMARKS.md for the comparison */
 }
 
 static int parse_log_level(const char *s, int *out) {
