@@ -31,20 +31,10 @@ static void test_calls_bound_to_endpoint_gpu(void **state) {
   tpx__gpu_bind_hook = hook;
   tpx_net_t *probe = net_probe_wrap(base, probe_bound, GPU_B);
 
-  tpx_endpoint_params_t ep;
-  tpx_endpoint_params_init(&ep);
-  ep.cfg = &cfg;
-  ep.port = TPX_PORT_EPHEMERAL;
-  ep.listen_host = "127.0.0.1";
-  ep.name = "A";
-  tpx_endpoint_t *a = NULL, *b = NULL;
-  assert_int_equal(tpx_endpoint_create(&ep, &a), 0);
-  ep.name = "B";
-  ep.gpu = GPU_B;
-  ep.net = probe;
-  assert_int_equal(tpx_endpoint_create(&ep, &b), 0);
-  tpx_peer_t *ab = NULL, *ba = NULL;
-  eng_connect(a, b, &ab, &ba); /* B listens and accepts */
+  eng_pair_t P; /* B listens and accepts */
+  eng_pair_open_net(&P, &cfg, &cfg, NULL, probe, GPU_B);
+  tpx_endpoint_t *a = P.a, *b = P.b;
+  tpx_peer_t *ab = P.ab, *ba = P.ba;
   eng_buf_t sa, sb, da, db;
   eng_buf(a, 256 << 10, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &sa);
   eng_buf(b, 256 << 10, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &sb);
@@ -61,10 +51,7 @@ static void test_calls_bound_to_endpoint_gpu(void **state) {
   assert_int_equal(bound, -1); /* this thread was left unbound */
 
   eng_buf_free(&sa), eng_buf_free(&sb), eng_buf_free(&da), eng_buf_free(&db);
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  eng_pair_close(&P);
   tpx__gpu_bind_hook = NULL;
   tpx_net_close(base);
 }

@@ -38,35 +38,54 @@
 
 #define LEN (1u << 20)
 
-static void connect_pair(tpx_endpoint_t *a, tpx_endpoint_t *b, tpx_peer_t **ab, tpx_peer_t **ba) {
-  MUST(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), ab));
-  MUST(tpx_accept(b, 10000, ba));
+/* Two endpoints over loopback in this process, unpack mode, B on GPU gb
+ * (over net_b when not NULL), connected. */
+struct pair {
+  tpx_config_t cfg;
+  tpx_endpoint_t *a, *b;
+  tpx_peer_t *ab, *ba;
+};
+
+static void unpack_cfg(tpx_config_t *cfg, int timeout_ms) {
+  tpx_config_from_env(cfg);
+  cfg->sock_unpack = 1;
+  cfg->progress_thread = 1;
+  if (timeout_ms) cfg->timeout_ms = timeout_ms;
+}
+
+static void pair_open(struct pair *p, tpx_net_t *net_b, int gb) {
+  tpx_endpoint_params_t ep;
+  tpx_endpoint_params_init(&ep);
+  ep.cfg = &p->cfg;
+  ep.port = TPX_PORT_EPHEMERAL;
+  ep.listen_host = "127.0.0.1";
+  ep.name = "A";
+  MUST(tpx_endpoint_create(&ep, &p->a));
+  ep.name = "B";
+  ep.gpu = gb;
+  ep.net = net_b;
+  MUST(tpx_endpoint_create(&ep, &p->b));
+  MUST(tpx_connect(p->a, "127.0.0.1", tpx_endpoint_port(p->b), &p->ab));
+  MUST(tpx_accept(p->b, 10000, &p->ba));
+}
+
+static void pair_close(struct pair *p) {
+  tpx_peer_close(p->ab);
+  tpx_peer_close(p->ba);
+  tpx_endpoint_destroy(p->a);
+  tpx_endpoint_destroy(p->b);
 }
 
 static void part_bind(int n) {
   int gb = n - 1;
-  tpx_config_t cfg;
-  tpx_config_from_env(&cfg);
-  cfg.sock_unpack = 1;
-  cfg.progress_thread = 1;
+  struct pair P;
+  unpack_cfg(&P.cfg, 0);
   tpx_net_t *base = NULL;
-  MUST(tpx_net_open_builtin(&cfg, &base));
+  MUST(tpx_net_open_builtin(&P.cfg, &base));
   tpx_net_t *probe = net_probe_wrap(base, tpx__gpu_current_device, gb);
-
-  tpx_endpoint_params_t ep;
-  tpx_endpoint_params_init(&ep);
-  ep.cfg = &cfg;
-  ep.port = TPX_PORT_EPHEMERAL;
-  ep.listen_host = "127.0.0.1";
-  ep.name = "A";
-  tpx_endpoint_t *a = NULL, *b = NULL;
-  MUST(tpx_endpoint_create(&ep, &a));
-  ep.name = "B";
-  ep.gpu = gb;
-  ep.net = probe;
-  MUST(tpx_endpoint_create(&ep, &b));
-  tpx_peer_t *ab = NULL, *ba = NULL;
-  connect_pair(a, b, &ab, &ba); /* before any registration: nothing pinned a device yet */
+  pair_open(&P, probe, gb); /* before any registration: nothing pinned a device yet */
+  tpx_endpoint_t *a = P.a, *b = P.b;
+  tpx_peer_t *ab = P.ab;
 
   /* A (GPU 0) writes into B's memory on GPU gb: B receives through the bounce pool. */
   uint8_t *src = NULL, *dst = NULL;
@@ -114,10 +133,7 @@ static void part_bind(int n) {
   tpx_rmem_free(rd);
   MUST(tpx_mem_deregister(ms));
   MUST(tpx_mem_deregister(md));
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  pair_close(&P);
   tpx_net_close(base);
   cudaFree(src);
   cudaSetDevice(gb);
@@ -143,23 +159,11 @@ static int write_wait(tpx_peer_t *p, tpx_mem_t *src, tpx_rmem_t *dst, size_t len
 }
 
 static void part_host_recv(void) {
-  tpx_config_t cfg;
-  tpx_config_from_env(&cfg);
-  cfg.sock_unpack = 1;
-  cfg.progress_thread = 1;
-  cfg.timeout_ms = 5000; /* a stalled receive fails the transfer in 5 s instead of 30 */
-  tpx_endpoint_params_t ep;
-  tpx_endpoint_params_init(&ep);
-  ep.cfg = &cfg;
-  ep.port = TPX_PORT_EPHEMERAL;
-  ep.listen_host = "127.0.0.1";
-  tpx_endpoint_t *a = NULL, *b = NULL;
-  ep.name = "A";
-  MUST(tpx_endpoint_create(&ep, &a));
-  ep.name = "B";
-  MUST(tpx_endpoint_create(&ep, &b));
-  tpx_peer_t *ab = NULL, *ba = NULL;
-  connect_pair(a, b, &ab, &ba);
+  struct pair P;
+  unpack_cfg(&P.cfg, 5000); /* a stalled receive fails the transfer in 5 s instead of 30 */
+  pair_open(&P, NULL, 0);
+  tpx_endpoint_t *a = P.a, *b = P.b;
+  tpx_peer_t *ab = P.ab;
   size_t len = 4u << 20; /* far above TPX_INLINE_BYTES: through the transport */
   uint8_t *src = aligned_alloc(4096, len), *dst = aligned_alloc(4096, len), *gone = aligned_alloc(4096, len);
   memset(src, 0x3a, len);
@@ -189,10 +193,7 @@ static void part_host_recv(void) {
   tpx_rmem_free(rg);
   MUST(tpx_mem_deregister(ms));
   MUST(tpx_mem_deregister(md));
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  pair_close(&P);
   free(src), free(dst), free(gone);
 }
 
@@ -208,23 +209,11 @@ static void part_big_unaligned(void) {
   CHECK(cudaMalloc((void **)&src, n) == cudaSuccess, "cudaMalloc");
   CHECK(cudaMemset(src, 0x6d, n) == cudaSuccess && cudaMemset(big, 0, alloc) == cudaSuccess, "memset");
   CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
-  tpx_config_t cfg;
-  tpx_config_from_env(&cfg);
-  cfg.sock_unpack = 1;
-  cfg.progress_thread = 1;
-  cfg.timeout_ms = 10000;
-  tpx_endpoint_params_t ep;
-  tpx_endpoint_params_init(&ep);
-  ep.cfg = &cfg;
-  ep.port = TPX_PORT_EPHEMERAL;
-  ep.listen_host = "127.0.0.1";
-  tpx_endpoint_t *a = NULL, *b = NULL;
-  ep.name = "A";
-  MUST(tpx_endpoint_create(&ep, &a));
-  ep.name = "B";
-  MUST(tpx_endpoint_create(&ep, &b));
-  tpx_peer_t *ab = NULL, *ba = NULL;
-  connect_pair(a, b, &ab, &ba);
+  struct pair P;
+  unpack_cfg(&P.cfg, 10000);
+  pair_open(&P, NULL, 0);
+  tpx_endpoint_t *a = P.a, *b = P.b;
+  tpx_peer_t *ab = P.ab;
   tpx_mem_desc_t ds = {src, n, TPX_MEM_CUDA, 0, TPX_ACCESS_READ};
   tpx_mem_desc_t dd = {big + skew, len, TPX_MEM_CUDA, 0, TPX_ACCESS_WRITE};
   tpx_mem_t *ms = NULL, *md = NULL;
@@ -245,10 +234,7 @@ static void part_big_unaligned(void) {
   tpx_rmem_free(rd);
   MUST(tpx_mem_deregister(ms));
   MUST(tpx_mem_deregister(md));
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  pair_close(&P);
   cudaFree(src);
   cudaFree(big);
 }
