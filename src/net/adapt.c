@@ -148,7 +148,8 @@ int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v12_t *w) {
     w->maxMultiRequestSize = s.maxMultiRequestSize;
   } else {
     r = p->fn.props_v12(dev, w);
-    if (w->vProps.ndevs > NCCLNET_MAX_DEVS_PER_NIC_V12) w->vProps.ndevs = NCCLNET_MAX_DEVS_PER_NIC_V12;
+    if (w->vProps.ndevs > NCCLNET_MAX_DEVS_PER_NIC_V12)
+      w->vProps.ndevs = NCCLNET_MAX_DEVS_PER_NIC_V12;
   }
   return res(p, "getProperties", r);
 }

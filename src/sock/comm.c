@@ -840,7 +840,8 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   if ((rc = tpx__sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
     return rc;
   if ((rc = check_unpack_size(m, sizes[0], "irecv")) != 0) return rc;
-  int host_buf = sn->host_recv_stalls && !recv_into_device(sn, mhandles ? mhandles[0] : NULL, data[0]);
+  int host_buf =
+      sn->host_recv_stalls && !recv_into_device(sn, mhandles ? mhandles[0] : NULL, data[0]);
   pthread_mutex_lock(&m->mu);
   tpx_sock_req_t *r = req_alloc(m, "irecv", &rc);
   if (r == NULL) {

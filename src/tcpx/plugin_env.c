@@ -20,9 +20,9 @@
 struct var {
   const char *name;
   const char *safe;
-  const char *why;  /* logged when we set it */
-  long bad_below;   /* a set value below this is unsafe (LONG_MIN: none) */
-  const char *bad;  /* why such a value (or the variable unset) is unsafe */
+  const char *why; /* logged when we set it */
+  long bad_below;  /* a set value below this is unsafe (LONG_MIN: none) */
+  const char *bad; /* why such a value (or the variable unset) is unsafe */
 };
 
 static const struct var vars[] = {

@@ -12,7 +12,9 @@
 #include "eng.h"
 #include "net_probe.h"
 
-static int no_device(void) { return 0; }
+static int no_device(void) {
+  return 0;
+}
 
 static void eof_case(int destroy_b) {
   tpx_config_t cfg;
@@ -44,7 +46,8 @@ static void eof_case(int destroy_b) {
   /* Well inside the 30 s request deadline: the control connection's end
    * decided it (500 ms grace without a completed chunk). */
   int rc = tpx_xfer_wait(x, 5000);
-  if (rc == 0 || rc == TPX_ETIMEDOUT) fail_msg("write after the peer left: %d (%s), want a failure", rc, tpx_strerror(rc));
+  if (rc == 0 || rc == TPX_ETIMEDOUT)
+    fail_msg("write after the peer left: %d (%s), want a failure", rc, tpx_strerror(rc));
   tpx_xfer_free(x);
   __atomic_store_n(&np_g.stuck, 0, __ATOMIC_RELEASE);
   eng_buf_free(&src);

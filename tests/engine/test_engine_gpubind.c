@@ -12,13 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gpu/gpu_path.h"
 #include "eng.h"
+#include "engine/gpu/gpu_path.h"
 #include "net_probe.h"
 
 static __thread int bound = -1;
-static void hook(int dev) { bound = dev; }
-static int probe_bound(void) { return bound; }
+static void hook(int dev) {
+  bound = dev;
+}
+static int probe_bound(void) {
+  return bound;
+}
 
 #define GPU_B 3
 
@@ -45,8 +49,9 @@ static void test_calls_bound_to_endpoint_gpu(void **state) {
 
   for (int k = 0; k < NP_KINDS; k++) {
     assert_true(np_g.calls[k] > 0);
-    if (np_g.wrong[k]) fail_msg("call kind %d: %d of %d calls saw device %d, want %d", k, np_g.wrong[k],
-                                np_g.calls[k], np_g.seen[k], GPU_B);
+    if (np_g.wrong[k])
+      fail_msg("call kind %d: %d of %d calls saw device %d, want %d", k, np_g.wrong[k],
+               np_g.calls[k], np_g.seen[k], GPU_B);
   }
   assert_int_equal(bound, -1); /* this thread was left unbound */
 

@@ -113,22 +113,25 @@ static void part_bind(int n) {
   uint8_t *h = malloc(LEN);
   CHECK(cudaMemcpy(h, dst, LEN, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
   size_t bad = 0;
-  for (size_t i = 0; i < LEN; i++) bad += h[i] != 0x5c;
+  for (size_t i = 0; i < LEN; i++)
+    bad += h[i] != 0x5c;
   CHECK(bad == 0, "%zu bytes wrong on GPU %d", bad, gb);
   free(h);
 
   const char *kind[NP_KINDS] = {"listen", "connect", "accept", "regMr"};
   for (int k = 0; k < NP_KINDS; k++) {
     CHECK(np_g.calls[k] > 0, "no %s call seen", kind[k]);
-    CHECK(np_g.wrong[k] == 0, "%s: %d of %d calls ran on GPU %d, want %d", kind[k], np_g.wrong[k], np_g.calls[k],
-          np_g.seen[k], gb);
+    CHECK(np_g.wrong[k] == 0, "%s: %d of %d calls ran on GPU %d, want %d", kind[k], np_g.wrong[k],
+          np_g.calls[k], np_g.seen[k], gb);
   }
-  CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]) == gb, "recv comm (bounce pool) on GPU %d, want %d",
+  CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]) == gb,
+        "recv comm (bounce pool) on GPU %d, want %d",
         tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]), gb);
   CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_CONNECT]) == gb, "send comm on GPU %d, want %d",
         tpx__sock_comm_gpu(base, np_g.comm[NP_CONNECT]), gb);
   int cur = -1;
-  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 0, "the caller's device is %d after the calls, want 0", cur);
+  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 0,
+        "the caller's device is %d after the calls, want 0", cur);
 
   tpx_rmem_free(rd);
   MUST(tpx_mem_deregister(ms));
@@ -165,7 +168,8 @@ static void part_host_recv(void) {
   tpx_endpoint_t *a = P.a, *b = P.b;
   tpx_peer_t *ab = P.ab;
   size_t len = 4u << 20; /* far above TPX_INLINE_BYTES: through the transport */
-  uint8_t *src = aligned_alloc(4096, len), *dst = aligned_alloc(4096, len), *gone = aligned_alloc(4096, len);
+  uint8_t *src = aligned_alloc(4096, len), *dst = aligned_alloc(4096, len),
+          *gone = aligned_alloc(4096, len);
   memset(src, 0x3a, len);
   memset(dst, 0, len);
   tpx_mem_desc_t ds = {src, len, TPX_MEM_HOST, 0, TPX_ACCESS_READ};
@@ -178,7 +182,8 @@ static void part_host_recv(void) {
   tpx_rmem_t *rd = remote_of(md), *rg = remote_of(mg);
   CHECK(write_wait(ab, ms, rd, len) == 0, "write into B's host memory");
   size_t bad = 0;
-  for (size_t i = 0; i < len; i++) bad += dst[i] != 0x3a;
+  for (size_t i = 0; i < len; i++)
+    bad += dst[i] != 0x3a;
   CHECK(bad == 0, "%zu bytes wrong in B's host memory", bad);
   /* B forgets the region: the write is refused, its bytes drained into scratch. */
   MUST(tpx_mem_deregister(mg));
@@ -187,7 +192,8 @@ static void part_host_recv(void) {
   memset(dst, 0, len);
   CHECK(write_wait(ab, ms, rd, len) == 0, "write after the refused one");
   bad = 0;
-  for (size_t i = 0; i < len; i++) bad += dst[i] != 0x3a;
+  for (size_t i = 0; i < len; i++)
+    bad += dst[i] != 0x3a;
   CHECK(bad == 0, "%zu bytes wrong after the refused write", bad);
   tpx_rmem_free(rd);
   tpx_rmem_free(rg);
@@ -207,7 +213,8 @@ static void part_big_unaligned(void) {
     return;
   }
   CHECK(cudaMalloc((void **)&src, n) == cudaSuccess, "cudaMalloc");
-  CHECK(cudaMemset(src, 0x6d, n) == cudaSuccess && cudaMemset(big, 0, alloc) == cudaSuccess, "memset");
+  CHECK(cudaMemset(src, 0x6d, n) == cudaSuccess && cudaMemset(big, 0, alloc) == cudaSuccess,
+        "memset");
   CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
   struct pair P;
   unpack_cfg(&P.cfg, 10000);
@@ -228,7 +235,8 @@ static void part_big_unaligned(void) {
   uint8_t *h = malloc(n);
   CHECK(cudaMemcpy(h, big + skew + at, n, cudaMemcpyDeviceToHost) == cudaSuccess, "copy back");
   size_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad += h[i] != 0x6d;
+  for (size_t i = 0; i < n; i++)
+    bad += h[i] != 0x6d;
   CHECK(bad == 0, "%zu bytes wrong past the first GiB", bad);
   free(h);
   tpx_rmem_free(rd);
@@ -248,7 +256,9 @@ int main(void) {
   CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
   part_host_recv();
   part_big_unaligned();
-  if (n >= 2) part_bind(n);
-  else printf("test_gpu_tcpx: GPU binding needs 2 GPUs, %d present: that part skipped\n", n);
+  if (n >= 2)
+    part_bind(n);
+  else
+    printf("test_gpu_tcpx: GPU binding needs 2 GPUs, %d present: that part skipped\n", n);
   return gc_finish("test_gpu_tcpx");
 }

@@ -710,7 +710,8 @@ static void test_host_recv_stalls(void **state) {
  * about). */
 static void test_zero_chunk_stalls(void **state) {
   (void)state;
-  char *saved = getenv("NCCL_DYNAMIC_CHUNK_SIZE") ? strdup(getenv("NCCL_DYNAMIC_CHUNK_SIZE")) : NULL;
+  char *saved =
+      getenv("NCCL_DYNAMIC_CHUNK_SIZE") ? strdup(getenv("NCCL_DYNAMIC_CHUNK_SIZE")) : NULL;
   setenv("NCCL_DYNAMIC_CHUNK_SIZE", "0", 1);
   tpx_net_t *net = up_open(1, 1, 0);
   assert_string_equal(getenv("NCCL_DYNAMIC_CHUNK_SIZE"), "0");
@@ -735,8 +736,10 @@ static void test_zero_chunk_stalls(void **state) {
   assert_int_equal(done, 0);
   up_close(&l);
   net->ops->destroy(net);
-  if (saved) setenv("NCCL_DYNAMIC_CHUNK_SIZE", saved, 1);
-  else unsetenv("NCCL_DYNAMIC_CHUNK_SIZE");
+  if (saved)
+    setenv("NCCL_DYNAMIC_CHUNK_SIZE", saved, 1);
+  else
+    unsetenv("NCCL_DYNAMIC_CHUNK_SIZE");
   free(saved);
 }
 

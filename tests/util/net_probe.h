@@ -18,12 +18,12 @@ typedef struct net_probe {
   tpx_net_t net; /* what the endpoint gets */
   tpx_net_ops_t ops;
   int (*device)(void);
-  int want;                /* the device every call should see */
+  int want; /* the device every call should see */
   int calls[NP_KINDS];
-  int wrong[NP_KINDS];     /* calls that saw another device */
-  int seen[NP_KINDS];      /* the device the last call saw */
-  void *comm[NP_KINDS];    /* the last comm connect / accept returned */
-  int stuck;               /* test() answers rc 2, not done, as TCPX once its peer is gone */
+  int wrong[NP_KINDS];  /* calls that saw another device */
+  int seen[NP_KINDS];   /* the device the last call saw */
+  void *comm[NP_KINDS]; /* the last comm connect / accept returned */
+  int stuck;            /* test() answers rc 2, not done, as TCPX once its peer is gone */
 } net_probe_t;
 
 static net_probe_t np_g;
@@ -36,8 +36,14 @@ static void np_note(int kind) {
 }
 
 #define NP_B np_g.base
-static int np_devices(tpx_net_t *n, int *nd) { (void)n; return NP_B->ops->devices(NP_B, nd); }
-static int np_props(tpx_net_t *n, int d, tpx_net_props_t *p) { (void)n; return NP_B->ops->get_properties(NP_B, d, p); }
+static int np_devices(tpx_net_t *n, int *nd) {
+  (void)n;
+  return NP_B->ops->devices(NP_B, nd);
+}
+static int np_props(tpx_net_t *n, int d, tpx_net_props_t *p) {
+  (void)n;
+  return NP_B->ops->get_properties(NP_B, d, p);
+}
 static int np_listen(tpx_net_t *n, int d, void *h, void **lc) {
   (void)n;
   np_note(NP_LISTEN);
@@ -62,12 +68,16 @@ static int np_reg(tpx_net_t *n, void *c, void *d, size_t s, int t, void **mh) {
   np_note(NP_REGMR);
   return NP_B->ops->reg_mr(NP_B, c, d, s, t, mh);
 }
-static int np_dereg(tpx_net_t *n, void *c, void *mh) { (void)n; return NP_B->ops->dereg_mr(NP_B, c, mh); }
+static int np_dereg(tpx_net_t *n, void *c, void *mh) {
+  (void)n;
+  return NP_B->ops->dereg_mr(NP_B, c, mh);
+}
 static int np_isend(tpx_net_t *n, void *c, void *d, size_t s, int t, void *mh, void **r) {
   (void)n;
   return NP_B->ops->isend(NP_B, c, d, s, t, mh, r);
 }
-static int np_irecv(tpx_net_t *n, void *c, int k, void **d, size_t *s, int *t, void **mh, void **r) {
+static int np_irecv(tpx_net_t *n, void *c, int k, void **d, size_t *s, int *t, void **mh,
+                    void **r) {
   (void)n;
   return NP_B->ops->irecv(NP_B, c, k, d, s, t, mh, r);
 }
@@ -83,12 +93,29 @@ static int np_test(tpx_net_t *n, void *r, int *done, size_t *s) {
   }
   return NP_B->ops->test(NP_B, r, done, s);
 }
-static int np_close_send(tpx_net_t *n, void *c) { (void)n; return NP_B->ops->close_send(NP_B, c); }
-static int np_close_recv(tpx_net_t *n, void *c) { (void)n; return NP_B->ops->close_recv(NP_B, c); }
-static int np_close_listen(tpx_net_t *n, void *c) { (void)n; return NP_B->ops->close_listen(NP_B, c); }
-static int np_dmr(tpx_net_t *n, void *c, void *mh, void **d) { (void)n; return NP_B->ops->get_device_mr(NP_B, c, mh, d); }
-static int np_consumed(tpx_net_t *n, void *c, int k, void *r) { (void)n; return NP_B->ops->irecv_consumed(NP_B, c, k, r); }
-static void np_destroy(tpx_net_t *n) { (void)n; } /* the test closes the base itself */
+static int np_close_send(tpx_net_t *n, void *c) {
+  (void)n;
+  return NP_B->ops->close_send(NP_B, c);
+}
+static int np_close_recv(tpx_net_t *n, void *c) {
+  (void)n;
+  return NP_B->ops->close_recv(NP_B, c);
+}
+static int np_close_listen(tpx_net_t *n, void *c) {
+  (void)n;
+  return NP_B->ops->close_listen(NP_B, c);
+}
+static int np_dmr(tpx_net_t *n, void *c, void *mh, void **d) {
+  (void)n;
+  return NP_B->ops->get_device_mr(NP_B, c, mh, d);
+}
+static int np_consumed(tpx_net_t *n, void *c, int k, void *r) {
+  (void)n;
+  return NP_B->ops->irecv_consumed(NP_B, c, k, r);
+}
+static void np_destroy(tpx_net_t *n) {
+  (void)n;
+} /* the test closes the base itself */
 #undef NP_B
 
 /* Wrap `base` (still owned by the caller); returns the transport to hand to
@@ -98,9 +125,10 @@ static tpx_net_t *net_probe_wrap(tpx_net_t *base, int (*device)(void), int want)
   np_g.base = base;
   np_g.device = device;
   np_g.want = want;
-  tpx_net_ops_t o = {np_devices, np_props, np_listen, np_connect, np_accept, np_reg, np_dereg,
-                     np_isend, np_irecv, np_iflush, np_test, np_close_send, np_close_recv,
-                     np_close_listen, np_dmr, np_consumed, np_destroy};
+  tpx_net_ops_t o = {np_devices,  np_props,      np_listen,     np_connect,      np_accept,
+                     np_reg,      np_dereg,      np_isend,      np_irecv,        np_iflush,
+                     np_test,     np_close_send, np_close_recv, np_close_listen, np_dmr,
+                     np_consumed, np_destroy};
   if (!base->ops->iflush) o.iflush = NULL;
   if (!base->ops->get_device_mr) o.get_device_mr = NULL;
   if (!base->ops->irecv_consumed) o.irecv_consumed = NULL;
