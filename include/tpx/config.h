@@ -59,10 +59,14 @@ typedef struct tpx_config {
   size_t max_notif_bytes;  /* TPX_MAX_NOTIF_BYTES: their payload bytes */
   int max_ctl_queue;       /* TPX_MAX_CTL_QUEUE: a peer's requests queued or being served */
   size_t max_ctl_out_bytes; /* TPX_MAX_CTL_OUT_BYTES: control bytes waiting for a peer to read them */
-  int net_abi;             /* TPX_NET_ABI: drive exactly ncclNetPlugin_v<net_abi> (7..11);
+  int net_abi;             /* TPX_NET_ABI: drive exactly ncclNetPlugin_v<net_abi> (7..12);
                               0 = the highest the plugin exports */
   char gpu_nic_map[256];   /* TPX_GPU_NIC_MAP: static GPU -> NIC map ("0-3:eth1,eth2;4-7:eth3,eth4");
                               "" = detected from sysfs (docs/TOPOLOGY.md) */
+  int progress_spin_us;    /* TPX_PROGRESS_SPIN_US: 0 = the progress thread naps 10-100 us when a
+                              pass finds nothing done with requests in flight; > 0 = it keeps
+                              polling (yielding between passes) for this long after the last
+                              progress, then blocks as when idle (NCCL's proxy style) */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

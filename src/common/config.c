@@ -60,8 +60,9 @@ static const struct var vars[] = {
     {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
     {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
     {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
-    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 11},
+    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12},
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
+    {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -112,6 +113,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->max_notif_bytes = 4u << 20;
   cfg->max_ctl_queue = 16384;
   cfg->max_ctl_out_bytes = 64u << 20;
+  cfg->progress_spin_us = 0; /* napping: see docs/BENCHMARKS.md for the comparison */
 }
 
 static int parse_log_level(const char *s, int *out) {

@@ -60,6 +60,10 @@ struct tpx_peer {
   int nch;
   struct channel *ch;
   uint64_t setup_deadline;
+  /* P_CLOSING because the control connection ended: when requests are still
+   * in the transport at this time and none completed since, fail the peer
+   * (a plugin may never complete nor fail them: TCPX's rc 2). */
+  uint64_t eof_deadline;
   /* ops */
   struct op *active;
   struct id_slot *ids;

@@ -128,12 +128,6 @@ static int test_head(struct tpx_peer *p, struct window *q) {
     int done = 0;
     size_t got = SIZE_MAX; /* left alone by transports that do not report sizes (TCPX) */
     int rc = net->ops->test(net, s->req, &done, q->is_recv ? &got : NULL);
-    if (rc == TPX_ESYSTEM && done) {
-      /* TCPX: the peer closed after this request's data arrived. */
-      TPX_DEBUG("peer %s channel %d: chunk %llu done as the peer closed", p->where, q->ch,
-                (unsigned long long)s->chunk);
-      rc = 0;
-    }
     if (rc == 0 && done && got != SIZE_MAX && got != s->len) /* every byte of a chunk is sent, once */
       return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: chunk %llu of %s %llu: the peer sent %zu bytes, "
                            "the chunk has %llu", p->where, q->ch, (unsigned long long)s->chunk,

@@ -8,7 +8,8 @@
  *    irecvConsumed (if the transport has it) was called, in FIFO order
  *    (tri-state: posted -> done in the transport -> consumed);
  *  - every request has a deadline (cfg.timeout_ms);
- *  - rc TPX_ESYSTEM from test with done=1 is success, with done=0 "not yet".
+ *  - rc TPX_ESYSTEM from test is "not yet" (the plugin's transient rc 2;
+ *    it never comes with done=1: docs/UNPACK.md, "Peer close").
  *
  * The window reports upward only through its return values and the `done`
  * callback it is given: it never fails a peer or finishes a transfer itself. */
