@@ -585,9 +585,9 @@ static void test_shared_v11_finalize(void **state) {
   /* Another version than the loaded instance's would need a second init. */
   assert_int_equal(tpx_net_open(fake_path("fake-all"), &a), 0);
   assert_int_equal(tpx__net_open_version(fake_path("fake-all"), 8, &b), TPX_EUSAGE);
-  assert_error_mentions("already loaded in this process at ncclNet v11");
+  assert_error_mentions("already loaded in this process at ncclNet v12");
   assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 7, &b), TPX_EUSAGE);
-  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 12, &b), TPX_EINVAL);
+  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 13, &b), TPX_EINVAL);
   tpx_net_close(a);
   /* Unloaded: now any version loads. */
   assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 7, &b), 0);
