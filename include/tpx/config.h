@@ -58,6 +58,13 @@ TPX_API void tpx_config_defaults(tpx_config_t *cfg);
  * either way). */
 TPX_API int tpx_config_from_env(tpx_config_t *cfg);
 
+/* Set one field from text, with the environment's parser and range checks.
+ * name: a variable of docs/CONFIG.md ("TPX_NUM_CHANNELS" or a synonym) or the
+ * same without the "TPX_" prefix, any case ("num_channels"). TPX_ENOENT for an
+ * unknown name, TPX_EINVAL for a malformed or out-of-range value (cfg
+ * unchanged, the reason logged at warn). */
+TPX_API int tpx_config_set(tpx_config_t *cfg, const char *name, const char *value);
+
 /* The process-wide configuration read from the environment once. */
 TPX_API const tpx_config_t *tpx_config_global(void);
 

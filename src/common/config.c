@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "tpx/error.h"
 
@@ -156,6 +157,25 @@ int tpx_config_from_env(tpx_config_t *cfg) {
     if (apply(cfg, v, name, val) != 0) rc = TPX_EINVAL;
   }
   return rc;
+}
+
+/* Same table, same checks as the environment: `name` is the variable's name
+ * (TPX_* or its synonym), or that name without "TPX_" in any case
+ * ("num_channels"), so programs that take settings from elsewhere (the NIXL
+ * plugin's init parameters) need no table of their own. */
+int tpx_config_set(tpx_config_t *cfg, const char *name, const char *value) {
+  if (!cfg || !name || !value) return tpx_err(TPX_EINVAL, "tpx_config_set: NULL argument");
+  char full[64];
+  int n = snprintf(full, sizeof full, "%s%s", strncasecmp(name, "TPX_", 4) ? "TPX_" : "", name);
+  if (n < 0 || (size_t)n >= sizeof full) return tpx_err(TPX_ENOENT, "config: no setting named '%.64s'", name);
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const struct var *v = &vars[i];
+    if (strcasecmp(full, v->name) != 0 && !(v->synonym && strcasecmp(name, v->synonym) == 0)) continue;
+    if (apply(cfg, v, v->name, value) != 0)
+      return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is out of range or malformed", v->name, value);
+    return 0;
+  }
+  return tpx_err_quiet(TPX_ENOENT, "config: no setting named '%s'", name);
 }
 
 /* One comm alone: 4 data sockets; 2 with at most 2 CPUs, where every busy

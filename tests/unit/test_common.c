@@ -65,6 +65,32 @@ static void test_config_env(void **state) {
 
 /* Sockets per comm: an explicit TPX_NSOCKS wins; automatic is the machine's
  * one-comm default shared among the comms of one peer, at least 1. */
+/* tpx_config_set: the environment's parser and bounds, by either name. */
+static void test_config_set(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  tpx_config_defaults(&cfg);
+  assert_int_equal(tpx_config_set(&cfg, "num_channels", "3"), 0);
+  assert_int_equal(cfg.num_channels, 3);
+  assert_int_equal(tpx_config_set(&cfg, "TPX_CHUNK_BYTES", "1M"), 0);
+  assert_int_equal(cfg.chunk_bytes, 1u << 20);
+  assert_int_equal(tpx_config_set(&cfg, "UCCL_TCPX_NUM_CHANNELS", "5"), 0);
+  assert_int_equal(cfg.num_channels, 5);
+  assert_int_equal(tpx_config_set(&cfg, "Timeout_Ms", "1500"), 0);
+  assert_int_equal(cfg.timeout_ms, 1500);
+  assert_int_equal(tpx_config_set(&cfg, "net_plugin", "tpx"), 0);
+  assert_string_equal(cfg.net_plugin, "tpx");
+  /* Out of range, malformed, unknown: refused, cfg unchanged. */
+  tpx_config_t before = cfg;
+  assert_int_equal(tpx_config_set(&cfg, "chunk_bytes", "8M"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&cfg, "num_channels", "0"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&cfg, "num_channels", "two"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&cfg, "log", "loud"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&cfg, "no_such_knob", "1"), TPX_ENOENT);
+  assert_int_equal(tpx_config_set(&cfg, NULL, "1"), TPX_EINVAL);
+  assert_memory_equal(&cfg, &before, sizeof cfg);
+}
+
 static void test_config_nsocks(void **state) {
   (void)state;
   tpx_config_t cfg;
@@ -136,6 +162,7 @@ int main(void) {
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
       cmocka_unit_test(test_config_nsocks),
+      cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_bind_port),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
