@@ -2,11 +2,13 @@
 # Builds the real NIXL client the NIXL plugin is tested against (abseil,
 # NIXL with its C++ tests, examples and Python bindings; with --ucx also UCX
 # and NIXL's UCX backend, for the comparison benchmark) from the release
-# tarballs in TPX_THIRD_PARTY, into a prefix OUTSIDE the repository, the way
+# tarballs in $TPX_THIRD_PARTY (default: ../shared/third_party next to the
+# checkout; docs/NIXL.md lists the files), into a prefix OUTSIDE the repository, the way
 # NIXL's own documentation builds it (CMake for abseil, meson for NIXL,
 # autotools for UCX). Never downloads anything (meson --wrap-mode=nodownload).
 #
-# The prefix is ${TPX_DEPS_CACHE:-/var/cache/tpx-testdeps}/<hash>, the hash
+# The prefix is $TPX_DEPS_CACHE/<hash> (default /var/cache/tpx-testdeps when
+# writable, else ~/.cache/tpx-testdeps), the hash
 # covering the tarballs, this script, the test patch and the options, so a
 # second run on the same machine reuses it. The last line printed is the
 # prefix; CMake finds NIXL there through -DNIXL_PREFIX=<prefix> (the Makefile
@@ -22,7 +24,10 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 tp=${TPX_THIRD_PARTY:-$repo/../shared/third_party}
-cache=${TPX_DEPS_CACHE:-/var/cache/tpx-testdeps}
+if [ -n "${TPX_DEPS_CACHE:-}" ]; then cache=$TPX_DEPS_CACHE
+elif [ -w /var/cache ] || [ -w /var/cache/tpx-testdeps ]; then cache=/var/cache/tpx-testdeps
+else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tpx-testdeps
+fi
 jobs=$(nproc)
 with_ucx=0
 print_only=0
@@ -47,10 +52,12 @@ patch_file=$repo/tests/nixl/nixl-gtest-tpx.sh
 tarballs="$absl_tgz $nixl_tgz $tf_tgz $toml_tgz"
 [ "$with_ucx" = 1 ] && tarballs="$tarballs $ucx_tgz"
 
-# The hash is over names and sizes+mtimes would be cheaper, but content is
-# what decides the build: sha256 of ~12 MB costs well under a second.
-key=$( (for f in $tarballs; do [ -r "$f" ] || { echo "missing:$f"; continue; }; sha256sum "$f"; done
-        sha256sum "$0" "$patch_file" 2>/dev/null; echo "ucx=$with_ucx") | sha256sum | cut -c1-16)
+# Bump when the steps below change what gets built.
+recipe=1
+# Content decides the build: sha256 of ~12 MB of tarballs costs well under a
+# second. Only the file contents enter the hash, not their paths.
+key=$( (for f in $tarballs; do [ -r "$f" ] || { echo "missing:$f"; continue; }; sha256sum <"$f"; done
+        sha256sum <"$patch_file"; echo "recipe=$recipe ucx=$with_ucx") | sha256sum | cut -c1-16)
 prefix=$cache/$key
 if [ "$print_only" = 1 ]; then
   [ -f "$prefix/.complete" ] && echo "$prefix"

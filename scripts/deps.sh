@@ -1,11 +1,16 @@
 #!/bin/sh
 # Installs what the project needs from Debian 12 (as root). Without arguments:
 # what building and running the benchmark needs. With --test: also what the
-# tests need. Installs nothing that is already there.
+# tests need, and builds the NIXL the plugin's tests run against
+# (scripts/build-testdeps.sh, cached). Installs nothing that is already there.
 set -eu
 pkgs="build-essential cmake pkg-config iproute2"
 if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3"
+  # The NIXL plugin's tests build NIXL itself (scripts/build-testdeps.sh).
+  pkgs="$pkgs meson ninja-build pybind11-dev python3-pybind11 python3-dev libasio-dev liburing-dev"
+  pkgs="$pkgs libaio-dev libgtest-dev libgmock-dev python3-numpy python3-pytest"
+  pkgs="$pkgs autoconf automake libtool"
 fi
 missing=""
 for p in $pkgs; do
@@ -17,4 +22,8 @@ if [ -n "$missing" ]; then
   apt-get update
   # shellcheck disable=SC2086
   apt-get install -y --no-install-recommends $missing
+fi
+if [ "${1:-}" = "--test" ]; then
+  # NIXL (and abseil) from the release tarballs, cached outside the checkout.
+  "$(dirname "$0")/build-testdeps.sh"
 fi
