@@ -3,6 +3,7 @@ TPX backend in its own process, driven line by line over stdin/stdout.
 
 It owns NBLK blocks of BLK bytes laid out with gaps (block i at i * STRIDE),
 filled with a pattern seeded by its name, and answers:
+(answers are prefixed "@@ ", the rest of stdout is NIXL's logging)
   ready              -> "READY <listen port> <region address> <region bytes>" (printed at start)
   expect <tag> <seed> <idx,...>   wait for notification <tag> from "init", then
                      check that block idx[k] holds pattern(seed, k): "OK <tag>" / "BAD ..."
@@ -29,6 +30,11 @@ WAIT_S = 60.0
 def pattern(seed: int, k: int, n: int = BLK) -> np.ndarray:
     """Bytes a block written as the k-th of a transfer seeded `seed` holds."""
     return ((np.arange(n, dtype=np.uint32) * 31 + seed * 7919 + k * 131) & 0xFF).astype(np.uint8)
+
+
+def say(line: str):
+    """Protocol lines carry a prefix: NIXL's own logging shares stdout."""
+    print("@@ " + line, flush=True)
 
 
 def free_port() -> int:
@@ -61,23 +67,26 @@ def main() -> int:
     for i in range(NBLK):  # what a READ of block i (as the i-th) must return
         region[i * STRIDE:i * STRIDE + BLK] = pattern(1, i)
     reg = agent.register_memory([(region.ctypes.data, region.nbytes, 0, "")], "DRAM")
-    print(f"READY {port} {region.ctypes.data} {region.nbytes}", flush=True)
+    say(f"READY {port} {region.ctypes.data} {region.nbytes}")
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "expect":
             tag, seed, idx = arg.split(" ")
             if not wait_notif(agent, tag.encode()):
-                print(f"BAD no notification {tag}", flush=True)
+                say(f"BAD no notification {tag}")
                 continue
             bad = [k for k, i in enumerate(map(int, idx.split(",")))
                    if not np.array_equal(region[i * STRIDE:i * STRIDE + BLK], pattern(int(seed), k))]
-            print(f"OK {tag}" if not bad else f"BAD {len(bad)} blocks differ, first {bad[0]}", flush=True)
+            say(f"OK {tag}" if not bad else f"BAD {len(bad)} blocks differ, first {bad[0]}")
         elif cmd == "notif":
-            print(f"OK {arg}" if wait_notif(agent, arg.encode()) else f"BAD no notification {arg}",
-                  flush=True)
+            say(f"OK {arg}" if wait_notif(agent, arg.encode()) else f"BAD no notification {arg}")
         elif cmd == "send":
+            # init's metadata (send_local_metadata) arrives asynchronously.
+            deadline = time.monotonic() + WAIT_S
+            while not agent.check_remote_metadata("init") and time.monotonic() < deadline:
+                time.sleep(0.001)
             agent.send_notif("init", arg.encode())
-            print("SENT", flush=True)
+            say("SENT")
         elif cmd == "quit":
             break
     agent.deregister_memory(reg)

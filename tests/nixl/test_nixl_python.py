@@ -22,7 +22,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from nixl_import import nixl_agent, nixl_agent_config  # noqa: E402
+from nixl_import import _bindings, nixl_agent, nixl_agent_config  # noqa: E402
 from nixl_peer import BLK, NBLK, STRIDE, free_port, pattern  # noqa: E402
 
 WAIT_S = 60.0  # bound of every loop below (a hang fails the test, never blocks ctest)
@@ -40,10 +40,13 @@ class Target:
         self.port, self.addr, self.nbytes = int(words[1]), int(words[2]), int(words[3])
 
     def line(self) -> str:
-        # The peer answers within its own bounded waits; readline returns at EOF.
-        s = self.p.stdout.readline()
-        assert s, f"target exited (rc {self.p.poll()})"
-        return s.strip()
+        # The peer answers within its own bounded waits; readline returns at
+        # EOF. Lines without the prefix are NIXL's logging.
+        while True:
+            s = self.p.stdout.readline()
+            assert s, f"target exited (rc {self.p.poll()})"
+            if s.startswith("@@ "):
+                return s[3:].strip()
 
     def ask(self, cmd: str) -> str:
         self.p.stdin.write(cmd + "\n")
@@ -169,15 +172,23 @@ def test_bad_input_is_an_error_not_a_crash(pair):
 def test_peer_killed_mid_transfer(monkeypatch):
     # A deadline far beyond the bound below: the error must come from the death.
     monkeypatch.setenv("TPX_TIMEOUT_MS", "60000")
-    _killed_or_stalled(kill=True)
+    _killed_or_stalled(kill=True, error=_bindings.nixlRemoteDisconnectError)
 
 
 def test_stalled_transfer_fails_within_deadline(monkeypatch):
     monkeypatch.setenv("TPX_TIMEOUT_MS", "3000")
-    _killed_or_stalled(kill=False)
+    _killed_or_stalled(kill=False, error=_bindings.nixlBackendError)
 
 
-def _killed_or_stalled(kill: bool):
+def _state(a, h) -> str:
+    """check_xfer_state, with the NIXL status of a failure ("ERR" raises)."""
+    try:
+        return a.check_xfer_state(h)
+    except Exception as e:  # the bindings raise one class per NIXL status
+        return e
+
+
+def _killed_or_stalled(kill: bool, error):
     t = Target(region_bytes=256 << 20)  # far more than the sockets buffer
     port = free_port()
     a = nixl_agent("init", nixl_agent_config(enable_listen_thread=True, listen_port=port,
@@ -201,8 +212,9 @@ def _killed_or_stalled(kill: bool):
             limit = 15.0  # far below TPX_TIMEOUT_MS: the peer's death, not a deadline
         else:
             limit = 3.0 + 15.0
-        until(lambda: a.check_xfer_state(h) == "ERR", "ERR", limit)
+        st = until(lambda: (lambda s: s if s != "PROC" else None)(_state(a, h)), "ERR", limit)
         assert time.monotonic() - t0 < limit
+        assert isinstance(st, error), st
         a.release_xfer_handle(h)
     finally:
         if t.p.poll() is None:
