@@ -73,7 +73,7 @@ def target(backend: str, nbytes: int, mem: str) -> int:
                                                backends=[backend]))
     buf = Buffer(nbytes, mem)
     a.register_memory([(buf.addr, nbytes, 0, "")], mem)
-    print(f"READY {port} {buf.addr}", flush=True)
+    print(f"@@ READY {port} {buf.addr}", flush=True)  # NIXL logs to stdout too
     sys.stdin.readline()  # the initiator says when it is done
     return 0
 
@@ -131,7 +131,11 @@ def run_backend(backend, args, rows):
                            "--max-bytes", str(nbytes), "--mem", args.mem],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
-        words = tp.stdout.readline().split()
+        words = []
+        for line in tp.stdout:  # ends at EOF
+            if line.startswith("@@ "):
+                words = line.split()[1:]
+                break
         if not words or words[0] != "READY":
             raise RuntimeError(f"{backend} target failed to start")
         port, raddr = int(words[1]), int(words[2])

@@ -15,7 +15,11 @@
 # passes it: `scripts/build-testdeps.sh --prefix` prints an existing prefix and
 # builds nothing).
 #
-#   scripts/build-testdeps.sh [--ucx] [--prefix] [-j N]
+#   scripts/build-testdeps.sh [--ucx] [--cuda] [--prefix] [-j N]
+#
+# --cuda: let NIXL see the CUDA toolkit (GPU machines with a driver: VRAM
+# through NIXL); by default it is hidden, for a host-only build that runs
+# where the toolkit is installed without a driver.
 #
 # Needs the Debian packages scripts/deps.sh --test installs (meson, ninja,
 # pybind11, libasio-dev, liburing, libaio, gtest/gmock, numpy, autotools).
@@ -30,10 +34,12 @@ else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tpx-testdeps
 fi
 jobs=$(nproc)
 with_ucx=0
+with_cuda=0
 print_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ucx) with_ucx=1 ;;
+    --cuda) with_cuda=1 ;;
     --prefix) print_only=1 ;;
     -j) jobs=$2; shift ;;
     *) echo "build-testdeps: unknown argument '$1'" >&2; exit 2 ;;
@@ -57,7 +63,7 @@ recipe=1
 # Content decides the build: sha256 of ~12 MB of tarballs costs well under a
 # second. Only the file contents enter the hash, not their paths.
 key=$( (for f in $tarballs; do [ -r "$f" ] || { echo "missing:$f"; continue; }; sha256sum <"$f"; done
-        sha256sum <"$patch_file"; echo "recipe=$recipe ucx=$with_ucx") | sha256sum | cut -c1-16)
+        sha256sum <"$patch_file"; echo "recipe=$recipe ucx=$with_ucx cuda=$with_cuda") | sha256sum | cut -c1-16)
 prefix=$cache/$key
 if [ "$print_only" = 1 ]; then
   [ -f "$prefix/.complete" ] && echo "$prefix"
@@ -93,8 +99,10 @@ run() { "$@" >>"$log" 2>&1 || { tail -40 "$log" >&2; die "failed: $*"; }; }
 
 # NIXL's host-only build: a CUDA toolkit without a driver makes its test
 # programs link -lcuda and fail to start, so hide the toolkit from it.
-PATH=$(echo "$PATH" | tr ':' '\n' | grep -v -i cuda | paste -sd: -)
-export PATH CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
+if [ "$with_cuda" = 0 ]; then
+  PATH=$(echo "$PATH" | tr ':' '\n' | grep -v -i cuda | paste -sd: -)
+  export PATH CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
+fi
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib64/pkgconfig"
 
 step "abseil"
@@ -156,9 +164,10 @@ run meson setup "$work/nixl-build" "$nsrc" --wrap-mode=nodownload --prefix="$pre
 run meson compile -C "$work/nixl-build" -j "$jobs"
 run meson install -C "$work/nixl-build"
 
-# Where python3 finds the NIXL package (nixl_cu12: _api with nixl_agent).
-pydir=$(cd "$prefix" && find . -type d -name nixl_cu12 -path '*-packages*' | head -1)
-[ -n "$pydir" ] || die "NIXL's Python package (nixl_cu12) was not installed"
+# Where python3 finds the NIXL package (nixl_cu12, or nixl_cu13 with --cuda
+# on CUDA 13: _api with nixl_agent).
+pydir=$(cd "$prefix" && find . -type d -name 'nixl_cu1*' -path '*-packages*' | head -1)
+[ -n "$pydir" ] || die "NIXL's Python package (nixl_cu12/13) was not installed"
 pydir=$prefix/$(dirname "$pydir")
 cat >"$prefix/env.sh" <<EOF
 # Source this to use the NIXL built here.

@@ -3,6 +3,11 @@
 // table; docs/NIXL.md the parameters and what is supported). The shim keeps
 // no transfer logic of its own: it translates descriptors, agent names and
 // status codes. C++20, the same ABI as the NIXL core it is loaded into.
+//
+// Logging: a failure decided inside tpx was logged there (TPX_LOG); the shim
+// repeats its detail (tpx_last_error) only at NIXL's debug level and logs
+// with NIXL_ERROR what it decides itself (unknown agent, descriptor outside
+// its registration, ...).
 #ifndef TPX_NIXL_BACKEND_H
 #define TPX_NIXL_BACKEND_H
 
@@ -34,7 +39,6 @@ struct Req : public nixlBackendReqH {
     std::vector<tpx_xfer_t *> xfers;
     bool has_notif = false; // what the last transfer carries now
     std::string notif;
-    bool failed_logged = false;
 };
 
 // tpx code -> NIXL status: a peer that went away is NIXL_ERR_REMOTE_DISCONNECT.

@@ -78,7 +78,7 @@ static bool applyParams(const nixl_b_params_t &in, tpx_config_t &cfg, int &gpu, 
         if (rc == TPX_ENOENT) {
             NIXL_WARN << "TPX backend: unknown parameter '" << k << "' ignored (docs/NIXL.md)";
         } else if (rc != 0) {
-            NIXL_ERROR << "TPX backend: parameter " << k << "='" << v << "': " << tpx_last_error();
+            NIXL_DEBUG << "TPX backend: parameter " << k << "='" << v << "': " << tpx_last_error();
             return false;
         }
     }
@@ -113,7 +113,7 @@ Engine::Engine(const nixlBackendInitParams *init) : nixlBackendEngine(init) {
     p.listen_host = host.empty() ? nullptr : host.c_str();
     int rc = tpx_endpoint_create(&p, &ep_);
     if (rc) {
-        NIXL_ERROR << "TPX backend: endpoint for agent " << localAgent << ": " << tpx_last_error();
+        NIXL_DEBUG << "TPX backend: endpoint for agent " << localAgent << ": " << tpx_last_error();
         initErr = true;
         ep_ = nullptr;
     }
@@ -163,7 +163,7 @@ nixl_status_t Engine::loadRemoteConnInfo(const std::string &agent, const std::st
     tpx_peer_t *peer = nullptr;
     int rc = tpx_load_remote_conn_info(ep_, info.data(), info.size(), &peer);
     if (rc) {
-        NIXL_ERROR << "TPX backend: connection info of agent " << agent << ": " << tpx_last_error();
+        NIXL_DEBUG << "TPX backend: connection info of agent " << agent << ": " << tpx_last_error();
         return toNixl(rc);
     }
     return addPeer(agent, peer);

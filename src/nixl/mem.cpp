@@ -30,7 +30,7 @@ nixl_status_t Engine::registerMem(const nixlBlobDesc &mem, const nixl_mem_t &typ
     auto md = std::make_unique<Md>(true);
     int rc = tpx_mem_register(ep_, &d, &md->mem);
     if (rc) {
-        NIXL_ERROR << "TPX backend: registering " << mem.len << " bytes of "
+        NIXL_DEBUG << "TPX backend: registering " << mem.len << " bytes of "
                    << (type == VRAM_SEG ? "VRAM" : "DRAM") << ": " << tpx_last_error();
         return toNixl(rc);
     }
@@ -70,7 +70,7 @@ static nixl_status_t loadBlob(const std::string &blob, uintptr_t addr, size_t le
     auto md = std::make_unique<Md>(false);
     int rc = tpx_load_remote_md(blob.data(), blob.size(), &md->rmem);
     if (rc) {
-        NIXL_ERROR << "TPX backend: memory descriptor from agent " << agent << ": "
+        NIXL_DEBUG << "TPX backend: memory descriptor from agent " << agent << ": "
                    << tpx_last_error();
         return toNixl(rc);
     }

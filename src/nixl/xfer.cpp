@@ -96,14 +96,12 @@ nixl_status_t Engine::postXfer(const nixl_xfer_op_t &, const nixl_meta_dlist_t &
     if (!r || r->xfers.empty()) return NIXL_ERR_INVALID_PARAM;
     nixl_status_t st = setNotif(*r, opt);
     if (st != NIXL_SUCCESS) return st;
-    r->failed_logged = false;
     for (tpx_xfer_t *x : r->xfers) {
         int rc = tpx_xfer_post(x);
         if (rc) {
             // Transfers already posted finish or fail on their own; checkXfer
             // and releaseReqH handle them.
-            NIXL_ERROR << "TPX backend: posting to agent " << agent << ": " << tpx_last_error();
-            r->failed_logged = true;
+            NIXL_DEBUG << "TPX backend: posting to agent " << agent << ": " << tpx_last_error();
             return toNixl(rc);
         }
     }
@@ -119,9 +117,7 @@ nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {
         if (rc == TPX_EINPROGRESS) {
             out = NIXL_IN_PROG;
         } else if (rc) {
-            if (!r->failed_logged) // logged once per post; the detail came from tpx
-                NIXL_ERROR << "TPX backend: transfer failed: " << tpx_last_error();
-            r->failed_logged = true;
+            NIXL_DEBUG << "TPX backend: transfer failed: " << tpx_last_error();
             return toNixl(rc);
         }
     }
