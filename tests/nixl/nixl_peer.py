@@ -13,6 +13,7 @@ filled with a pattern seeded by its name, and answers:
 Every wait is bounded (WAIT_S); nothing here talks to anything but 127.0.0.1.
 """
 
+import os
 import socket
 import sys
 import time
@@ -25,6 +26,35 @@ NBLK = 1000
 BLK = 4096
 STRIDE = 3 * BLK  # non-contiguous: two block-sized gaps between blocks
 WAIT_S = 60.0
+# DRAM (numpy) or VRAM (torch CUDA tensors on GPU 0: the GPU machine's run).
+MEM = os.environ.get("TPX_NIXL_TEST_MEM", "DRAM")
+
+
+class Region:
+    """Registered memory of MEM type; slices read and write numpy arrays."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        if MEM == "VRAM":
+            import torch
+            self.t = torch.zeros(nbytes, dtype=torch.uint8, device="cuda:0")
+            self.addr = self.t.data_ptr()
+        else:
+            self.t = np.zeros(nbytes, dtype=np.uint8)
+            self.addr = self.t.ctypes.data
+
+    def __getitem__(self, s: slice) -> np.ndarray:
+        return self.t[s].cpu().numpy() if MEM == "VRAM" else self.t[s]
+
+    def __setitem__(self, s: slice, v: np.ndarray):
+        if MEM == "VRAM":
+            import torch
+            self.t[s].copy_(torch.from_numpy(v))
+        else:
+            self.t[s] = v
+
+    def register(self, agent):
+        return agent.register_memory([(self.addr, self.nbytes, 0, "")], MEM)
 
 
 def pattern(seed: int, k: int, n: int = BLK) -> np.ndarray:
@@ -63,11 +93,11 @@ def main() -> int:
     # argv[2]: region size (0 = the blocks); the tests that stop or kill this
     # process ask for far more than the sockets buffer.
     nbytes = max(int(sys.argv[2]) if len(sys.argv) > 2 else 0, NBLK * STRIDE)
-    region = np.zeros(nbytes, dtype=np.uint8)
+    region = Region(nbytes)
     for i in range(NBLK):  # what a READ of block i (as the i-th) must return
         region[i * STRIDE:i * STRIDE + BLK] = pattern(1, i)
-    reg = agent.register_memory([(region.ctypes.data, region.nbytes, 0, "")], "DRAM")
-    say(f"READY {port} {region.ctypes.data} {region.nbytes}")
+    reg = region.register(agent)
+    say(f"READY {port} {region.addr} {region.nbytes}")
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "expect":

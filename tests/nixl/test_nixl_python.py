@@ -6,7 +6,8 @@ make_prepped_xfer with block-index lists). Every byte is checked.
 Run by ctest (tests/nixl/CMakeLists.txt) with NIXL_PLUGIN_DIR, PYTHONPATH
 and LD_LIBRARY_PATH pointing at the plugin and the NIXL built by
 scripts/build-testdeps.sh; TPX_SOCKET_IFNAME=lo keeps every byte on
-127.0.0.1.
+127.0.0.1. TPX_NIXL_TEST_MEM=VRAM runs the same flow on CUDA tensors (GPU
+machine, torch and a --cuda NIXL build needed).
 """
 
 import os
@@ -23,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from nixl_import import _bindings, nixl_agent, nixl_agent_config  # noqa: E402
-from nixl_peer import BLK, NBLK, STRIDE, free_port, pattern  # noqa: E402
+from nixl_peer import BLK, MEM, NBLK, STRIDE, Region, free_port, pattern  # noqa: E402
 
 WAIT_S = 60.0  # bound of every loop below (a hang fails the test, never blocks ctest)
 
@@ -81,15 +82,15 @@ def pair():
     port = free_port()
     a = nixl_agent("init", nixl_agent_config(enable_listen_thread=True, listen_port=port,
                                              backends=["TPX"]))
-    region = np.zeros(NBLK * STRIDE, dtype=np.uint8)
-    reg = a.register_memory([(region.ctypes.data, region.nbytes, 0, "")], "DRAM")
+    region = Region(NBLK * STRIDE)
+    reg = region.register(a)
     a.fetch_remote_metadata("target", "127.0.0.1", t.port)
     a.send_local_metadata("127.0.0.1", t.port)
     until(lambda: a.check_remote_metadata("target"), "target's metadata")
     # vLLM's NixlConnector: one descriptor per block, prepared once per side.
     local = a.prep_xfer_dlist("NIXL_INIT_AGENT",
-                              [(region.ctypes.data + i * STRIDE, BLK, 0) for i in range(NBLK)], "DRAM")
-    remote = a.prep_xfer_dlist("target", [(t.addr + i * STRIDE, BLK, 0) for i in range(NBLK)], "DRAM")
+                              [(region.addr + i * STRIDE, BLK, 0) for i in range(NBLK)], MEM)
+    remote = a.prep_xfer_dlist("target", [(t.addr + i * STRIDE, BLK, 0) for i in range(NBLK)], MEM)
     yield a, region, local, remote, t
     a.release_dlist_handle(local)
     a.release_dlist_handle(remote)
@@ -154,11 +155,11 @@ def test_bad_input_is_an_error_not_a_crash(pair):
     a, region, local, remote, t = pair
     # A descriptor outside the target's registration: NIXL refuses it at prep time.
     with pytest.raises(Exception):
-        bad = a.prep_xfer_dlist("target", [(t.addr + t.nbytes, BLK, 0)], "DRAM")
+        bad = a.prep_xfer_dlist("target", [(t.addr + t.nbytes, BLK, 0)], MEM)
         a.make_prepped_xfer("WRITE", local, [0], bad, [0])
     # Unknown agent.
     with pytest.raises(Exception):
-        a.prep_xfer_dlist("nobody", [(t.addr, BLK, 0)], "DRAM")
+        a.prep_xfer_dlist("nobody", [(t.addr, BLK, 0)], MEM)
     # Garbage metadata.
     with pytest.raises(Exception):
         a.add_remote_agent(b"\x00garbage" * 10)
@@ -193,12 +194,12 @@ def _killed_or_stalled(kill: bool, error):
     port = free_port()
     a = nixl_agent("init", nixl_agent_config(enable_listen_thread=True, listen_port=port,
                                              backends=["TPX"]))
-    region = np.zeros(t.nbytes, dtype=np.uint8)
-    reg = a.register_memory([(region.ctypes.data, region.nbytes, 0, "")], "DRAM")
+    region = Region(t.nbytes)
+    reg = region.register(a)
     a.fetch_remote_metadata("target", "127.0.0.1", t.port)
     until(lambda: a.check_remote_metadata("target"), "target's metadata")
-    local = a.prep_xfer_dlist("NIXL_INIT_AGENT", [(region.ctypes.data, region.nbytes, 0)], "DRAM")
-    remote = a.prep_xfer_dlist("target", [(t.addr, region.nbytes, 0)], "DRAM")
+    local = a.prep_xfer_dlist("NIXL_INIT_AGENT", [(region.addr, region.nbytes, 0)], MEM)
+    remote = a.prep_xfer_dlist("target", [(t.addr, region.nbytes, 0)], MEM)
     try:
         os.kill(t.p.pid, signal.SIGSTOP)
         h = a.make_prepped_xfer("WRITE", local, [0], remote, [0], b"never")
