@@ -59,5 +59,6 @@ if(TPX_NIXL_FOUND)
   message(STATUS "tpx: NIXL plugin (libplugin_TPX.so) against NIXL in ${NIXL_PREFIX}")
 else()
   message(STATUS "tpx: NIXL plugin (libplugin_TPX.so) skipped: ${_why}")
+  set(TPX_NIXL_WHY "${_why}")
 endif()
 
