@@ -6,7 +6,7 @@ figures sit side by side:
 
   bench/nixl_bench.py [--backends TPX,UCX] [--op WRITE|READ|both] [--mem DRAM|VRAM]
                       [--sizes 4K,...,64M] [--batches 1,64] [--max-bytes 256M]
-                      [--iters N] [--csv FILE]
+                      [--iters N] [--csv FILE] [--tpx-bench build/tpx-bench]
 
 Environment as for the tests (tests/nixl/CMakeLists.txt): NIXL_PLUGIN_DIR
 holding libplugin_TPX.so, PYTHONPATH/LD_LIBRARY_PATH for the NIXL prefix.
@@ -104,7 +104,8 @@ def measure(a, op, local, remote, batch, iters, warmup):
         t1 = time.perf_counter()
         st = a.transfer(h)
         t2 = time.perf_counter()
-        while st == "PROC":
+        while st == "PROC":  # polling as nixlbench does, yielding the CPU between
+            os.sched_yield()  # checks (2 cores: a pure spin starves the I/O threads)
             st = a.check_xfer_state(h)
         t3 = time.perf_counter()
         if st != "DONE":
@@ -178,13 +179,35 @@ def run_backend(backend, args, rows):
             tp.wait(timeout=60)
 
 
+def run_tpx_bench(path: str, rows, iters: int):
+    """The engine alone (tpx-bench, two processes) at 64 MiB, same run: the
+    reference for "the shim costs nothing measurable"."""
+    import re
+    for op in ("write", "read"):
+        port = free_port()
+        srv = subprocess.Popen([path, "server", "--port", str(port), "--host", "127.0.0.1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            out = subprocess.run([path, "client", "127.0.0.1", "--port", str(port), "--size", "64M",
+                                  "--op", op, "--iters", str(iters)],
+                                 capture_output=True, text=True, timeout=300).stdout
+        finally:
+            srv.wait(timeout=60)
+        m = re.search(r"Avg \((\d+) iter\): ([0-9.]+) ms, BW: ([0-9.]+) GB/s", out)
+        if m:
+            rows.append(("tpx-bench", op.upper(), 64 << 20, 1, float(m.group(3)),
+                         float(m.group(2)) * 1e3) + (float("nan"),) * 7)
+            print_row(rows[-1])
+
+
 HEADER = ("backend", "op", "block", "batch", "GB/s", "avg_lat_us", "prep_avg", "prep_p99",
           "prep+post_med", "post_avg", "post_p99", "xfer_avg", "xfer_p99")
 
 
 def print_row(r):
     b, op, bs, batch, *v = r
-    print(f"{b:>4} {op:>5} {human(bs):>5} {batch:>5} {v[0]:8.3f} " +
+    print(f"{b:>9} {op:>5} {human(bs):>5} {batch:>5} {v[0]:8.3f} " +
           " ".join(f"{x:10.1f}" for x in v[1:]), flush=True)
 
 
@@ -199,18 +222,24 @@ def main() -> int:
     ap.add_argument("--max-bytes", default="256M")
     ap.add_argument("--iters", type=int, default=0)
     ap.add_argument("--csv", default="")
+    ap.add_argument("--tpx-bench", default="")
     args = ap.parse_args()
     args.max_bytes = size(str(args.max_bytes))
     if args.role == "target":
         return target(args.backends, args.max_bytes, args.mem)
+    os.environ.setdefault("TPX_SOCKET_IFNAME", "lo")  # loopback only
     args.sizes = [size(s) for s in args.sizes.split(",")]
     args.batches = [int(b) for b in args.batches.split(",")]
     print(f"# nixl_bench {args.mem} loopback, {os.cpu_count()} CPUs, "
           f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; times in us")
     print("#" + " ".join(HEADER))
     rows = []
+    if args.tpx_bench:
+        run_tpx_bench(args.tpx_bench, rows, args.iters or 20)
     for b in args.backends.split(","):
         run_backend(b, args, rows)
+    if args.tpx_bench:  # again after, so drift across the run shows
+        run_tpx_bench(args.tpx_bench, rows, args.iters or 20)
     if args.csv:
         with open(args.csv, "w") as f:
             f.write(",".join(HEADER) + "\n")
