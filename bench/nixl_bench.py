@@ -6,11 +6,11 @@ figures sit side by side:
 
   bench/nixl_bench.py [--backends TPX,UCX] [--op WRITE|READ|both] [--mem DRAM|VRAM]
                       [--sizes 4K,...,64M] [--batches 1,64] [--max-bytes 256M]
-                      [--iters N] [--csv FILE] [--tpx-bench build/tpx-bench]
+                      [--iters N] [--csv FILE] [--tpx-bench build/tpx-bench] [--yield]
 
 Environment as for the tests (tests/nixl/CMakeLists.txt): NIXL_PLUGIN_DIR
 holding libplugin_TPX.so, PYTHONPATH/LD_LIBRARY_PATH for the NIXL prefix.
-UCX runs with UCX_TLS=tcp unless UCX_TLS is set; TPX with TPX_SOCKET_IFNAME=lo
+UCX runs with UCX_TLS=tcp and UCX_NET_DEVICES=lo unless set; TPX with TPX_SOCKET_IFNAME=lo
 unless set.
 
 Columns (nixlbench's): block size, batch size, GB/s (1e9 bytes/s of the whole
@@ -92,7 +92,7 @@ def p99(v):
     return s[min(len(s) - 1, int(round(0.99 * (len(s) - 1))))]
 
 
-def measure(a, op, local, remote, batch, iters, warmup):
+def measure(a, op, local, remote, batch, iters, warmup, yield_cpu):
     idx = list(range(batch))
     prep, post, xfer, total = [], [], [], []
     t_start = None
@@ -104,8 +104,9 @@ def measure(a, op, local, remote, batch, iters, warmup):
         t1 = time.perf_counter()
         st = a.transfer(h)
         t2 = time.perf_counter()
-        while st == "PROC":  # polling as nixlbench does, yielding the CPU between
-            os.sched_yield()  # checks (2 cores: a pure spin starves the I/O threads)
+        while st == "PROC":  # polling as nixlbench does; --yield gives up the CPU
+            if yield_cpu:  # between checks (2 cores: a spin competes with I/O threads)
+                os.sched_yield()
             st = a.check_xfer_state(h)
         t3 = time.perf_counter()
         if st != "DONE":
@@ -124,9 +125,10 @@ def run_backend(backend, args, rows):
     env = dict(os.environ)
     if backend == "UCX":
         env.setdefault("UCX_TLS", "tcp")
+        env.setdefault("UCX_NET_DEVICES", "lo")  # loopback only
     else:
         env.setdefault("TPX_SOCKET_IFNAME", "lo")
-    os.environ.update({k: v for k, v in env.items() if k in ("UCX_TLS", "TPX_SOCKET_IFNAME")})
+    os.environ.update({k: v for k, v in env.items() if k in ("UCX_TLS", "UCX_NET_DEVICES", "TPX_SOCKET_IFNAME")})
     nbytes = args.max_bytes
     tp = subprocess.Popen([sys.executable, __file__, "--role", "target", "--backends", backend,
                            "--max-bytes", str(nbytes), "--mem", args.mem],
@@ -159,7 +161,7 @@ def run_backend(backend, args, rows):
                 iters = args.iters or max(8, min(200, (1 << 30) // (bs * batch)))
                 for op in ops:
                     prep, post, xfer, total, wall = measure(a, op, local, remote, batch, iters,
-                                                            max(2, iters // 10))
+                                                            max(2, iters // 10), args.yield_cpu)
                     gbps = bs * batch * iters / wall / 1e9
                     rows.append((backend, op, bs, batch, gbps, statistics.mean(total),
                                  statistics.mean(prep), p99(prep), statistics.median([p + q for p, q in zip(prep, post)]),
@@ -223,6 +225,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=0)
     ap.add_argument("--csv", default="")
     ap.add_argument("--tpx-bench", default="")
+    ap.add_argument("--yield", dest="yield_cpu", action="store_true")
     args = ap.parse_args()
     args.max_bytes = size(str(args.max_bytes))
     if args.role == "target":
