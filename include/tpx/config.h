@@ -82,9 +82,10 @@ TPX_API int tpx_config_from_env(tpx_config_t *cfg);
  * applies it, so code and environment have the same limits. */
 TPX_API int tpx_config_check(const tpx_config_t *cfg);
 /* Set one field by name, with the environment's parsing and range checks:
- * key is the variable (TPX_NUM_CHANNELS) or the field (num_channels, any
- * case); value as in the environment ("8", "512K", "info"). TPX_EINVAL
- * (cfg unchanged) on an unknown key or a bad value. */
+ * key is the variable (TPX_NUM_CHANNELS), its synonym, or the variable
+ * without "TPX_" in any case (num_channels); value as in the environment
+ * ("8", "512K", "info"). TPX_ENOENT for an unknown key, TPX_EINVAL for a
+ * malformed or out-of-range value (cfg unchanged either way). */
 TPX_API int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value);
 /* sizeof(tpx_config_t) of the library: for bindings that allocate one
  * without knowing its layout (the Python package). */

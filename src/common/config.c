@@ -181,11 +181,14 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
   return 0;
 }
 
-/* "TPX_NUM_CHANNELS" or "num_channels" names the row TPX_NUM_CHANNELS. */
+/* "TPX_NUM_CHANNELS", "num_channels" (any case) or the synonym
+ * "UCCL_TCPX_NUM_CHANNELS" name the row TPX_NUM_CHANNELS. */
 static const struct var *find_var(const char *key) {
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const char *name = vars[i].name;
-    if (strcmp(key, name) == 0 || strcasecmp(key, name + 4) == 0) return &vars[i];
+    if (strcmp(key, name) == 0 || strcasecmp(key, name + 4) == 0 ||
+        (vars[i].synonym && strcmp(key, vars[i].synonym) == 0))
+      return &vars[i];
   }
   return NULL;
 }
@@ -207,7 +210,7 @@ int tpx__config_parse_var(const char *var, const char *val, long long *out) {
 int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value) {
   if (!cfg || !key || !value) return tpx_err(TPX_EINVAL, "tpx_config_set: NULL argument");
   const struct var *v = find_var(key);
-  if (!v) return tpx_err(TPX_EINVAL, "tpx_config_set: no setting '%s' (see docs/CONFIG.md)", key);
+  if (!v) return tpx_err(TPX_ENOENT, "tpx_config_set: no setting '%s' (see docs/CONFIG.md)", key);
   if (apply(cfg, v, v->name, value) != 0) return tpx_err_surface(TPX_EINVAL);
   return 0;
 }
