@@ -15,7 +15,9 @@
 # passes it: `scripts/build-testdeps.sh --prefix` prints an existing prefix and
 # builds nothing).
 #
-#   scripts/build-testdeps.sh [--ucx] [--cuda] [--prefix] [-j N]
+#   scripts/build-testdeps.sh [--ucx] [--cuda] [--prefix] [--have-tarballs] [-j N]
+# --have-tarballs: exit 0 when every tarball needed is readable (deps.sh asks
+# first, so a machine without them still runs the rest of the suite).
 #
 # --cuda: let NIXL see the CUDA toolkit (GPU machines with a driver: VRAM
 # through NIXL); by default it is hidden, for a host-only build that runs
@@ -36,11 +38,13 @@ jobs=$(nproc)
 with_ucx=0
 with_cuda=0
 print_only=0
+check_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ucx) with_ucx=1 ;;
     --cuda) with_cuda=1 ;;
     --prefix) print_only=1 ;;
+    --have-tarballs) check_only=1 ;;
     -j) jobs=$2; shift ;;
     *) echo "build-testdeps: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -67,6 +71,10 @@ key=$( (for f in $tarballs; do [ -r "$f" ] || { echo "missing:$f"; continue; }; 
 prefix=$cache/$key
 if [ "$print_only" = 1 ]; then
   [ -f "$prefix/.complete" ] && echo "$prefix"
+  exit 0
+fi
+if [ "$check_only" = 1 ]; then
+  for f in $tarballs; do [ -r "$f" ] || exit 1; done
   exit 0
 fi
 for f in $tarballs; do
