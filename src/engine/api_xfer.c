@@ -36,6 +36,16 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
   return 0;
 }
 
+/* Small entries share chunks (plan.h) when the peer takes packed plans and
+ * both sides are host memory: the GPU paths (staging, unpack) move one
+ * entry per chunk. */
+static int packable(const struct tpx_peer *p, const tpx_iov_t *iov, size_t n) {
+  if (!p->pack || n < 2) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (iov[i].local->type != TPX_MEM_HOST || iov[i].remote->md.type != TPX_MEM_HOST) return 0;
+  return 1;
+}
+
 static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, const void *notif,
                    size_t notif_len, tpx_xfer_t **out) {
   const char *what = kind == K_WRITE ? "tpx_xfer_prep_write" : "tpx_xfer_prep_read";
@@ -88,7 +98,8 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->rents[i].len = iov[i].len;
       o->total += iov[i].len;
     }
-    o->nchunks = tpx__plan_nchunks(o->ents, o->nents, o->chunk);
+    o->packed = packable(p, iov, n);
+    o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->packed);
     tpx__op_user_link(o);
     *out = (tpx_xfer_t *)o;
   }
@@ -179,8 +190,9 @@ static void post_start(struct tpx_peer *p, struct op *o) {
     struct iovec iov[INLINE_MAX_IOV];
     int niov = tpx__inline_ok(ep, o->ents, o->nents, o->total, iov);
     uint32_t first = niov >= 0 ? 0 : tpx__op_take_first_ch(p, o->nchunks);
-    rc = tpx__ctl_send(p, tpx__wire_put_rw(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents, o->nents,
-                                 notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov));
+    rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents,
+                                                o->nents, notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov,
+                                                o->packed));
     if (rc) break;
     if (niov >= 0) { /* the data went with the request: wait for the ack */
       uint64_t n = o->nchunks;
@@ -197,8 +209,8 @@ static void post_start(struct tpx_peer *p, struct op *o) {
     o->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
     struct iovec riov[INLINE_MAX_IOV];
     int welcome = tpx__inline_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
-    rc = tpx__ctl_send(p, tpx__wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
-                                 o->notif_len, NULL, welcome));
+    rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents,
+                                                notif_arg(o), o->notif_len, NULL, welcome, o->packed));
     break;
   }
   case K_RECV: {

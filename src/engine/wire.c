@@ -273,6 +273,11 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
 int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov) {
+  return tpx__wire_put_rw_plan(b, type, id, first_ch, chunk, e, n, notif, notif_len, iov, niov, 0);
+}
+int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                          const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+                          const struct iovec *iov, int niov, int packed) {
   uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
   for (uint32_t i = 0; iov && i < n; i++) sum += e[i].len;
   if (iov && (type != MSG_WRITE || inl != sum || inl > WIRE_MAX_INLINE))
@@ -298,7 +303,7 @@ int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, u
   wb_u32(b, notif_len);
   wb_bytes(b, notif, notif_len);
   /* WRITE: the data follows; READ: an inline answer is welcome (no data) */
-  wb_u8(b, iov || (type == MSG_READ && niov) ? 1 : 0);
+  wb_u8(b, (uint8_t)((iov || (type == MSG_READ && niov) ? WIRE_RW_INLINE : 0) | (packed ? WIRE_RW_PACKED : 0)));
   if (iov) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
@@ -320,10 +325,13 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
     return tpx_err_quiet(TPX_EPROTO, "%s: notification of %u bytes exceeds %d", what, m->notif_len,
                    TPX_NOTIF_MAX);
   m->notif = rd_take(&r, m->notif_len);
-  m->inl = rd_u8(&r);
+  uint8_t fl = rd_u8(&r);
+  m->inl = fl & WIRE_RW_INLINE;
+  m->packed = (fl & WIRE_RW_PACKED) != 0;
   m->inl_len = 0;
   m->data = NULL;
-  if (!r.bad && m->inl > 1) return tpx_err_quiet(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
+  if (!r.bad && (fl & ~(WIRE_RW_INLINE | WIRE_RW_PACKED)))
+    return tpx_err_quiet(TPX_EPROTO, "%s: bad flags 0x%x", what, fl);
   if (!r.bad && m->inl && f->type == MSG_WRITE) {
     for (uint32_t i = 0; i < m->n; i++) {
       uint64_t l = tpx__get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);

@@ -46,6 +46,13 @@ enum wire_type {
   MSG_TYPE_MAX = 11
 };
 
+/* MSG_HELLO / MSG_HELLO_ACK flags: what this side understands. */
+#define HELLO_F_PACK 0x1u /* WRITE / READ may carry WIRE_RW_PACKED */
+
+/* MSG_WRITE / MSG_READ: the byte after the notification. */
+#define WIRE_RW_INLINE 0x1u /* WRITE: the data follows; READ: an inline answer is welcome */
+#define WIRE_RW_PACKED 0x2u /* chunks follow plan.h's packed plan (only to a peer that sent HELLO_F_PACK) */
+
 /* MSG_STATUS.what: which id space the status refers to. */
 enum wire_status_what { ST_WRITE = 1, ST_READ = 2, ST_SEND = 3 };
 
@@ -92,6 +99,7 @@ struct wire_rw { /* MSG_WRITE and MSG_READ */
   const uint8_t *notif;
   uint8_t inl;         /* MSG_WRITE: the data follows in this message;
                           MSG_READ: an inline answer is welcome (no data here) */
+  uint8_t packed;      /* WIRE_RW_PACKED was set */
   uint64_t inl_len;    /* sum of the entries' lengths when inl */
   const uint8_t *data;
 };
@@ -140,6 +148,10 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
 int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov);
+/* The same with the packed plan when `packed`. */
+int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                          const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+                          const struct iovec *iov, int niov, int packed);
 int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
 int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
 int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
