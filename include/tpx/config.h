@@ -63,6 +63,8 @@ typedef struct tpx_config {
                               0 = the highest the plugin exports */
   char gpu_nic_map[256];   /* TPX_GPU_NIC_MAP: static GPU -> NIC map ("0-3:eth1,eth2;4-7:eth3,eth4");
                               "" = detected from sysfs (docs/TOPOLOGY.md) */
+  size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
+                              size (rounded down to a power of two) share chunks; < 2 = never */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

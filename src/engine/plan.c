@@ -5,17 +5,21 @@ static void skip_empty(const struct xent *ents, uint32_t n, struct cursor *c) {
 }
 
 /* c->e < n, at a non-empty entry: the chunk's length and end entry. */
+/* A remainder of rem bytes starts a packed chunk. */
+static int packs(const struct cursor *c, uint64_t rem, uint32_t chunk) {
+  return c->pmax && rem < chunk && rem <= c->pmax;
+}
+
 static void fill(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c) {
   uint64_t rem = ents[c->e].len - c->off;
   c->end = c->e + 1;
-  if (!c->packed || rem >= chunk) {
+  if (!packs(c, rem, chunk)) {
     c->len = rem < chunk ? rem : chunk;
     return;
   }
   uint64_t len = rem;
-  uint32_t j = c->e + 1;
-  for (; j < n; j++) {
-    if (ents[j].len > chunk - len) break; /* whole entries only */
+  for (uint32_t j = c->e + 1; j < n; j++) {
+    if (ents[j].len > c->pmax || ents[j].len > chunk - len) break; /* small entries, whole */
     len += ents[j].len;
     c->end = j + 1;
   }
@@ -38,7 +42,7 @@ static uint64_t step(const struct xent *ents, uint32_t n, uint32_t chunk, struct
   uint64_t done = 0;
   while (done < k && c->e < n) {
     uint64_t rem = ents[c->e].len - c->off;
-    if (c->packed && rem < chunk) { /* a packed chunk: its entries end with it */
+    if (packs(c, rem, chunk)) { /* a packed chunk: its entries end with it */
       fill(ents, n, chunk, c);
       c->e = c->end;
       c->off = 0;
@@ -46,7 +50,8 @@ static uint64_t step(const struct xent *ents, uint32_t n, uint32_t chunk, struct
       done++;
       continue;
     }
-    uint64_t d = rem / chunk + (!c->packed && rem % chunk != 0); /* chunks starting in this entry's rest */
+    uint64_t tail = rem % chunk; /* after the whole chunks: a chunk alone, or the start of a packed one */
+    uint64_t d = rem / chunk + (tail != 0 && !packs(c, tail, chunk)); /* chunks starting in this entry's rest */
     if (k - done < d) {
       c->off += (k - done) * chunk;
       return k;
@@ -62,10 +67,10 @@ static uint64_t step(const struct xent *ents, uint32_t n, uint32_t chunk, struct
   return done;
 }
 
-uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, int packed) {
+uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax) {
   uint64_t plain = tpx__plan_nchunks(ents, n, chunk);
-  if (!packed || plain == UINT64_MAX) return plain; /* packing only ever merges chunks */
-  struct cursor c = {0, 0, 0, 0, 0, 1};
+  if (!pmax || plain == UINT64_MAX) return plain; /* packing only ever merges chunks */
+  struct cursor c = {0, 0, 0, 0, 0, pmax};
   skip_empty(ents, n, &c);
   return step(ents, n, chunk, &c, UINT64_MAX);
 }
@@ -78,14 +83,14 @@ int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struc
   return 1;
 }
 
-void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, int packed, uint64_t idx,
+void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
                            struct cursor *c) {
   c->e = 0;
   c->off = 0;
   c->idx = 0;
   c->len = 0;
   c->end = 0;
-  c->packed = packed != 0;
+  c->pmax = pmax;
   skip_empty(ents, n, c);
   tpx__plan_advance(ents, n, chunk, c, idx);
 }

@@ -7,13 +7,14 @@
  *
  *  - plain: each entry is cut into chunks of `chunk` bytes from its start
  *    (the last one shorter); a chunk never holds two entries;
- *  - packed (host memory, both peers agreed, docs/API.md): the same cut of
- *    every entry into whole `chunk`-byte pieces, but an entry's remainder
- *    shorter than `chunk` (a whole small entry, or the tail of a large one)
- *    starts a chunk that also takes the following entries whole, as long as
- *    they fit in `chunk` bytes together. Such a chunk is gathered on the
- *    sender and scattered on the receiver (pack.c); a chunk of one piece
- *    moves directly, as in the plain plan.
+ *  - packed with pieces up to `pmax` bytes (host memory, both peers agreed,
+ *    docs/API.md): the same cut of every entry into whole `chunk`-byte
+ *    pieces, but an entry's remainder of at most pmax bytes (shorter than
+ *    `chunk`: a whole small entry, or the tail of a large one) starts a chunk
+ *    that also takes the following entries of at most pmax bytes whole, as
+ *    long as they fit in `chunk` bytes together. Such a chunk is gathered on
+ *    the sender and scattered on the receiver (pack.c); a chunk of one piece
+ *    moves directly, as in the plain plan. pmax 0 is the plain plan.
  */
 #ifndef TPX_ENGINE_PLAN_H
 #define TPX_ENGINE_PLAN_H
@@ -34,16 +35,16 @@ struct cursor {
   uint64_t off;   /* offset of the chunk within entry e */
   uint64_t idx;   /* chunk index within the transfer */
   uint64_t len;   /* chunk bytes */
-  uint8_t packed; /* the plan (set by tpx__plan_seek, kept by advance) */
+  uint64_t pmax;  /* the plan: 0 plain, else packed pieces' limit (set by seek, kept by advance) */
 };
 
 /* Number of chunks, or UINT64_MAX on overflow. */
 uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk);
-uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, int packed);
+uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax);
 /* Position c at chunk index `idx` (idx < nchunks) of the plain plan. */
 void tpx__plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c);
 /* The same for either plan. */
-void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, int packed, uint64_t idx,
+void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
                            struct cursor *c);
 /* Advance c by k chunks. Returns 0 if it ran past the last chunk. */
 int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k);
