@@ -20,8 +20,12 @@ export TPX_SOCKET_IFNAME=lo TPX_LOG=${TPX_LOG:-error}
   echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, at start)"
   echo "old:     $old   new: $new   rounds: $rounds   iters: $iters"
 } | tee "$out/machine.txt"
-variants=("contig_64M|--size 64M" "kv_1000x64K|--block-size 64K --batch 1000" "kv_256x16K|--block-size 16K --batch 256"
-  "kv_1000x4K|--block-size 4K --batch 1000" "kv_1000x64K_read|--block-size 64K --batch 1000 --op read")
+# name|tpx-bench options|environment (VAR=value ..., or empty; a build that
+# does not know a variable ignores it)
+variants=("contig_64M|--size 64M|" "kv_1000x64K|--block-size 64K --batch 1000|"
+  "kv_1000x64K_pack64K|--block-size 64K --batch 1000|TPX_PACK_BYTES=64K" "kv_256x16K|--block-size 16K --batch 256|"
+  "kv_1000x16K|--block-size 16K --batch 1000|" "kv_1000x8K|--block-size 8K --batch 1000|"
+  "kv_1000x4K|--block-size 4K --batch 1000|" "kv_1000x4K_read|--block-size 4K --batch 1000 --op read|")
 hdr="round"
 for side in old new; do for v in "${variants[@]}"; do hdr="$hdr,${side}_${v%%|*},${side}_${v%%|*}_cpu"; done; done
 echo "$hdr" >"$out/ab.csv"
@@ -33,9 +37,11 @@ for r in $(seq 1 "$rounds"); do
     for side in "${order[@]}"; do
       b=$old
       [ "$side" = new ] && b=$new
+      rest=${v#*|}
+      opts=${rest%%|*} envs=${rest#*|}
       # shellcheck disable=SC2086
-      "$b/tpx-bench" loopback ${v#*|} --iters "$iters" --warmup 2 --progress off >"$out/run.log" 2>&1 ||
-        { echo "failed: $side ${v#*|}"; cat "$out/run.log"; exit 1; }
+      env $envs "$b/tpx-bench" loopback $opts --iters "$iters" --warmup 2 --progress off >"$out/run.log" 2>&1 ||
+        { echo "failed: $side $opts"; cat "$out/run.log"; exit 1; }
       g=$(sed -n 's/^\[PERF\] Avg .*BW: \([0-9.]*\) GB\/s.*/\1/p' "$out/run.log" | head -n 1)
       c=$(sed -n 's/^\[CPU\] client: \([0-9.]*\) s user + \([0-9.]*\) s system per GB.*/\1 \2/p' "$out/run.log" |
         awk '{ printf "%.3f", $1 + $2 }')
