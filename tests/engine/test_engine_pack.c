@@ -211,6 +211,47 @@ static void test_pack_short_chunk_refused(void **state) {
   eng_pair_close(&P);
 }
 
+/* A packed write the target refuses (its region was deregistered after the
+ * descriptor went out) is drained into scratch, chunk by packed chunk, and
+ * refused; the peer stays usable for the next packed write. */
+static void test_pack_refused_write_drained(void **state) {
+  (void)state;
+  eng_pair_t P;
+  pair(&P, 16384, 8192);
+  enum { NB = 300, BS = 700 };
+  eng_buf_t a, gone, b;
+  eng_buf(P.a, NB * BS, 0, &a);
+  eng_buf(P.b, NB * BS, TPX_ACCESS_WRITE, &gone);
+  eng_buf(P.b, NB * (BS + GAP), TPX_ACCESS_WRITE, &b);
+  assert_int_equal(tpx_mem_deregister(gone.mem), 0);
+  gone.mem = NULL;
+  tu_fill(a.p, a.len, 13, 0);
+  tpx_iov_t v[NB];
+  for (int i = 0; i < NB; i++) v[i] = (tpx_iov_t){a.mem, (size_t)i * BS, gone.rmem, (uint64_t)i * BS, BS};
+  tpx_xfer_t *x;
+  assert_int_equal(tpx_xfer_prep_write(P.ab, v, NB, "refused", 7, &x), 0);
+  assert_int_equal(tpx_xfer_post(x), 0);
+  eng_wait(x, TPX_EACCES);
+  tpx_xfer_free(x);
+  memset(b.p, POISON, b.len);
+  for (int i = 0; i < NB; i++) v[i] = (tpx_iov_t){a.mem, (size_t)i * BS, b.rmem, (uint64_t)i * (BS + GAP), BS};
+  assert_int_equal(tpx_xfer_prep_write(P.ab, v, NB, NULL, 0, &x), 0);
+  assert_int_equal(tpx_xfer_post(x), 0);
+  eng_wait(x, 0);
+  tpx_xfer_free(x);
+  for (int i = 0; i < NB; i++) {
+    assert_int_equal(tu_check(b.p + v[i].remote_off, BS, 13, v[i].local_off), SIZE_MAX);
+    for (int g = 0; g < GAP; g++) assert_int_equal(b.p[v[i].remote_off + BS + g], POISON);
+  }
+  assert_int_equal(tpx_peer_status(P.ab), 0);
+  tpx_notif_t n;
+  assert_int_equal(tpx_get_notif(P.b, &n), 0); /* the refused write's notification never shows */
+  eng_buf_free(&a);
+  eng_buf_free(&gone);
+  eng_buf_free(&b);
+  eng_pair_close(&P);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pack_odd_sizes),
@@ -219,6 +260,7 @@ int main(void) {
       cmocka_unit_test(test_pack_mixed_boundaries),
       cmocka_unit_test(test_pack_off_and_max),
       cmocka_unit_test(test_pack_short_chunk_refused),
+      cmocka_unit_test(test_pack_refused_write_drained),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
