@@ -67,6 +67,8 @@ typedef struct tpx_config {
                               pass finds nothing done with requests in flight; > 0 = it keeps
                               polling (yielding between passes) for this long after the last
                               progress, then blocks as when idle (NCCL's proxy style) */
+  size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
+                              size (rounded down to a power of two) share chunks; < 2 = never */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -63,6 +63,7 @@ static const struct var vars[] = {
     {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12},
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
     {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
+    {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -101,6 +102,10 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->progress_thread = 1;
   cfg->staging_bytes = 8u << 20;
   cfg->inline_bytes = 16384;
+  /* Packed chunks cost a copy on each side: on the 2-core VM they halved
+   * the CPU per byte of 4 KiB blocks and cost more than they saved at 16 KiB
+   * and above (docs/BENCHMARKS.md). */
+  cfg->pack_bytes = 8192;
   /* Hostile-peer bounds (docs/SECURITY.md). Dials: 8 channels x (16 data
    * sockets + 1) fit twice. Pre-handshake frames: a HELLO of 64 channels is
    * 8.3 KiB. Notifications: 4096 pending cost about 17 MiB (a queued one

@@ -53,6 +53,7 @@ struct tpx_peer {
   char where[96]; /* "name (addr:port)" for messages */
   uint64_t uuid;
   int gpu;
+  int pack;      /* the peer takes packed plans (HELLO_F_PACK) */
   struct wbuf out;
   size_t out_off;
   uint8_t *in;

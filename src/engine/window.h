@@ -23,6 +23,7 @@
 struct tpx_peer;
 struct op;
 struct gpu_window;
+struct pack_ring;
 
 enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
 
@@ -33,6 +34,8 @@ struct wslot {
   uint64_t len;
   uint64_t chunk; /* chunk index within the op (for messages) */
   uint64_t deadline;
+  uint64_t pack_end; /* packed chunk: its pack ring span's release position; 0 none */
+  struct cursor pcur; /* packed chunk: where its pieces go (receives scatter at release) */
   uint8_t state;
 };
 
@@ -56,6 +59,7 @@ struct window {
   uint64_t tail;  /* next free */
   struct wlink *pend, *pend_tail;
   struct gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
+  struct pack_ring *pack; /* packed chunks' buffer (pack.h); NULL until the first one */
   uint64_t posted, done;
 };
 
