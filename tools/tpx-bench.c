@@ -64,15 +64,17 @@ static void *server_thread(void *arg) {
 }
 
 /* One transport for every endpoint of this process (loopback, --gpus), as
- * one process driving several GPUs has. */
-static int open_net(struct bench_opts *o) {
+ * one process driving several GPUs has. A plugin is shared anyway (the
+ * loader opens it once per process; endpoints opening it themselves also
+ * follow TPX_NET_ABI), so --gpus opens only the built-in one here. */
+static int open_net(struct bench_opts *o, int builtin_only) {
   tpx_config_t cfg;
   bench_make_cfg(o, &cfg);
-  int rc;
-  if (!cfg.net_plugin[0] || strcmp(cfg.net_plugin, "tpx") == 0) {
+  int rc = 0;
+  if (tpx_net_spec_is_builtin(cfg.net_plugin)) {
     cfg.nsocks = tpx_config_nsocks(&cfg, cfg.num_channels);
     rc = tpx_net_open_builtin(&cfg, &o->net);
-  } else {
+  } else if (!builtin_only) {
     rc = tpx_net_open(cfg.net_plugin, &o->net);
   }
   if (rc) fprintf(stderr, "tpx-bench: transport: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
@@ -83,7 +85,7 @@ static int open_net(struct bench_opts *o) {
  * two GPUs. The client's failure (even before it connects) stops the server. */
 static int loopback(struct bench_opts *o, int argc, char **argv) {
   int rc;
-  if (open_net(o)) return 1;
+  if (open_net(o, 0)) return 1;
   struct lb l;
   memset(&l, 0, sizeof(l));
   l.o = *o;
@@ -143,7 +145,7 @@ int main(int argc, char **argv) {
   if (o.cuda && !gpus_ok(&o)) return 1; /* before any connection: nobody left waiting */
   signals();
   int r;
-  if (o.mode != BENCH_LOOPBACK && o.multi && open_net(&o)) return 1; /* --gpus: one transport, every endpoint */
+  if (o.mode != BENCH_LOOPBACK && o.multi && open_net(&o, 1)) return 1; /* --gpus: one transport, every endpoint */
   if (o.mode == BENCH_SERVER) r = bench_server(&o, NULL);
   else if (o.mode == BENCH_CLIENT) r = bench_client(&o, o.host, o.port, argc, argv);
   else r = loopback(&o, argc, argv);
