@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Issue 12's performance targets, side by side in one run, host memory over
+# 127.0.0.1 (nothing else is dialled):
+#   orch     one tpx-bench process driving N endpoints (--gpus 0..N-1) against
+#            one process with N more: 64 MiB writes, every pair at once; the
+#            client's total GB/s (the sum of its pairs' rates)
+#   procs    N tpx-bench server/client process pairs, one endpoint each (--gpu
+#            i, the per-GPU mode), all started at once; the sum of the N
+#            clients' GB/s
+#   iperf3   N iperf3 server/client process pairs, one stream each, at once,
+#            IPERF_SECONDS (5) s; the sum of their received GB/s
+# The three alternate, ROUNDS times (default 3), in a rotating order, so load
+# from other users of the machine spreads over all of them; medians are
+# reported with the ratios and the issue's targets:
+#   orch / iperf3 (N = 8) >= 0.7      orch / procs >= 0.9
+# procs is measured without a common start (each process's rate is its own
+# transfers' time): a skewed start shows as a higher procs figure, so the
+# orch / procs ratio errs low, never high. Ends with Markdown rows for
+# docs/BENCHMARKS.md.
+#
+# usage: bench/orchestrator_compare.sh [BUILD_DIR]   (default ./build; needs
+#        BUILD_DIR/tpx-bench, iperf3, python3)
+#   N=8 (endpoints / processes)  ROUNDS=3  ITERS=20 (64 MiB writes per pair per
+#   run)  SIZE=64M  IPERF_SECONDS=5  PORT_BASE (default: from this process id)
+# GPU indexes 0..N-1 only place the endpoints (NUMA node of each GPU, when the
+# machine has GPUs); the memory is host memory, so any machine runs it.
+# Figures from a shared or busy machine are indicative only.
+set -euo pipefail
+
+build="${1:-build}"
+n="${N:-8}"
+rounds="${ROUNDS:-3}"
+iters="${ITERS:-20}"
+size="${SIZE:-64M}"
+secs="${IPERF_SECONDS:-5}"
+base="${PORT_BASE:-$((40000 + ($$ % 500) * 40))}"
+tb="$build/tpx-bench"
+[ -x "$tb" ] || { echo "orchestrator_compare: $tb not found; build first" >&2; exit 2; }
+for c in iperf3 python3; do
+  command -v "$c" >/dev/null 2>&1 || { echo "orchestrator_compare: $c not installed (scripts/deps.sh --test)" >&2; exit 2; }
+done
+case "$n$rounds$iters$secs$base" in *[!0-9]*) echo "orchestrator_compare: N, ROUNDS, ITERS, IPERF_SECONDS, PORT_BASE: numbers" >&2; exit 2 ;; esac
+[ "$n" -ge 1 ] && [ "$n" -le 64 ] || { echo "orchestrator_compare: N in [1, 64]" >&2; exit 2; }
+export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/orchcmp.XXXXXX")
+pids=""
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  for p in $pids; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+fail() {
+  echo "orchestrator_compare: $1" >&2
+  shift
+  for f in "$@"; do [ -f "$f" ] && tail -n 20 "$f" >&2; done
+  exit 1
+}
+# wait_line PATTERN FILE PID: until FILE has the line (bounded: 30 s)
+wait_line() {
+  local i=0
+  until grep -q "$1" "$2" 2>/dev/null; do
+    i=$((i + 1))
+    kill -0 "$3" 2>/dev/null && [ $i -le 300 ] || fail "no '$1' in $2" "$2"
+    sleep 0.1
+  done
+}
+last=$((n - 1))
+gpus=$(seq -s, 0 "$last")
+bench_args=(--size "$size" --iters "$iters" --warmup 2 --op write --progress off)
+
+# orch: one process per side, N endpoints each -> total GB/s
+run_orch() {
+  local s="$tmp/orch-server.log" c="$tmp/orch-client.log" spid
+  "$tb" server --host 127.0.0.1 --port "$base" --gpus "$gpus" >"$s" 2>&1 &
+  spid=$!
+  pids="$spid"
+  wait_line '^\[SERVER\] listening' "$s" "$spid"
+  timeout 600 "$tb" client 127.0.0.1 --port "$base" --gpus "$gpus" "${bench_args[@]}" >"$c" 2>&1 ||
+    fail "orch client failed" "$c" "$s"
+  wait "$spid" || fail "orch server failed" "$s"
+  pids=""
+  sed -n 's/^\[PERF\] .* \([0-9.]*\) GB\/s total.*/\1/p' "$c" | tail -n 1
+}
+
+# procs: N process pairs, one endpoint each -> the sum of their GB/s
+run_procs() {
+  local i spids="" cpids="" sum=0 bw
+  for i in $(seq 0 "$last"); do
+    "$tb" server --host 127.0.0.1 --port $((base + i)) --gpu "$i" >"$tmp/proc-server-$i.log" 2>&1 &
+    spids="$spids $!"
+  done
+  pids="$spids"
+  i=0
+  for p in $spids; do wait_line '^\[SERVER\] listening' "$tmp/proc-server-$i.log" "$p"; i=$((i + 1)); done
+  for i in $(seq 0 "$last"); do
+    timeout 600 "$tb" client 127.0.0.1 --port $((base + i)) --gpu "$i" "${bench_args[@]}" >"$tmp/proc-client-$i.log" 2>&1 &
+    cpids="$cpids $!"
+  done
+  pids="$spids $cpids"
+  for p in $cpids $spids; do wait "$p" || fail "a per-process run failed" "$tmp"/proc-*.log; done
+  pids=""
+  for i in $(seq 0 "$last"); do
+    bw=$(sed -n 's/^\[PERF\] .*BW: \([0-9.]*\) GB\/s.*/\1/p' "$tmp/proc-client-$i.log" | tail -n 1)
+    [ -n "$bw" ] || fail "no figure from client $i" "$tmp/proc-client-$i.log"
+    sum=$(awk -v a="$sum" -v b="$bw" 'BEGIN { printf "%.3f", a + b }')
+  done
+  echo "$sum"
+}
+
+# iperf3: N process pairs, one stream each, at once -> the sum of their GB/s
+run_iperf() {
+  local i spids="" cpids="" p
+  for i in $(seq 0 "$last"); do
+    iperf3 -s -1 -B 127.0.0.1 -p $((base + i)) --forceflush >"$tmp/iperf-server-$i.log" 2>&1 &
+    spids="$spids $!"
+  done
+  pids="$spids"
+  i=0
+  for p in $spids; do wait_line 'listening' "$tmp/iperf-server-$i.log" "$p"; i=$((i + 1)); done
+  for i in $(seq 0 "$last"); do
+    iperf3 -c 127.0.0.1 -p $((base + i)) -t "$secs" --json >"$tmp/iperf-$i.json" 2>&1 &
+    cpids="$cpids $!"
+  done
+  pids="$spids $cpids"
+  for p in $cpids $spids; do wait "$p" || fail "an iperf3 process failed" "$tmp"/iperf-*; done
+  pids=""
+  python3 - "$tmp" "$n" <<'PY'
+import json, sys
+t = sum(json.load(open(f"{sys.argv[1]}/iperf-{i}.json"))["end"]["sum_received"]["bits_per_second"]
+        for i in range(int(sys.argv[2])))
+print("%.3f" % (t / 8 / 1e9))
+PY
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+date=$(date -u +%Y-%m-%dT%H:%MZ)
+cpus=$(nproc)
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+echo "machine: $(hostname), $cpus CPUs ($model), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "date:    $date"
+echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "iperf3:  $(iperf3 --version | head -n 1)"
+echo "setup:   N=$n, $size writes, $iters per pair per run (+2 warm-up), host memory, 127.0.0.1; iperf3 $secs s; $rounds rounds"
+O="" P="" I=""
+for r in $(seq 1 "$rounds"); do
+  order="orch procs iperf"
+  case $((r % 3)) in 2) order="procs iperf orch" ;; 0) order="iperf orch procs" ;; esac
+  line="round $r:"
+  for m in $order; do
+    v=$("run_$m")
+    case $m in orch) O="$O $v" ;; procs) P="$P $v" ;; iperf) I="$I $v" ;; esac
+    line="$line $m $v GB/s,"
+  done
+  echo "${line%,}"
+done
+mo=$(echo "$O" | median) mp=$(echo "$P" | median) mi=$(echo "$I" | median)
+echo "medians over $rounds rounds (GB/s, totals of N=$n):"
+printf '  %-52s %8s\n' "one process, $n endpoints (tpx-bench --gpus)" "$mo" "$n processes, one endpoint each (tpx-bench --gpu)" "$mp" \
+  "$n iperf3 processes, one stream each" "$mi"
+echo "ratios (of the medians):"
+printf '  %-52s %6s  (target >= 0.7 at N = 8)\n' "one process / $n iperf3" "$(ratio "$mo" "$mi")"
+printf '  %-52s %6s  (target >= 0.9)\n' "one process, $n endpoints / $n processes" "$(ratio "$mo" "$mp")"
+echo
+echo "Markdown rows (docs/BENCHMARKS.md):"
+echo "| $date | $(hostname) ($cpus CPUs) | $n | $mo | $mp | $mi | $(ratio "$mo" "$mi") | $(ratio "$mo" "$mp") |"
