@@ -4,6 +4,11 @@
 #   orch     one tpx-bench process driving N endpoints (--gpus 0..N-1) against
 #            one process with N more: 64 MiB writes, every pair at once; the
 #            client's total GB/s (the sum of its pairs' rates)
+#   orch-eq  the same with the built-in transport's I/O thread pool as large
+#            as the N processes' pools together (TPX_NTHREADS = N x the
+#            default that tpx-info prints, at most 64): one process shares one
+#            pool per device among its endpoints, N processes have N pools, and
+#            on a busy machine threads are a share of the CPUs (ORCH_EQ=0: off)
 #   procs    N tpx-bench server/client process pairs, one endpoint each (--gpu
 #            i, the per-GPU mode), all started at once; the sum of the N
 #            clients' GB/s
@@ -12,7 +17,7 @@
 # The three alternate, ROUNDS times (default 3), in a rotating order, so load
 # from other users of the machine spreads over all of them; medians are
 # reported with the ratios and the issue's targets:
-#   orch / iperf3 (N = 8) >= 0.7      orch / procs >= 0.9
+#   orch / iperf3 (N = 8) >= 0.7      orch / procs >= 0.9   (orch-eq / procs shown too)
 # procs is measured without a common start (each process's rate is its own
 # transfers' time): a skewed start shows as a higher procs figure, so the
 # orch / procs ratio errs low, never high. Ends with Markdown rows for
@@ -70,30 +75,50 @@ last=$((n - 1))
 gpus=$(seq -s, 0 "$last")
 bench_args=(--size "$size" --iters "$iters" --warmup 2 --op write --progress off)
 
-# orch: one process per side, N endpoints each -> total GB/s
-run_orch() {
+# start_servers NAME CMD...: N servers at once, CMD's "@I" replaced by 0..N-1
+# and "@P" by PORT_BASE + that,
+# logs $tmp/NAME-I.log; each listening (PATTERN in $listen) before it returns
+start_servers() {
+  local name=$1 i a p
+  shift
+  local spids=""
+  for i in $(seq 0 "$last"); do
+    local args=()
+    for a in "$@"; do
+      a=${a//@P/$((base + i))}
+      args+=("${a//@I/$i}")
+    done
+    "${args[@]}" >"$tmp/$name-$i.log" 2>&1 &
+    spids="$spids $!"
+  done
+  pids="$spids"
+  i=0
+  for p in $spids; do wait_line "$listen" "$tmp/$name-$i.log" "$p"; i=$((i + 1)); done
+}
+
+# orch: one process per side, N endpoints each -> total GB/s (env: KEY=VALUE
+# settings for both processes, or none)
+run_orch_with() {
   local s="$tmp/orch-server.log" c="$tmp/orch-client.log" spid
-  "$tb" server --host 127.0.0.1 --port "$base" --gpus "$gpus" >"$s" 2>&1 &
+  env "$@" "$tb" server --host 127.0.0.1 --port "$base" --gpus "$gpus" >"$s" 2>&1 &
   spid=$!
   pids="$spid"
   wait_line '^\[SERVER\] listening' "$s" "$spid"
-  timeout 600 "$tb" client 127.0.0.1 --port "$base" --gpus "$gpus" "${bench_args[@]}" >"$c" 2>&1 ||
+  timeout 600 env "$@" "$tb" client 127.0.0.1 --port "$base" --gpus "$gpus" "${bench_args[@]}" >"$c" 2>&1 ||
     fail "orch client failed" "$c" "$s"
   wait "$spid" || fail "orch server failed" "$s"
   pids=""
   sed -n 's/^\[PERF\] .* \([0-9.]*\) GB\/s total.*/\1/p' "$c" | tail -n 1
 }
+run_orch() { run_orch_with; }
+run_orcheq() { run_orch_with "TPX_NTHREADS=$eq_threads"; }
 
 # procs: N process pairs, one endpoint each -> the sum of their GB/s
 run_procs() {
-  local i spids="" cpids="" sum=0 bw
-  for i in $(seq 0 "$last"); do
-    "$tb" server --host 127.0.0.1 --port $((base + i)) --gpu "$i" >"$tmp/proc-server-$i.log" 2>&1 &
-    spids="$spids $!"
-  done
-  pids="$spids"
-  i=0
-  for p in $spids; do wait_line '^\[SERVER\] listening' "$tmp/proc-server-$i.log" "$p"; i=$((i + 1)); done
+  local i cpids="" sum=0 bw
+  listen='^\[SERVER\] listening'
+  start_servers proc-server "$tb" server --host 127.0.0.1 --port @P --gpu @I
+  local spids=$pids
   for i in $(seq 0 "$last"); do
     timeout 600 "$tb" client 127.0.0.1 --port $((base + i)) --gpu "$i" "${bench_args[@]}" >"$tmp/proc-client-$i.log" 2>&1 &
     cpids="$cpids $!"
@@ -111,14 +136,10 @@ run_procs() {
 
 # iperf3: N process pairs, one stream each, at once -> the sum of their GB/s
 run_iperf() {
-  local i spids="" cpids="" p
-  for i in $(seq 0 "$last"); do
-    iperf3 -s -1 -B 127.0.0.1 -p $((base + i)) --forceflush >"$tmp/iperf-server-$i.log" 2>&1 &
-    spids="$spids $!"
-  done
-  pids="$spids"
-  i=0
-  for p in $spids; do wait_line 'listening' "$tmp/iperf-server-$i.log" "$p"; i=$((i + 1)); done
+  local i cpids=""
+  listen='listening'
+  start_servers iperf-server iperf3 -s -1 -B 127.0.0.1 -p @P --forceflush
+  local spids=$pids
   for i in $(seq 0 "$last"); do
     iperf3 -c 127.0.0.1 -p $((base + i)) -t "$secs" --json >"$tmp/iperf-$i.json" 2>&1 &
     cpids="$cpids $!"
@@ -134,6 +155,14 @@ print("%.3f" % (t / 8 / 1e9))
 PY
 }
 
+# orch-eq's pool: N x the default, as tpx-info reports it (at most 64)
+eq_threads=0
+if [ "${ORCH_EQ:-1}" = 1 ]; then
+  d=$("$build/tpx-info" 2>/dev/null | awk '$1 == "TPX_NTHREADS" { print $2 }')
+  [ -n "$d" ] || fail "ORCH_EQ: cannot read TPX_NTHREADS from $build/tpx-info (ORCH_EQ=0 skips orch-eq)"
+  eq_threads=$((d * n > 64 ? 64 : d * n))
+fi
+
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
@@ -145,25 +174,37 @@ echo "date:    $date"
 echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "iperf3:  $(iperf3 --version | head -n 1)"
 echo "setup:   N=$n, $size writes, $iters per pair per run (+2 warm-up), host memory, 127.0.0.1; iperf3 $secs s; $rounds rounds"
-O="" P="" I=""
+[ "$eq_threads" -gt 0 ] && echo "orch-eq: TPX_NTHREADS=$eq_threads"
+O="" E="" P="" I=""
+measures="orch procs iperf"
+[ "$eq_threads" -gt 0 ] && measures="orch orcheq procs iperf"
+set -- $measures
+k=$#
 for r in $(seq 1 "$rounds"); do
-  order="orch procs iperf"
-  case $((r % 3)) in 2) order="procs iperf orch" ;; 0) order="iperf orch procs" ;; esac
+  # rotate the order by one each round
+  order="" j=0
+  for m in $measures; do
+    order="$order $(echo "$measures" | cut -d' ' -f$(((j + r - 1) % k + 1)))"
+    j=$((j + 1))
+  done
   line="round $r:"
   for m in $order; do
     v=$("run_$m")
-    case $m in orch) O="$O $v" ;; procs) P="$P $v" ;; iperf) I="$I $v" ;; esac
+    case $m in orch) O="$O $v" ;; orcheq) E="$E $v" ;; procs) P="$P $v" ;; iperf) I="$I $v" ;; esac
     line="$line $m $v GB/s,"
   done
   echo "${line%,}"
 done
-mo=$(echo "$O" | median) mp=$(echo "$P" | median) mi=$(echo "$I" | median)
+mo=$(echo "$O" | median) me=$(echo "$E" | median) mp=$(echo "$P" | median) mi=$(echo "$I" | median)
+[ -n "$me" ] || me=-
 echo "medians over $rounds rounds (GB/s, totals of N=$n):"
-printf '  %-52s %8s\n' "one process, $n endpoints (tpx-bench --gpus)" "$mo" "$n processes, one endpoint each (tpx-bench --gpu)" "$mp" \
-  "$n iperf3 processes, one stream each" "$mi"
+printf '  %-58s %8s\n' "one process, $n endpoints (tpx-bench --gpus)" "$mo" \
+  "the same, TPX_NTHREADS=$eq_threads (orch-eq)" "$me" \
+  "$n processes, one endpoint each (tpx-bench --gpu)" "$mp" "$n iperf3 processes, one stream each" "$mi"
 echo "ratios (of the medians):"
-printf '  %-52s %6s  (target >= 0.7 at N = 8)\n' "one process / $n iperf3" "$(ratio "$mo" "$mi")"
-printf '  %-52s %6s  (target >= 0.9)\n' "one process, $n endpoints / $n processes" "$(ratio "$mo" "$mp")"
+printf '  %-58s %6s  (target >= 0.7 at N = 8)\n' "one process / $n iperf3" "$(ratio "$mo" "$mi")"
+printf '  %-58s %6s  (target >= 0.9)\n' "one process, $n endpoints / $n processes" "$(ratio "$mo" "$mp")"
+printf '  %-58s %6s\n' "orch-eq / $n processes" "$(ratio "$me" "$mp")"
 echo
-echo "Markdown rows (docs/BENCHMARKS.md):"
-echo "| $date | $(hostname) ($cpus CPUs) | $n | $mo | $mp | $mi | $(ratio "$mo" "$mi") | $(ratio "$mo" "$mp") |"
+echo "Markdown row (docs/BENCHMARKS.md): date, machine, N, one process, orch-eq, N processes, N iperf3, ratios"
+echo "| $date | $(hostname) ($cpus CPUs) | $n | $mo | $me | $mp | $mi | $(ratio "$mo" "$mi") | $(ratio "$mo" "$mp") | $(ratio "$me" "$mp") |"

@@ -8,36 +8,8 @@
 # usage: bench_gpus.sh TPX_BENCH CHECK_BENCH_JSON_PY
 set -u
 bench=$1 check=$2
-dir=$(mktemp -d)
-spid="" cpid=""
-cleanup() {
-  [ -n "$cpid" ] && kill -9 "$cpid" 2>/dev/null
-  [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-die() {
-  echo "FAIL: $*"
-  for f in "$dir"/*.log; do echo "--- $f"; tail -n 8 "$f"; done
-  exit 1
-}
-wait_for() { # PATTERN FILE TENTHS
-  i=0
-  while ! grep -q "$1" "$2" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt "$3" ] && return 1
-    sleep 0.1
-  done
-}
-wait_exit() { # PID TENTHS: its exit status, or 124 if still running
-  i=0
-  while kill -0 "$1" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt "$2" ] && return 124
-    sleep 0.1
-  done
-  wait "$1"
-}
+# shellcheck source=tests/tools/proc_wait.sh
+. "$(dirname "$0")/proc_wait.sh"
 # --gpus: pair i on exactly port P + i; P from this process's id, 8 apart per step.
 base=$((30000 + ($$ % 2000) * 8))
 server() { # LOG PORT ARGS...
@@ -84,15 +56,5 @@ refused c3.log 1
 server s4.log $base --gpus 0-3
 "$bench" client 127.0.0.1 --port $base --gpus 0-3 --size 1M --iters 100000000 --op send --progress off >"$dir/c4.log" 2>&1 &
 cpid=$!
-wait_for "^# tpx-bench send" "$dir/c4.log" 100 || die "client 4 did not start its run"
-sleep 0.5
-kill -9 $cpid
-wait $cpid 2>/dev/null
-cpid=""
-wait_exit $spid 100
-rc=$?
-spid=""
-[ $rc -eq 124 ] && die "server 4 still running 10 s after its client died"
-[ $rc -eq 1 ] || die "server 4 exit status $rc after its client died (wanted 1)"
-grep -q "closed\|peer failed\|remote error" "$dir/s4.log" || die "server 4 did not say why it ended"
+kill_client 4
 echo "bench_gpus: four pairs against four verified; pair-count mismatches refused by name; a dead client ends every pair"
