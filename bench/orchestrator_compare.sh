@@ -14,19 +14,22 @@
 #            clients' GB/s
 #   iperf3   N iperf3 server/client process pairs, one stream each, at once,
 #            IPERF_SECONDS (5) s; the sum of their received GB/s
-# The three alternate, ROUNDS times (default 3), in a rotating order, so load
-# from other users of the machine spreads over all of them; medians are
+# They alternate, ROUNDS times (default 3), the order rotating each round, so
+# load from other users of the machine spreads over all of them; medians are
 # reported with the ratios and the issue's targets:
 #   orch / iperf3 (N = 8) >= 0.7      orch / procs >= 0.9   (orch-eq / procs shown too)
 # procs is measured without a common start (each process's rate is its own
 # transfers' time): a skewed start shows as a higher procs figure, so the
-# orch / procs ratio errs low, never high. Ends with Markdown rows for
-# docs/BENCHMARKS.md.
+# orch / procs ratio errs low, never high. A measurement that fails (a port
+# taken meanwhile, say) is retried twice on other ports, saying so. Ends with
+# a Markdown row for docs/BENCHMARKS.md.
 #
 # usage: bench/orchestrator_compare.sh [BUILD_DIR]   (default ./build; needs
-#        BUILD_DIR/tpx-bench, iperf3, python3)
+#        BUILD_DIR/tpx-bench and tpx-info, python3, iperf3)
 #   N=8 (endpoints / processes)  ROUNDS=3  ITERS=20 (64 MiB writes per pair per
-#   run)  SIZE=64M  IPERF_SECONDS=5  PORT_BASE (default: from this process id)
+#   run)  SIZE=64M  IPERF_SECONDS=5  ORCH_EQ=1  PORT_BASE (default: from this
+#   process id, below the ephemeral range)  IPERF3=path (default: iperf3 on
+#   PATH; IPERF3=none: no iperf3 measurement, e.g. a machine without it)
 # GPU indexes 0..N-1 only place the endpoints (NUMA node of each GPU, when the
 # machine has GPUs); the memory is host memory, so any machine runs it.
 # Figures from a shared or busy machine are indicative only.
@@ -38,36 +41,43 @@ rounds="${ROUNDS:-3}"
 iters="${ITERS:-20}"
 size="${SIZE:-64M}"
 secs="${IPERF_SECONDS:-5}"
-base="${PORT_BASE:-$((40000 + ($$ % 500) * 40))}"
+base="${PORT_BASE:-$((22000 + ($$ % 100) * 100))}"
+iperf="${IPERF3:-iperf3}"
 tb="$build/tpx-bench"
-[ -x "$tb" ] || { echo "orchestrator_compare: $tb not found; build first" >&2; exit 2; }
-for c in iperf3 python3; do
-  command -v "$c" >/dev/null 2>&1 || { echo "orchestrator_compare: $c not installed (scripts/deps.sh --test)" >&2; exit 2; }
-done
-case "$n$rounds$iters$secs$base" in *[!0-9]*) echo "orchestrator_compare: N, ROUNDS, ITERS, IPERF_SECONDS, PORT_BASE: numbers" >&2; exit 2 ;; esac
-[ "$n" -ge 1 ] && [ "$n" -le 64 ] || { echo "orchestrator_compare: N in [1, 64]" >&2; exit 2; }
+die() { echo "orchestrator_compare: $*" >&2; exit 2; }
+[ -x "$tb" ] || die "$tb not found; build first"
+command -v python3 >/dev/null 2>&1 || die "python3 not installed"
+if [ "$iperf" != none ] && ! command -v "$iperf" >/dev/null 2>&1; then
+  die "$iperf not found (scripts/deps.sh --test; IPERF3=path, or IPERF3=none to leave iperf3 out)"
+fi
+case "$n$rounds$iters$secs$base" in *[!0-9]*) die "N, ROUNDS, ITERS, IPERF_SECONDS, PORT_BASE: numbers" ;; esac
+[ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "N in [1, 64]"
 export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orchcmp.XXXXXX")
 pids=""
-cleanup() {
+stop_all() {
   for p in $pids; do kill "$p" 2>/dev/null || true; done
   for p in $pids; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
+  pids=""
 }
-trap cleanup EXIT INT TERM
-fail() {
+trap 'stop_all; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+# bad WHAT LOG...: one measurement failed: say so with the logs' tails, stop
+# its processes; the caller retries
+bad() {
   echo "orchestrator_compare: $1" >&2
   shift
-  for f in "$@"; do [ -f "$f" ] && tail -n 20 "$f" >&2; done
-  exit 1
+  for f in "$@"; do [ -f "$f" ] && tail -n 8 "$f" >&2; done
+  stop_all
+  return 1
 }
 # wait_line PATTERN FILE PID: until FILE has the line (bounded: 30 s)
 wait_line() {
   local i=0
   until grep -q "$1" "$2" 2>/dev/null; do
     i=$((i + 1))
-    kill -0 "$3" 2>/dev/null && [ $i -le 300 ] || fail "no '$1' in $2" "$2"
+    { kill -0 "$3" 2>/dev/null && [ $i -le 300 ]; } || { bad "no '$1' in $2" "$2"; return 1; }
     sleep 0.1
   done
 }
@@ -75,13 +85,12 @@ last=$((n - 1))
 gpus=$(seq -s, 0 "$last")
 bench_args=(--size "$size" --iters "$iters" --warmup 2 --op write --progress off)
 
-# start_servers NAME CMD...: N servers at once, CMD's "@I" replaced by 0..N-1
-# and "@P" by PORT_BASE + that,
-# logs $tmp/NAME-I.log; each listening (PATTERN in $listen) before it returns
+# start_servers NAME PATTERN CMD...: N servers at once, CMD's "@I" replaced by
+# 0..N-1 and "@P" by PORT_BASE + that, logs $tmp/NAME-I.log; returns once each
+# log has PATTERN
 start_servers() {
-  local name=$1 i a p
-  shift
-  local spids=""
+  local name=$1 listen=$2 i a p
+  shift 2
   for i in $(seq 0 "$last"); do
     local args=()
     for a in "$@"; do
@@ -89,82 +98,99 @@ start_servers() {
       args+=("${a//@I/$i}")
     done
     "${args[@]}" >"$tmp/$name-$i.log" 2>&1 &
-    spids="$spids $!"
+    pids="$pids $!"
   done
-  pids="$spids"
   i=0
-  for p in $spids; do wait_line "$listen" "$tmp/$name-$i.log" "$p"; i=$((i + 1)); done
+  for p in $pids; do
+    wait_line "$listen" "$tmp/$name-$i.log" "$p" || return 1
+    i=$((i + 1))
+  done
 }
 
-# orch: one process per side, N endpoints each -> total GB/s (env: KEY=VALUE
+# Each run_* sets val (GB/s) or returns 1.
+# orch: one process per side, N endpoints each -> total GB/s (args: KEY=VALUE
 # settings for both processes, or none)
 run_orch_with() {
   local s="$tmp/orch-server.log" c="$tmp/orch-client.log" spid
   env "$@" "$tb" server --host 127.0.0.1 --port "$base" --gpus "$gpus" >"$s" 2>&1 &
   spid=$!
-  pids="$spid"
-  wait_line '^\[SERVER\] listening' "$s" "$spid"
+  pids=$spid
+  wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
   timeout 600 env "$@" "$tb" client 127.0.0.1 --port "$base" --gpus "$gpus" "${bench_args[@]}" >"$c" 2>&1 ||
-    fail "orch client failed" "$c" "$s"
-  wait "$spid" || fail "orch server failed" "$s"
+    { bad "orch client failed" "$c" "$s"; return 1; }
+  wait "$spid" || { bad "orch server failed" "$s"; return 1; }
   pids=""
-  sed -n 's/^\[PERF\] .* \([0-9.]*\) GB\/s total.*/\1/p' "$c" | tail -n 1
+  val=$(sed -n 's/^\[PERF\] .* \([0-9.]*\) GB\/s total.*/\1/p' "$c" | tail -n 1)
+  [ -n "$val" ] || bad "no total in $c" "$c"
 }
 run_orch() { run_orch_with; }
 run_orcheq() { run_orch_with "TPX_NTHREADS=$eq_threads"; }
 
+# clients NAME CMD...: N clients at once (as start_servers), then every process
+# of pids waited for
+clients() {
+  local name=$1 i a p
+  shift
+  for i in $(seq 0 "$last"); do
+    local args=()
+    for a in "$@"; do
+      a=${a//@P/$((base + i))}
+      args+=("${a//@I/$i}")
+    done
+    "${args[@]}" >"$tmp/$name-$i.log" 2>&1 &
+    pids="$pids $!"
+  done
+  for p in $pids; do wait "$p" || { bad "a $name process failed" "$tmp/$name"-*.log; return 1; }; done
+  pids=""
+}
+
 # procs: N process pairs, one endpoint each -> the sum of their GB/s
 run_procs() {
-  local i cpids="" sum=0 bw
-  listen='^\[SERVER\] listening'
-  start_servers proc-server "$tb" server --host 127.0.0.1 --port @P --gpu @I
-  local spids=$pids
-  for i in $(seq 0 "$last"); do
-    timeout 600 "$tb" client 127.0.0.1 --port $((base + i)) --gpu "$i" "${bench_args[@]}" >"$tmp/proc-client-$i.log" 2>&1 &
-    cpids="$cpids $!"
-  done
-  pids="$spids $cpids"
-  for p in $cpids $spids; do wait "$p" || fail "a per-process run failed" "$tmp"/proc-*.log; done
-  pids=""
+  local i bw
+  val=0
+  start_servers proc-server '^\[SERVER\] listening' "$tb" server --host 127.0.0.1 --port @P --gpu @I || return 1
+  clients proc-client timeout 600 "$tb" client 127.0.0.1 --port @P --gpu @I "${bench_args[@]}" || return 1
   for i in $(seq 0 "$last"); do
     bw=$(sed -n 's/^\[PERF\] .*BW: \([0-9.]*\) GB\/s.*/\1/p' "$tmp/proc-client-$i.log" | tail -n 1)
-    [ -n "$bw" ] || fail "no figure from client $i" "$tmp/proc-client-$i.log"
-    sum=$(awk -v a="$sum" -v b="$bw" 'BEGIN { printf "%.3f", a + b }')
+    [ -n "$bw" ] || { bad "no figure from client $i" "$tmp/proc-client-$i.log"; return 1; }
+    val=$(awk -v a="$val" -v b="$bw" 'BEGIN { printf "%.3f", a + b }')
   done
-  echo "$sum"
 }
 
 # iperf3: N process pairs, one stream each, at once -> the sum of their GB/s
 run_iperf() {
-  local i cpids=""
-  listen='listening'
-  start_servers iperf-server iperf3 -s -1 -B 127.0.0.1 -p @P --forceflush
-  local spids=$pids
-  for i in $(seq 0 "$last"); do
-    iperf3 -c 127.0.0.1 -p $((base + i)) -t "$secs" --json >"$tmp/iperf-$i.json" 2>&1 &
-    cpids="$cpids $!"
-  done
-  pids="$spids $cpids"
-  for p in $cpids $spids; do wait "$p" || fail "an iperf3 process failed" "$tmp"/iperf-*; done
-  pids=""
-  python3 - "$tmp" "$n" <<'PY'
+  start_servers iperf-server listening "$iperf" -s -1 -B 127.0.0.1 -p @P --forceflush || return 1
+  clients iperf-client "$iperf" -c 127.0.0.1 -p @P -t "$secs" --json || return 1
+  val=$(python3 - "$tmp" "$n" <<'PY'
 import json, sys
-t = sum(json.load(open(f"{sys.argv[1]}/iperf-{i}.json"))["end"]["sum_received"]["bits_per_second"]
+t = sum(json.load(open(f"{sys.argv[1]}/iperf-client-{i}.log"))["end"]["sum_received"]["bits_per_second"]
         for i in range(int(sys.argv[2])))
 print("%.3f" % (t / 8 / 1e9))
 PY
+  ) || { bad "iperf3 output unreadable" "$tmp"/iperf-client-0.log; return 1; }
+}
+
+# measure M: run_M, retried twice on other ports
+measure() {
+  local try
+  for try in 1 2 3; do
+    "run_$1" && return 0
+    base=$((base + 100 > 32600 ? 22000 : base + 100))
+    echo "orchestrator_compare: $1 failed (try $try); again on ports from $base" >&2
+  done
+  die "$1 failed three times"
 }
 
 # orch-eq's pool: N x the default, as tpx-info reports it (at most 64)
 eq_threads=0
 if [ "${ORCH_EQ:-1}" = 1 ]; then
   d=$("$build/tpx-info" 2>/dev/null | awk '$1 == "TPX_NTHREADS" { print $2 }')
-  [ -n "$d" ] || fail "ORCH_EQ: cannot read TPX_NTHREADS from $build/tpx-info (ORCH_EQ=0 skips orch-eq)"
+  [ -n "$d" ] || die "ORCH_EQ: cannot read TPX_NTHREADS from $build/tpx-info (ORCH_EQ=0 skips orch-eq)"
   eq_threads=$((d * n > 64 ? 64 : d * n))
 fi
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2); else print "-" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 
 date=$(date -u +%Y-%m-%dT%H:%MZ)
 cpus=$(nproc)
@@ -172,31 +198,28 @@ model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "machine: $(hostname), $cpus CPUs ($model), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "date:    $date"
 echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "iperf3:  $(iperf3 --version | head -n 1)"
+[ "$iperf" != none ] && echo "iperf3:  $("$iperf" --version | head -n 1)"
 echo "setup:   N=$n, $size writes, $iters per pair per run (+2 warm-up), host memory, 127.0.0.1; iperf3 $secs s; $rounds rounds"
 [ "$eq_threads" -gt 0 ] && echo "orch-eq: TPX_NTHREADS=$eq_threads"
-O="" E="" P="" I=""
-measures="orch procs iperf"
-[ "$eq_threads" -gt 0 ] && measures="orch orcheq procs iperf"
-set -- $measures
-k=$#
+declare -A got=([orch]="" [orcheq]="" [procs]="" [iperf]="")
+measures="orch"
+[ "$eq_threads" -gt 0 ] && measures="$measures orcheq"
+measures="$measures procs"
+[ "$iperf" != none ] && measures="$measures iperf"
+read -r -a ms <<<"$measures"
+k=${#ms[@]}
 for r in $(seq 1 "$rounds"); do
-  # rotate the order by one each round
-  order="" j=0
-  for m in $measures; do
-    order="$order $(echo "$measures" | cut -d' ' -f$(((j + r - 1) % k + 1)))"
-    j=$((j + 1))
-  done
   line="round $r:"
-  for m in $order; do
-    v=$("run_$m")
-    case $m in orch) O="$O $v" ;; orcheq) E="$E $v" ;; procs) P="$P $v" ;; iperf) I="$I $v" ;; esac
-    line="$line $m $v GB/s,"
+  for j in $(seq 0 $((k - 1))); do # the order rotates by one each round
+    m=${ms[$(((j + r - 1) % k))]}
+    measure "$m"
+    got[$m]="${got[$m]} $val"
+    line="$line $m $val GB/s,"
   done
   echo "${line%,}"
 done
-mo=$(echo "$O" | median) me=$(echo "$E" | median) mp=$(echo "$P" | median) mi=$(echo "$I" | median)
-[ -n "$me" ] || me=-
+mo=$(echo "${got[orch]}" | median) me=$(echo "${got[orcheq]}" | median)
+mp=$(echo "${got[procs]}" | median) mi=$(echo "${got[iperf]}" | median)
 echo "medians over $rounds rounds (GB/s, totals of N=$n):"
 printf '  %-58s %8s\n' "one process, $n endpoints (tpx-bench --gpus)" "$mo" \
   "the same, TPX_NTHREADS=$eq_threads (orch-eq)" "$me" \
