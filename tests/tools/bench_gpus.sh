@@ -10,14 +10,22 @@ set -u
 bench=$1 check=$2
 # shellcheck source=tests/tools/proc_wait.sh
 . "$(dirname "$0")/proc_wait.sh"
-# --gpus: pair i on exactly port P + i; P from this process's id, 8 apart per step.
-base=$((30000 + ($$ % 2000) * 8))
-server() { # LOG PORT ARGS...
+# --gpus: pair i on exactly port P + i. P from this process's id, below the
+# ephemeral range (32768-); a port taken meanwhile moves P on (5 tries).
+base=$((23000 + ($$ % 1000) * 8))
+server() { # LOG PORT ARGS...: a server listening on PORT (+ pairs), or die
   log=$1 port=$2
   shift 2
-  "$bench" server --host 127.0.0.1 --port "$port" "$@" >"$dir/$log" 2>&1 &
-  spid=$!
-  wait_for "listening on port" "$dir/$log" 100 || die "server ($log) did not start"
+  for try in 1 2 3 4 5; do
+    "$bench" server --host 127.0.0.1 --port "$port" "$@" >"$dir/$log" 2>&1 &
+    spid=$!
+    wait_for "listening on port\\|address in use" "$dir/$log" 100 || die "server ($log) did not start"
+    grep -q "listening on port" "$dir/$log" && return 0
+    wait "$spid" 2>/dev/null
+    spid=""
+    base=$((base + 8)) port=$((port + 8))
+  done
+  die "server ($log): ports in use five times"
 }
 
 # 1. four against four
