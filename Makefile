@@ -4,13 +4,17 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
+# NIXL for the plugin (src/nixl) and its tests: the prefix
+# scripts/build-testdeps.sh built, when it did (nothing is built here).
+NIXL_PREFIX ?= $(shell ./scripts/build-testdeps.sh --prefix 2>/dev/null)
+NIXL_ARGS  := $(if $(NIXL_PREFIX),-DNIXL_PREFIX=$(NIXL_PREFIX))
 
 .PHONY: all build run test test-asan check clean format
 
 all: build
 
 build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(NIXL_ARGS) $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
@@ -20,7 +24,7 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-asan:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPX_SANITIZE=ON $(CMAKE_ARGS)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPX_SANITIZE=ON $(NIXL_ARGS) $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 

@@ -224,6 +224,8 @@ int main(int argc, char **argv) {
     printf("    force flush    %s\n", p.force_flush ? "yes" : "no");
     printf("    max p2p bytes  %s\n", bytes_str(p.max_p2p_bytes, mp, sizeof(mp)));
     printf("    max coll bytes %s\n", bytes_str(p.max_coll_bytes, mc, sizeof(mc)));
+    if (p.rail_id >= 0 || p.plane_id >= 0)
+      printf("    rail / plane   %d / %d\n", p.rail_id, p.plane_id);
     if (p.dev_type == TPX_NET_DEV_UNPACK) {
       any_unpack = 1;
       /* Real devmem plugins only: the built-in transport's emulation works anywhere. */
@@ -238,6 +240,16 @@ int main(int argc, char **argv) {
 
   warnings += print_topology(net, ndev, sysfs, gpu_ids);
 
+  if (tpx_net_is_tcpx(net)) {
+    /* The loader (or the emulation) filled in what was unset before init. */
+    printf("\n== GPUDirect-TCPX plugin environment (docs/CONFIG.md)\n");
+    tpx_net_env_t r;
+    for (int i = 0; tpx_net_tcpx_env(i, &r) == 0; i++) {
+      printf("%-30s %s%s\n", r.name, r.value ? r.value : "(unset)",
+             r.set_by_us ? "  (was unset: set by tpx-p2p)" : "");
+      if (r.danger) WARNF("%s=%s: %s; use %s", r.name, r.value ? r.value : "(unset)", r.danger, r.safe);
+    }
+  }
   printf("\n== checks\n");
   if (ndev == 0)
     WARNF("no devices: nothing can be sent (check TPX_SOCKET_IFNAME / the plugin's NIC list)");

@@ -59,10 +59,16 @@ typedef struct tpx_config {
   size_t max_notif_bytes;  /* TPX_MAX_NOTIF_BYTES: their payload bytes */
   int max_ctl_queue;       /* TPX_MAX_CTL_QUEUE: a peer's requests queued or being served */
   size_t max_ctl_out_bytes; /* TPX_MAX_CTL_OUT_BYTES: control bytes waiting for a peer to read them */
-  int net_abi;             /* TPX_NET_ABI: drive exactly ncclNetPlugin_v<net_abi> (7..11);
+  int net_abi;             /* TPX_NET_ABI: drive exactly ncclNetPlugin_v<net_abi> (7..12);
                               0 = the highest the plugin exports */
   char gpu_nic_map[256];   /* TPX_GPU_NIC_MAP: static GPU -> NIC map ("0-3:eth1,eth2;4-7:eth3,eth4");
                               "" = detected from sysfs (docs/TOPOLOGY.md) */
+  int progress_spin_us;    /* TPX_PROGRESS_SPIN_US: 0 = the progress thread naps 10-100 us when a
+                              pass finds nothing done with requests in flight; > 0 = it keeps
+                              polling (yielding between passes) for this long after the last
+                              progress, then blocks as when idle (NCCL's proxy style) */
+  size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
+                              size (rounded down to a power of two) share chunks; < 2 = never */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */
@@ -78,9 +84,10 @@ TPX_API int tpx_config_from_env(tpx_config_t *cfg);
  * applies it, so code and environment have the same limits. */
 TPX_API int tpx_config_check(const tpx_config_t *cfg);
 /* Set one field by name, with the environment's parsing and range checks:
- * key is the variable (TPX_NUM_CHANNELS) or the field (num_channels, any
- * case); value as in the environment ("8", "512K", "info"). TPX_EINVAL
- * (cfg unchanged) on an unknown key or a bad value. */
+ * key is the variable (TPX_NUM_CHANNELS), its synonym, or the variable
+ * without "TPX_" in any case (num_channels); value as in the environment
+ * ("8", "512K", "info"). TPX_ENOENT for an unknown key, TPX_EINVAL for a
+ * malformed or out-of-range value (cfg unchanged either way). */
 TPX_API int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value);
 /* sizeof(tpx_config_t) of the library: for bindings that allocate one
  * without knowing its layout (the Python package). */

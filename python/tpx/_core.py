@@ -123,7 +123,10 @@ class Endpoint(_Closing):
         for key, value in config.items():
             if isinstance(value, bool):
                 value = int(value)
-            check(lib.tpx_config_set(cfg, key.encode(), str(value).encode()))
+            rc = lib.tpx_config_set(cfg, key.encode(), str(value).encode())
+            if rc == -11:  # TPX_ENOENT: no such setting, i.e. a bad keyword argument
+                raise error(-4, lib.tpx_last_error().decode(errors="replace"))
+            check(rc)
         p = EndpointParams()
         lib.tpx_endpoint_params_init(byref(p))
         p.cfg = ctypes.cast(cfg, c_void_p)

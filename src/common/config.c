@@ -60,8 +60,10 @@ static const struct var vars[] = {
     {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
     {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
     {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
-    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 11},
+    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12},
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
+    {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
+    {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -100,6 +102,10 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->progress_thread = 1;
   cfg->staging_bytes = 8u << 20;
   cfg->inline_bytes = 16384;
+  /* Packed chunks cost a copy on each side: on the 2-core VM they halved
+   * the CPU per byte of 4 KiB blocks and cost more than they saved at 16 KiB
+   * and above (docs/BENCHMARKS.md). */
+  cfg->pack_bytes = 8192;
   /* Hostile-peer bounds (docs/SECURITY.md). Dials: 8 channels x (16 data
    * sockets + 1) fit twice. Pre-handshake frames: a HELLO of 64 channels is
    * 8.3 KiB. Notifications: 4096 pending cost about 17 MiB (a queued one
@@ -112,6 +118,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->max_notif_bytes = 4u << 20;
   cfg->max_ctl_queue = 16384;
   cfg->max_ctl_out_bytes = 64u << 20;
+  cfg->progress_spin_us = 0; /* napping: see docs/BENCHMARKS.md for the comparison */
 }
 
 static int parse_log_level(const char *s, int *out) {
@@ -179,11 +186,14 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
   return 0;
 }
 
-/* "TPX_NUM_CHANNELS" or "num_channels" names the row TPX_NUM_CHANNELS. */
+/* "TPX_NUM_CHANNELS", "num_channels" (any case) or the synonym
+ * "UCCL_TCPX_NUM_CHANNELS" name the row TPX_NUM_CHANNELS. */
 static const struct var *find_var(const char *key) {
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const char *name = vars[i].name;
-    if (strcmp(key, name) == 0 || strcasecmp(key, name + 4) == 0) return &vars[i];
+    if (strcmp(key, name) == 0 || strcasecmp(key, name + 4) == 0 ||
+        (vars[i].synonym && strcmp(key, vars[i].synonym) == 0))
+      return &vars[i];
   }
   return NULL;
 }
@@ -205,7 +215,7 @@ int tpx__config_parse_var(const char *var, const char *val, long long *out) {
 int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value) {
   if (!cfg || !key || !value) return tpx_err(TPX_EINVAL, "tpx_config_set: NULL argument");
   const struct var *v = find_var(key);
-  if (!v) return tpx_err(TPX_EINVAL, "tpx_config_set: no setting '%s' (see docs/CONFIG.md)", key);
+  if (!v) return tpx_err(TPX_ENOENT, "tpx_config_set: no setting '%s' (see docs/CONFIG.md)", key);
   if (apply(cfg, v, v->name, value) != 0) return tpx_err_surface(TPX_EINVAL);
   return 0;
 }

@@ -39,6 +39,7 @@ int tpx__gpu_release(int dev) { (void)dev; return nosup("tpx__gpu_release"); }
 int tpx__gpu_ctx_refs(int dev) { (void)dev; return 0; }
 int tpx__gpu_ctx_retained(void) { return 0; }
 int tpx__gpu_set_device(int dev) { (void)dev; return nosup("tpx__gpu_set_device"); }
+int tpx__gpu_current_device(void) { return -1; }
 int tpx__gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
   (void)dev;
   if (g) {
@@ -338,6 +339,12 @@ void tpx__gpu_guard_leave(tpx_gpu_guard_t *g) {
   CUresult r = G.cuCtxSetCurrent((CUcontext)g->prev);
   if (r != CUDA_SUCCESS) TPX_WARN("gpu: restoring the caller's context failed: %s", cu_str(r));
   g->changed = 0;
+}
+
+int tpx__gpu_current_device(void) {
+  if (gpu_ndev() == 0) return -1;
+  int d = -1;
+  return cudaGetDevice(&d) == cudaSuccess ? d : -1;
 }
 
 int tpx__gpu_set_device(int dev) {

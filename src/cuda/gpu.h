@@ -66,6 +66,12 @@ int tpx__gpu_ctx_retained(void);
  * (for progress threads). dev must be retained. */
 int tpx__gpu_set_device(int dev);
 
+/* The calling thread's current device as the CUDA runtime reports it
+ * (cudaGetDevice: 0 on a thread that never chose one; the device of the
+ * current primary context otherwise). This is what GPUDirect-TCPX reads at
+ * listen, connect, accept and regMr. -1 without CUDA or a driver. */
+int tpx__gpu_current_device(void);
+
 /* Scoped switch: enter makes dev's context current, leave restores the
  * previous one. dev must be retained. */
 typedef struct tpx_gpu_guard {

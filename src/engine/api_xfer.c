@@ -36,6 +36,19 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
   return 0;
 }
 
+/* Small entries share chunks (plan.h) when the peer takes packed plans and
+ * both sides are host memory: the GPU paths (staging, unpack) move one
+ * entry per chunk. */
+static int pack_log2(const struct tpx_peer *p, const tpx_iov_t *iov, size_t n) {
+  size_t max = p->ep->cfg.pack_bytes;
+  if (!p->pack || n < 2 || max < 2) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (iov[i].local->type != TPX_MEM_HOST || iov[i].remote->md.type != TPX_MEM_HOST) return 0;
+  int k = 0;
+  while (k < WIRE_MAX_PACK_LOG2 && (2ull << k) <= max) k++; /* rounded down to a power of two */
+  return k;
+}
+
 static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, const void *notif,
                    size_t notif_len, tpx_xfer_t **out) {
   const char *what = kind == K_WRITE ? "tpx_xfer_prep_write" : "tpx_xfer_prep_read";
@@ -88,7 +101,9 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->rents[i].len = iov[i].len;
       o->total += iov[i].len;
     }
-    o->nchunks = tpx__plan_nchunks(o->ents, o->nents, o->chunk);
+    int k = pack_log2(p, iov, n);
+    o->pack_max = k ? 1ull << k : 0;
+    o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
     tpx__op_user_link(o);
     *out = (tpx_xfer_t *)o;
   }
@@ -169,6 +184,12 @@ static const void *notif_arg(const struct op *o) {
   return o->notif ? (const void *)o->notif : (const void *)"";
 }
 
+static int pack_log2_of(const struct op *o) {
+  int k = 0;
+  while (o->pack_max >> (k + 1)) k++;
+  return o->pack_max ? k : 0;
+}
+
 /* Send the control message that starts o (lock held). A failure to send
  * fails the peer, which finishes o with the error. */
 static void post_start(struct tpx_peer *p, struct op *o) {
@@ -179,8 +200,9 @@ static void post_start(struct tpx_peer *p, struct op *o) {
     struct iovec iov[INLINE_MAX_IOV];
     int niov = tpx__inline_ok(ep, o->ents, o->nents, o->total, iov);
     uint32_t first = niov >= 0 ? 0 : tpx__op_take_first_ch(p, o->nchunks);
-    rc = tpx__ctl_send(p, tpx__wire_put_rw(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents, o->nents,
-                                 notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov));
+    rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents,
+                                                o->nents, notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov,
+                                                pack_log2_of(o)));
     if (rc) break;
     if (niov >= 0) { /* the data went with the request: wait for the ack */
       uint64_t n = o->nchunks;
@@ -197,8 +219,8 @@ static void post_start(struct tpx_peer *p, struct op *o) {
     o->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
     struct iovec riov[INLINE_MAX_IOV];
     int welcome = tpx__inline_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
-    rc = tpx__ctl_send(p, tpx__wire_put_rw(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents, notif_arg(o),
-                                 o->notif_len, NULL, welcome));
+    rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents,
+                                                notif_arg(o), o->notif_len, NULL, welcome, pack_log2_of(o)));
     break;
   }
   case K_RECV: {

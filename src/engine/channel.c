@@ -7,6 +7,8 @@
 #include "common/log.h"
 #include "engine/channel.h"
 #include "engine/endpoint.h"
+#include "engine/fail.h"
+#include "engine/gpu/gpu_path.h"
 #include "engine/mem.h"
 #include "engine/op.h"
 #include "engine/peer.h"
@@ -30,16 +32,20 @@ int tpx__channels_alloc(struct tpx_peer *p, int n) {
 
 int tpx__channels_listen(struct tpx_peer *p, int from, int to) {
   tpx_net_t *net = p->ep->net;
-  for (int c = from; c < to; c++) {
+  struct gpu_bind b;
+  int rc = tpx__gpu_bind_enter(p->ep, -1, &b); /* the plugin binds the listen comm to the current GPU */
+  for (int c = from; c < to && rc == 0; c++) {
     struct channel *ch = &p->ch[c];
     memset(ch->my_handle, 0, sizeof(ch->my_handle));
-    int rc = net->ops->listen(net, ch->dev, ch->my_handle, &ch->listen_comm);
-    if (rc) return tpx_err_quiet(rc, "peer %s channel %d: listen on net device %d failed", p->where, c, ch->dev);
-    if (!ch->listen_comm)
-      return tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: listen returned no comm", p->where, c);
+    rc = net->ops->listen(net, ch->dev, ch->my_handle, &ch->listen_comm);
+    if (rc) rc = tpx_err_quiet(rc, "peer %s channel %d: listen on net device %d failed", p->where, c, ch->dev);
+    else if (!ch->listen_comm)
+      rc = tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: listen returned no comm", p->where, c);
   }
-  return 0;
+  tpx__gpu_bind_leave(&b);
+  return rc;
 }
+
 
 void tpx__channels_trim(struct tpx_peer *p, int n) {
   tpx_net_t *net = p->ep->net;
@@ -61,7 +67,8 @@ static int comm_up(struct tpx_peer *p, struct window *q, void *comm) {
   return 0;
 }
 
-int tpx__channels_connect(struct tpx_peer *p, int *did) {
+/* One pass of connect/accept over the channels; the caller binds the GPU. */
+static int channels_connect_pass(struct tpx_peer *p, int *did) {
   tpx_net_t *net = p->ep->net;
   int all = 1;
   *did = 0;
@@ -91,6 +98,15 @@ int tpx__channels_connect(struct tpx_peer *p, int *did) {
     }
   }
   return all;
+}
+
+int tpx__channels_connect(struct tpx_peer *p, int *did) {
+  struct gpu_bind b;
+  *did = 0;
+  int rc = tpx__gpu_bind_enter(p->ep, -1, &b); /* connect/accept bind comms to the current GPU */
+  if (rc == 0) rc = channels_connect_pass(p, did);
+  tpx__gpu_bind_leave(&b);
+  return rc;
 }
 
 static void close_comm(struct tpx_peer *p, struct window *q) {
@@ -131,6 +147,7 @@ int tpx__channels_progress(struct tpx_peer *p) {
     if (r < 0) return r;
     did += r;
   }
+  if (did) tpx__peer_eof_progress(p);
   return did;
 }
 

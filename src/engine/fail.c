@@ -5,12 +5,17 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/op.h"
 #include "engine/peer.h"
+
+/* How long after its control connection ended a peer's transfers may go on
+ * without one chunk completing (docs/A3HIGH.md, "A dead peer"). */
+#define EOF_GRACE_MS 500
 
 void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (p->state == P_DEAD) return;
@@ -60,11 +65,16 @@ void tpx__peer_remote_gone(struct tpx_peer *p, const char *why) {
   if (p->state != P_READY) return;
   TPX_DEBUG("peer %s: %s; finishing transfers in flight", p->where, why);
   p->state = P_CLOSING;
+  p->eof_deadline = tpx__now_ns() + tpx__ms_to_ns(EOF_GRACE_MS);
   p->err = TPX_ECLOSED;
   snprintf(p->errmsg, sizeof(p->errmsg), "peer %s: %s", p->where, why);
   tpx__op_fail_all(p, TPX_ECLOSED, 1);
   tpx__peer_check_closing(p);
   tpx__ep_signal(p->ep);
+}
+
+void tpx__peer_eof_progress(struct tpx_peer *p) {
+  if (p->state == P_CLOSING && p->eof_deadline) p->eof_deadline = tpx__now_ns() + tpx__ms_to_ns(EOF_GRACE_MS);
 }
 
 void tpx__peer_check_closing(struct tpx_peer *p) {
@@ -88,6 +98,11 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
     return;
   }
   if (p->state != P_READY && p->state != P_CLOSING) return;
+  if (p->state == P_CLOSING && p->eof_deadline && now > p->eof_deadline) {
+    tpx__peer_fail(p, TPX_ECLOSED, "%s; %llu requests still in the transport, none completed for %d ms",
+                   p->errmsg, (unsigned long long)p->inflight, EOF_GRACE_MS);
+    return;
+  }
   for (struct op *o = p->active; o; o = o->next) {
     if ((o->phase == PH_WAIT_ACK || (o->kind == K_READ && o->phase == PH_WAIT_HDR)) &&
         o->deadline && now > o->deadline) {

@@ -22,5 +22,8 @@ void tpx__peer_remote_gone(struct tpx_peer *p, const char *why);
 void tpx__peer_check_closing(struct tpx_peer *p);
 /* Setup and control-wait deadlines. */
 void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now);
+/* A chunk of a closing peer completed: its transfers are still moving, so
+ * the end-of-control-connection grace starts again. */
+void tpx__peer_eof_progress(struct tpx_peer *p);
 
 #endif

@@ -22,7 +22,7 @@ static int send_hello(struct tpx_peer *p, int ack) {
   if (!handles) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
   for (int c = 0; c < p->nch; c++)
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
-  struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, 0, {0}, handles};
+  struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, HELLO_F_PACK, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
   free(handles);
@@ -52,6 +52,7 @@ void tpx__handshake_connected(struct tpx_peer *p) {
 static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->uuid = h->uuid;
   p->gpu = h->gpu;
+  p->pack = (h->flags & HELLO_F_PACK) != 0; /* other bits: features we do not know, ignored */
   snprintf(p->name, sizeof(p->name), "%s", h->name);
   char where[sizeof(p->where)];
   snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);

@@ -146,6 +146,20 @@ void tpx__mem_free_all(tpx_endpoint_t *ep) {
   ep->mem_tab_cap = ep->mem_tab_n = 0;
 }
 
+void tpx__mem_piece(const struct tpx_mem *m, uint32_t k, uint8_t **at, uint64_t *len) {
+  uint64_t start = (uint64_t)k * PIECE_STRIDE;
+  uint64_t n = m->len - start < PIECE_SPAN ? m->len - start : PIECE_SPAN;
+  /* CUDA regions are registered widened to whole 4 KiB pages (gpu_mem.c):
+   * the first piece from the region's widened start, every later one from
+   * its own start rounded down to a page (inside the region), because the
+   * TCPX plugin refuses a CUDA registration whose pointer is not 4 KiB
+   * aligned (tcpxRegMr: "data not aligned"). */
+  uint64_t pre = k == 0 ? m->reg_pre : 0, post = start + n == m->len ? m->reg_post : 0;
+  if (k > 0 && m->type == TPX_MEM_CUDA) pre = (uintptr_t)(m->base + start) & (MEM_CUDA_PAGE - 1);
+  *at = m->base + start - pre;
+  *len = n + pre + post;
+}
+
 /* Slow path of tpx__mem_mhandle: register piece k with the comm in `slot`. */
 static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, void **mh) {
   tpx_endpoint_t *ep = m->ep;
@@ -161,13 +175,15 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
     m->mh[slot] = calloc(m->npieces, sizeof(void *));
     if (!m->mh[slot]) return tpx_err_quiet(TPX_ENOMEM, "registration cache: out of memory");
   }
-  uint64_t start = (uint64_t)k * PIECE_STRIDE;
-  uint64_t len = m->len - start < PIECE_SPAN ? m->len - start : PIECE_SPAN;
   int type = m->type == TPX_MEM_CUDA ? TPX_PTR_CUDA : TPX_PTR_HOST;
-  /* CUDA regions are registered widened to whole 4 KiB pages (gpu_mem.c). */
-  uint64_t pre = k == 0 ? m->reg_pre : 0, post = start + len == m->len ? m->reg_post : 0;
+  uint8_t *at;
+  uint64_t len;
+  tpx__mem_piece(m, k, &at, &len);
   void *h = NULL;
-  int rc = ep->net->ops->reg_mr(ep->net, comm, m->base + start - pre, len + pre + post, type, &h);
+  struct gpu_bind b; /* the plugin reads the current GPU for CUDA registrations */
+  int rc = tpx__gpu_bind_enter(ep, m->type == TPX_MEM_CUDA ? m->device : -1, &b);
+  if (rc == 0) rc = ep->net->ops->reg_mr(ep->net, comm, at, len, type, &h);
+  tpx__gpu_bind_leave(&b);
   if (rc) return tpx_err_quiet(rc, "regMr of region %llu piece %u (%llu bytes) failed",
                          (unsigned long long)m->id, k, (unsigned long long)len);
   if ((rc = tpx__gpu_mem_after_reg(m, comm, h)) != 0) {

@@ -15,6 +15,8 @@
  * its first byte: lookup is one division, chunking needs no knowledge of it. */
 #define PIECE_STRIDE (1ull << 30)
 #define PIECE_SPAN (PIECE_STRIDE + WIRE_MAX_CHUNK)
+/* CUDA registrations start on this boundary (the TCPX plugin's rule). */
+#define MEM_CUDA_PAGE 4096u
 
 struct tpx_mem {
   tpx_endpoint_t *ep;
@@ -42,6 +44,8 @@ struct tpx_rmem {
  * id table, so peers cannot name them. */
 int tpx__mem_add(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, int internal, struct tpx_mem **out);
 int tpx__mem_register_internal(tpx_endpoint_t *ep, void *addr, size_t len, struct tpx_mem **out);
+/* The range the transport registration of piece k covers: [*at, +*len). */
+void tpx__mem_piece(const struct tpx_mem *m, uint32_t k, uint8_t **at, uint64_t *len);
 struct tpx_mem *tpx__mem_lookup(tpx_endpoint_t *ep, uint64_t id);
 void tpx__mem_unregister(struct tpx_mem *m);
 void tpx__mem_free_all(tpx_endpoint_t *ep);

@@ -242,7 +242,7 @@ int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
     if (idx >= o->nchunks) continue;
     struct wlink *l = &o->links[c];
     l->op = o;
-    tpx__plan_seek(o->ents, o->nents, o->chunk, idx, &l->cur);
+    tpx__plan_seek_packed(o->ents, o->nents, o->chunk, o->pack_max, idx, &l->cur);
     tpx__window_enqueue(p, is_recv ? &p->ch[c].rq : &p->ch[c].sq, l);
   }
   return 0;

@@ -53,6 +53,7 @@ struct tpx_peer {
   char where[96]; /* "name (addr:port)" for messages */
   uint64_t uuid;
   int gpu;
+  int pack;      /* the peer takes packed plans (HELLO_F_PACK) */
   struct wbuf out;
   size_t out_off;
   uint8_t *in;
@@ -60,6 +61,10 @@ struct tpx_peer {
   int nch;
   struct channel *ch;
   uint64_t setup_deadline;
+  /* P_CLOSING because the control connection ended: when requests are still
+   * in the transport at this time and none completed since, fail the peer
+   * (a plugin may never complete nor fail them: TCPX's rc 2). */
+  uint64_t eof_deadline;
   /* ops */
   struct op *active;
   struct id_slot *ids;

@@ -120,6 +120,21 @@ static void idle_busy(tpx_endpoint_t *ep, unsigned spins, unsigned seq, int nap_
   ep_sleep(ep, nap, seq);
 }
 
+/* Spin-then-block (cfg.progress_spin_us > 0): with requests in flight, keep
+ * passing (a yield in between, so the transport's own threads get the CPU)
+ * until spin_us passed without progress, then block until an event or
+ * IDLE_NAP_MAX_NS as the nap policy does at its longest. NCCL's proxy thread
+ * polls its plugin without napping while it has work; a plugin that moves
+ * bytes only inside `test` (GPUDirect-TCPX: one request's control message
+ * per call) may want that. Returns 1 when it handled the idle pass. */
+static int idle_spin_block(tpx_endpoint_t *ep, uint64_t idle_since, unsigned seq) {
+  int us = ep->cfg.progress_spin_us;
+  if (us <= 0) return 0;
+  if (tpx__now_ns() - idle_since < (uint64_t)us * 1000ull) sched_yield();
+  else ep_sleep(ep, IDLE_NAP_MAX_NS, seq);
+  return 1;
+}
+
 static void ep_idle(tpx_endpoint_t *ep, unsigned *spins, int busy) {
   unsigned seq = atomic_load(&ep->work_seq);
   ++*spins;
@@ -144,6 +159,7 @@ static void *progress_main(void *arg) {
   tpx_endpoint_t *ep = arg;
   unsigned spins = 0;
   tpx__placement_bind_thread(ep); /* on its GPU's NUMA node, when known */
+  uint64_t idle_since = 0; /* first pass without progress in a row */
   while (!atomic_load(&ep->stop)) {
     if (atomic_load(&ep->drivers) > 0) {
       /* A waiter drives progress: stand aside. Sleep on the eventfd alone,
@@ -170,7 +186,8 @@ static void *progress_main(void *arg) {
       spins = 0;
       continue;
     }
-    ++spins;
+    if (++spins == 1) idle_since = tpx__now_ns();
+    if (busy && idle_spin_block(ep, idle_since, seq)) continue;
     if (busy) idle_busy(ep, spins, seq, few_cpus());
     else ep_sleep(ep, timers ? 2000000ull : 100000000ull, seq);
   }

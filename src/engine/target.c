@@ -34,6 +34,19 @@ static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned 
 }
 
 
+/* A packed plan (plan.h) is for host memory only: the GPU paths move one
+ * entry per chunk, and a peer that knows our descriptors never asks it. */
+static int packed_ok(struct tpx_peer *p, const struct op *o, const char *what) {
+  for (uint32_t i = 0; o->pack_max && i < o->nents; i++) {
+    if (o->ents[i].mem && o->ents[i].mem->type != TPX_MEM_HOST) {
+      tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s %llu asks for packed chunks into GPU memory (entry %u)", p->where,
+                     what, (unsigned long long)o->id, i);
+      return TPX_EPROTO;
+    }
+  }
+  return 0;
+}
+
 /* Bounds on what one more request makes us hold (docs/SECURITY.md). */
 static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) {
   int rc = tpx__peer_admit(p, what);
@@ -92,7 +105,12 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     if (m.inl) tpx__inline_scatter(o->ents, o->nents, m.data); /* checked: lands inside our registrations */
   }
   o->total = total;
-  o->nchunks = m.inl ? 0 : tpx__plan_nchunks(o->ents, o->nents, o->chunk);
+  o->pack_max = m.pack_log2 ? 1ull << m.pack_log2 : 0;
+  if (packed_ok(p, o, "write") != 0) {
+    tpx__op_free_internal(o);
+    return TPX_EPROTO;
+  }
+  o->nchunks = m.inl ? 0 : tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
   if (o->nchunks >= OP_MAX_CHUNKS) {
     tpx__op_free_internal(o);
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: write %llu has too many chunks", p->where, (unsigned long long)m.id);
@@ -141,7 +159,12 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   }
   for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
   o->refs_taken = 1;
-  o->nchunks = tpx__plan_nchunks(o->ents, o->nents, o->chunk);
+  o->pack_max = m.pack_log2 ? 1ull << m.pack_log2 : 0;
+  if (packed_ok(p, o, "read") != 0) {
+    tpx__op_free_internal(o);
+    return TPX_EPROTO;
+  }
+  o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
   if (o->nchunks >= OP_MAX_CHUNKS) {
     tpx__op_free_internal(o);
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: read %llu has too many chunks", p->where, (unsigned long long)m.id);

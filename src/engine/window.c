@@ -13,6 +13,7 @@
 #include "engine/gpu/gpu_path.h"
 #include "engine/mem.h"
 #include "engine/op.h"
+#include "engine/pack.h"
 #include "engine/peer.h"
 #include "engine/window.h"
 
@@ -29,6 +30,7 @@ int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
 
 void tpx__window_free(struct window *q) {
   tpx__gpu_window_free(q);
+  tpx__pack_free(&q->pack);
   free(q->ring);
   q->ring = NULL;
 }
@@ -59,9 +61,16 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   uint64_t len = tpx__plan_len(o->ents, o->chunk, &l->cur);
   struct tpx_mem *m;
   uint64_t off;
+  int packed = 0;
   if (o->discard) { /* refused incoming write: land in scratch, never in user memory */
     m = ep->scratch;
     off = 0;
+  } else if (tpx__plan_gathered(o->ents, &l->cur)) { /* several entries: through the pack ring */
+    packed = tpx__pack_prep(ep, &q->pack, !q->is_recv, o->ents, &l->cur, &m, &off);
+    if (packed < 0)
+      return tpx_err_quiet(packed, "peer %s channel %d: chunk %llu of %s: %s", p->where, q->ch,
+                           (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
+    if (packed == 0) return 0; /* its ring is full until earlier chunks of this comm leave */
   } else {
     const struct xent *e = &o->ents[l->cur.e];
     m = e->mem;
@@ -100,6 +109,8 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   s->chunk = l->cur.idx;
   s->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
   s->state = WS_POSTED;
+  s->pack_end = packed ? tpx__pack_commit(q->pack) : 0;
+  if (packed) s->pcur = l->cur;
   q->tail++;
   q->posted++;
   account(p, o, 1);
@@ -128,12 +139,6 @@ static int test_head(struct tpx_peer *p, struct window *q) {
     int done = 0;
     size_t got = SIZE_MAX; /* left alone by transports that do not report sizes (TCPX) */
     int rc = net->ops->test(net, s->req, &done, q->is_recv ? &got : NULL);
-    if (rc == TPX_ESYSTEM && done) {
-      /* TCPX: the peer closed after this request's data arrived. */
-      TPX_DEBUG("peer %s channel %d: chunk %llu done as the peer closed", p->where, q->ch,
-                (unsigned long long)s->chunk);
-      rc = 0;
-    }
     if (rc == 0 && done && got != SIZE_MAX && got != s->len) /* every byte of a chunk is sent, once */
       return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: chunk %llu of %s %llu: the peer sent %zu bytes, "
                            "the chunk has %llu", p->where, q->ch, (unsigned long long)s->chunk,
@@ -193,6 +198,10 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
       }
     }
     struct op *o = s->op;
+    if (s->pack_end) { /* a packed receive's bytes go to their entries now */
+      tpx__pack_release(q->pack, s->pack_end, o->ents, &s->pcur, q->is_recv ? s->data : NULL);
+      s->pack_end = 0;
+    }
     if (q->is_recv)
       TPX_TRACE("peer %s channel %d: recv chunk %llu of %s %llu landed", p->where, q->ch,
                 (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
@@ -239,7 +248,9 @@ void tpx__window_purge(struct tpx_peer *p, struct window *q) {
     if (s->op) account(p, s->op, -1);
     s->op = NULL;
     s->req = NULL;
+    s->pack_end = 0;
   }
+  tpx__pack_purge(q->pack);
   q->head = q->test = q->tail = 0;
   for (struct wlink *l = q->pend, *n; l; l = n) {
     n = l->next;

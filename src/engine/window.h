@@ -8,7 +8,8 @@
  *    irecvConsumed (if the transport has it) was called, in FIFO order
  *    (tri-state: posted -> done in the transport -> consumed);
  *  - every request has a deadline (cfg.timeout_ms);
- *  - rc TPX_ESYSTEM from test with done=1 is success, with done=0 "not yet".
+ *  - rc TPX_ESYSTEM from test is "not yet" (the plugin's transient rc 2;
+ *    it never comes with done=1: docs/UNPACK.md, "Peer close").
  *
  * The window reports upward only through its return values and the `done`
  * callback it is given: it never fails a peer or finishes a transfer itself. */
@@ -22,6 +23,7 @@
 struct tpx_peer;
 struct op;
 struct gpu_window;
+struct pack_ring;
 
 enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
 
@@ -32,6 +34,8 @@ struct wslot {
   uint64_t len;
   uint64_t chunk; /* chunk index within the op (for messages) */
   uint64_t deadline;
+  uint64_t pack_end; /* packed chunk: its pack ring span's release position; 0 none */
+  struct cursor pcur; /* packed chunk: where its pieces go (receives scatter at release) */
   uint8_t state;
 };
 
@@ -55,6 +59,7 @@ struct window {
   uint64_t tail;  /* next free */
   struct wlink *pend, *pend_tail;
   struct gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
+  struct pack_ring *pack; /* packed chunks' buffer (pack.h); NULL until the first one */
   uint64_t posted, done;
 };
 

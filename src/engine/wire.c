@@ -273,11 +273,18 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
 int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov) {
+  return tpx__wire_put_rw_plan(b, type, id, first_ch, chunk, e, n, notif, notif_len, iov, niov, 0);
+}
+int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                          const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+                          const struct iovec *iov, int niov, int pack_log2) {
   uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
   for (uint32_t i = 0; iov && i < n; i++) sum += e[i].len;
   if (iov && (type != MSG_WRITE || inl != sum || inl > WIRE_MAX_INLINE))
     return tpx_err_quiet(TPX_EINVAL, "write: inline data of %llu bytes for %llu", (unsigned long long)inl,
                    (unsigned long long)sum);
+  if (pack_log2 < 0 || pack_log2 > WIRE_MAX_PACK_LOG2)
+    return tpx_err_quiet(TPX_EINVAL, "pieces up to 2^%d bytes", pack_log2);
   if (n > WIRE_MAX_ENTRIES || notif_len > TPX_NOTIF_MAX)
     return tpx_err_quiet(TPX_EINVAL, "%s: %u entries / %u notification bytes over the limits",
                    type == MSG_WRITE ? "write" : "read", n, notif_len);
@@ -298,7 +305,7 @@ int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, u
   wb_u32(b, notif_len);
   wb_bytes(b, notif, notif_len);
   /* WRITE: the data follows; READ: an inline answer is welcome (no data) */
-  wb_u8(b, iov || (type == MSG_READ && niov) ? 1 : 0);
+  wb_u8(b, (uint8_t)((iov || (type == MSG_READ && niov) ? WIRE_RW_INLINE : 0) | (pack_log2 << WIRE_RW_PACK_SHIFT)));
   if (iov) wb_iov(b, iov, niov);
   return frame_end(b, s);
 }
@@ -320,10 +327,12 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
     return tpx_err_quiet(TPX_EPROTO, "%s: notification of %u bytes exceeds %d", what, m->notif_len,
                    TPX_NOTIF_MAX);
   m->notif = rd_take(&r, m->notif_len);
-  m->inl = rd_u8(&r);
+  uint8_t fl = rd_u8(&r);
+  m->inl = fl & WIRE_RW_INLINE;
+  m->pack_log2 = (uint8_t)(fl >> WIRE_RW_PACK_SHIFT);
   m->inl_len = 0;
   m->data = NULL;
-  if (!r.bad && m->inl > 1) return tpx_err_quiet(TPX_EPROTO, "%s: bad inline flag %u", what, m->inl);
+  if (!r.bad && m->pack_log2 > WIRE_MAX_PACK_LOG2) return tpx_err_quiet(TPX_EPROTO, "%s: bad flags 0x%x", what, fl);
   if (!r.bad && m->inl && f->type == MSG_WRITE) {
     for (uint32_t i = 0; i < m->n; i++) {
       uint64_t l = tpx__get64(m->entries + (size_t)i * WIRE_ENTRY_BYTES + 16);

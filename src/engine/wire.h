@@ -46,6 +46,17 @@ enum wire_type {
   MSG_TYPE_MAX = 11
 };
 
+/* MSG_HELLO / MSG_HELLO_ACK flags: what this side understands. */
+#define HELLO_F_PACK 0x1u /* WRITE / READ may ask for packed chunks */
+
+/* MSG_WRITE / MSG_READ: the byte after the notification. Bit 0: WRITE: the
+ * data follows; READ: an inline answer is welcome. Bits 1-5: k, 0 for the
+ * plain plan, 1..WIRE_MAX_PACK_LOG2 for plan.h's packed plan with pieces up
+ * to 2^k bytes (only to a peer that sent HELLO_F_PACK). Bits 6-7: 0. */
+#define WIRE_RW_INLINE 0x1u
+#define WIRE_RW_PACK_SHIFT 1
+#define WIRE_MAX_PACK_LOG2 22 /* WIRE_MAX_CHUNK */
+
 /* MSG_STATUS.what: which id space the status refers to. */
 enum wire_status_what { ST_WRITE = 1, ST_READ = 2, ST_SEND = 3 };
 
@@ -92,6 +103,7 @@ struct wire_rw { /* MSG_WRITE and MSG_READ */
   const uint8_t *notif;
   uint8_t inl;         /* MSG_WRITE: the data follows in this message;
                           MSG_READ: an inline answer is welcome (no data here) */
+  uint8_t pack_log2;   /* packed plan with pieces up to 2^pack_log2 bytes; 0 plain */
   uint64_t inl_len;    /* sum of the entries' lengths when inl */
   const uint8_t *data;
 };
@@ -140,6 +152,10 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
 int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                 const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                 const struct iovec *iov, int niov);
+/* The same with the packed plan when pack_log2 is not 0 (1..WIRE_MAX_PACK_LOG2). */
+int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                          const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+                          const struct iovec *iov, int niov, int pack_log2);
 int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
 int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
 int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);

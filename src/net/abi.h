@@ -1,9 +1,9 @@
-/* Our own declarations of the NCCL net-plugin ABI, versions 7 to 11.
+/* Our own declarations of the NCCL net-plugin ABI, versions 7 to 12.
  *
  * A plugin exports a data symbol ncclNetPlugin_vN holding a name and a table
  * of C function pointers; every function returns an ncclResult_t (an int).
  * Written from the facts in docs/NCCLNET.md; layouts checked against NCCL
- * 2.28's plugin headers (the static_asserts below pin them for x86_64 and
+ * 2.28's plugin headers (v12: NCCL 2.30's) (the static_asserts below pin them for x86_64 and
  * aarch64 LP64). Names are ours (ncclnet_*), so this header can never clash
  * with NCCL's own if both end up in one translation unit.
  *
@@ -17,6 +17,8 @@
  *   v11 init(&ctx, commId, commConfig*, logger, profiler); listen/connect take
  *       ctx first; finalize(ctx) and setNetAttr(ctx, attr*) appended;
  *       properties append maxMultiRequestSize.
+ *   v12 table as v11 (v12 types); vProps.devs grows to 8; properties append
+ *       int16_t railId, planeId (128 bytes in all).
  */
 #ifndef TPX_NET_ABI_H
 #define TPX_NET_ABI_H
@@ -44,6 +46,9 @@ enum {
 #define NCCLNET_PTR_DMABUF 0x4
 #define NCCLNET_MAX_REQUESTS 32    /* per comm, NCCL >= 2.19.1 */
 #define NCCLNET_MAX_DEVS_PER_NIC 4 /* vProps.devs[] length, v9..v11 */
+#define NCCLNET_MAX_DEVS_PER_NIC_V12 8
+/* v12 railId / planeId when the plugin does not know. */
+#define NCCLNET_ID_UNDEF (-1)
 /* NCCL rejects maxP2pBytes outside (0, 2^40] at connection setup. */
 #define NCCLNET_MAX_NET_SIZE_BYTES (1ull << 40)
 /* NCCL may store this in *request before irecv (LL/LL128 receives whose
@@ -76,7 +81,7 @@ typedef ncclnet_result_t (*ncclnet_profiler_cb_t)(void **event_handle, int type,
                                                   int64_t plugin_id, void *ext_data);
 
 /* ---- shared structs --------------------------------------------------------- */
-/* Device-offload handle (identical v7..v11). The caller allocates it and
+/* Device-offload handle (identical v7..v12). The caller allocates it and
  * passes a pointer to a pointer to it to connect/accept. */
 typedef struct ncclnet_dev_handle {
   int netDeviceType;
@@ -90,6 +95,11 @@ typedef struct ncclnet_vprops {
   int ndevs;
   int devs[NCCLNET_MAX_DEVS_PER_NIC];
 } ncclnet_vprops_t; /* v9, v10, v11 */
+
+typedef struct ncclnet_vprops_v12 {
+  int ndevs;
+  int devs[NCCLNET_MAX_DEVS_PER_NIC_V12];
+} ncclnet_vprops_v12_t;
 
 typedef struct ncclnet_comm_config {
   int trafficClass;      /* NCCLNET_TRAFFIC_CLASS_UNDEF when unset */
@@ -181,6 +191,28 @@ typedef struct ncclnet_props_v11 {
   int maxMultiRequestSize; /* new: requests per multi-request; 1 = none */
 } ncclnet_props_v11_t;
 
+typedef struct ncclnet_props_v12 {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  int netDeviceType;
+  int netDeviceVersion;
+  ncclnet_vprops_v12_t vProps; /* devs[8] */
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;  /* new: NCCLNET_ID_UNDEF when unknown */
+  int16_t planeId; /* new */
+} ncclnet_props_v12_t;
+
 /* ---- function signatures shared between versions ----------------------------- */
 typedef ncclnet_result_t ncclnet_devices_fn(int *ndev);
 typedef ncclnet_result_t ncclnet_listen_fn(int dev, void *handle, void **listen_comm);
@@ -215,6 +247,7 @@ typedef ncclnet_result_t ncclnet_close_fn(void *comm);
 typedef ncclnet_result_t ncclnet_get_device_mr_fn(void *comm, void *mh, void **dptr_mh);
 typedef ncclnet_result_t ncclnet_irecv_consumed_fn(void *recv_comm, int n, void *request);
 typedef ncclnet_result_t ncclnet_make_vdevice_fn(int *d, ncclnet_vprops_t *props);
+typedef ncclnet_result_t ncclnet_make_vdevice_v12_fn(int *d, ncclnet_vprops_v12_t *props);
 
 /* ---- tables --------------------------------------------------------------------- */
 typedef struct ncclnet_v7 {
@@ -340,10 +373,37 @@ typedef struct ncclnet_v11 {
   ncclnet_result_t (*setNetAttr)(void *ctx, ncclnet_attr_t *attr); /* may be NULL */
 } ncclnet_v11_t;
 
+typedef struct ncclnet_v12 {
+  const char *name;
+  ncclnet_result_t (*init)(void **ctx, uint64_t comm_id, ncclnet_comm_config_t *config,
+                           ncclnet_logger_t logger, ncclnet_profiler_cb_t prof);
+  ncclnet_devices_fn *devices;
+  ncclnet_result_t (*getProperties)(int dev, ncclnet_props_v12_t *props);
+  ncclnet_listen_ctx_fn *listen;
+  ncclnet_result_t (*connect)(void *ctx, int dev, void *handle, void **send_comm,
+                              ncclnet_dev_handle_t **send_dev);
+  ncclnet_accept_fn *accept;
+  ncclnet_regmr_fn *regMr;
+  ncclnet_regmr_dmabuf_fn *regMrDmaBuf;
+  ncclnet_deregmr_fn *deregMr;
+  ncclnet_isend_ph_fn *isend;
+  ncclnet_irecv_ph_fn *irecv;
+  ncclnet_iflush_fn *iflush;
+  ncclnet_test_fn *test;
+  ncclnet_close_fn *closeSend;
+  ncclnet_close_fn *closeRecv;
+  ncclnet_close_fn *closeListen;
+  ncclnet_get_device_mr_fn *getDeviceMr;
+  ncclnet_irecv_consumed_fn *irecvConsumed;
+  ncclnet_make_vdevice_v12_fn *makeVDevice; /* vProps with devs[8] */
+  ncclnet_result_t (*finalize)(void *ctx);
+  ncclnet_result_t (*setNetAttr)(void *ctx, ncclnet_attr_t *attr);
+} ncclnet_v12_t;
+
 /* Exported symbol names, highest first (the probing order). */
 #define NCCLNET_SYMBOL_PREFIX "ncclNetPlugin_v"
 #define NCCLNET_MIN_VERSION 7
-#define NCCLNET_MAX_VERSION 11
+#define NCCLNET_MAX_VERSION 12
 
 /* ---- layout pins (LP64) ------------------------------------------------------------ */
 #if defined(__LP64__)
@@ -354,6 +414,7 @@ NCCLNET_PIN_OFF(ncclnet_dev_handle_t, handle, 8);
 NCCLNET_PIN_OFF(ncclnet_dev_handle_t, size, 16);
 NCCLNET_PIN_OFF(ncclnet_dev_handle_t, needsProxyProgress, 24);
 NCCLNET_PIN_SIZE(ncclnet_vprops_t, 20);
+NCCLNET_PIN_SIZE(ncclnet_vprops_v12_t, 36);
 NCCLNET_PIN_SIZE(ncclnet_comm_config_t, 4);
 NCCLNET_PIN_SIZE(ncclnet_attr_t, 44);
 NCCLNET_PIN_OFF(ncclnet_attr_t, op, 32);
@@ -384,12 +445,22 @@ NCCLNET_PIN_OFF(ncclnet_props_v11_t, vProps, 64);
 NCCLNET_PIN_OFF(ncclnet_props_v11_t, maxP2pBytes, 88);
 NCCLNET_PIN_OFF(ncclnet_props_v11_t, maxMultiRequestSize, 104);
 
+NCCLNET_PIN_SIZE(ncclnet_props_v12_t, 128);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, netDeviceVersion, 60);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, vProps, 64);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, maxP2pBytes, 104);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, maxCollBytes, 112);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, maxMultiRequestSize, 120);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, railId, 124);
+NCCLNET_PIN_OFF(ncclnet_props_v12_t, planeId, 126);
+
 /* Tables: name + N function pointers, no padding. */
 NCCLNET_PIN_SIZE(ncclnet_v7_t, 19 * 8);
 NCCLNET_PIN_SIZE(ncclnet_v8_t, 19 * 8);
 NCCLNET_PIN_SIZE(ncclnet_v9_t, 20 * 8);
 NCCLNET_PIN_SIZE(ncclnet_v10_t, 20 * 8);
 NCCLNET_PIN_SIZE(ncclnet_v11_t, 22 * 8);
+NCCLNET_PIN_SIZE(ncclnet_v12_t, 22 * 8);
 NCCLNET_PIN_OFF(ncclnet_v7_t, regMr, 7 * 8);
 NCCLNET_PIN_OFF(ncclnet_v7_t, isend, 10 * 8);
 NCCLNET_PIN_OFF(ncclnet_v7_t, test, 13 * 8);
@@ -398,6 +469,8 @@ NCCLNET_PIN_OFF(ncclnet_v9_t, makeVDevice, 19 * 8);
 NCCLNET_PIN_OFF(ncclnet_v11_t, listen, 4 * 8);
 NCCLNET_PIN_OFF(ncclnet_v11_t, finalize, 20 * 8);
 NCCLNET_PIN_OFF(ncclnet_v11_t, setNetAttr, 21 * 8);
+NCCLNET_PIN_OFF(ncclnet_v12_t, makeVDevice, 19 * 8);
+NCCLNET_PIN_OFF(ncclnet_v12_t, finalize, 20 * 8);
 #undef NCCLNET_PIN_SIZE
 #undef NCCLNET_PIN_OFF
 #endif

@@ -1,4 +1,4 @@
-/* ncclNet v7..v11 -> tpx_net_ops_t. See adapt.h for the shape; the rules
+/* ncclNet v7..v12 -> tpx_net_ops_t. See adapt.h for the shape; the rules
  * follow docs/NCCLNET.md and what NCCL 2.28's own compatibility layer does
  * (src/plugin/net/net_v*.cc there), so a plugin sees the calls it would see
  * under NCCL. */
@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net/loader.h"
+#include "tcpx/plugin_env.h"
 
 /* The caller's device-handle storage starts with the ncclNetDeviceHandle
  * layout, so the plugin can fill it in place. */
@@ -97,7 +98,20 @@ static int check_size(struct tpx_plugin *p, const char *what, size_t size, int i
     (d)->netDeviceVersion = (s).netDeviceVersion;                                                  \
   } while (0)
 
-int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
+/* v9..v11 share every field up to maxCollBytes with v12, except that vProps
+ * holds 4 devices there instead of 8. */
+#define COPY_V9_EXTRA(d, s)                                                                        \
+  do {                                                                                             \
+    (d)->regIsGlobal = (s).regIsGlobal;                                                            \
+    (d)->forceFlush = (s).forceFlush;                                                              \
+    (d)->vProps.ndevs = TPX_MIN((s).vProps.ndevs, NCCLNET_MAX_DEVS_PER_NIC);                       \
+    for (int i_ = 0; i_ < NCCLNET_MAX_DEVS_PER_NIC; i_++)                                          \
+      (d)->vProps.devs[i_] = (s).vProps.devs[i_];                                                  \
+    (d)->maxP2pBytes = (s).maxP2pBytes;                                                            \
+    (d)->maxCollBytes = (s).maxCollBytes;                                                          \
+  } while (0)
+
+int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v12_t *w) {
   ncclnet_result_t r;
   memset(w, 0, sizeof(*w));
   /* What NCCL assumes for versions that predate a field. */
@@ -106,6 +120,8 @@ int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
   w->maxP2pBytes = SIZE_MAX;
   w->maxCollBytes = SIZE_MAX;
   w->maxMultiRequestSize = 1;
+  w->railId = NCCLNET_ID_UNDEF;
+  w->planeId = NCCLNET_ID_UNDEF;
   if (p->fn.props_v7) {
     ncclnet_props_v7_t s;
     memset(&s, 0, sizeof(s));
@@ -122,13 +138,18 @@ int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w) {
     memset(&s, 0, sizeof(s));
     r = p->fn.props_v9(dev, &s);
     COPY_V7_PROPS(w, s);
-    w->regIsGlobal = s.regIsGlobal;
-    w->forceFlush = s.forceFlush;
-    w->vProps = s.vProps;
-    w->maxP2pBytes = s.maxP2pBytes;
-    w->maxCollBytes = s.maxCollBytes;
+    COPY_V9_EXTRA(w, s);
+  } else if (p->fn.props_v11) {
+    ncclnet_props_v11_t s;
+    memset(&s, 0, sizeof(s));
+    r = p->fn.props_v11(dev, &s);
+    COPY_V7_PROPS(w, s);
+    COPY_V9_EXTRA(w, s);
+    w->maxMultiRequestSize = s.maxMultiRequestSize;
   } else {
-    r = p->fn.props_v11(dev, w);
+    r = p->fn.props_v12(dev, w);
+    if (w->vProps.ndevs > NCCLNET_MAX_DEVS_PER_NIC_V12)
+      w->vProps.ndevs = NCCLNET_MAX_DEVS_PER_NIC_V12;
   }
   return res(p, "getProperties", r);
 }
@@ -157,7 +178,7 @@ static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
   if (props == NULL) return tpx_err(TPX_EINVAL, "get_properties: props is NULL");
   int rc = check_dev(p, "get_properties", dev);
   if (rc) return rc;
-  ncclnet_props_v11_t w;
+  ncclnet_props_v12_t w;
   rc = tpx__adapt_props(p, dev, &w);
   if (rc) return rc;
   memset(props, 0, sizeof(*props));
@@ -176,6 +197,8 @@ static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
   props->dev_version = w.netDeviceVersion;
   props->max_p2p_bytes = w.maxP2pBytes;
   props->max_coll_bytes = w.maxCollBytes;
+  props->rail_id = w.railId;
+  props->plane_id = w.planeId;
   return 0;
 }
 
@@ -470,7 +493,7 @@ static const char *first_missing(const struct tpx_plugin_fns *f, int version) {
     missing = "init";
   else if (!f->devices)
     missing = "devices";
-  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11)
+  else if (!f->props_v7 && !f->props_v8 && !f->props_v9 && !f->props_v11 && !f->props_v12)
     missing = "getProperties";
   else if (!f->listen && !f->listen_ctx)
     missing = "listen";
@@ -494,7 +517,7 @@ static const char *first_missing(const struct tpx_plugin_fns *f, int version) {
     missing = "closeRecv";
   else if (!f->close_listen)
     missing = "closeListen";
-  else if (version == 11 && !f->finalize)
+  else if (version >= 11 && !f->finalize)
     missing = "finalize";
   return missing;
 }
@@ -544,7 +567,16 @@ int tpx__adapt_bind(struct tpx_plugin *p, const void *table) {
     f->finalize = t->finalize;
     break;
   }
-  default: return tpx_err(TPX_EVERSION, "net plugin ABI v%d is not supported (7..11)", p->version);
+  case 12: {
+    const ncclnet_v12_t *t = table;
+    BIND_COMMON(f, t);
+    f->init_v11 = t->init, f->props_v12 = t->getProperties, f->listen_ctx = t->listen;
+    f->connect_v11 = t->connect, f->regmr = t->regMr;
+    f->isend_ph = t->isend, f->irecv_ph = t->irecv;
+    f->finalize = t->finalize;
+    break;
+  }
+  default: return tpx_err(TPX_EVERSION, "net plugin ABI v%d is not supported (7..12)", p->version);
   }
   const char *missing = first_missing(f, p->version);
   if (missing)
@@ -572,6 +604,9 @@ static uint64_t new_comm_id(void) {
 int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   ncclnet_result_t r;
   p->config.trafficClass = NCCLNET_TRAFFIC_CLASS_UNDEF;
+  /* The plugin reads its variables once, in init: fill in safe ones first. */
+  int tcpx = tpx__tcpx_env_is_plugin(p->net.name, p->file);
+  if (tcpx) tpx__tcpx_env_apply(p->net.name);
   if (p->fn.init_v11)
     r = p->fn.init_v11(&p->ctx, new_comm_id(), &p->config, logger, NULL);
   else if (p->fn.init_v10)
@@ -598,7 +633,7 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   p->ndev = ndev;
   p->max_recvs = 1;
   for (int d = 0; d < ndev; d++) {
-    ncclnet_props_v11_t w;
+    ncclnet_props_v12_t w;
     rc = tpx__adapt_props(p, d, &w);
     if (rc) {
       tpx__adapt_fini(p);
@@ -614,6 +649,10 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
         return rc;
       }
       p->unpack = 1;
+      if (!tcpx)
+        TPX_WARN("net plugin %s (%s) offers UNPACK receive offload like GPUDirect-TCPX but is not "
+                 "named like it: its NCCL_* environment was not filled in (docs/CONFIG.md)",
+                 p->net.name, p->file);
     } else if (d == 0 && w.netDeviceType != NCCLNET_DEVICE_HOST) {
       rc = tpx_err(TPX_ENOTSUP, "net plugin %s: device type %d is not supported (HOST or UNPACK)",
                    p->net.name, w.netDeviceType);

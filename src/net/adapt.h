@@ -1,4 +1,4 @@
-/* Adapting a loaded ncclNet table (v7..v11) to the internal tpx_net_ops_t.
+/* Adapting a loaded ncclNet table (v7..v12) to the internal tpx_net_ops_t.
  *
  * The loader (loader.c) finds the file and the symbol; adapt.c turns the
  * version-specific table into one set of "normalised" entry points (exactly
@@ -25,6 +25,7 @@ struct tpx_plugin_fns {
   ncclnet_result_t (*props_v8)(int, ncclnet_props_v8_t *);
   ncclnet_result_t (*props_v9)(int, ncclnet_props_v9_t *); /* v9 and v10 */
   ncclnet_result_t (*props_v11)(int, ncclnet_props_v11_t *);
+  ncclnet_result_t (*props_v12)(int, ncclnet_props_v12_t *);
   /* listen: one of */
   ncclnet_listen_fn *listen;
   ncclnet_listen_ctx_fn *listen_ctx;
@@ -52,7 +53,7 @@ struct tpx_plugin_fns {
   ncclnet_close_fn *close_listen;
   ncclnet_get_device_mr_fn *get_device_mr;   /* optional */
   ncclnet_irecv_consumed_fn *irecv_consumed; /* optional */
-  ncclnet_result_t (*finalize)(void *);      /* v11 */
+  ncclnet_result_t (*finalize)(void *);      /* v11, v12 */
 };
 
 struct tpx_plugin {
@@ -62,9 +63,9 @@ struct tpx_plugin {
   void *dl;
   int version;
   char file[PATH_MAX];
-  void *ctx;                    /* v11 per-"communicator" context (may be NULL) */
-  int inited;                   /* init succeeded: finalize is owed (v11) */
-  ncclnet_comm_config_t config; /* v10 connect / v11 init */
+  void *ctx;                    /* v11+ per-"communicator" context (may be NULL) */
+  int inited;                   /* init succeeded: finalize is owed (v11+) */
+  ncclnet_comm_config_t config; /* v10 connect / v11+ init */
   int ndev;
   int max_recvs;                /* max over devices, capped at TPX_NET_MAX_RECVS */
   int unpack;                   /* device 0 is UNPACK: accept needs a device handle */
@@ -84,9 +85,10 @@ int tpx__adapt_bind(struct tpx_plugin *p, const void *table);
  * not unloaded. */
 int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger);
 
-/* Read device properties into the widest (v11) layout, filling what older
- * versions lack the way NCCL does (vProps = {1, {dev}}, sizes unlimited). */
-int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v11_t *w);
+/* Read device properties into the widest (v12) layout, filling what older
+ * versions lack the way NCCL does (vProps = {1, {dev}}, sizes unlimited,
+ * railId/planeId NCCLNET_ID_UNDEF). */
+int tpx__adapt_props(struct tpx_plugin *p, int dev, ncclnet_props_v12_t *w);
 
 /* Finalise (v11) without unloading. */
 void tpx__adapt_fini(struct tpx_plugin *p);

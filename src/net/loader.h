@@ -7,7 +7,7 @@
 #include "tpx/net.h"
 
 /* As tpx_net_open, but probe ncclNetPlugin_v<max_version> down to v7 only
- * (7..11). Lets tests drive the v7..v10 adapters against a plugin that also
+ * (7..12). Lets tests drive the v7..v10 adapters against a plugin that also
  * exports newer tables. */
 int tpx__net_open_version(const char *spec, int max_version, tpx_net_t **out);
 

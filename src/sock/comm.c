@@ -35,8 +35,8 @@
  * *done = 0 and the comm's first error detail.
  *
  * Unpack mode (unpack.c): receives land in bounce pages instead of the
- * caller's buffer; a receive that test() reported done (rc 0, TPX_ETRUNC, or
- * TPX_ESYSTEM with done = 1) stays held (TPX_SR_DONE) until irecvConsumed,
+ * caller's buffer; a receive that test() reported done (rc 0 or TPX_ETRUNC)
+ * stays held (TPX_SR_DONE) until irecvConsumed,
  * in FIFO order. The strict rules apply. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -499,6 +499,15 @@ int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
 
 /* ---- comm creation and teardown ----------------------------------------------- */
 
+int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "comm_gpu");
+  if (sn == NULL) return TPX_EINVAL;
+  int kind = TPX_SK_NONE;
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
+  if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV)) return TPX_EINVAL;
+  return m->gpu_bound;
+}
+
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                           int *fds, const char *peer, void **out) {
   int n = nsocks + 1;
@@ -516,9 +525,11 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
   m->dev = dev;
   m->comm_id = comm_id;
   m->nsocks = nsocks;
+  m->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
   /* Unpack mode reproduces the TCPX plugin, whose rules are strict mode's. */
   m->strict = sn->cfg.sock_strict != 0 || sn->unpack;
   m->limit = m->strict ? TPX_SOCK_STRICT_REQUESTS : TPX_SOCK_RING;
+  m->stall_seq = UINT64_MAX;
   m->conns = conns;
   snprintf(m->peer, sizeof(m->peer), "%s", peer);
   pthread_mutex_init(&m->mu, NULL);
@@ -705,6 +716,22 @@ static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size)
   return gpu >= 0 ? gpu : 0; /* managed memory may name no GPU */
 }
 
+/* NCCL_DYNAMIC_CHUNK_SIZE 0 (or unset, before the engine filled it in): the
+ * plugin's tcpxCommProgress cuts the send into pieces of
+ * min(chunk, remaining) = 0 bytes forever, so it never finishes, and neither
+ * does anything after it on the comm (the plugin works on the oldest active
+ * request only). Emulated by never putting it, or what follows, on the wire.
+ * m->mu held. */
+static void send_stall(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+  atomic_store_explicit(&r->pending, 1, memory_order_relaxed);
+  atomic_store_explicit(&m->posted, r->seq + 1, memory_order_release);
+  if (m->stall_seq != UINT64_MAX) return;
+  m->stall_seq = r->seq;
+  TPX_WARN("isend to %s: NCCL_DYNAMIC_CHUNK_SIZE is 0 or unset: the TCPX plugin cuts this %zu-byte "
+           "send into 0-byte pieces, and it never finishes (emulated; docs/CONFIG.md)",
+           m->peer, r->size);
+}
+
 int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
                     void **request) {
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
@@ -743,6 +770,12 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
   uint64_t seq = r->seq;
   r->buf = data;
   r->size = size;
+  if (sn->unpack && ((size > 0 && sn->tcpx_chunk == 0) || m->stall_seq != UINT64_MAX)) {
+    send_stall(m, r);
+    *request = req_token(m, seq);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+  }
   /* Small messages whole on socket 0; larger ones cut over the data
    * sockets, first part on the next socket in turn (wire.h: the receiver
    * follows the part headers). */
@@ -779,6 +812,16 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
   return 0;
 }
 
+/* Whether a receive's buffer is device memory: its registration says CUDA, or,
+ * unregistered, a pointer query says so. */
+static int recv_into_device(tpx_sock_net_t *sn, void *mh, void *data) {
+  if (mh != NULL) {
+    tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+    return mr != NULL && mr->type == TPX_PTR_CUDA;
+  }
+  return tpx__gpu_is_device_ptr(data, NULL);
+}
+
 int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                     void **mhandles, void **request) {
   (void)tags;
@@ -797,6 +840,8 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   if ((rc = tpx__sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
     return rc;
   if ((rc = check_unpack_size(m, sizes[0], "irecv")) != 0) return rc;
+  int host_buf =
+      sn->host_recv_stalls && !recv_into_device(sn, mhandles ? mhandles[0] : NULL, data[0]);
   pthread_mutex_lock(&m->mu);
   tpx_sock_req_t *r = req_alloc(m, "irecv", &rc);
   if (r == NULL) {
@@ -805,6 +850,13 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
     return rc;
   }
   uint64_t seq = r->seq;
+  if (host_buf && m->stall_seq == UINT64_MAX) {
+    m->stall_seq = seq;
+    TPX_WARN("irecv from %s: receive %llu into host memory %p on an UNPACK comm: the TCPX plugin's "
+             "helper thread fails its recv() on the devmem socket and exits, so this receive and "
+             "every later request of the comm will never complete (emulated)",
+             m->peer, (unsigned long long)seq, data[0]);
+  }
   r->buf = data[0];
   r->size = sizes[0];
   /* A thread may still look at this slot for a part of the receive that had
@@ -914,7 +966,8 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   if (rc != 0) return rc;
   uint32_t seq32 = (uint32_t)r->seq;
   int closed = m->strict && atomic_load(&m->peer_closed);
-  if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0) {
+  /* A stalled comm (host-memory receive, see irecv) never completes again. */
+  if (atomic_load_explicit(&r->pending, memory_order_acquire) != 0 || r->seq >= m->stall_seq) {
     int yield = ++m->misses % TEST_YIELD_EVERY == 0;
     pthread_mutex_unlock(&m->mu);
     /* A caller that polls test() in a tight loop without ever yielding would
@@ -932,6 +985,15 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   }
   m->misses = 0;
   int err = atomic_load(&r->err);
+  if (closed && err == TPX_EREMOTE) {
+    /* The plugin: once its control socket reads end-of-file, every test of a
+     * request that is not done returns 2 again (tcpxTest -> tcpxCommProgress
+     * -> socketProgressOpt): permanent, never another error. The request
+     * stays until the comm is closed. */
+    pthread_mutex_unlock(&m->mu);
+    return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed; request %u can no longer complete",
+                         kind_name(kind), m->peer, seq32);
+  }
   size_t size = kind == TPX_SK_SEND ? r->size : r->msg_size;
   size_t cap = r->size;
   if (m->upk && (err == 0 || err == TPX_ETRUNC)) {
@@ -953,10 +1015,9 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
                    "test: recv comm from %s: message %u of %zu bytes is larger than the"
                    " posted receive of %zu bytes (excess discarded, comm still usable)",
                    m->peer, seq32, size, cap);
+  /* A complete request is rc 0 even once the peer closed: the plugin's test
+   * returns its errors before it sets done (docs/UNPACK.md, "Peer close"). */
   if (err != 0) return tpx_err(err, "test: request %u failed: %s", seq32, comm_errmsg(m));
-  if (closed)
-    return tpx_err_quiet(TPX_ESYSTEM, "test: %s %s: peer closed; request %u complete",
-                         kind_name(kind), m->peer, seq32);
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/ports.h"
 #include "common/util.h"
+#include "cuda/gpu.h"
 #include "sock/sock.h"
 #include "sock/wire.h"
 
@@ -81,6 +82,7 @@ typedef struct tpx__sock_listen {
   int npend, cap_pend;
   struct group *groups;
   int ngroups, cap_groups;
+  int gpu_bound; /* unpack mode: the CUDA device current at listen (-1: none) */
 } tpx_sock_listen_t;
 
 static void group_close(struct group *g) {
@@ -129,6 +131,8 @@ int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) 
   l->dev = dev;
   l->fd = fd;
   l->nonce = tpx__sock_random(sn);
+  /* As the plugin's listen (tcpxNewListenComm: flow steering follows it). */
+  l->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
   tpx__sock_addr_str(&sa, l->addr, sizeof(l->addr));
   l->token = tpx__sock_reg_add(&sn->reg, TPX_SK_LISTEN, l);
   if (l->token == 0) {
@@ -598,6 +602,12 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
       tpx_sock_comm_t *m =
           tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)*recv_comm, TPX_SK_RECV, NULL);
       tpx__sock_upk_fill_dev(m, recv_dev);
+      /* The plugin steers the flows for the listen's GPU but takes bounce
+       * pages from the accepting thread's: say so when they differ. */
+      if (m->gpu_bound != l->gpu_bound)
+        TPX_WARN("accept on %s: listened with GPU %d current, accepted with GPU %d: the TCPX "
+                 "plugin would steer flows to one GPU and receive into the other's pages",
+                 l->addr, l->gpu_bound, m->gpu_bound);
     }
     return rc;
   }

@@ -17,6 +17,7 @@
 #include "cuda/gpu.h"
 #include "net/caps.h"
 #include "sock/sock.h"
+#include "tcpx/plugin_env.h"
 
 /* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
  * virtual NICs): a 10 Gbps guess is what NCCL's socket transport uses too. */
@@ -202,6 +203,8 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
   props->dev_version = 0;
   props->max_p2p_bytes = TPX_SOCK_MAX_MSG;
   props->max_coll_bytes = TPX_SOCK_MAX_MSG;
+  props->rail_id = -1;
+  props->plane_id = -1;
   if (sn->unpack) {
     props->dev_type = TPX_NET_DEV_UNPACK;
     props->dev_version = TPX_TCPX_DEV_VERSION;
@@ -411,6 +414,11 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
     int ngpu = 0;
     sn->unpack = 1;
     sn->gpu_ok = tpx__gpu_device_count(&ngpu) == 0 && ngpu > 0;
+    sn->host_recv_stalls = sn->gpu_ok;
+    /* The emulation stands for the plugin: its environment is filled in the
+     * same way, and read the way the plugin reads it. */
+    tpx__tcpx_env_apply("tpx unpack mode (GPUDirect-TCPX emulation)");
+    sn->tcpx_chunk = tpx__tcpx_env_chunk();
     TPX_INFO("sock: unpack mode (TCPX receive contract), bounce pool %zu bytes per recv comm in %s",
              cfg->sock_bounce_bytes,
              sn->gpu_ok ? "pinned host memory mapped into the GPUs"

@@ -170,6 +170,11 @@ typedef struct tpx_sock_net {
   _Atomic uint64_t rng; /* comm ids, nonces */
   int unpack;           /* unpack mode (cfg.sock_unpack) */
   int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
+  long tcpx_chunk;      /* unpack mode: NCCL_DYNAMIC_CHUNK_SIZE as the plugin reads it; 0: every
+                           send of bytes stalls its comm (0-byte pieces, docs/CONFIG.md) */
+  int host_recv_stalls; /* unpack mode taking CUDA pointers, as the TCPX plugin: a receive into
+                           host memory stalls its comm for good (docs/UNPACK.md, "Host-memory
+                           receives"); tests may set it on a GPU-less host */
 } tpx_sock_net_t;
 
 uint64_t tpx__sock_random(tpx_sock_net_t *sn);
@@ -338,6 +343,11 @@ typedef struct tpx_sock_comm {
   struct tpx_sock_upk *upk;     /* recv comms: bounce pool and metadata */
   struct tpx_sock_stage *stage; /* send comms: pinned staging of CUDA sends (lazy) */
   uint64_t gpus_held;           /* GPUs this comm retained (bit per device) */
+  uint64_t stall_seq;           /* host_recv_stalls: the first host-memory receive; it and every
+                                   later request of the comm never complete (UINT64_MAX: none) */
+  int gpu_bound;                /* unpack mode: the CUDA device current when the comm was made
+                                   (connect / accept), as the TCPX plugin binds its comm and
+                                   bounce pages (-1: no GPU) */
   struct tpx_sock_comm *pool_next, *pool_prev; /* the pool's list (pool->mu) */
   int listed;
   tpx_sock_req_t reqs[TPX_SOCK_RING];
@@ -345,6 +355,10 @@ typedef struct tpx_sock_comm {
 
 /* Build a comm from connected sockets (fds[0] control); takes the fds (closed
  * on failure too). Returns its token in *out. */
+/* For tests: the CUDA device a send or recv comm was bound to when it was
+ * made (gpu_bound), or < 0 (no GPU, not unpack mode, or not a comm). */
+int tpx__sock_comm_gpu(tpx_net_t *net, void *comm);
+
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                          int *fds, const char *peer, void **out);
 void tpx__sock_comm_destroy(tpx_sock_comm_t *c);

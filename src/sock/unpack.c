@@ -108,11 +108,12 @@ int tpx__sock_upk_create(tpx_sock_comm_t *m) {
                    " addressable by 32-bit offsets (8M..4G)",
                    sn->cfg.sock_bounce_bytes);
   int rc;
-  /* The pool lives in GPU 0's primary context: pinned portable mapped memory
-   * is addressable by every GPU at the same (UVA) address. */
-  if (sn->gpu_ok) {
-    if ((rc = hold_gpu(m, 0)) != 0) return rc;
-    u->gpu = 0;
+  /* The pool lives in the context of the GPU current at accept, as the
+   * plugin's bounce pages do (gpu_current_dev in tcpxCommNew). Pinned
+   * portable mapped memory stays addressable by every GPU (UVA). */
+  if (sn->gpu_ok && m->gpu_bound >= 0) {
+    if ((rc = hold_gpu(m, m->gpu_bound)) != 0) return rc;
+    u->gpu = m->gpu_bound;
   }
   u->bounce_bytes = bytes;
   u->npages = (uint32_t)(bytes / TPX_SOCK_PAGE);
@@ -131,7 +132,9 @@ int tpx__sock_upk_create(tpx_sock_comm_t *m) {
   u->dh_dev = (char *)meta_dev + DH_OFFSET;
   u->dh->meta = u->meta_dev;
   u->dh->bounce_buf = u->bounce_dev;
-  u->dh->head = 0;
+  /* As the plugin (src/devcomm/nccl/unpack1.cu, __tcpxNetDeviceQueueNew):
+   * NCCL's kernels increment head before each copy, so it starts at -1. */
+  u->dh->head = UINT64_MAX;
   /* Shuffled free list (Fisher-Yates): a message's pages are scattered over
    * the pool, never one contiguous run, like devmem pages. It is a stack:
    * the pages given back last are taken first, so the pages in use stay about

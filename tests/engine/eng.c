@@ -30,6 +30,11 @@ void eng_connect(tpx_endpoint_t *a, tpx_endpoint_t *b, tpx_peer_t **ab, tpx_peer
 void eng_pair_open(eng_pair_t *p, const tpx_config_t *cfg) { eng_pair_open2(p, cfg, cfg, 0); }
 
 void eng_pair_open2(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *cb, int gpu_b) {
+  eng_pair_open_net(p, ca, cb, NULL, NULL, gpu_b);
+}
+
+void eng_pair_open_net(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *cb, tpx_net_t *net_a,
+                       tpx_net_t *net_b, int gpu_b) {
   memset(p, 0, sizeof(*p));
   tpx_endpoint_params_t ep;
   tpx_endpoint_params_init(&ep);
@@ -37,11 +42,13 @@ void eng_pair_open2(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *c
   ep.port = TPX_PORT_EPHEMERAL;
   ep.listen_host = "127.0.0.1";
   ep.name = "A";
+  ep.net = net_a;
   int rc = tpx_endpoint_create(&ep, &p->a);
   if (rc) fail_msg("endpoint A: %s: %s", tpx_strerror(rc), tpx_last_error());
   ep.cfg = cb;
   ep.name = "B";
   ep.gpu = gpu_b;
+  ep.net = net_b;
   rc = tpx_endpoint_create(&ep, &p->b);
   if (rc) fail_msg("endpoint B: %s: %s", tpx_strerror(rc), tpx_last_error());
   eng_connect(p->a, p->b, &p->ab, &p->ba);

@@ -96,7 +96,7 @@ static void test_net_abi(void **state) {
   (void)state;
   tpx_config_t c;
   fake_cfg(&c, "fake-all");
-  for (int v = 7; v <= 11; v++) {
+  for (int v = 7; v <= 12; v++) {
     c.net_abi = v;
     tpx_endpoint_t *ep = ep_open(&c, 0);
     char want[16];
@@ -107,7 +107,7 @@ static void test_net_abi(void **state) {
   }
   c.net_abi = 6;
   assert_int_equal(ep_fails(&c, 0), TPX_EINVAL);
-  c.net_abi = 12;
+  c.net_abi = 13;
   assert_int_equal(ep_fails(&c, 0), TPX_EINVAL);
   fake_cfg(&c, "fake-v11");
   c.net_abi = 7;
@@ -116,11 +116,11 @@ static void test_net_abi(void **state) {
   /* A loaded instance is never initialised again at another version. */
   fake_cfg(&c, "fake-all");
   tpx_endpoint_t *ep = ep_open(&c, 0);
-  assert_int_equal(ep->net->abi_version, 11);
+  assert_int_equal(ep->net->abi_version, 12);
   c.net_abi = 9;
   assert_int_equal(ep_fails(&c, 1), TPX_EUSAGE);
-  assert_error_mentions("already loaded in this process at ncclNet v11");
-  c.net_abi = 11;
+  assert_error_mentions("already loaded in this process at ncclNet v12");
+  c.net_abi = 12;
   tpx_endpoint_t *same = ep_open(&c, 1);
   assert_ptr_equal(same->net, ep->net);
   tpx_endpoint_destroy(same);

@@ -308,8 +308,133 @@ static void test_plan(void **state) {
   assert_int_equal(tpx__plan_nchunks(two, 2, 1), UINT64_MAX);
 }
 
+/* The packed plan against a plain reference: the rule of plan.h written as
+ * a loop over entries, byte by byte of the rule, without plan.c's skipping
+ * arithmetic. Every byte lies in exactly one chunk, in order. */
+struct pchunk {
+  uint32_t e, end;
+  uint64_t off, len;
+};
+
+static uint64_t packed_reference(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t pmax, struct pchunk *out) {
+  uint64_t k = 0, off = 0;
+  uint32_t i = 0;
+  while (i < n) {
+    if (e[i].len == 0) {
+      i++;
+      continue;
+    }
+    uint64_t rem = e[i].len - off;
+    if (rem >= chunk || rem > pmax) { /* a piece of one entry */
+      uint64_t l = rem < chunk ? rem : chunk;
+      out[k++] = (struct pchunk){i, i + 1, off, l};
+      off += l;
+      if (off == e[i].len) {
+        i++;
+        off = 0;
+      }
+      continue;
+    }
+    struct pchunk c = {i, i + 1, off, rem};
+    for (uint32_t j = i + 1; j < n && e[j].len <= pmax && c.len + e[j].len <= chunk; j++) {
+      c.len += e[j].len;
+      c.end = j + 1;
+    }
+    out[k++] = c;
+    i = c.end;
+    off = 0;
+  }
+  return k;
+}
+
+static void test_plan_packed(void **state) {
+  (void)state;
+  srand(11);
+  static struct pchunk ref[4000];
+  for (int iter = 0; iter < 2000; iter++) {
+    uint32_t n = 1 + (uint32_t)(rand() % 40);
+    uint32_t chunk = 1 + (uint32_t)(rand() % 64);
+    uint64_t pmax = 1 + (uint64_t)(rand() % 80);
+    struct xent e[40];
+    for (uint32_t i = 0; i < n; i++) {
+      e[i].mem = NULL;
+      e[i].off = 0;
+      int r = rand() % 8;
+      e[i].len = r == 0 ? 0 : r < 5 ? (uint64_t)(1 + rand() % 12) : (uint64_t)(rand() % 150);
+    }
+    uint64_t k = packed_reference(e, n, chunk, pmax, ref);
+    assert_true(k <= tpx__plan_nchunks(e, n, chunk));
+    assert_int_equal(tpx__plan_nchunks_packed(e, n, chunk, pmax), k);
+    assert_int_equal(tpx__plan_nchunks_packed(e, n, chunk, 0), tpx__plan_nchunks(e, n, chunk));
+    uint32_t nch = 1 + (uint32_t)(rand() % 8), first = (uint32_t)(rand() % 64);
+    uint64_t seen = 0, bytes = 0;
+    for (uint32_t c = 0; c < nch; c++) {
+      uint64_t idx = tpx__plan_first_idx(c, first, nch);
+      if (idx >= k) continue;
+      struct cursor cur;
+      tpx__plan_seek_packed(e, n, chunk, pmax, idx, &cur);
+      for (;;) {
+        assert_true(cur.idx < k);
+        const struct pchunk *r = &ref[cur.idx];
+        assert_int_equal(cur.e, r->e);
+        assert_int_equal(cur.off, r->off);
+        assert_int_equal(cur.len, r->len);
+        assert_true(cur.len >= 1 && cur.len <= chunk);
+        if (tpx__plan_gathered(e, &cur)) assert_int_equal(cur.end, r->end); /* where the scatter stops */
+        seen++;
+        bytes += cur.len;
+        if (!tpx__plan_advance(e, n, chunk, &cur, nch)) break;
+      }
+    }
+    assert_int_equal(seen, k);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) total += e[i].len;
+    assert_int_equal(bytes, total);
+  }
+  /* 1000 x 64 KiB in 512 KiB chunks, pieces up to 64 KiB: 8 blocks a chunk. */
+  static struct xent kv[1000];
+  for (int i = 0; i < 1000; i++) kv[i] = (struct xent){NULL, 0, 65536};
+  assert_int_equal(tpx__plan_nchunks_packed(kv, 1000, 524288, 65536), 125);
+  assert_int_equal(tpx__plan_nchunks_packed(kv, 1000, 524288, 32768), 1000); /* blocks over the limit: alone */
+  struct xent big = {NULL, 0, UINT64_MAX};
+  assert_int_equal(tpx__plan_nchunks_packed(&big, 1, 1, 1), UINT64_MAX);
+}
+
+/* WRITE / READ flags byte: the piece limit's log2 round-trips; values past
+ * WIRE_MAX_PACK_LOG2 and unknown bits are refused. */
+static void test_rw_pack_flags(void **state) {
+  (void)state;
+  struct wire_entry e[2] = {{1, 0x1000, 10}, {1, 0x2000, 20}};
+  struct wbuf b = {0};
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 7, 1, 65536, e, 2, NULL, 0, NULL, 0, 13), 0);
+  struct wire_frame f;
+  assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
+  struct wire_rw m;
+  assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
+  assert_int_equal(m.pack_log2, 13);
+  assert_int_equal(m.inl, 0);
+  /* READ with an inline answer welcome and packing */
+  struct wbuf c = {0};
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_READ, 8, 0, 65536, e, 2, NULL, 0, NULL, 1, WIRE_MAX_PACK_LOG2), 0);
+  assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
+  assert_int_equal(m.pack_log2, WIRE_MAX_PACK_LOG2);
+  assert_int_equal(m.inl, 1);
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 9, 0, 65536, e, 2, NULL, 0, NULL, 0, WIRE_MAX_PACK_LOG2 + 1),
+                   TPX_EINVAL);
+  /* the flags byte is the frame's last: k = 23, then bit 7 */
+  assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
+  b.p[b.len - 1] = (uint8_t)(23 << WIRE_RW_PACK_SHIFT);
+  assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
+  b.p[b.len - 1] = 0x80;
+  assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
+  tpx__wbuf_free(&b);
+  tpx__wbuf_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plan_packed),     cmocka_unit_test(test_rw_pack_flags),
       cmocka_unit_test(test_frame_roundtrip), cmocka_unit_test(test_frame_rejects),
       cmocka_unit_test(test_hello),           cmocka_unit_test(test_rw),
       cmocka_unit_test(test_small_msgs),      cmocka_unit_test(test_blobs),

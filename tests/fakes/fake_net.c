@@ -1,6 +1,6 @@
 /* An in-memory ncclNet plugin for loader tests: one source, built into
  * several .so files that differ by which tables they export (FAKE_V7 ..
- * FAKE_V11), plus flavours: FAKE_INIT_FAIL (init returns a system error),
+ * FAKE_V12), plus flavours: FAKE_INIT_FAIL (init returns a system error),
  * FAKE_UNPACK (v7 device offload: fills the device handle, has getDeviceMr
  * and irecvConsumed), FAKE_TCPX_NAME (the v7 table is named like a HOST-type
  * GPUDirect-TCPX build), FAKE_INIT_ONCE (any init after the first fails, as
@@ -468,7 +468,7 @@ EXPORT const ncclnet_v8_t ncclNetPlugin_v8 = {
     f_close_send, f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED};
 #endif
 
-#if defined(FAKE_V9) || defined(FAKE_V10) || defined(FAKE_V11)
+#if defined(FAKE_V9) || defined(FAKE_V10) || defined(FAKE_V11) || defined(FAKE_V12)
 #define FILL_V9_EXTRA(p, dev)                                                                      \
   do {                                                                                             \
     (p)->regIsGlobal = 1;                                                                          \
@@ -478,6 +478,8 @@ EXPORT const ncclnet_v8_t ncclNetPlugin_v8 = {
     (p)->maxP2pBytes = (size_t)1 << 36;                                                            \
     (p)->maxCollBytes = (size_t)1 << 29;                                                           \
   } while (0)
+#endif
+#if defined(FAKE_V9) || defined(FAKE_V10)
 static ncclnet_result_t f_props9(int dev, ncclnet_props_v9_t *p) {
   FILL_PROPS(p, dev);
   FILL_V9_EXTRA(p, dev);
@@ -513,22 +515,15 @@ EXPORT const ncclnet_v10_t ncclNetPlugin_v10 = {
     f_close_recv, f_close_listen, GET_DEVICE_MR, IRECV_CONSUMED, NULL};
 #endif
 
-#ifdef FAKE_V11
+#if defined(FAKE_V11) || defined(FAKE_V12)
 static int the_ctx; /* init hands out &the_ctx */
-static ncclnet_result_t f_init11(void **ctx, uint64_t comm_id, ncclnet_comm_config_t *cfg,
-                                 ncclnet_logger_t l, ncclnet_profiler_cb_t prof) {
-  (void)prof;
+static ncclnet_result_t init_ctx(int version, void **ctx, uint64_t comm_id,
+                                 ncclnet_comm_config_t *cfg, ncclnet_logger_t l) {
   if (!ctx || !cfg) return NCCLNET_INVALID_ARGUMENT;
   fake_stats.comm_id = comm_id;
   fake_stats.traffic_class = cfg->trafficClass;
   *ctx = &the_ctx;
-  return f_init(11, l);
-}
-static ncclnet_result_t f_props11(int dev, ncclnet_props_v11_t *p) {
-  FILL_PROPS(p, dev);
-  FILL_V9_EXTRA(p, dev);
-  p->maxMultiRequestSize = 1;
-  return NCCLNET_SUCCESS;
+  return f_init(version, l);
 }
 static ncclnet_result_t f_listen11(void *ctx, int dev, void *handle, void **lc) {
   fake_stats.ctx_ok = ctx == &the_ctx;
@@ -549,8 +544,48 @@ static ncclnet_result_t f_set_net_attr(void *ctx, ncclnet_attr_t *attr) {
   __atomic_add_fetch(&fake_stats.set_net_attr, 1, __ATOMIC_RELAXED);
   return NCCLNET_SUCCESS;
 }
+#endif
+
+#ifdef FAKE_V11
+static ncclnet_result_t f_init11(void **ctx, uint64_t comm_id, ncclnet_comm_config_t *cfg,
+                                 ncclnet_logger_t l, ncclnet_profiler_cb_t prof) {
+  (void)prof;
+  return init_ctx(11, ctx, comm_id, cfg, l);
+}
+static ncclnet_result_t f_props11(int dev, ncclnet_props_v11_t *p) {
+  FILL_PROPS(p, dev);
+  FILL_V9_EXTRA(p, dev);
+  p->maxMultiRequestSize = 1;
+  return NCCLNET_SUCCESS;
+}
 EXPORT const ncclnet_v11_t ncclNetPlugin_v11 = {
     "fake_v11",     f_init11, f_devices,    f_props11,     f_listen11,     f_connect11,
+    f_accept,       f_regmr,  NULL,         f_deregmr,     f_isend_ph,     f_irecv_ph,
+    f_iflush,       f_test,   f_close_send, f_close_recv,  f_close_listen, GET_DEVICE_MR,
+    IRECV_CONSUMED, NULL,     f_finalize,   f_set_net_attr};
+#endif
+
+#ifdef FAKE_V12
+static ncclnet_result_t f_init12(void **ctx, uint64_t comm_id, ncclnet_comm_config_t *cfg,
+                                 ncclnet_logger_t l, ncclnet_profiler_cb_t prof) {
+  (void)prof;
+  return init_ctx(12, ctx, comm_id, cfg, l);
+}
+/* v12 only: vProps may name up to 8 devices; railId / planeId are set
+ * (dev 0 on rail 3, plane 1; dev 1 leaves them undefined). */
+static ncclnet_result_t f_props12(int dev, ncclnet_props_v12_t *p) {
+  FILL_PROPS(p, dev);
+  FILL_V9_EXTRA(p, dev);
+  p->maxMultiRequestSize = 1;
+  p->vProps.ndevs = NCCLNET_MAX_DEVS_PER_NIC_V12;
+  for (int i = 0; i < NCCLNET_MAX_DEVS_PER_NIC_V12; i++)
+    p->vProps.devs[i] = i;
+  p->railId = (int16_t)(dev == 0 ? 3 : NCCLNET_ID_UNDEF);
+  p->planeId = (int16_t)(dev == 0 ? 1 : NCCLNET_ID_UNDEF);
+  return NCCLNET_SUCCESS;
+}
+EXPORT const ncclnet_v12_t ncclNetPlugin_v12 = {
+    "fake_v12",     f_init12, f_devices,    f_props12,     f_listen11,     f_connect11,
     f_accept,       f_regmr,  NULL,         f_deregmr,     f_isend_ph,     f_irecv_ph,
     f_iflush,       f_test,   f_close_send, f_close_recv,  f_close_listen, GET_DEVICE_MR,
     IRECV_CONSUMED, NULL,     f_finalize,   f_set_net_attr};

@@ -6,7 +6,7 @@
 #   between two processes (staging and every unpack mode, one and two GPUs,
 #   chunks 4 KiB..4 MiB) -> receives into GPU memory on a CUDA-capable
 #   transport (iflush) -> the built-in transport's unpack mode on the GPU
-#   -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
+#   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
@@ -19,7 +19,7 @@
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
-#               flush sockunpack memcheck_engine python gpubench
+#               flush sockunpack gputcpx memcheck_engine python gpubench
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
@@ -33,9 +33,9 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack memcheck_engine python gpubench"
+ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench"
 STEPS=${STEPS:-$ALL_STEPS}
-TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush tpx-bench tpx_shared"
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -117,6 +117,11 @@ step_sockunpack() {
   fi
 }
 
+# The TCPX device rules: no host receives on UNPACK comms, CUDA registrations
+# on 4 KiB boundaries past the first GiB too, transport calls
+# bound to the endpoint's GPU (that part needs 2 GPUs).
+step_gputcpx() { run_step gputcpx 120 "$BUILD/tests/gpu/test_gpu_tcpx"; }
+
 # The unpack kernels as the engine drives them (one process, two endpoints):
 # unpack of bounce pages and the staging copies (SM copies through the mapping).
 step_memcheck_engine() {
@@ -131,8 +136,15 @@ step_memcheck_engine() {
 # tensors when torch is installed, else cudaMalloc through ctypes), then the
 # 64 MiB CUDA-tensor write benchmark through tpx next to tpx-bench.
 step_python() {
-  local py=${PYTHON:-}
-  [ -n "$py" ] || { [ -x /usr/bin/python3 ] && py=/usr/bin/python3; } || py=python3
+  # PYTHON, else the first of Debian's and PATH's python3 that has pytest and
+  # numpy (GPU images keep them, and torch, in a virtual environment on PATH).
+  local py=${PYTHON:-} c
+  if [ -z "$py" ]; then
+    for c in /usr/bin/python3 "$(command -v python3 || true)"; do
+      [ -n "$c" ] && [ -x "$c" ] && "$c" -c "import pytest, numpy" 2>/dev/null && { py=$c; break; }
+    done
+    py=${py:-python3}
+  fi
   if ! "$py" -c "import pytest, numpy" 2>/dev/null; then
     note "FAIL  python ($py lacks pytest or numpy: apt-get install python3-pytest python3-numpy)"
     failed=1

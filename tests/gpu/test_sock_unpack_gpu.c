@@ -107,7 +107,7 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
   tpx_unpack_meta_block_t *meta = dh->meta;
   MUST(tpx__gpu_ptr_query(dh->bounce_buf, &info));
   CHECK(info.mem == TPX_GPU_MEM_PINNED, "bounce pool pinned (mem %d)", info.mem);
-  CHECK(dh->head == 0, "head starts at 0");
+  CHECK(dh->head == UINT64_MAX, "head starts at (uint64_t)-1, as the plugin sets it");
 
   /* Buffers: the source pattern on the sender's GPU (and on the host), one
    * destination per receive in flight on the receiver's GPU. */

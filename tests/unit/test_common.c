@@ -82,7 +82,10 @@ static void test_config_set(void **state) {
   assert_int_equal(tpx_config_set(&c, "num_channels", "0"), TPX_EINVAL); /* below 1 */
   assert_non_null(strstr(tpx_last_error(), "TPX_NUM_CHANNELS=0"));
   assert_int_equal(tpx_config_set(&c, "chunk_bytes", "8M"), TPX_EINVAL); /* above 4 MiB */
-  assert_int_equal(tpx_config_set(&c, "no_such_knob", "1"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&c, "no_such_knob", "1"), TPX_ENOENT);
+  assert_int_equal(tpx_config_set(&c, "UCCL_TCPX_NUM_CHANNELS", "5"), 0); /* a synonym */
+  assert_int_equal(c.num_channels, 5);
+  assert_int_equal(tpx_config_set(&c, "num_channels", "8"), 0);
   assert_int_equal(tpx_config_set(&c, "NSOCKS", "x"), TPX_EINVAL);
   assert_int_equal(tpx_config_set(NULL, "nsocks", "1"), TPX_EINVAL);
   assert_memory_equal(&c, &before, sizeof(c));
@@ -161,6 +164,7 @@ int main(void) {
       cmocka_unit_test(test_config_env),
       cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_config_nsocks),
+      cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_bind_port),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

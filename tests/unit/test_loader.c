@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "fake_open.h"
+#include "fake_stats.h"
+#include "net/adapt.h"
 #include "net/loader.h"
 #include "test_loader_util.h"
 
@@ -87,7 +89,7 @@ static void test_bad_arguments_to_open(void **state) {
   assert_int_equal(tpx_net_open(fake_path("fake-v7"), NULL), TPX_EINVAL);
   tpx_net_t *net = NULL;
   assert_int_equal(tpx__net_open_version(fake_path("fake-v7"), 6, &net), TPX_EINVAL);
-  assert_int_equal(tpx__net_open_version(fake_path("fake-v7"), 12, &net), TPX_EINVAL);
+  assert_int_equal(tpx__net_open_version(fake_path("fake-v7"), 13, &net), TPX_EINVAL);
   tpx_net_close(NULL); /* no-op */
 }
 
@@ -97,11 +99,11 @@ static void test_probe_highest(void **state) {
   (void)state;
   tpx_net_t *net = NULL;
   assert_int_equal(tpx_net_open(fake_path("fake-all"), &net), 0);
-  assert_int_equal(net->abi_version, 11);
-  assert_string_equal(net->name, "fake_v11");
+  assert_int_equal(net->abi_version, 12);
+  assert_string_equal(net->name, "fake_v12");
   assert_string_equal(tpx_net_plugin_file(net), fake_path("fake-all"));
   tpx_net_close(net);
-  for (int v = 7; v <= 11; v++) {
+  for (int v = 7; v <= 12; v++) {
     char want[32];
     snprintf(want, sizeof(want), "fake_v%d", v & 0xff);
     assert_int_equal(tpx__net_open_version(fake_path("fake-all"), v, &net), 0);
@@ -161,6 +163,12 @@ static void exercise(const char *fake, int version) {
   assert_true(props.latency_us > 1.4f && props.latency_us < 1.6f);
   assert_int_equal(props.max_p2p_bytes, version >= 9 ? (size_t)1 << 36 : SIZE_MAX);
   assert_int_equal(props.max_coll_bytes, version >= 9 ? (size_t)1 << 29 : SIZE_MAX);
+  /* railId / planeId: v12 only; the fake leaves them undefined on dev 1. */
+  assert_int_equal(props.rail_id, -1);
+  assert_int_equal(props.plane_id, -1);
+  assert_int_equal(net->ops->get_properties(net, 0, &props), 0);
+  assert_int_equal(props.rail_id, version >= 12 ? 3 : -1);
+  assert_int_equal(props.plane_id, version >= 12 ? 1 : -1);
 
   /* Optional entries follow the table. */
   assert_null(net->ops->get_device_mr);
@@ -177,7 +185,7 @@ static void exercise(const char *fake, int version) {
   assert_int_equal(p.rdev.needs_proxy_progress, 1);
   assert_null(st->accept_dev);
   assert_null(st->connect_dev);
-  if (version == 11) assert_true(st->ctx_ok);
+  if (version >= 11) assert_true(st->ctx_ok);
   if (version >= 10) assert_int_equal(st->traffic_class, -1);
 
   tl_transfer(net, &p, 65536, 65536, 11);
@@ -216,7 +224,7 @@ static void exercise(const char *fake, int version) {
   assert_int_equal(st->live_mrs, 0);
   int fin = st->finalize;
   tpx_net_close(net);
-  assert_int_equal(st->finalize, fin + (version == 11));
+  assert_int_equal(st->finalize, fin + (version >= 11));
   dlclose(dl);
 }
 
@@ -239,6 +247,69 @@ static void test_adapter_v10(void **state) {
 static void test_adapter_v11(void **state) {
   (void)state;
   exercise("fake-v11", 11);
+}
+static void test_adapter_v12(void **state) {
+  (void)state;
+  exercise("fake-v12", 12);
+}
+
+/* v12 properties keep all 8 vProps devices, and a v11 table read through the
+ * v12-wide conversion keeps its 4 (the layouts differ from vProps on). */
+static void test_props_v12_wide(void **state) {
+  (void)state;
+  tpx_net_t *net = NULL;
+  assert_int_equal(tpx_net_open(fake_path("fake-v12"), &net), 0);
+  struct tpx_plugin *p = (struct tpx_plugin *)net->impl;
+  ncclnet_props_v12_t w;
+  assert_int_equal(tpx__adapt_props(p, 0, &w), 0);
+  assert_int_equal(w.vProps.ndevs, 8);
+  assert_int_equal(w.vProps.devs[7], 7);
+  assert_int_equal(w.maxP2pBytes, (size_t)1 << 36);
+  assert_int_equal(w.maxMultiRequestSize, 1);
+  assert_int_equal(w.railId, 3);
+  tpx_net_close(net);
+  assert_int_equal(tpx_net_open(fake_path("fake-v11"), &net), 0);
+  p = (struct tpx_plugin *)net->impl;
+  assert_int_equal(tpx__adapt_props(p, 1, &w), 0);
+  assert_int_equal(w.vProps.ndevs, 1);
+  assert_int_equal(w.vProps.devs[0], 1);
+  assert_int_equal(w.maxP2pBytes, (size_t)1 << 36);
+  assert_int_equal(w.maxCollBytes, (size_t)1 << 29);
+  assert_int_equal(w.railId, NCCLNET_ID_UNDEF);
+  assert_int_equal(w.planeId, NCCLNET_ID_UNDEF);
+  tpx_net_close(net);
+}
+
+/* A plugin named like GPUDirect-TCPX gets its unsafe NCCL_* defaults filled
+ * in before init; values the user set stay (and are reported unsafe). */
+static void test_tcpx_env_filled(void **state) {
+  (void)state;
+  unsetenv("NCCL_DYNAMIC_CHUNK_SIZE");
+  unsetenv("NCCL_MIN_ZCOPY_SIZE");
+  setenv("NCCL_GPUDIRECTTCPX_RECV_SYNC", "0", 1);
+  tpx_net_t *net = NULL;
+  assert_int_equal(tpx_net_open(fake_path("fake-v7"), &net), 0);
+  assert_false(tpx_net_is_tcpx(net));
+  tpx_net_close(net);
+  assert_null(getenv("NCCL_DYNAMIC_CHUNK_SIZE")); /* not TCPX: left alone */
+  assert_int_equal(tpx_net_open(fake_path("fake-tcpxhost"), &net), 0);
+  assert_true(tpx_net_is_tcpx(net));
+  assert_string_equal(getenv("NCCL_DYNAMIC_CHUNK_SIZE"), "524288");
+  assert_string_equal(getenv("NCCL_MIN_ZCOPY_SIZE"), "4096");
+  assert_string_equal(getenv("NCCL_GPUDIRECTTCPX_RECV_SYNC"), "0");
+  tpx_net_env_t row;
+  int n = 0, unsafe = 0;
+  for (; tpx_net_tcpx_env(n, &row) == 0; n++)
+    if (row.danger) {
+      unsafe++;
+      assert_string_equal(row.name, "NCCL_GPUDIRECTTCPX_RECV_SYNC");
+      assert_false(row.set_by_us);
+    }
+  assert_int_equal(n, 3);
+  assert_int_equal(unsafe, 1);
+  assert_int_equal(tpx_net_tcpx_env(n, &row), TPX_ENOENT);
+  tpx_net_close(net);
+  unsetenv("NCCL_GPUDIRECTTCPX_RECV_SYNC");
 }
 
 /* ---- size limits ---------------------------------------------------------------------------- */
@@ -514,9 +585,9 @@ static void test_shared_v11_finalize(void **state) {
   /* Another version than the loaded instance's would need a second init. */
   assert_int_equal(tpx_net_open(fake_path("fake-all"), &a), 0);
   assert_int_equal(tpx__net_open_version(fake_path("fake-all"), 8, &b), TPX_EUSAGE);
-  assert_error_mentions("already loaded in this process at ncclNet v11");
+  assert_error_mentions("already loaded in this process at ncclNet v12");
   assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 7, &b), TPX_EUSAGE);
-  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 12, &b), TPX_EINVAL);
+  assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 13, &b), TPX_EINVAL);
   tpx_net_close(a);
   /* Unloaded: now any version loads. */
   assert_int_equal(tpx__net_open_abi(fake_path("fake-all"), 7, &b), 0);
@@ -559,6 +630,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_adapter_v9),
       cmocka_unit_test(test_adapter_v10),
       cmocka_unit_test(test_adapter_v11),
+      cmocka_unit_test(test_adapter_v12),
+      cmocka_unit_test(test_props_v12_wide),
+      cmocka_unit_test(test_tcpx_env_filled),
       cmocka_unit_test(test_int_limits_v7),
       cmocka_unit_test(test_int_limits_v8),
       cmocka_unit_test(test_int_limits_v11),

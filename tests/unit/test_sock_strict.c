@@ -1,8 +1,9 @@
 /* Built-in transport, strict mode (TPX_SOCK_STRICT=1): the GPUDirect-TCPX
  * plugin's rules. 16 requests per comm (the 17th is TPX_EINTERNAL), test only
  * on the oldest request (else TPX_EINTERNAL), no receive sizes, and rc 2
- * (TPX_ESYSTEM) once the peer closed: done=1 when the data arrived, done=0
- * while it may still arrive, a real error when it never can. */
+ * (TPX_ESYSTEM, done=0) once the peer closed while data may still arrive,
+ * and for good once it cannot; a complete request is rc 0 / done 1, closed
+ * peer or not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,28 +118,27 @@ static void test_peer_close_rc2(void **state) {
     do
       rc = net->ops->test(net, rq[i], &done, &sz);
     while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
-    assert_int_equal(rc, TPX_ESYSTEM);
+    assert_int_equal(rc, 0); /* the plugin never returns rc 2 with done 1 */
     assert_int_equal(done, 1);
     assert_int_equal(sz, 999);
     assert_int_equal(tu_check(rb[i], sizes[i], 40 + (uint32_t)i, 0), SIZE_MAX);
   }
-  /* Unmatched: transient rc 2 / done 0 (zero or more times), then a real error. */
-  uint64_t end = tpx__now_ns() + 10000000000ull;
-  int done = 0, rc;
-  do
-    rc = net->ops->test(net, rq[3], &done, NULL);
-  while (rc == TPX_ESYSTEM && !done && tpx__now_ns() < end);
-  assert_int_equal(rc, TPX_EREMOTE);
-  assert_int_equal(done, 0);
-  /* It is released: testing it again is an error, not a hang. */
-  assert_int_equal(net->ops->test(net, rq[3], &done, NULL), TPX_EINVAL);
+  /* Unmatched: rc 2 / done 0, and for good (the plugin's control socket
+   * reads end-of-file on every call): never another code, never released. */
+  int done = 0;
+  for (int i = 0; i < 50; i++) {
+    assert_int_equal(net->ops->test(net, rq[3], &done, NULL), TPX_ESYSTEM);
+    assert_int_equal(done, 0);
+    usleep(1000);
+  }
   assert_int_equal(net->ops->close_recv(net, r), 0);
   for (int i = 0; i < 3; i++)
     free(sb[i]), free(rb[i]);
   net->ops->destroy(net);
 }
 
-/* The receiver closes: the sender's completed sends report rc 2 / done 1. */
+/* The receiver closes: the sender's completed sends still report rc 0 / done 1
+ * (the plugin's test returns its errors before it sets done). */
 static void test_receiver_close_rc2(void **state) {
   (void)state;
   tpx_net_t *net = ts_open(1, 2, 2);
@@ -152,7 +152,7 @@ static void test_receiver_close_rc2(void **state) {
   wait_peer_closed(net, s);
   int done = 0;
   size_t sz = 0;
-  assert_int_equal(net->ops->test(net, sq, &done, &sz), TPX_ESYSTEM);
+  assert_int_equal(net->ops->test(net, sq, &done, &sz), 0);
   assert_int_equal(done, 1);
   assert_int_equal(sz, sizeof(b));
   assert_int_equal(net->ops->close_send(net, s), 0);

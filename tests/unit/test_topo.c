@@ -381,15 +381,15 @@ static void test_map_and_abi_env(void **state) {
   assert_string_equal(c.gpu_nic_map, "");
   assert_error_mentions("'4-x'");
   unsetenv("TPX_GPU_NIC_MAP");
-  static const char *bad_abi[] = {"6", "12", "0", "v7"};
+  static const char *bad_abi[] = {"6", "13", "0", "v7"};
   for (int i = 0; i < 4; i++) {
     setenv("TPX_NET_ABI", bad_abi[i], 1);
     assert_int_equal(tpx_config_from_env(&c), TPX_EINVAL);
     assert_int_equal(c.net_abi, 0);
   }
-  setenv("TPX_NET_ABI", "11", 1);
+  setenv("TPX_NET_ABI", "12", 1);
   assert_int_equal(tpx_config_from_env(&c), 0);
-  assert_int_equal(c.net_abi, 11);
+  assert_int_equal(c.net_abi, 12);
   unsetenv("TPX_NET_ABI");
 }
 

@@ -57,6 +57,8 @@ void tpx__gpu_ep_fini(tpx_endpoint_t *ep) {
     TPX_DEBUG("endpoint %s: staged %llu bytes out, %llu in; unpacked %llu bytes on GPUs, %llu with the CPU", ep->name,
               (unsigned long long)g->staged_out, (unsigned long long)g->staged_in,
               (unsigned long long)g->unpacked_gpu, (unsigned long long)g->unpacked_cpu);
+  /* The landing region's registration went with the others (tpx__mem_free_all). */
+  if (g->landing_buf) tpx__gpu_free(g->landing_dev, g->landing_buf);
   for (int d = 0; d < TPX_GPU_MAX_DEVICES; d++) tpx__gpu_dev_free(g->devs[d]);
   free(g);
   ep->gpath = NULL;
@@ -107,6 +109,13 @@ int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, st
   int rc = tpx__gpu_window_get(p, q, &gq);
   if (rc) return rc;
   tpx__stage_reclaim(gq, q);
+  if (!cuda && unpack_recv && g->cuda_ptr) { /* never a host buffer on a devmem comm */
+    struct tpx_mem *lm;
+    if ((rc = tpx__gpu_landing(g, &lm)) != 0 || (rc = tpx__mem_mhandle(lm, q->slot, q->comm, 0, mh)) != 0)
+      return rc;
+    *data = lm->base;
+    return GPU_POST_STAGED; /* data and mh are set; the destination stays the host region */
+  }
   if (!cuda) return GPU_POST_DEFAULT;
   if (q->is_recv) return g->recv_stage ? tpx__stage_recv_prep(gq, m, len, data, mh) : GPU_POST_DEFAULT;
   return g->send_stage ? tpx__stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/gpu.h"
 #include "tpx/mem.h"
 
 struct tpx_peer;
@@ -41,6 +42,20 @@ struct window;
 struct wslot;
 struct wlink;
 struct tpx_mem;
+
+/* Device binding (gpu_bind.c). Around every transport listen, connect,
+ * accept and regMr: make `dev` the calling thread's current CUDA device (dev
+ * < 0: the endpoint's GPU) and restore the caller's context after, as NCCL
+ * does with cudaSetDevice before calling a plugin. A no-op without a usable
+ * GPU, except for the test hook, which sees every enter (the device) and
+ * leave (-1). */
+struct gpu_bind {
+  tpx_gpu_guard_t guard;
+  int changed;
+};
+extern void (*tpx__gpu_bind_hook)(int dev);
+int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct gpu_bind *b);
+void tpx__gpu_bind_leave(struct gpu_bind *b);
 
 /* Endpoint lifecycle. init runs once the transport is open (it reads its
  * properties and installs ep->consume when needed); fini after every peer and
@@ -61,7 +76,8 @@ int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
 
 /* window.c's post_one, before the post: where the chunk [m->base + off, +len)
  * really goes. Returns GPU_POST_DEFAULT (post m's own memory),
- * GPU_POST_STAGED (*data / *mh set to a staging slot), GPU_POST_WAIT (not
+ * GPU_POST_STAGED (*data / *mh set to a staging slot, or to the landing region
+ * for an UNPACK receive into host memory), GPU_POST_WAIT (not
  * ready: the device-to-host copy is still running or no staging room;
  * back-pressure) or < 0 (error, tpx_err set). Idempotent until tpx__gpu_post_done. */
 enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };

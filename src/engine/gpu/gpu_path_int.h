@@ -41,6 +41,11 @@ struct gpu_ep {
   int pin_dev;     /* GPU the progress thread keeps current (-1: none yet) */
   const struct consume_ops *consume; /* gpu_path.c's consume stage, installed by whoever needs it */
   struct gpu_dev *devs[TPX_GPU_MAX_DEVICES];
+  /* UNPACK transports taking CUDA pointers: the device region receives into
+   * host memory are posted with (tpx__gpu_landing). */
+  struct tpx_mem *landing;
+  void *landing_buf;
+  int landing_dev;
   /* counters, for logs and tests */
   uint64_t staged_out, staged_in, unpacked_gpu, unpacked_cpu;
 };
@@ -113,6 +118,14 @@ struct gpu_window {
 
 /* gpu_mem.c */
 int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
+/* The landing region, created on first use: device memory on the
+ * endpoint's GPU, one chunk large, registered like any CUDA region. An UNPACK
+ * plugin never writes a receive's buffer (the bytes land in its bounce
+ * pages), but a host buffer makes the GPUDirect-TCPX plugin fail the
+ * receive for good (docs/UNPACK.md, "Host-memory receives"), so receives
+ * whose destination is host memory (or the discard scratch) are posted with
+ * this region and gathered into their destination by the CPU. */
+int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out);
 void tpx__gpu_dev_free(struct gpu_dev *d);
 void tpx__gpu_thread_pin(struct gpu_ep *g);
 int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);

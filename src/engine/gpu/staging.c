@@ -43,7 +43,10 @@ static int arena_setup(struct gpu_window *gq, int dev) {
     return tpx_err_quiet(rc, "channel %d: pinned staging of %llu bytes (TPX_STAGING_BYTES) on GPU %d: %s", gq->ch,
                    (unsigned long long)sz, dev, tpx_last_error());
   void *mh = NULL;
-  rc = gq->net->ops->reg_mr(gq->net, gq->comm, a, (size_t)sz, TPX_PTR_HOST, &mh);
+  struct gpu_bind b;
+  rc = tpx__gpu_bind_enter(ep, dev, &b);
+  if (rc == 0) rc = gq->net->ops->reg_mr(gq->net, gq->comm, a, (size_t)sz, TPX_PTR_HOST, &mh);
+  tpx__gpu_bind_leave(&b);
   if (rc) {
     tpx__gpu_host_free(dev, a);
     return tpx_err_quiet(rc, "channel %d: registering %llu bytes of staging with the transport failed", gq->ch,

@@ -1,0 +1,190 @@
+#!/bin/sh
+# Builds the real NIXL client the NIXL plugin is tested against (abseil,
+# NIXL with its C++ tests, examples and Python bindings; with --ucx also UCX
+# and NIXL's UCX backend, for the comparison benchmark) from the release
+# tarballs in $TPX_THIRD_PARTY (default: ../shared/third_party next to the
+# checkout; docs/NIXL.md lists the files), into a prefix OUTSIDE the repository, the way
+# NIXL's own documentation builds it (CMake for abseil, meson for NIXL,
+# autotools for UCX). Never downloads anything (meson --wrap-mode=nodownload).
+#
+# The prefix is $TPX_DEPS_CACHE/<hash> (default /var/cache/tpx-testdeps when
+# writable, else ~/.cache/tpx-testdeps), the hash
+# covering the tarballs, this script, the test patch and the options, so a
+# second run on the same machine reuses it. The last line printed is the
+# prefix; CMake finds NIXL there through -DNIXL_PREFIX=<prefix> (the Makefile
+# passes it: `scripts/build-testdeps.sh --prefix` prints an existing prefix and
+# builds nothing).
+#
+#   scripts/build-testdeps.sh [--ucx] [--cuda] [--prefix] [--have-tarballs] [-j N]
+# --have-tarballs: exit 0 when every tarball needed is readable (deps.sh asks
+# first, so a machine without them still runs the rest of the suite).
+#
+# --cuda: let NIXL see the CUDA toolkit (GPU machines with a driver: VRAM
+# through NIXL); by default it is hidden, for a host-only build that runs
+# where the toolkit is installed without a driver.
+#
+# Needs the Debian packages scripts/deps.sh --test installs (meson, ninja,
+# pybind11, libasio-dev, liburing, libaio, gtest/gmock, numpy, autotools).
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+tp=${TPX_THIRD_PARTY:-$repo/../shared/third_party}
+if [ -n "${TPX_DEPS_CACHE:-}" ]; then cache=$TPX_DEPS_CACHE
+elif [ -w /var/cache ] || [ -w /var/cache/tpx-testdeps ]; then cache=/var/cache/tpx-testdeps
+else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tpx-testdeps
+fi
+jobs=$(nproc)
+with_ucx=0
+with_cuda=0
+print_only=0
+check_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ucx) with_ucx=1 ;;
+    --cuda) with_cuda=1 ;;
+    --prefix) print_only=1 ;;
+    --have-tarballs) check_only=1 ;;
+    -j) jobs=$2; shift ;;
+    *) echo "build-testdeps: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+die() { echo "build-testdeps: $*" >&2; exit 1; }
+
+absl_tgz=$tp/abseil-cpp-20250814.1.tar.gz
+nixl_tgz=$tp/nixl-8770b655.tar.gz
+tf_tgz=$tp/taskflow-3.10.0-headers.tar.gz
+toml_tgz=$tp/tomlplusplus-3.4.0-headers.tar.gz
+ucx_tgz=$tp/ucx-1.22.0.tar.gz
+patch_file=$repo/tests/nixl/nixl-gtest-tpx.sh
+tarballs="$absl_tgz $nixl_tgz $tf_tgz $toml_tgz"
+[ "$with_ucx" = 1 ] && tarballs="$tarballs $ucx_tgz"
+
+# Bump when the steps below change what gets built.
+recipe=1
+# Content decides the build: sha256 of ~12 MB of tarballs costs well under a
+# second. Only the file contents enter the hash, not their paths.
+key=$( (for f in $tarballs; do [ -r "$f" ] || { echo "missing:$f"; continue; }; sha256sum <"$f"; done
+        sha256sum <"$patch_file"; echo "recipe=$recipe ucx=$with_ucx cuda=$with_cuda") | sha256sum | cut -c1-16)
+prefix=$cache/$key
+if [ "$print_only" = 1 ]; then
+  [ -f "$prefix/.complete" ] && echo "$prefix"
+  exit 0
+fi
+if [ "$check_only" = 1 ]; then
+  for f in $tarballs; do [ -r "$f" ] || exit 1; done
+  exit 0
+fi
+for f in $tarballs; do
+  [ -r "$f" ] || die "missing tarball $f (set TPX_THIRD_PARTY to the directory holding the release tarballs)"
+done
+if [ -f "$prefix/.complete" ]; then
+  echo "build-testdeps: cached, nothing to build"
+  echo "$prefix"
+  exit 0
+fi
+
+# Debian's python3 carries the pybind11 and numpy NIXL builds against; a
+# python3 of pyenv & co. first on PATH would not.
+PATH=/usr/bin:$PATH
+for tool in cmake meson ninja pkg-config python3 c++; do
+  command -v $tool >/dev/null 2>&1 || die "'$tool' not found: run scripts/deps.sh --test first"
+done
+python3 -c 'import pybind11, numpy' 2>/dev/null ||
+  die "python3 pybind11/numpy missing: run scripts/deps.sh --test first"
+[ -f /usr/include/asio.hpp ] || die "asio headers missing (libasio-dev): run scripts/deps.sh --test first"
+
+mkdir -p "$cache" || die "cannot create $cache (set TPX_DEPS_CACHE to a writable directory)"
+rm -rf "$prefix"
+mkdir -p "$prefix/src" "$prefix/lib/pkgconfig"
+work=$prefix/src
+log=$prefix/build.log
+echo "build-testdeps: building into $prefix (log: $log)"
+step() { echo "build-testdeps: $1 ($(date -u +%H:%M:%S))"; }
+run() { "$@" >>"$log" 2>&1 || { tail -40 "$log" >&2; die "failed: $*"; }; }
+
+# NIXL's host-only build: a CUDA toolkit without a driver makes its test
+# programs link -lcuda and fail to start, so hide the toolkit from it.
+if [ "$with_cuda" = 0 ]; then
+  PATH=$(echo "$PATH" | tr ':' '\n' | grep -v -i cuda | paste -sd: -)
+  export PATH CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
+fi
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib64/pkgconfig"
+
+step "abseil"
+run tar xzf "$absl_tgz" -C "$work"
+run cmake -S "$work/abseil-cpp-20250814.1" -B "$work/absl-build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
+  -DCMAKE_CXX_STANDARD=20 -DABSL_PROPAGATE_CXX_STD=ON -DBUILD_SHARED_LIBS=ON \
+  -DABSL_BUILD_TESTING=OFF -DCMAKE_INSTALL_RPATH="$prefix/lib"
+run cmake --build "$work/absl-build" -j "$jobs"
+run cmake --install "$work/absl-build"
+
+step "taskflow, toml++ and asio pkg-config files"
+run tar xzf "$tf_tgz" -C "$work"
+run tar xzf "$toml_tgz" -C "$work"
+cat >"$prefix/lib/pkgconfig/taskflow.pc" <<EOF
+Name: taskflow
+Description: Taskflow headers (release tarball)
+Version: 3.10.0
+Cflags: -I$work/taskflow-3.10.0
+EOF
+cat >"$prefix/lib/pkgconfig/tomlplusplus.pc" <<EOF
+Name: tomlplusplus
+Description: toml++ headers (release tarball)
+Version: 3.4.0
+Cflags: -I$work/tomlplusplus-3.4.0/include -DTOML_HEADER_ONLY=1
+EOF
+# Debian's libasio-dev ships no .pc file.
+cat >"$prefix/lib/pkgconfig/asio.pc" <<EOF
+Name: asio
+Description: standalone asio (Debian libasio-dev)
+Version: 1.22.1
+Cflags: -DASIO_STANDALONE
+EOF
+
+ucx_opt=""
+plugins="POSIX"
+if [ "$with_ucx" = 1 ]; then
+  step "UCX 1.22 (release configure, multi-threaded, TCP/shared memory only)"
+  run tar xzf "$ucx_tgz" -C "$work"
+  (cd "$work/ucx-1.22.0" && run ./autogen.sh &&
+   run ./contrib/configure-release --prefix="$prefix" --enable-mt --without-java \
+     --without-cuda --without-rocm --without-verbs --without-rdmacm --without-knem \
+     --without-xpmem --without-ugni --without-go --disable-doxygen-doc &&
+   run make -j "$jobs" && run make install)
+  ucx_opt="-Ducx_path=$prefix"
+  plugins="UCX,POSIX"
+fi
+
+step "NIXL (meson, tests and examples; gtest patched for TPX)"
+run tar xzf "$nixl_tgz" -C "$work"
+nsrc=$work/nixl-8770b655
+# The project's test instantiations go into this scratch copy only.
+run sh "$patch_file" "$nsrc"
+# Tests build only when the build type is not "release".
+# shellcheck disable=SC2086
+run meson setup "$work/nixl-build" "$nsrc" --wrap-mode=nodownload --prefix="$prefix" \
+  --libdir=lib --buildtype=debugoptimized -Dbuild_tests=true -Dbuild_examples=true \
+  -Denable_plugins="$plugins" -Dwith_trace=false $ucx_opt
+run meson compile -C "$work/nixl-build" -j "$jobs"
+run meson install -C "$work/nixl-build"
+
+# Where python3 finds the NIXL package (nixl_cu12, or nixl_cu13 with --cuda
+# on CUDA 13: _api with nixl_agent).
+pydir=$(cd "$prefix" && find . -type d -name 'nixl_cu1*' -path '*-packages*' | head -1)
+[ -n "$pydir" ] || die "NIXL's Python package (nixl_cu12/13) was not installed"
+pydir=$prefix/$(dirname "$pydir")
+cat >"$prefix/env.sh" <<EOF
+# Source this to use the NIXL built here.
+export NIXL_PREFIX=$prefix
+export LD_LIBRARY_PATH=$prefix/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export PYTHONPATH=$pydir\${PYTHONPATH:+:\$PYTHONPATH}
+export NIXL_GTEST=$work/nixl-build/test/gtest/gtest
+export NIXL_EXAMPLE=$work/nixl-build/examples/cpp/nixl_example
+EOF
+touch "$prefix/.complete"
+step "done"
+echo "$prefix"

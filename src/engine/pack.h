@@ -1,0 +1,49 @@
+/* Packed chunks (plan.h's packed plan): a chunk holding several entries of a
+ * vectored host-memory transfer moves through the window's pack ring, one
+ * host buffer per comm direction, registered with that comm like any
+ * region. The sender gathers the pieces into the ring and sends from there;
+ * the receiver receives into the ring and scatters once the receive is
+ * consumed (after the TCPX contract's gather on UNPACK transports). Ring
+ * space is taken in posting order and given back in release order, both
+ * FIFO per comm (common/ring.h), so it costs no allocation per chunk. */
+#ifndef TPX_ENGINE_PACK_H
+#define TPX_ENGINE_PACK_H
+
+#include <stdint.h>
+
+#include "common/ring.h"
+#include "engine/plan.h"
+#include "tpx/endpoint.h"
+
+struct tpx_mem;
+
+/* Two of the largest chunk, so any chunk fits once the ring is empty; 16
+ * chunks of the default size. */
+#define PACK_RING_BYTES (8u << 20)
+
+struct pack_ring {
+  uint8_t *buf;
+  struct tpx_mem *mem; /* internal registration of buf */
+  tpx_ring_t ring;
+  tpx_ring_span_t fit; /* the span the last tpx__pack_prep gave */
+};
+
+/* Room in *pr (created on first use) for the chunk at c: 1 with *m / *off
+ * (the ring's registration and offset) and, for a send, the pieces copied
+ * in; 0 no room until earlier chunks of this comm are released; < 0 error
+ * (tpx_err_quiet). Nothing is taken until tpx__pack_commit. */
+int tpx__pack_prep(tpx_endpoint_t *ep, struct pack_ring **pr, int is_send, const struct xent *ents,
+                   const struct cursor *c, struct tpx_mem **m, uint64_t *off);
+/* The request was posted: take the span; returns its release position. */
+uint64_t tpx__pack_commit(struct pack_ring *pr);
+/* The chunk left the window: a receive's bytes (at `from`, its place in
+ * the ring; NULL for a send) go to their entries, and the span is given
+ * back (FIFO). */
+void tpx__pack_release(struct pack_ring *pr, uint64_t end, const struct xent *ents, const struct cursor *c,
+                       uint8_t *from);
+/* The comm is closing: every span given back. */
+void tpx__pack_purge(struct pack_ring *pr);
+/* After the comm closed: registration and buffer freed. */
+void tpx__pack_free(struct pack_ring **pr);
+
+#endif
