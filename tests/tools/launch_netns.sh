@@ -2,6 +2,7 @@
 # scripts/launch.sh end to end on one machine: two network namespaces are the
 # two nodes, four veth links their four NICs (scripts/netns-4nic.sh), host
 # memory, both modes.
+#  0. --print in orchestrator mode: one command per side (any user).
 #  1. GPUs 0-3 over all four links, one tpx-bench pair per GPU (per-gpu mode):
 #     every pair finishes with its data check ok and the table's total.
 #  1b. the same GPUs, one process per side driving all four (orchestrator
@@ -13,7 +14,12 @@
 set -eu
 src=$1
 bench=$2
-[ "$(id -u)" = 0 ] || { echo "launch_netns: not root: skipped"; exit 77; }
+# 0. --print, no root needed, none of LAUNCH_*: orchestrator mode prints one
+#    command per side, with every GPU in it.
+out=$(env -u LAUNCH_ALLOW_DIAL sh "$src/scripts/launch.sh" --print --mode orchestrator --gpus 0-3 --connect 198.18.1.2 \
+  --bench "$bench" nodeA nodeB) || { echo "$out"; echo "launch_netns: --print failed" >&2; exit 1; }
+[ "$(echo "$out" | grep -c -- '--gpus 0,1,2,3')" = 2 ] || { echo "$out"; echo "launch_netns: --print: not one --gpus command per side" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "launch_netns: not root: skipped (--print checked)"; exit 77; }
 command -v ip >/dev/null 2>&1 || { echo "launch_netns: no iproute2: skipped"; exit 77; }
 name=tl$(($$ % 100000))
 logs=$(mktemp -d /tmp/tpx-launch-test-XXXXXX)
