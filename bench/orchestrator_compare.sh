@@ -85,12 +85,11 @@ last=$((n - 1))
 gpus=$(seq -s, 0 "$last")
 bench_args=(--size "$size" --iters "$iters" --warmup 2 --op write --progress off)
 
-# start_servers NAME PATTERN CMD...: N servers at once, CMD's "@I" replaced by
-# 0..N-1 and "@P" by PORT_BASE + that, logs $tmp/NAME-I.log; returns once each
-# log has PATTERN
-start_servers() {
-  local name=$1 listen=$2 i a p
-  shift 2
+# spawn NAME CMD...: N copies at once, CMD's "@I" replaced by 0..N-1 and "@P"
+# by PORT_BASE + that, logs $tmp/NAME-I.log, their pids added to pids
+spawn() {
+  local name=$1 i a
+  shift
   for i in $(seq 0 "$last"); do
     local args=()
     for a in "$@"; do
@@ -100,7 +99,13 @@ start_servers() {
     "${args[@]}" >"$tmp/$name-$i.log" 2>&1 &
     pids="$pids $!"
   done
-  i=0
+}
+
+# start_servers NAME PATTERN CMD...: spawned; returns once each log has PATTERN
+start_servers() {
+  local name=$1 listen=$2 i=0 p
+  shift 2
+  spawn "$name" "$@"
   for p in $pids; do
     wait_line "$listen" "$tmp/$name-$i.log" "$p" || return 1
     i=$((i + 1))
@@ -126,20 +131,11 @@ run_orch_with() {
 run_orch() { run_orch_with; }
 run_orcheq() { run_orch_with "TPX_NTHREADS=$eq_threads"; }
 
-# clients NAME CMD...: N clients at once (as start_servers), then every process
-# of pids waited for
+# clients NAME CMD...: spawned, then every process of pids waited for
 clients() {
-  local name=$1 i a p
+  local name=$1 p
   shift
-  for i in $(seq 0 "$last"); do
-    local args=()
-    for a in "$@"; do
-      a=${a//@P/$((base + i))}
-      args+=("${a//@I/$i}")
-    done
-    "${args[@]}" >"$tmp/$name-$i.log" 2>&1 &
-    pids="$pids $!"
-  done
+  spawn "$name" "$@"
   for p in $pids; do wait "$p" || { bad "a $name process failed" "$tmp/$name"-*.log; return 1; }; done
   pids=""
 }
