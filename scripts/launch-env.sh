@@ -38,7 +38,8 @@ launch_env() { # PROFILE SIDE(server|client)
   builtin)
     echo "TPX_NET_PLUGIN=builtin"
     echo "TPX_SOCKET_IFNAME=${ifs:-=$LAUNCH_DATA_NICS_DEFAULT}"
-    [ -n "${LAUNCH_ALLOW_DIAL:-}" ] && echo "TPX_ALLOW_DIAL=$LAUNCH_ALLOW_DIAL"
+    # (an if: a false test as the function's last command would fail it)
+    if [ -n "${LAUNCH_ALLOW_DIAL:-}" ]; then echo "TPX_ALLOW_DIAL=$LAUNCH_ALLOW_DIAL"; fi
     ;;
   tcpx)
     lib=${LAUNCH_TCPX_LIB:-/usr/local/tcpx/lib64}

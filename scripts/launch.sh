@@ -2,7 +2,8 @@
 # Two-node launcher for tpx-bench (docs/LAUNCH.md): starts the server side on
 # one node and the client side on the other, one process pair per GPU, with
 # the environment of scripts/launch-env.sh; collects every process's log and
-# prints one table (per GPU and total).
+# prints one table (per GPU and total). Two modes: one process pair per GPU,
+# or one process per node driving every listed GPU (tpx-bench --gpus).
 #
 #   scripts/launch.sh [options] SERVER CLIENT [-- tpx-bench options]
 #
@@ -13,11 +14,14 @@
 # Options:
 #   --connect ADDR     address the clients dial (default: SERVER's host part)
 #   --gpus LIST        GPUs, e.g. 0-7 or 0,2 (default 0): one server/client pair each
-#   --mode per-gpu     one process per GPU (the only mode until tpx-bench has --gpus)
+#   --mode per-gpu     one process per GPU and side (default): tpx-bench --gpu i
+#   --mode orchestrator  one process per side driving every listed GPU:
+#                      tpx-bench --gpus LIST, pair i on port --port-base + i
 #   --profile P        builtin (default) or tcpx: the environment (scripts/launch-env.sh)
 #   --mem host|cuda    memory of both sides (default host)
 #   --bench PATH       tpx-bench on the nodes (default: this checkout's build/tpx-bench)
-#   --port-base N      server of GPU i listens on N + i (default 20000)
+#   --port-base N      per-gpu: server of GPU i listens on N + i; orchestrator:
+#                      the server's pair i on N + i (default 20000)
 #   --logdir DIR       where the logs go (default /tmp/tpx-launch-<time>)
 #   --timeout S        each process's limit in seconds (default 300)
 #   --print            print the commands to paste on each node; run nothing
@@ -60,8 +64,7 @@ while [ $# -gt 0 ]; do
 done
 { [ -n "$server" ] && [ -n "$client" ]; } || die "usage: launch.sh [options] SERVER CLIENT [-- tpx-bench options]"
 case "$mode" in
-per-gpu) ;;
-orchestrator) die "--mode orchestrator needs tpx-bench --gpus (not there yet); use --mode per-gpu" ;;
+per-gpu | orchestrator) ;;
 *) die "--mode '$mode': per-gpu or orchestrator" ;;
 esac
 case "$mem" in host | cuda) ;; *) die "--mem '$mem': host or cuda" ;; esac
@@ -92,11 +95,14 @@ expand() {
   echo "${out# }"
 }
 gpu_list=$(expand "$gpus")
+# What runs on each side: a process per GPU, or one ("all") for every GPU.
+units=$gpu_list
+[ "$mode" = orchestrator ] && units=all
 
 q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 
 # The shell command one side runs: its environment, a time limit, tpx-bench.
-side_cmd() { # SIDE GPU
+side_cmd() { # SIDE UNIT (a GPU, or "all": every GPU in one process)
   cmd="cd /tmp && exec env"
   lines=$(launch_env "$profile" "$1")
   old_ifs=$IFS
@@ -108,11 +114,15 @@ side_cmd() { # SIDE GPU
   done
   set +f
   IFS=$old_ifs
-  port=$((port_base + $2))
-  if [ "$1" = server ]; then
-    cmd="$cmd timeout $timeout_s $(q "$bench") server --port $port --gpu $2 --mem $mem"
+  if [ "$2" = all ]; then
+    port=$port_base sel="--gpus $(echo "$gpu_list" | tr ' ' ',')"
   else
-    cmd="$cmd timeout $timeout_s $(q "$bench") client $(q "$connect") --port $port --gpu $2 --mem $mem --check"
+    port=$((port_base + $2)) sel="--gpu $2"
+  fi
+  if [ "$1" = server ]; then
+    cmd="$cmd timeout $timeout_s $(q "$bench") server --port $port $sel --mem $mem"
+  else
+    cmd="$cmd timeout $timeout_s $(q "$bench") client $(q "$connect") --port $port $sel --mem $mem --check"
     cmd="$cmd$bench_args"
   fi
   echo "$cmd"
@@ -135,7 +145,7 @@ if [ "$print" = 1 ]; then
     where=$server
     [ "$side" = client ] && where=$client
     echo "# on $where ($side side; start the servers first):"
-    for g in $gpu_list; do echo "$(side_cmd "$side" "$g") > $side-gpu$g.log 2>&1 &"; done
+    for g in $units; do echo "$(side_cmd "$side" "$g") > $side-gpu$g.log 2>&1 &"; done
     echo "wait"
   done
   exit 0
@@ -148,30 +158,30 @@ cleanup() {
   for p in $spids $cpids; do kill "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT INT TERM
-for g in $gpu_list; do
+for g in $units; do
   on "$server" "$(side_cmd server "$g")" >"$logdir/server-gpu$g.log" 2>&1 &
   spids="$spids $!"
   eval "spid_$g=$!"
 done
 # Every server listening before any client dials (bounded: 60 s).
-for g in $gpu_list; do
+for g in $units; do
   n=0
   eval "pid=\$spid_$g"
   until grep -q '^\[SERVER\] listening' "$logdir/server-gpu$g.log" 2>/dev/null; do
     n=$((n + 1))
     if [ "$n" -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; then
       cat "$logdir/server-gpu$g.log" >&2
-      die "server of GPU $g not listening (exited, or 60 s passed); log $logdir/server-gpu$g.log"
+      die "server of GPU(s) $g not listening (exited, or 60 s passed); log $logdir/server-gpu$g.log"
     fi
     sleep 0.2
   done
 done
-for g in $gpu_list; do
+for g in $units; do
   on "$client" "$(side_cmd client "$g")" >"$logdir/client-gpu$g.log" 2>&1 &
   cpids="$cpids $!"
   eval "cpid_$g=$!"
 done
-for g in $gpu_list; do # exit codes "client/server"
+for g in $units; do # exit codes "client/server"
   rc_c=0 rc_s=0
   eval "wait \$cpid_$g" || rc_c=$?
   eval "wait \$spid_$g" || rc_s=$?
@@ -180,22 +190,40 @@ done
 spids='' cpids=''
 
 # One table: per GPU the client's figure, the data check, and the total.
+# bw_of LOG [PAIR]: the last figure of that process (per-gpu) or of pair PAIR
+# of the one process (orchestrator); check_of the same for the data check.
+bw_of() {
+  if [ $# -eq 1 ]; then sed -n 's/^\[PERF\] .*BW: \([0-9.]*\) GB\/s.*/\1/p' "$1" | tail -n 1
+  else sed -n "s/^\[PERF\] pair $2 (GPU [0-9]*): \([0-9.]*\) GB\/s.*/\1/p" "$1" | tail -n 1
+  fi
+}
+check_of() { # CLIENT_LOG SERVER_LOG [PAIR]: "[CHECK] server[ pair I]: ..." or the client's (read)
+  who='server'
+  [ $# -eq 3 ] && who="server pair $3"
+  if grep -q "^\[CHECK\] \($who\|client\): \(MISMATCH\|cannot\)" "$1" "$2"; then echo FAILED
+  elif grep -q "^\[CHECK\] \($who\|client\): ok" "$1" "$2"; then echo ok
+  else echo missing
+  fi
+}
 status=0
 printf '%-5s %12s %10s %8s\n' GPU "GB/s" check "exit c/s"
-total=0
+total=0 i=0
 for g in $gpu_list; do
-  c="$logdir/client-gpu$g.log" s="$logdir/server-gpu$g.log"
-  bw=$(sed -n 's/^\[PERF\] .*BW: \([0-9.]*\) GB\/s.*/\1/p' "$c" | tail -n 1)
-  chk=missing
-  if grep -q '^\[CHECK\] .*MISMATCH\|^\[CHECK\] .*cannot' "$c" "$s"; then chk=FAILED
-  elif grep -q '^\[CHECK\] .*: ok' "$c" "$s"; then chk=ok
+  if [ "$mode" = orchestrator ]; then
+    c="$logdir/client-gpuall.log" s="$logdir/server-gpuall.log"
+    bw=$(bw_of "$c" "$i") chk=$(check_of "$c" "$s" "$i")
+    rc=$rc_all
+  else
+    c="$logdir/client-gpu$g.log" s="$logdir/server-gpu$g.log"
+    bw=$(bw_of "$c") chk=$(check_of "$c" "$s")
+    eval "rc=\$rc_$g"
   fi
+  i=$((i + 1))
   [ -n "$bw" ] || bw=-
-  eval "rc=\$rc_$g"
   [ "$chk" = ok ] && [ "$bw" != - ] && [ "$rc" = 0/0 ] || status=1
   [ "$bw" != - ] && total=$(awk -v a="$total" -v b="$bw" 'BEGIN { printf "%.2f", a + b }')
   printf '%-5s %12s %10s %8s\n' "$g" "$bw" "$chk" "$rc"
 done
 printf '%-5s %12s\n' total "$total"
-echo "logs: $logdir"
+echo "mode: $mode; logs: $logdir"
 exit $status

@@ -40,18 +40,18 @@ static void signals(void) {
 
 struct lb {
   struct bench_opts o;
-  tpx_endpoint_t *ep;
+  int ports[BENCH_MAX_GPUS];
   int state; /* 0 starting, 1 listening, -1 failed */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int ret;
 };
 
-static void lb_ready(void *arg, tpx_endpoint_t *ep) {
+static void lb_ready(void *arg, const int *ports) {
   struct lb *l = arg;
   pthread_mutex_lock(&l->mu);
-  l->ep = ep;
-  l->state = ep ? 1 : -1;
+  for (int i = 0; ports && i < l->o.ngpus; i++) l->ports[i] = ports[i];
+  l->state = ports ? 1 : -1;
   pthread_cond_signal(&l->cv);
   pthread_mutex_unlock(&l->mu);
 }
@@ -63,22 +63,29 @@ static void *server_thread(void *arg) {
   return NULL;
 }
 
+/* One transport for every endpoint of this process (loopback, --gpus), as
+ * one process driving several GPUs has. A plugin is shared anyway (the
+ * loader opens it once per process; endpoints opening it themselves also
+ * follow TPX_NET_ABI), so --gpus opens only the built-in one here. */
+static int open_net(struct bench_opts *o, int builtin_only) {
+  tpx_config_t cfg;
+  bench_make_cfg(o, &cfg);
+  int rc = 0;
+  if (tpx_net_spec_is_builtin(cfg.net_plugin)) {
+    cfg.nsocks = tpx_config_nsocks(&cfg, cfg.num_channels);
+    rc = tpx_net_open_builtin(&cfg, &o->net);
+  } else if (!builtin_only) {
+    rc = tpx_net_open(cfg.net_plugin, &o->net);
+  }
+  if (rc) fprintf(stderr, "tpx-bench: transport: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
+  return rc;
+}
+
 /* Both ends in this process, sharing one transport like one process driving
  * two GPUs. The client's failure (even before it connects) stops the server. */
 static int loopback(struct bench_opts *o, int argc, char **argv) {
-  tpx_config_t cfg;
-  bench_make_cfg(o, &cfg);
   int rc;
-  if (!cfg.net_plugin[0] || strcmp(cfg.net_plugin, "tpx") == 0) {
-    cfg.nsocks = tpx_config_nsocks(&cfg, cfg.num_channels);
-    rc = tpx_net_open_builtin(&cfg, &o->net);
-  } else {
-    rc = tpx_net_open(cfg.net_plugin, &o->net);
-  }
-  if (rc) {
-    fprintf(stderr, "tpx-bench: transport: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
-    return 1;
-  }
+  if (open_net(o, 0)) return 1;
   struct lb l;
   memset(&l, 0, sizeof(l));
   l.o = *o;
@@ -95,7 +102,8 @@ static int loopback(struct bench_opts *o, int argc, char **argv) {
   while (l.state == 0) pthread_cond_wait(&l.cv, &l.mu);
   pthread_mutex_unlock(&l.mu);
   rc = 1;
-  if (l.state == 1) rc = bench_client(o, "127.0.0.1", tpx_endpoint_port(l.ep), argc, argv);
+  o->ports = l.ports;
+  if (l.state == 1) rc = bench_client(o, "127.0.0.1", 0, argc, argv);
   bench_stop = 1; /* a server still waiting for a client that never came */
   pthread_join(th, NULL);
   tpx_net_close(o->net);
@@ -106,6 +114,7 @@ static int gpus_ok(const struct bench_opts *o) {
   int ndev = 0;
   tpx__gpu_device_count(&ndev);
   int need = (o->server_gpu > o->gpu ? o->server_gpu : o->gpu) + 1;
+  for (int i = 0; i < o->ngpus; i++) need = o->gpus[i] + 1 > need ? o->gpus[i] + 1 : need;
   if (ndev >= need) return 1;
   fprintf(stderr, "tpx-bench: --mem cuda needs GPU %d, %d usable (%s)\n", need - 1, ndev,
           ndev ? "no such device" : tpx_last_error());
@@ -136,9 +145,11 @@ int main(int argc, char **argv) {
   if (o.cuda && !gpus_ok(&o)) return 1; /* before any connection: nobody left waiting */
   signals();
   int r;
+  if (o.mode != BENCH_LOOPBACK && o.multi && open_net(&o, 1)) return 1; /* --gpus: one transport, every endpoint */
   if (o.mode == BENCH_SERVER) r = bench_server(&o, NULL);
   else if (o.mode == BENCH_CLIENT) r = bench_client(&o, o.host, o.port, argc, argv);
   else r = loopback(&o, argc, argv);
+  if (o.mode != BENCH_LOOPBACK && o.net) tpx_net_close(o.net);
   if (o.cuda) printf("[GPU] primary contexts still retained after teardown: %d\n", tpx__gpu_ctx_retained());
   return r;
 }

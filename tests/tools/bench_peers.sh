@@ -7,40 +7,8 @@
 # usage: bench_peers.sh TPX_BENCH
 set -u
 bench=$1
-dir=$(mktemp -d)
-spid="" cpid=""
-cleanup() {
-  [ -n "$cpid" ] && kill -9 "$cpid" 2>/dev/null
-  [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-die() {
-  echo "FAIL: $*"
-  for f in "$dir"/*.log; do echo "--- $f"; tail -n 5 "$f"; done
-  exit 1
-}
-
-# wait_for PATTERN FILE TENTHS: until FILE has a line matching PATTERN
-wait_for() {
-  i=0
-  while ! grep -q "$1" "$2" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt "$3" ] && return 1
-    sleep 0.1
-  done
-}
-
-# wait_exit PID TENTHS: the process's exit status, or 124 if it is still running
-wait_exit() {
-  i=0
-  while kill -0 "$1" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt "$2" ] && return 124
-    sleep 0.1
-  done
-  wait "$1"
-}
+# shellcheck source=tests/tools/proc_wait.sh
+. "$(dirname "$0")/proc_wait.sh"
 
 # Servers start at TPX_PORT_BASE and take the next free port (TPX_PORT_SPAN);
 # the port they got is in their first line.
@@ -55,17 +23,7 @@ wait_for "listening on port" "$dir/s1.log" 100 || die "server 1 did not start"
 port=$(port_of "$dir/s1.log")
 "$bench" client 127.0.0.1 --port $port --size 1M --iters 100000000 --op send --progress off >"$dir/c1.log" 2>&1 &
 cpid=$!
-wait_for "^# tpx-bench send" "$dir/c1.log" 100 || die "client 1 did not start its run"
-sleep 0.5
-kill -9 $cpid
-wait $cpid 2>/dev/null
-cpid=""
-wait_exit $spid 100
-rc=$?
-[ $rc -eq 124 ] && die "server 1 still running 10 s after its client died"
-[ $rc -eq 1 ] || die "server 1 exit status $rc after its client died (wanted 1)"
-grep -q "closed\|peer failed\|remote error" "$dir/s1.log" || die "server 1 did not say why it ended"
-spid=""
+kill_client 1
 
 # 2. --forever: two clients in turn, then SIGTERM
 "$bench" server --forever --host 127.0.0.1 >"$dir/s2.log" 2>&1 &

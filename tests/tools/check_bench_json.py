@@ -2,9 +2,10 @@
 """Validate a tpx-bench --json document against the schema in
 docs/BENCHMARKS.md ("tpx-bench/1"), with the json module only.
 
-usage: check_bench_json.py FILE [--runs N] [--ops write,read] [--clean]
+usage: check_bench_json.py FILE [--runs N] [--ops write,read] [--clean] [--pairs N]
   --runs N   exactly N runs
   --ops L    every op in L appears
+  --pairs N  every run has N pairs (tpx-bench --gpus)
   --clean    no errors anywhere, every iteration ok, and (with --check in the
              document's config) every iteration verified
 """
@@ -65,19 +66,44 @@ def check_run(r, i, cfg):
         if abs(r["gbps_total"] - r["gbps_per_gpu"] * cfg["gpus"]) > 1e-3 * max(1.0, r["gbps_total"]):
             fail(f"{w}: gbps_total != gbps_per_gpu x gpus")
     need(r, "error", str, w, nullable=True)
+    if "pairs" in r:
+        check_pairs(r, w, cfg)
+
+
+def check_pairs(r, w, cfg):
+    """--gpus: one entry per pair; their iterations add up to the run's, their
+    rates to its total."""
+    pairs = need(r, "pairs", list, w)
+    if len(pairs) != cfg["gpus"]:
+        fail(f"{w}: {len(pairs)} pairs, config says {cfg['gpus']} GPUs")
+    for i, p in enumerate(pairs):
+        for k in ("gpu", "ok", "errors"):
+            if need(p, k, int, f"{w}.pairs[{i}]") < 0:
+                fail(f"{w}.pairs[{i}]: negative {k}")
+        v = need(p, "gbps", NUM, f"{w}.pairs[{i}]", nullable=True)
+        if v is not None and v < 0:
+            fail(f"{w}.pairs[{i}]: negative gbps")
+    if sum(p["ok"] for p in pairs) != r["ok"] or sum(p["errors"] for p in pairs) != r["errors"]:
+        fail(f"{w}: the pairs' ok/errors do not add up to the run's")
+    if r["gbps_total"] is not None:
+        s = sum(p["gbps"] or 0 for p in pairs)
+        if abs(s - r["gbps_total"]) > 1e-3 * max(1.0, s):
+            fail(f"{w}: the pairs' GB/s add up to {s}, not gbps_total {r['gbps_total']}")
 
 
 def main():
     args = sys.argv[1:]
     if not args:
         fail(__doc__)
-    path, want_runs, want_ops, clean = args[0], None, [], False
+    path, want_runs, want_ops, clean, want_pairs = args[0], None, [], False, None
     i = 1
     while i < len(args):
         if args[i] == "--runs":
             want_runs, i = int(args[i + 1]), i + 2
         elif args[i] == "--ops":
             want_ops, i = args[i + 1].split(","), i + 2
+        elif args[i] == "--pairs":
+            want_pairs, i = int(args[i + 1]), i + 2
         elif args[i] == "--clean":
             clean, i = True, i + 1
         else:
@@ -104,6 +130,8 @@ def main():
         if not isinstance(r, dict):
             fail(f"runs[{i}] is not an object")
         check_run(r, i, cfg)
+    if want_pairs is not None and any(len(r.get("pairs", [])) != want_pairs for r in runs):
+        fail(f"not every run has {want_pairs} pairs")
     if want_runs is not None and len(runs) != want_runs:
         fail(f"{len(runs)} runs, expected {want_runs}")
     for op in want_ops:

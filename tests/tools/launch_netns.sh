@@ -1,9 +1,12 @@
 #!/bin/sh
 # scripts/launch.sh end to end on one machine: two network namespaces are the
 # two nodes, four veth links their four NICs (scripts/netns-4nic.sh), host
-# memory, one tpx-bench pair per GPU index (per-gpu mode).
-#  1. GPUs 0-3 over all four links: every pair finishes with its data check ok
-#     and the table's total.
+# memory, both modes.
+#  0. --print in orchestrator mode: one command per side (any user).
+#  1. GPUs 0-3 over all four links, one tpx-bench pair per GPU (per-gpu mode):
+#     every pair finishes with its data check ok and the table's total.
+#  1b. the same GPUs, one process per side driving all four (orchestrator
+#     mode, tpx-bench --gpus 0-3): every pair's row ok.
 #  2. TPX_GPU_NIC_MAP per side puts GPUs 0-1 on links 1-2: they carry the
 #     data, links 3-4 next to nothing.
 # Needs root (ip netns); exits 77 (skipped) without it.
@@ -11,7 +14,12 @@
 set -eu
 src=$1
 bench=$2
-[ "$(id -u)" = 0 ] || { echo "launch_netns: not root: skipped"; exit 77; }
+# 0. --print, no root needed, none of LAUNCH_*: orchestrator mode prints one
+#    command per side, with every GPU in it.
+out=$(env -u LAUNCH_ALLOW_DIAL sh "$src/scripts/launch.sh" --print --mode orchestrator --gpus 0-3 --connect 198.18.1.2 \
+  --bench "$bench" nodeA nodeB) || { echo "$out"; echo "launch_netns: --print failed" >&2; exit 1; }
+[ "$(echo "$out" | grep -c -- '--gpus 0,1,2,3')" = 2 ] || { echo "$out"; echo "launch_netns: --print: not one --gpus command per side" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "launch_netns: not root: skipped (--print checked)"; exit 77; }
 command -v ip >/dev/null 2>&1 || { echo "launch_netns: no iproute2: skipped"; exit 77; }
 name=tl$(($$ % 100000))
 logs=$(mktemp -d /tmp/tpx-launch-test-XXXXXX)
@@ -34,9 +42,9 @@ for side in a b; do
   done
 done
 
-run() { # LOGDIR GPUS, then launch.sh's environment
+run() { # LOGDIR GPUS [MODE], then launch.sh's environment
   export LAUNCH_ALLOW_DIAL=198.18.0.0/15 # the test links: both sides' data NICs
-  sh "$src/scripts/launch.sh" --bench "$bench" --gpus "$2" --mem host --connect 198.18.1.2 \
+  sh "$src/scripts/launch.sh" --bench "$bench" --gpus "$2" --mode "${3:-per-gpu}" --mem host --connect 198.18.1.2 \
     --logdir "$1" --timeout 120 --port-base 21000 "netns:$name-b" "netns:$name-a" \
     -- --size 4M --iters 3 --warmup 1 --channels 2
 }
@@ -48,6 +56,15 @@ for g in 0 1 2 3; do
   echo "$out" | grep -Eq "^$g +[0-9.]+ +ok +0/0\$" || fail "GPU $g's row is not ok"
 done
 echo "$out" | grep -Eq '^total +[0-9.]+$' || fail "no total"
+
+echo "== 1b: GPUs 0-3, one process per side (orchestrator)"
+out=$(LAUNCH_IFNAME='^lo' run "$logs/orch" 0-3 orchestrator) || { echo "$out"; cat "$logs"/orch/*.log; fail "run 1b failed"; }
+echo "$out"
+for g in 0 1 2 3; do
+  echo "$out" | grep -Eq "^$g +[0-9.]+ +ok +0/0\$" || fail "GPU $g's row is not ok (orchestrator)"
+done
+echo "$out" | grep -Eq '^total +[0-9.]+$' || fail "no total (orchestrator)"
+[ "$(ls "$logs/orch" | wc -l)" -eq 2 ] || fail "orchestrator mode ran more than one process per side: $(ls "$logs/orch")"
 
 tx() { # side link: bytes sent on link k of side a
   ip netns exec "$name-a" cat "/sys/class/net/${name}a$1/statistics/tx_bytes"

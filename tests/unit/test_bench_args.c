@@ -70,6 +70,14 @@ static void test_bad_values_named(void **state) {
   refused("loopback --batch 1000 --size 1G", "--batch", "1000");
   refused("loopback --mem gpu", "--mem", "gpu");
   refused("loopback --gpu -1", "--gpu", "-1");
+  refused("loopback --gpus 3-1", "--gpus", "3-1");
+  refused("loopback --gpus 0,,1", "--gpus", "0,,1");
+  refused("loopback --gpus -1", "--gpus", "-1");
+  refused("loopback --gpus 0-x", "--gpus", "0-x");
+  refused("loopback --gpus 1024", "--gpus", "1024");
+  refused("loopback --gpus 0-64", "--gpus", "64 endpoints");
+  refused("loopback --gpus 0-1 --gpu 1", "--gpus", "--gpu");
+  refused("loopback --gpus 0-1 --server-gpu 1", "--gpus", "--server-gpu");
   refused("loopback --channels 0", "--channels", "TPX_NUM_CHANNELS");
   refused("loopback --channels 65", "--channels", "65");
   refused("loopback --chunk 8M", "--chunk", "8M");
@@ -164,6 +172,22 @@ static void test_good_lines(void **state) {
   assert_int_equal(parse("server --forever --host 127.0.0.1 -p 0", &o, err, sizeof(err)), 0);
   assert_int_equal(o.forever, 1);
   assert_int_equal(o.port, 0);
+  assert_int_equal(o.ngpus, 1); /* one pair, GPU 0, no --gpus */
+  assert_int_equal(o.multi, 0);
+  assert_int_equal(o.gpu, 0);
+  assert_int_equal(parse("server --gpu 3", &o, err, sizeof(err)), 0);
+  assert_int_equal(o.gpus[0], 3);
+  assert_int_equal(parse("loopback --gpus 0,0,0,0", &o, err, sizeof(err)), 0);
+  assert_int_equal(o.ngpus, 4);
+  assert_int_equal(o.multi, 1);
+  for (int i = 0; i < 4; i++) assert_int_equal(o.gpus[i], 0);
+  assert_int_equal(parse("client h --gpus 0-3,6,2-2", &o, err, sizeof(err)), 0);
+  int want[] = {0, 1, 2, 3, 6, 2};
+  assert_int_equal(o.ngpus, 6);
+  for (int i = 0; i < 6; i++) assert_int_equal(o.gpus[i], want[i]);
+  assert_int_equal(o.gpu, 0);
+  assert_int_equal(parse("server --gpus 0-63", &o, err, sizeof(err)), 0);
+  assert_int_equal(o.ngpus, BENCH_MAX_GPUS);
 }
 
 /* The KV layout: blocks never touch on either side, and the span bounds them. */

@@ -43,6 +43,7 @@ static int set_ops(struct bench_opts *o, const char *name, const char *v, char *
 static int set_batch(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 static int set_mem(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 static int set_progress(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
+static int set_gpus(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 
 static const struct opt table[] = {
     {"--size", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_size, "N", "bytes per block (one size: -b N -e N) [64M; --latency 4K]"},
@@ -64,6 +65,8 @@ static const struct opt table[] = {
     {"--progress", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_progress, "on|off|auto", "progress line [auto: a terminal]"},
     {"--mem", NULL, ALL, K_CUSTOM, 0, 0, 0, NULL, set_mem, "host|cuda", "memory of this side's buffer [host]"},
     {"--gpu", NULL, ALL, K_INT, OFF(gpu), 0, 1023, NULL, NULL, "N", "GPU of the buffer and endpoint [0]"},
+    {"--gpus", NULL, ALL, K_CUSTOM, 0, 0, 0, NULL, set_gpus, "LIST",
+     "one endpoint per listed GPU in this process, pair i with the peer's i (0-7, 0,0,0,0)"},
     {"--server-gpu", NULL, L, K_INT, OFF(server_gpu), 0, 1023, NULL, NULL, "N", "loopback: the server's GPU [--gpu]"},
     {"--port", "-p", S | C, K_ENV, OFF(port), 0, 0, "TPX_PORT_BASE", NULL, "P",
      "server: control port [TPX_PORT_BASE + GPU]; client: the server's [TPX_PORT_BASE]"},
@@ -191,6 +194,40 @@ static int set_progress(struct bench_opts *o, const char *name, const char *v, c
   return 0;
 }
 
+/* "0-3,6" or "0,0,0,0": GPU indexes (repeats allowed), at most BENCH_MAX_GPUS. */
+static int set_gpus(struct bench_opts *o, const char *name, const char *v, char *err, size_t n) {
+  const char *p = v;
+  o->ngpus = 0;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long lo = strtol(p, &end, 10), hi = lo;
+    int bad = errno || end == p || *p == '-' || *p == '+';
+    if (!bad && *end == '-') {
+      const char *q = end + 1;
+      hi = strtol(q, &end, 10);
+      bad = errno || end == q || *q == '-' || *q == '+' || hi < lo;
+    }
+    bad = bad || lo < 0 || hi > 1023 || (*end && *end != ',');
+    if (!bad && hi - lo + 1 > BENCH_MAX_GPUS - o->ngpus) {
+      snprintf(err, n, "%s %s: more than %d endpoints", name, v, BENCH_MAX_GPUS);
+      return -1;
+    }
+    if (bad) {
+      snprintf(err, n, "%s %s: not a list of GPU indexes in [0, 1023] and ranges LO-HI (such as 0-7 or 0,0,0,0)", name, v);
+      return -1;
+    }
+    for (long g = lo; g <= hi; g++) o->gpus[o->ngpus++] = (int)g;
+    p = *end ? end + 1 : end;
+  }
+  if (o->ngpus == 0) {
+    snprintf(err, n, "%s %s: names no GPU", name, v);
+    return -1;
+  }
+  o->multi = 1;
+  return 0;
+}
+
 static int set_one(const struct opt *t, const char *name, struct bench_opts *o, const char *v, char *err, size_t n) {
   char *field = (char *)o + t->off;
   long long x, lo, hi;
@@ -236,11 +273,19 @@ static void defaults(struct bench_opts *o) {
   o->inflight = 1;
   o->progress = -1;
   o->server_gpu = -1;
+  o->gpu = -1;
   o->ngpus = 1;
 }
 
 /* Combinations no single row can judge. */
 static int cross_check(struct bench_opts *o, char *err, size_t n) {
+  if (o->multi && (o->gpu >= 0 || o->server_gpu >= 0)) {
+    snprintf(err, n, "--gpus with %s: --gpus names every endpoint's GPU (both sides of a loopback run)",
+             o->gpu >= 0 ? "--gpu" : "--server-gpu");
+    return -1;
+  }
+  if (o->multi) o->gpu = o->gpus[0];
+  else o->gpus[0] = o->gpu = o->gpu < 0 ? 0 : o->gpu;
   if (o->latency && !o->size_set) o->size_min = o->size_max = 4096;
   if (o->size_min > o->size_max) {
     snprintf(err, n, "-b %zu is larger than -e %zu", o->size_min, o->size_max);

@@ -28,6 +28,7 @@
 #define BENCH_MAX_SIZE (1ULL << 40)  /* bytes of one block / transfer */
 #define BENCH_MAX_SPAN (64ULL << 30) /* bytes one side may allocate */
 #define BENCH_GAP 4096               /* bytes between the blocks of a KV transfer */
+#define BENCH_MAX_GPUS 64            /* --gpus: endpoint pairs one process drives */
 
 enum bench_mode { BENCH_SERVER, BENCH_CLIENT, BENCH_LOOPBACK };
 
@@ -48,11 +49,14 @@ struct bench_opts {
   int timeout_ms;    /* 0: configuration (TPX_TIMEOUT_MS) */
   int latency, check, forever;
   int progress; /* -1 auto (a terminal), 0, 1 */
-  int cuda, gpu, server_gpu;
+  int cuda, gpu, server_gpu; /* gpu: -1 until set (then gpus[0]) */
   const char *json; /* path, "-" = stdout */
-  int ngpus;        /* endpoint pairs this process drives (1) */
+  int ngpus;        /* endpoint pairs this process drives (1; --gpus: the list's length) */
+  int gpus[BENCH_MAX_GPUS]; /* GPU of pair i (--gpus; else gpus[0] = --gpu) */
+  int multi;        /* --gpus given: every pair on port P + i, HELLO says how many */
   int size_set;
-  tpx_net_t *net; /* loopback: one transport for both endpoints */
+  tpx_net_t *net;   /* loopback, --gpus: one transport for every endpoint */
+  const int *ports; /* loopback: the server endpoints' ports, pair by pair */
 };
 
 /* ---- args.c ---- */
@@ -108,6 +112,11 @@ struct bench_result {
   int checked;                  /* iterations whose every byte was verified */
   int latency;                  /* times are one-way latencies */
   char error[320];              /* the first error, "" if none */
+  int npairs;                   /* --gpus: per-pair figures follow */
+  struct bench_pair_result {
+    int gpu, ok, errors;
+    double gbps, p50_us;
+  } pair[BENCH_MAX_GPUS];
 };
 /* Fill the statistics from `n` successful iteration times (ms; sorted in place). */
 void bench_stats(struct bench_result *r, double *t_ms, int n, int ngpus, double per_iter_div);
@@ -136,6 +145,18 @@ int bench_json_write(const struct bench_json_ctx *c, const struct bench_result *
 
 /* ---- proto.c ---- */
 extern volatile sig_atomic_t bench_stop; /* a signal asked us to end */
+/* --gpus: one pair failed, the others end too (their waits return
+ * TPX_ECANCELED); never set by a single pair. */
+extern volatile sig_atomic_t bench_abort;
+void bench_abort_all(void);
+
+/* --gpus: the pairs of a run start their timed iterations together. Every
+ * pair calls it once per run; 0 once all have, TPX_ECANCELED if a pair
+ * failed (bench_abort) or a signal came, TPX_ETIMEDOUT after timeout_ms. */
+struct bench_gate;
+struct bench_gate *bench_gate_new(int n);
+void bench_gate_free(struct bench_gate *g);
+int bench_gate_wait(struct bench_gate *g, int timeout_ms);
 
 enum bench_msg { M_HELLO = 1, M_MD, M_RUN, M_READY, M_CHK, M_CHK_REPLY, M_PING, M_END, M_BYE, M_ERR };
 struct bench_run_msg {
@@ -149,13 +170,18 @@ static inline unsigned bench_seed(const struct bench_run_msg *r) {
 }
 
 /* Encode: type, then fields; the descriptor / text rides at the end. */
-size_t bench_msg_hello(uint8_t *buf, uint64_t span, int cuda, const uint8_t *md, size_t mdl);
+/* HELLO: the span, then how many pairs the client drives and which this is. */
+struct bench_hello {
+  uint64_t span;
+  int cuda, npairs, pair;
+};
+size_t bench_msg_hello(uint8_t *buf, const struct bench_hello *h, const uint8_t *md, size_t mdl);
 size_t bench_msg_run(uint8_t *buf, const struct bench_run_msg *r);
 size_t bench_msg_simple(uint8_t *buf, enum bench_msg t, uint64_t a, const char *text);
 /* Decode what the peer sent; every field checked. -1 for anything malformed. */
 int bench_msg_type(const tpx_notif_t *n);
 int bench_msg_get_run(const tpx_notif_t *n, struct bench_run_msg *r);
-int bench_msg_get_hello(const tpx_notif_t *n, uint64_t *span, const uint8_t **md, size_t *mdl);
+int bench_msg_get_hello(const tpx_notif_t *n, struct bench_hello *h, const uint8_t **md, size_t *mdl);
 int bench_msg_get_simple(const tpx_notif_t *n, uint64_t *a, char *text, size_t cap);
 
 /* Bounded waits: each ends when the transfer / a notification from `peer`
@@ -168,8 +194,8 @@ int bench_wait_msg(tpx_endpoint_t *ep, tpx_peer_t *peer, int timeout_ms, tpx_not
 int bench_send(tpx_peer_t *peer, const uint8_t *buf, size_t len);
 
 /* ---- server.c / client.c ---- */
-struct bench_server_ready { /* loopback: how the client learns the port */
-  void (*cb)(void *arg, tpx_endpoint_t *ep);
+struct bench_server_ready { /* loopback: how the client learns the ports */
+  void (*cb)(void *arg, const int *ports); /* pair by pair; NULL: the server failed */
   void *arg;
 };
 int bench_server(const struct bench_opts *o, const struct bench_server_ready *ready);

@@ -5,6 +5,7 @@
  * and send and answers). A failed transfer ends the sweep (the peer is gone
  * or broken); a failed check is an error of that iteration; neither is ever
  * averaged in. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 
 struct client {
   const struct bench_opts *o;
+  int idx, gpu;             /* pair idx (0 unless --gpus) on this GPU */
+  struct bench_gate *gate;  /* --gpus: the pairs start each run together */
   tpx_config_t cfg;
   tpx_endpoint_t *ep;
   tpx_peer_t *peer;
@@ -39,9 +42,11 @@ static int wait_msg(struct client *c, int timeout_ms, tpx_notif_t *n, const char
 
 static int setup(struct client *c, const char *host, int port) {
   size_t span = bench_layout_max_span(c->o);
-  /* loopback: the server's buffer (and a GPU buffer's host shadow) too */
-  int rc = c->o->mode == BENCH_LOOPBACK && !bench_phys_ok(2 * span) ? TPX_ENOMEM : 0;
-  if (rc == 0) rc = bench_buf_alloc(&c->buf, span, c->o->cuda, c->o->gpu);
+  /* loopback: the server's buffer (and a GPU buffer's host shadow) too; the
+   * pairs not yet set up as well (span <= BENCH_MAX_SPAN: no overflow) */
+  size_t need = span * (c->o->mode == BENCH_LOOPBACK ? 2 : 1) * (size_t)(c->o->ngpus - c->idx);
+  int rc = !bench_phys_ok(need) ? TPX_ENOMEM : 0;
+  if (rc == 0) rc = bench_buf_alloc(&c->buf, span, c->o->cuda, c->gpu);
   if (rc) {
     snprintf(c->why, sizeof(c->why), "cannot allocate %zu bytes of %s memory (%s)", span, c->o->cuda ? "GPU" : "host",
              rc == TPX_ENOMEM ? "more than this machine has" : tpx_last_error());
@@ -52,11 +57,12 @@ static int setup(struct client *c, const char *host, int port) {
     snprintf(c->why, sizeof(c->why), "connect to %s:%d: %s (%s)", host, port, tpx_strerror(rc), tpx_last_error());
     return rc;
   }
-  tpx_mem_desc_t d = {c->buf.p, span, c->buf.cuda ? TPX_MEM_CUDA : TPX_MEM_HOST, c->o->gpu, TPX_ACCESS_WRITE};
+  tpx_mem_desc_t d = {c->buf.p, span, c->buf.cuda ? TPX_MEM_CUDA : TPX_MEM_HOST, c->gpu, TPX_ACCESS_WRITE};
+  struct bench_hello h = {span, c->o->cuda, c->o->ngpus, c->idx};
   uint8_t blob[TPX_MD_MAX], m[BENCH_MSG_MAX];
   size_t bl = 0;
   if ((rc = tpx_mem_register(c->ep, &d, &c->mem)) || (rc = tpx_mem_get_public_data(c->mem, blob, sizeof(blob), &bl)) ||
-      (rc = bench_send(c->peer, m, bench_msg_hello(m, span, c->o->cuda, blob, bl)))) {
+      (rc = bench_send(c->peer, m, bench_msg_hello(m, &h, blob, bl)))) {
     snprintf(c->why, sizeof(c->why), "register / announce: %s (%s)", tpx_strerror(rc), tpx_last_error());
     return rc;
   }
@@ -133,6 +139,10 @@ static int once(struct client *c, const struct bench_run_msg *r, tpx_xfer_t *x, 
   return 0;
 }
 
+static void progress(const struct client *c, const struct bench_result *res, int done, int total) {
+  if (c->idx == 0) bench_progress(c->o, res, done, total, 0); /* one line for every pair */
+}
+
 static void fatal(struct client *c, struct bench_result *res, int rc, int iter) {
   if (!c->why[0]) snprintf(c->why, sizeof(c->why), "%s (%s)", tpx_strerror(rc), tpx_last_error());
   if (!res->error[0]) snprintf(res->error, sizeof(res->error), "iteration %d: %s", iter, c->why);
@@ -142,7 +152,7 @@ static void fatal(struct client *c, struct bench_result *res, int rc, int iter) 
 static int serial(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t *x,
                   tpx_xfer_t *back, struct bench_result *res, int *n_ok) {
   int total = r->iters + r->warmup;
-  for (int i = 0; i < total && !bench_stop; i++) {
+  for (int i = 0; i < total && !bench_stop && !bench_abort; i++) {
     double ms = 0, u0, s0, u1, s1;
     bench_cpu_now(&u0, &s0);
     int rc = once(c, r, x, back, &ms);
@@ -162,7 +172,7 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
       if (bad) res->errors++;
       else c->t[(*n_ok)++] = ms;
       res->checked += r->check && !bad;
-      bench_progress(c->o, res, i - r->warmup + 1, r->iters, 0);
+      progress(c, res, i - r->warmup + 1, r->iters);
     }
   }
   return 0;
@@ -190,8 +200,8 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
     double now = bench_now_ms();
     c->t[(*n_ok)++] = now - last;
     last = now;
-    bench_progress(c->o, res, i + 1, r->iters, 0);
-    if (rc == 0 && posted < r->iters && !bench_stop && (rc = tpx_xfer_post(xs[i % n])) == 0) posted++;
+    progress(c, res, i + 1, r->iters);
+    if (rc == 0 && posted < r->iters && !bench_stop && !bench_abort && (rc = tpx_xfer_post(xs[i % n])) == 0) posted++;
   }
   bench_cpu_now(&res->cpu_user_s, &res->cpu_sys_s);
   res->cpu_user_s -= u0, res->cpu_sys_s -= s0;
@@ -230,15 +240,19 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   tpx_xfer_t *xs[BENCH_MAX_INFLIGHT] = {NULL}, *back = NULL;
   if (rc == 0 && (rc = prep(c, &l, &r, xs, &back, r.inflight)) != 0)
     snprintf(c->why, sizeof(c->why), "prepare: %s (%s)", tpx_strerror(rc), tpx_last_error());
+  if (rc == 0 && c->gate && (rc = bench_gate_wait(c->gate, c->timeout_ms)) != 0)
+    snprintf(c->why, sizeof(c->why), "%s", rc == TPX_ETIMEDOUT ? "the other pairs did not get ready in time"
+                                                                 : "stopped (another pair failed, or a signal)");
   if (rc == 0) rc = r.inflight > 1 ? pipelined(c, &l, &r, xs, res, &n_ok) : serial(c, &l, &r, xs[0], back, res, &n_ok);
   for (int k = 0; k < BENCH_MAX_INFLIGHT; k++) tpx_xfer_free(xs[k]);
   tpx_xfer_free(back);
-  bench_progress(o, res, 0, 0, 1);
-  if (rc == 0 && bench_stop) rc = TPX_ECANCELED, snprintf(c->why, sizeof(c->why), "stopped by a signal");
+  if (c->idx == 0) bench_progress(o, res, 0, 0, 1);
+  if (rc == 0 && (bench_stop || bench_abort))
+    rc = TPX_ECANCELED, snprintf(c->why, sizeof(c->why), "stopped by %s", bench_stop ? "a signal" : "another pair's failure");
   if (rc == 0 && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_END, 0, NULL))) == 0)
     rc = wait_msg(c, c->timeout_ms, &n, "the server's end of the run", M_END);
   if (rc && !res->error[0]) fatal(c, res, rc, n_ok + res->errors);
-  bench_stats(res, c->t, n_ok, o->ngpus, o->latency && op != TPX_OP_READ ? 2.0 : 1.0);
+  bench_stats(res, c->t, n_ok, 1, o->latency && op != TPX_OP_READ ? 2.0 : 1.0);
   return rc;
 }
 
@@ -254,10 +268,10 @@ static void summary(const struct client *c, const struct bench_result *r, int n)
   for (int i = 0; i < n; i++) {
     bench_perf_lines(&r[i], c->o->ngpus);
     if (r[i].checked && r[i].op == TPX_OP_READ && r[i].errors == 0)
-      printf("[CHECK] client: ok, %d iterations x %zu bytes intact (%s memory)\n", r[i].checked, r[i].bytes,
-             c->buf.cuda ? "GPU" : "host");
+      printf("[CHECK] client: ok, %d iterations x %zu bytes intact (%s memory%s)\n", r[i].checked, r[i].bytes,
+             c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
     if (!r[i].latency && r[i].ok) {
-      double gb = (double)r[i].bytes * r[i].ok / 1e9, wall = r[i].avg_us * r[i].ok / 1e3;
+      double gb = (double)r[i].bytes * r[i].ok / 1e9, wall = r[i].avg_us * r[i].ok / c->o->ngpus / 1e3;
       printf("[CPU] client: %.3f s user + %.3f s system per GB, %.2f cores busy on average\n", r[i].cpu_user_s / gb,
              r[i].cpu_sys_s / gb, (r[i].cpu_user_s + r[i].cpu_sys_s) / (wall * 1e-3));
     }
@@ -265,62 +279,173 @@ static void summary(const struct client *c, const struct bench_result *r, int n)
   fflush(stdout);
 }
 
+/* ---- --gpus: every pair runs the same run at once, one thread each ---- */
+struct job {
+  struct client *c;
+  int op, batch, rc;
+  size_t size;
+  struct bench_result r;
+};
+
+static void *job_main(void *arg) {
+  struct job *j = arg;
+  j->rc = run(j->c, j->op, j->batch, j->size, &j->r);
+  if (j->rc) bench_abort_all(); /* the other pairs stop waiting for this one */
+  return NULL;
+}
+
+/* The pairs' results as one: iterations counted over every pair, latencies
+ * from every pair's times, GB/s total = the sum of the pairs' rates (they
+ * ran at the same time: each run starts at a gate), per GPU = total / pairs.
+ * The error shown is the first pair's own, not a pair stopped because of it. */
+static void merge(struct client *cs, struct job *jobs, int n, struct bench_result *out, double *all) {
+  *out = jobs[0].r;
+  out->iters = out->ok = out->errors = out->checked = 0;
+  out->error[0] = '\0';
+  out->npairs = n;
+  int k = 0, first = -1;
+  double total = 0;
+  for (int i = 0; i < n; i++) {
+    const struct bench_result *p = &jobs[i].r;
+    out->iters += p->iters, out->errors += p->errors, out->checked += p->checked;
+    for (int j = 0; j < p->ok; j++) all[k++] = cs[i].t[j];
+    total += p->ok ? p->gbps_gpu : 0;
+    struct bench_pair_result pr = {cs[i].gpu, p->ok, p->errors, p->ok ? p->gbps_gpu : 0, p->p50_us};
+    out->pair[i] = pr;
+    if (p->error[0] && (first < 0 || (jobs[first].rc == TPX_ECANCELED && jobs[i].rc != TPX_ECANCELED))) first = i;
+  }
+  if (first >= 0)
+    snprintf(out->error, sizeof(out->error), "pair %d (GPU %d): %.280s", first, cs[first].gpu, jobs[first].r.error);
+  bench_stats(out, all, k, 1, out->latency && out->op != TPX_OP_READ ? 2.0 : 1.0);
+  if (!out->latency && k) out->gbps_total = total, out->gbps_gpu = total / n;
+}
+
+static int run_pairs(struct client *cs, int op, int batch, size_t size, struct bench_result *out) {
+  const struct bench_opts *o = cs[0].o;
+  if (!o->multi) return run(&cs[0], op, batch, size, out);
+  int n = o->ngpus, rc = 0;
+  struct job *jobs = calloc((size_t)n, sizeof(*jobs));
+  pthread_t *th = calloc((size_t)n, sizeof(*th));
+  double *all = calloc((size_t)n * (size_t)o->iters, sizeof(double));
+  if (!jobs || !th || !all) {
+    free(jobs), free(th), free(all);
+    snprintf(cs[0].why, sizeof(cs[0].why), "out of memory");
+    return TPX_ENOMEM;
+  }
+  int started = 0;
+  for (; started < n; started++) {
+    struct job j = {.c = &cs[started], .op = op, .batch = batch, .size = size};
+    jobs[started] = j;
+    if (pthread_create(&th[started], NULL, job_main, &jobs[started]) != 0) break;
+  }
+  if (started < n) bench_abort_all(), rc = TPX_ESYSTEM, snprintf(cs[0].why, sizeof(cs[0].why), "cannot start a thread");
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < started && rc == 0; i++) rc = jobs[i].rc;
+  if (started) merge(cs, jobs, started, out, all);
+  if (rc && out->error[0]) snprintf(cs[0].why, sizeof(cs[0].why), "%.255s", out->error);
+  free(jobs), free(th), free(all);
+  return rc;
+}
+
 /* Every run of the sweep, op by op; the table rows as they finish. */
-static int sweep(struct client *c, struct bench_result *res, int *nres) {
-  const struct bench_opts *o = c->o;
+static int sweep(struct client *cs, struct bench_result *res, int *nres) {
+  const struct bench_opts *o = cs[0].o;
   int rc = 0;
   for (int oi = 0; oi < o->nops && rc == 0; oi++) {
     int first = *nres;
-    bench_table_header(o, o->ops[oi], tpx_endpoint_transport(c->ep), tpx_peer_num_channels(c->peer), c->cfg.chunk_bytes);
+    bench_table_header(o, o->ops[oi], tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
+                       cs[0].cfg.chunk_bytes);
     for (int bi = 0; bi < o->nbatch && rc == 0; bi++)
       for (size_t s = o->size_min; s <= o->size_max && rc == 0; s = next_size(s, o->factor)) {
         struct bench_result *r = &res[(*nres)++];
-        rc = run(c, o->ops[oi], o->batch[bi], s, r);
+        rc = run_pairs(cs, o->ops[oi], o->batch[bi], s, r);
         bench_table_row(r);
       }
-    summary(c, res + first, *nres - first);
+    summary(&cs[0], res + first, *nres - first);
   }
   return rc;
 }
 
-int bench_client(const struct bench_opts *o, const char *host, int port, int argc, char **argv) {
-  struct client c = {.o = o};
-  bench_make_cfg(o, &c.cfg);
-  c.timeout_ms = c.cfg.timeout_ms;
+/* Pair i: its endpoint on GPU gpus[i], connected to the server's pair i
+ * (port P + i; loopback: that endpoint's port). */
+static int open_pair(struct client *c, const char *host, int port) {
+  const struct bench_opts *o = c->o;
+  bench_make_cfg(o, &c->cfg);
+  c->timeout_ms = c->cfg.timeout_ms;
   tpx_endpoint_params_t p;
   tpx_endpoint_params_init(&p);
-  p.cfg = &c.cfg;
+  p.cfg = &c->cfg;
   p.name = "bench-client";
   p.net = o->net;
-  p.gpu = o->gpu;
+  p.gpu = c->gpu;
   p.no_listen = 1;
-  int rc = tpx_endpoint_create(&p, &c.ep), nres = 0;
-  if (rc) snprintf(c.why, sizeof(c.why), "endpoint: %s (%s)", tpx_strerror(rc), tpx_last_error());
+  int rc = tpx_endpoint_create(&p, &c->ep);
+  if (rc) {
+    snprintf(c->why, sizeof(c->why), "endpoint: %s (%s)", tpx_strerror(rc), tpx_last_error());
+    return rc;
+  }
+  port = o->ports ? o->ports[c->idx] : (port > 0 ? port : c->cfg.port_base) + c->idx;
+  return setup(c, host, port);
+}
+
+static void close_pair(struct client *c) {
+  if (c->mem) tpx_peer_close(c->peer), c->peer = NULL, tpx_mem_deregister(c->mem);
+  tpx_peer_close(c->peer);
+  tpx_rmem_free(c->srv);
+  tpx_endpoint_destroy(c->ep);
+  bench_buf_free(&c->buf);
+  free(c->t);
+}
+
+static void banner(const struct client *cs) {
+  const struct bench_opts *o = cs[0].o;
+  printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %zu, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
+         o->check ? "with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
+         cs[0].cfg.chunk_bytes, o->cuda ? "cuda" : "host", cs[0].gpu, tpx_peer_gpu(cs[0].peer));
+  if (o->multi) {
+    printf(", %d pairs in this process:", o->ngpus);
+    for (int i = 0; i < o->ngpus; i++) printf(" %d->%d", cs[i].gpu, tpx_peer_gpu(cs[i].peer));
+  }
+  printf("\n");
+}
+
+int bench_client(const struct bench_opts *o, const char *host, int port, int argc, char **argv) {
+  int n = o->ngpus, rc = 0, nres = 0, opened = 0;
+  struct client *cs = calloc((size_t)n, sizeof(*cs));
   struct bench_result *res = calloc((size_t)count_runs(o), sizeof(*res));
-  if (!res) rc = TPX_ENOMEM, snprintf(c.why, sizeof(c.why), "out of memory");
-  if (rc == 0) rc = setup(&c, host, port > 0 ? port : c.cfg.port_base);
+  struct bench_gate *gate = o->multi ? bench_gate_new(n) : NULL;
+  if (!cs || !res || (o->multi && !gate)) {
+    fprintf(stderr, "tpx-bench: out of memory\n");
+    free(cs), free(res), bench_gate_free(gate);
+    return 1;
+  }
+  for (; opened < n && rc == 0; opened++) {
+    struct client c = {.o = o, .idx = opened, .gpu = o->gpus[opened], .gate = gate};
+    cs[opened] = c;
+    if ((rc = open_pair(&cs[opened], host, port)) && o->multi) {
+      char why[sizeof(c.why)];
+      snprintf(why, sizeof(why), "pair %d (GPU %d): %.200s", opened, cs[opened].gpu, cs[opened].why);
+      memcpy(cs[0].why, why, sizeof(why));
+    }
+  }
   if (rc == 0) {
-    printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %zu, %s memory, GPU %d, peer GPU %d\n",
-           o->latency ? "latency" : "bandwidth", o->check ? "with --check" : "", tpx_endpoint_transport(c.ep),
-           tpx_peer_num_channels(c.peer), c.cfg.chunk_bytes, o->cuda ? "cuda" : "host", o->gpu, tpx_peer_gpu(c.peer));
-    rc = sweep(&c, res, &nres);
+    banner(cs);
+    rc = sweep(cs, res, &nres);
     uint8_t m[32];
-    if (rc == 0) (void)bench_send(c.peer, m, bench_msg_simple(m, M_BYE, 0, NULL));
+    for (int i = 0; i < n && rc == 0; i++) (void)bench_send(cs[i].peer, m, bench_msg_simple(m, M_BYE, 0, NULL));
   }
   int errors = 0;
   for (int i = 0; i < nres; i++) errors += res[i].errors;
-  if (rc) fprintf(stderr, "tpx-bench: %s\n", c.why[0] ? c.why : tpx_strerror(rc));
+  if (rc) fprintf(stderr, "tpx-bench: %s\n", cs[0].why[0] ? cs[0].why : tpx_strerror(rc));
   if (o->json) {
-    struct bench_json_ctx j = {o, argc, argv, c.ep ? tpx_endpoint_transport(c.ep) : "", c.peer ? tpx_peer_num_channels(c.peer) : 0,
-                               c.cfg.chunk_bytes, rc ? c.why : NULL};
+    struct bench_json_ctx j = {o, argc, argv, cs[0].ep ? tpx_endpoint_transport(cs[0].ep) : "",
+                               cs[0].peer ? tpx_peer_num_channels(cs[0].peer) : 0, cs[0].cfg.chunk_bytes,
+                               rc ? cs[0].why : NULL};
     if (bench_json_write(&j, res, nres) != 0) rc = rc ? rc : TPX_ESYSTEM;
   }
-  if (c.mem) tpx_peer_close(c.peer), c.peer = NULL, tpx_mem_deregister(c.mem);
-  tpx_peer_close(c.peer);
-  tpx_rmem_free(c.srv);
-  tpx_endpoint_destroy(c.ep);
-  bench_buf_free(&c.buf);
-  free(c.t);
+  for (int i = 0; i < opened; i++) close_pair(&cs[i]);
+  bench_gate_free(gate);
+  free(cs);
   free(res);
   if (errors && !rc) fprintf(stderr, "tpx-bench: %d failed iteration(s)\n", errors);
   return rc || errors ? 1 : 0;

@@ -83,6 +83,17 @@ static void run(FILE *f, const struct bench_result *r) {
   fputs(", \"error\": ", f);
   if (r->error[0]) jstr(f, r->error);
   else fputs("null", f);
+  if (r->npairs) { /* --gpus: each pair's own figures */
+    fputs(",\n     \"pairs\": [", f);
+    for (int i = 0; i < r->npairs; i++) {
+      fprintf(f, "%s{\"gpu\": %d, \"ok\": %d, \"errors\": %d, \"gbps\": ", i ? ", " : "", r->pair[i].gpu, r->pair[i].ok,
+              r->pair[i].errors);
+      if (r->pair[i].ok && !r->latency) jnum(f, r->pair[i].gbps);
+      else fputs("null", f);
+      fputc('}', f);
+    }
+    fputc(']', f);
+  }
   fputs("}", f);
 }
 

@@ -3,13 +3,17 @@
  * MD, ERR) bytes. Everything the peer sends is checked before use; the server
  * also bounds what it will allocate. Every wait here is bounded and ends
  * early when the peer fails or a signal asks us to stop. */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "common/le.h"
+#include <time.h>
 
 volatile sig_atomic_t bench_stop;
+volatile sig_atomic_t bench_abort;
 
 #define HDR 5
 #define RUN_FIELDS 9
@@ -20,12 +24,14 @@ static size_t head(uint8_t *b, enum bench_msg t) {
   return HDR;
 }
 
-size_t bench_msg_hello(uint8_t *b, uint64_t span, int cuda, const uint8_t *md, size_t mdl) {
+#define HELLO_FIELDS 4 /* span, cuda, pairs, pair */
+
+size_t bench_msg_hello(uint8_t *b, const struct bench_hello *h, const uint8_t *md, size_t mdl) {
   size_t k = head(b, M_HELLO);
-  tpx__put64(b + k, span);
-  tpx__put64(b + k + 8, (uint64_t)cuda);
-  memcpy(b + k + 16, md, mdl);
-  return k + 16 + mdl;
+  uint64_t f[HELLO_FIELDS] = {h->span, (uint64_t)h->cuda, (uint64_t)h->npairs, (uint64_t)h->pair};
+  for (int i = 0; i < HELLO_FIELDS; i++) tpx__put64(b + k + 8 * i, f[i]);
+  memcpy(b + k + 8 * HELLO_FIELDS, md, mdl);
+  return k + 8 * HELLO_FIELDS + mdl;
 }
 
 size_t bench_msg_run(uint8_t *b, const struct bench_run_msg *r) {
@@ -51,11 +57,17 @@ int bench_msg_type(const tpx_notif_t *n) {
   return n->msg[4];
 }
 
-int bench_msg_get_hello(const tpx_notif_t *n, uint64_t *span, const uint8_t **md, size_t *mdl) {
-  if (bench_msg_type(n) != M_HELLO || n->len < HDR + 16 || n->len - HDR - 16 > TPX_MD_MAX) return -1;
-  *span = tpx__get64(n->msg + HDR);
-  *md = n->msg + HDR + 16;
-  *mdl = n->len - HDR - 16;
+/* The pair counts are only checked for sense here; whether they match this
+ * server is the server's to say (with a message naming both). */
+int bench_msg_get_hello(const tpx_notif_t *n, struct bench_hello *h, const uint8_t **md, size_t *mdl) {
+  const size_t k = HDR + 8 * HELLO_FIELDS;
+  if (bench_msg_type(n) != M_HELLO || n->len < k || n->len - k > TPX_MD_MAX) return -1;
+  uint64_t f[HELLO_FIELDS];
+  for (int i = 0; i < HELLO_FIELDS; i++) f[i] = tpx__get64(n->msg + HDR + 8 * i);
+  if (f[1] > 1 || f[2] < 1 || f[2] > BENCH_MAX_GPUS || f[3] >= f[2]) return -1;
+  h->span = f[0], h->cuda = (int)f[1], h->npairs = (int)f[2], h->pair = (int)f[3];
+  *md = n->msg + k;
+  *mdl = n->len - k;
   return 0;
 }
 
@@ -96,6 +108,58 @@ int bench_send(tpx_peer_t *peer, const uint8_t *buf, size_t len) { return tpx_no
 
 #define SLICE_MS 50
 
+struct bench_gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int n, arrived;
+  unsigned gen;
+};
+
+struct bench_gate *bench_gate_new(int n) {
+  struct bench_gate *g = calloc(1, sizeof(*g));
+  if (!g) return NULL;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  g->n = n;
+  return g;
+}
+
+void bench_gate_free(struct bench_gate *g) {
+  if (!g) return;
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+  free(g);
+}
+
+void bench_abort_all(void) { bench_abort = 1; }
+
+/* A barrier that a failed pair or a signal breaks (pthread_barrier waits for
+ * ever); polled in slices like every other wait here. */
+int bench_gate_wait(struct bench_gate *g, int timeout_ms) {
+  double end = bench_now_ms() + timeout_ms;
+  pthread_mutex_lock(&g->mu);
+  unsigned gen = g->gen;
+  if (++g->arrived == g->n) {
+    g->arrived = 0;
+    g->gen++;
+    pthread_cond_broadcast(&g->cv);
+  }
+  int rc = 0;
+  while (g->gen == gen && rc == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += SLICE_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    if (g->gen != gen) break;
+    if (bench_stop || bench_abort) rc = TPX_ECANCELED;
+    else if (bench_now_ms() > end) rc = TPX_ETIMEDOUT;
+  }
+  if (rc) g->arrived--; /* this pair left: the gate stays consistent for nobody (the run ends) */
+  pthread_mutex_unlock(&g->mu);
+  return rc;
+}
+
 int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms) {
   double end = bench_now_ms() + timeout_ms;
   for (;;) {
@@ -103,7 +167,7 @@ int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms) {
     if (rc != TPX_ETIMEDOUT) return rc;
     rc = tpx_xfer_test(x); /* the wait's own timeout, or the transfer's? */
     if (rc != TPX_EINPROGRESS) return rc;
-    if (bench_stop) return TPX_ECANCELED;
+    if (bench_stop || bench_abort) return TPX_ECANCELED;
     if ((rc = tpx_peer_status(peer)) != 0) return rc;
     if (bench_now_ms() > end) return TPX_ETIMEDOUT;
   }
@@ -120,8 +184,8 @@ int bench_wait_msg(tpx_endpoint_t *ep, tpx_peer_t *peer, int timeout_ms, tpx_not
       return rc;
     }
     if (rc == 1) continue; /* another peer's (a previous client's): not ours to answer */
-    if (bench_stop) {
-      snprintf(why, whylen, "waiting for %s: stopped by a signal", what);
+    if (bench_stop || bench_abort) {
+      snprintf(why, whylen, "waiting for %s: stopped (%s)", what, bench_stop ? "a signal" : "another pair failed");
       return TPX_ECANCELED;
     }
     if ((rc = tpx_peer_status(peer)) != 0) {

@@ -54,6 +54,9 @@ void bench_table_row(const struct bench_result *r) {
 void bench_perf_lines(const struct bench_result *r, int ngpus) {
   if (r->error[0]) printf("[ERROR] %s %zu x %d: %s\n", bench_op_name(r->op), r->block, r->batch, r->error);
   if (r->ok == 0) return;
+  for (int i = 0; i < r->npairs && !r->latency; i++) /* before the total: scripts take the last BW line */
+    printf("[PERF] pair %d (GPU %d): %.2f GB/s, p50 %.1f us, %d ok, %d error(s)\n", i, r->pair[i].gpu, r->pair[i].gbps,
+           r->pair[i].p50_us, r->pair[i].ok, r->pair[i].errors);
   if (r->latency) {
     printf("[PERF] Latency (%d iter, %zu B, %s, %s): avg %.2f us, p50 %.2f us, p99 %.2f us\n", r->ok, r->bytes,
            bench_op_name(r->op), r->op == TPX_OP_READ ? "full read round trip" : "one-way = round trip / 2",

@@ -2,7 +2,9 @@
  * (bounded), then follow its runs until it says goodbye; with --forever the
  * next client, until a signal. A client that dies ends its session within the
  * deadline (the peer's failure is noticed by every wait), never the server. */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -12,6 +14,8 @@ struct session {
   tpx_endpoint_t *ep;
   tpx_peer_t *peer;
   int gpu, timeout_ms, quiet;
+  int idx; /* --gpus: this endpoint's pair */
+  char tag[24]; /* "" or " pair I": in the lines this session prints */
   double check_user, check_sys; /* CPU seconds the current run spent checking */
   struct bench_buf buf;
   tpx_mem_t *mem;
@@ -32,16 +36,32 @@ static int wait_msg(struct session *s, int timeout_ms, tpx_notif_t *n, const cha
 }
 
 /* HELLO: the client's span and descriptor; we answer with ours. */
+/* The client must drive as many pairs as we serve, and this must be its pair
+ * for this endpoint: anything else is refused, saying both counts. */
+static int hello_pairs(struct session *s, const struct bench_hello *h) {
+  if (h->npairs == s->o->ngpus && h->pair == s->idx) return 0;
+  if (h->npairs != s->o->ngpus)
+    snprintf(s->why, sizeof(s->why),
+             "the client drives %d endpoint pair(s), this server %d: start both sides with --gpus lists of one length "
+             "(or both with --gpu)", h->npairs, s->o->ngpus);
+  else snprintf(s->why, sizeof(s->why), "the client's pair %d reached this server's pair %d (ports P + i out of step?)",
+                h->pair, s->idx);
+  return fail(s, TPX_EPROTO, "hello");
+}
+
 static int hello(struct session *s, tpx_notif_t *n) {
-  uint64_t span;
+  struct bench_hello h;
   const uint8_t *md;
   size_t mdl;
   int rc = wait_msg(s, s->timeout_ms, n, "the client's hello");
   if (rc) return rc;
-  if (bench_msg_get_hello(n, &span, &md, &mdl) != 0 || span < 1 || span > BENCH_MAX_SPAN) {
-    snprintf(s->why, sizeof(s->why), "malformed hello (span out of [1, %llu] or bad descriptor)", BENCH_MAX_SPAN);
+  if (bench_msg_get_hello(n, &h, &md, &mdl) != 0 || h.span < 1 || h.span > BENCH_MAX_SPAN) {
+    snprintf(s->why, sizeof(s->why), "malformed hello (span out of [1, %llu], bad pair counts or bad descriptor)",
+             BENCH_MAX_SPAN);
     return fail(s, TPX_EPROTO, "hello");
   }
+  if ((rc = hello_pairs(s, &h))) return rc;
+  uint64_t span = h.span;
   if ((rc = tpx_load_remote_md(md, mdl, &s->cli))) return fail(s, rc, "the client's descriptor");
   if ((rc = bench_buf_alloc(&s->buf, span, s->o->cuda, s->gpu))) {
     snprintf(s->why, sizeof(s->why), "cannot allocate %llu bytes of %s memory (%s)", (unsigned long long)span,
@@ -57,7 +77,7 @@ static int hello(struct session *s, tpx_notif_t *n) {
   size_t k = bench_msg_simple(m, M_MD, bl, NULL);
   memcpy(m + k, blob, bl);
   if ((rc = bench_send(s->peer, m, k + bl))) return fail(s, rc, "notify");
-  if (!s->quiet && s->buf.cuda) printf("[SERVER] buffer in GPU %d memory\n", s->gpu);
+  if (!s->quiet && s->buf.cuda) printf("[SERVER]%s buffer in GPU %d memory\n", s->tag, s->gpu);
   return 0;
 }
 
@@ -68,7 +88,8 @@ static int verify(struct session *s, const struct bench_layout *l, unsigned seed
   double u0, s0, u1, s1;
   bench_cpu_now(&u0, &s0);
   int mism = bench_buf_check(&s->buf, l, 1, seed, &bad) != 0;
-  if (mism && (*bad_count)++ == 0) printf("[CHECK] server: MISMATCH at byte %zu of %zu\n", bad, bench_layout_span(l));
+  if (mism && (*bad_count)++ == 0)
+    printf("[CHECK] server%s: MISMATCH at byte %zu of %zu\n", s->tag, bad, bench_layout_span(l));
   int rc = bench_buf_poison(&s->buf, l);
   uint8_t m[64];
   if (rc == 0) rc = bench_send(s->peer, m, bench_msg_simple(m, M_CHK_REPLY, mism ? bad + 1 : 0, NULL));
@@ -148,9 +169,9 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
   }
   if (rc) return rc;
   if (checks_by_us && bad == 0)
-    printf("[CHECK] server: ok, %d iterations x %zu bytes intact (%s memory)\n", r.iters + r.warmup,
+    printf("[CHECK] server%s: ok, %d iterations x %zu bytes intact (%s memory)\n", s->tag, r.iters + r.warmup,
            bench_layout_bytes(&l), s->buf.cuda ? "GPU" : "host");
-  if (!r.latency) /* warm-up and waits included; checks not */
+  if (!r.latency && !s->o->multi) /* warm-up and waits included; checks not. --gpus: the process's CPU is every pair's */
     bench_cpu_line("server", u0 + s->check_user, s0 + s->check_sys, bench_now_ms() - t0,
                    (double)bench_layout_bytes(&l) * (r.iters + r.warmup));
   fflush(stdout);
@@ -186,47 +207,102 @@ static int accept_one(tpx_endpoint_t *ep, tpx_peer_t **peer) {
   for (;;) {
     int rc = tpx_accept(ep, 200, peer);
     if (rc != TPX_ETIMEDOUT) return rc;
-    if (bench_stop) return TPX_ECANCELED;
+    if (bench_stop || bench_abort) return TPX_ECANCELED;
   }
 }
 
-int bench_server(const struct bench_opts *o, const struct bench_server_ready *ready) {
+/* One endpoint's clients: one, or with --forever each in turn until a signal. */
+struct server_ep {
+  const struct bench_opts *o;
+  tpx_endpoint_t *ep;
   tpx_config_t cfg;
-  bench_make_cfg(o, &cfg);
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = &cfg;
-  p.name = "bench-server";
-  p.net = o->net;
-  p.gpu = o->server_gpu >= 0 ? o->server_gpu : o->gpu;
-  p.port = o->port;
-  p.listen_host = o->listen_host;
-  tpx_endpoint_t *ep = NULL;
-  int rc = tpx_endpoint_create(&p, &ep);
-  if (ready) ready->cb(ready->arg, rc == 0 ? ep : NULL);
-  if (rc) {
-    fprintf(stderr, "tpx-bench: server endpoint: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
-    return 1;
-  }
-  if (!ready) printf("[SERVER] listening on port %d (transport %s)%s\n", tpx_endpoint_port(ep),
-                     tpx_endpoint_transport(ep), o->forever ? ", serving clients until a signal" : "");
-  fflush(stdout);
-  int ret = 0;
+  int idx, gpu, quiet, ret;
+};
+
+static void serve(struct server_ep *e) {
+  const struct bench_opts *o = e->o;
+  int rc;
+  e->ret = 0;
   do {
-    struct session s = {.o = o, .ep = ep, .gpu = p.gpu, .timeout_ms = cfg.timeout_ms, .quiet = ready != NULL};
-    if ((rc = accept_one(ep, &s.peer))) {
-      if (rc != TPX_ECANCELED) fprintf(stderr, "tpx-bench: server: accept: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
-      ret = o->forever && rc == TPX_ECANCELED ? ret : 1;
+    struct session s = {.o = o, .ep = e->ep, .gpu = e->gpu, .timeout_ms = e->cfg.timeout_ms, .quiet = e->quiet, .idx = e->idx};
+    if (o->multi) snprintf(s.tag, sizeof(s.tag), " pair %d", e->idx);
+    if ((rc = accept_one(e->ep, &s.peer))) {
+      if (rc != TPX_ECANCELED)
+        fprintf(stderr, "tpx-bench: server%s: accept: %s (%s)\n", s.tag, tpx_strerror(rc), tpx_last_error());
+      e->ret = o->forever && rc == TPX_ECANCELED ? e->ret : 1;
       break;
     }
     if ((rc = session(&s))) {
-      fprintf(stderr, "tpx-bench: server: %s\n", s.why[0] ? s.why : tpx_strerror(rc));
-      ret = 1;
+      if (!(o->multi && rc == TPX_ECANCELED && bench_abort)) /* the pair that failed says why */
+        fprintf(stderr, "tpx-bench: server%s: %s\n", s.tag, s.why[0] ? s.why : tpx_strerror(rc));
+      e->ret = 1;
+      if (o->multi && !o->forever) bench_abort_all(); /* the client is broken: end every pair */
     } else if (o->forever) {
-      printf("[SERVER] client done; waiting for the next\n");
+      printf("[SERVER]%s client done; waiting for the next\n", s.tag);
       fflush(stdout);
     }
   } while (o->forever && !bench_stop);
-  tpx_endpoint_destroy(ep);
+}
+
+static void *serve_main(void *arg) {
+  serve(arg);
+  return NULL;
+}
+
+/* Endpoint i on GPU gpus[i]: port P + i with --gpus (exactly that port: the
+ * client counts on it), else as before (TPX_PORT_BASE + GPU, or --port). */
+static int open_ep(const struct bench_opts *o, int i, int loopback, struct server_ep *e) {
+  bench_make_cfg(o, &e->cfg);
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &e->cfg;
+  p.name = "bench-server";
+  p.net = o->net;
+  p.gpu = e->gpu = o->multi ? o->gpus[i] : o->server_gpu >= 0 ? o->server_gpu : o->gpu;
+  p.port = o->multi && !loopback ? (o->port > 0 ? o->port : e->cfg.port_base) + i : o->port;
+  p.listen_host = o->listen_host;
+  e->o = o, e->idx = i, e->quiet = loopback;
+  int rc = tpx_endpoint_create(&p, &e->ep);
+  if (rc)
+    fprintf(stderr, "tpx-bench: server endpoint%s %d (GPU %d, port %d): %s (%s)\n", o->multi ? " of pair" : "", i,
+            p.gpu, p.port, tpx_strerror(rc), tpx_last_error());
+  return rc;
+}
+
+static void listening(const struct bench_opts *o, const struct server_ep *es) {
+  int n = o->ngpus;
+  if (!o->multi)
+    printf("[SERVER] listening on port %d (transport %s)", tpx_endpoint_port(es[0].ep), tpx_endpoint_transport(es[0].ep));
+  else
+    printf("[SERVER] listening on ports %d-%d (%d endpoints in this process, transport %s)", tpx_endpoint_port(es[0].ep),
+           tpx_endpoint_port(es[n - 1].ep), n, tpx_endpoint_transport(es[0].ep));
+  printf("%s\n", o->forever ? ", serving clients until a signal" : "");
+  fflush(stdout);
+}
+
+int bench_server(const struct bench_opts *o, const struct bench_server_ready *ready) {
+  int n = o->ngpus, opened = 0, rc = 0, ret = 0;
+  struct server_ep *es = calloc((size_t)n, sizeof(*es));
+  pthread_t *th = calloc((size_t)n, sizeof(*th));
+  int *ports = calloc((size_t)n, sizeof(int));
+  if (!es || !th || !ports) rc = TPX_ENOMEM, fprintf(stderr, "tpx-bench: server: out of memory\n");
+  for (; rc == 0 && opened < n; opened++)
+    if ((rc = open_ep(o, opened, ready != NULL, &es[opened])) == 0) ports[opened] = tpx_endpoint_port(es[opened].ep);
+  if (ready) ready->cb(ready->arg, rc == 0 ? ports : NULL);
+  if (rc == 0 && !ready) listening(o, es);
+  int started = 0;
+  if (rc == 0 && !o->multi) serve(&es[0]);
+  for (; rc == 0 && o->multi && started < n; started++)
+    if (pthread_create(&th[started], NULL, serve_main, &es[started]) != 0) {
+      fprintf(stderr, "tpx-bench: server: cannot start a thread\n");
+      bench_abort_all();
+      rc = TPX_ESYSTEM;
+      break;
+    }
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < n && es; i++) ret |= es[i].ret;
+  for (int i = 0; i < opened; i++) tpx_endpoint_destroy(es[i].ep);
+  free(es), free(th), free(ports);
+  if (rc) return 1;
   return o->forever && bench_stop ? 0 : ret;
 }
