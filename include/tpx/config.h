@@ -63,6 +63,11 @@ typedef struct tpx_config {
                               0 = the highest the plugin exports */
   char gpu_nic_map[256];   /* TPX_GPU_NIC_MAP: static GPU -> NIC map ("0-3:eth1,eth2;4-7:eth3,eth4");
                               "" = detected from sysfs (docs/TOPOLOGY.md) */
+  /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
+  char etcd_endpoints[256]; /* TPX_ETCD_ENDPOINTS: "http://host:port[,...]"; "" = none */
+  char etcd_job[64];       /* TPX_ETCD_JOB: the job's namespace ([A-Za-z0-9._-]); "" = "default" */
+  int etcd_timeout_ms;     /* TPX_ETCD_TIMEOUT_MS: how long a lookup waits (and any one etcd request) */
+  int etcd_ttl_s;          /* TPX_ETCD_TTL_S: lease of what this process publishes */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */
