@@ -245,6 +245,36 @@ def test_etcd_killed_mid_job(etcd, procs, tmp_path):
         assert p.stop() == 0, p.stderr()
 
 
+def test_bench_and_launcher_through_etcd(etcd, tmp_path):
+    """tpx-bench server --name / client --peer, and scripts/launch.sh --etcd
+    with two GPU indices (host memory, every byte checked)."""
+    bench, src = os.environ.get("TPX_BENCH", ""), os.environ.get("TPX_SOURCE_DIR", "")
+    assert bench and src, "TPX_BENCH and TPX_SOURCE_DIR must be set (ctest sets them)"
+    env = env_for(etcd.url, TPX_ETCD_JOB="benchjob", TPX_ETCD_TIMEOUT_MS=20000)
+    srv = subprocess.Popen([bench, "server", "--name", "srv", "--host", "127.0.0.1", "--port", "0"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cli = subprocess.run([bench, "client", "--peer", "srv", "--size", "1M", "--iters", "2", "--warmup", "0",
+                              "--check", "--progress", "off"], env=env, capture_output=True, text=True, timeout=120)
+        out, _ = srv.communicate(timeout=60)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait(timeout=30)
+    assert cli.returncode == 0 and srv.returncode == 0, cli.stdout + cli.stderr + out
+    assert "[SERVER] published as 'srv' in job 'benchjob'" in out, out
+    assert "[CHECK] server: ok" in out and "[PERF]" in cli.stdout, out + cli.stdout
+    # the launcher: both sides local, the clients find their servers by name
+    lenv = dict(env, LAUNCH_IFNAME="lo")
+    r = subprocess.run(["sh", os.path.join(src, "scripts", "launch.sh"), "--etcd", etcd.url, "--job", "launchjob",
+                        "--bench", bench, "--gpus", "0-1", "--logdir", str(tmp_path / "launch"),
+                        "--timeout", "120", "local", "local", "--", "--size", "1M", "--iters", "2", "--channels", "1"],
+                       env=lenv, capture_output=True, text=True, timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for g in (0, 1):
+        assert any(line.split()[:1] == [str(g)] and "ok" in line.split() for line in r.stdout.splitlines()), r.stdout
+
+
 def test_etcd_absent(tmp_path, procs):
     assert PEER, "RDV_PEER (the rdv_peer binary) is not set"
     url = "http://127.0.0.1:%d" % free_port()  # nobody listens there

@@ -50,6 +50,8 @@ struct bench_opts {
   int progress; /* -1 auto (a terminal), 0, 1 */
   int cuda, gpu, server_gpu;
   const char *json; /* path, "-" = stdout */
+  const char *rdv_name; /* server --name: publish through etcd as this */
+  const char *rdv_peer; /* client --peer: the server's name (instead of host) */
   int ngpus;        /* endpoint pairs this process drives (1) */
   int size_set;
   tpx_net_t *net; /* loopback: one transport for both endpoints */

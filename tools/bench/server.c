@@ -208,6 +208,14 @@ int bench_server(const struct bench_opts *o, const struct bench_server_ready *re
     fprintf(stderr, "tpx-bench: server endpoint: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
     return 1;
   }
+  tpx_rdv_t *rdv = NULL; /* --name: published while we serve; the keys go with us */
+  if (o->rdv_name && ((rc = tpx_rdv_open(&cfg, &rdv)) || (rc = tpx_rdv_publish(rdv, ep, o->rdv_name)))) {
+    fprintf(stderr, "tpx-bench: server: --name %s: %s (%s)\n", o->rdv_name, tpx_strerror(rc), tpx_last_error());
+    tpx_rdv_close(rdv);
+    tpx_endpoint_destroy(ep);
+    return 1;
+  }
+  if (rdv) printf("[SERVER] published as '%s' in job '%s' (etcd)\n", o->rdv_name, tpx_rdv_job(rdv));
   if (!ready) printf("[SERVER] listening on port %d (transport %s)%s\n", tpx_endpoint_port(ep),
                      tpx_endpoint_transport(ep), o->forever ? ", serving clients until a signal" : "");
   fflush(stdout);
@@ -227,6 +235,7 @@ int bench_server(const struct bench_opts *o, const struct bench_server_ready *re
       fflush(stdout);
     }
   } while (o->forever && !bench_stop);
+  tpx_rdv_close(rdv);
   tpx_endpoint_destroy(ep);
   return o->forever && bench_stop ? 0 : ret;
 }
