@@ -212,6 +212,34 @@ def test_lease_expires_after_sigkill(etcd, procs, tmp_path):
     assert "rc=-11 " in gone, "the key outlived its publisher: " + gone
 
 
+def etcd_post(url, path, body):
+    """A request of the test's own to its etcd (127.0.0.1; no proxy)."""
+    import json
+    import urllib.request
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
+    with opener.open(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_lost_lease_is_replaced(etcd, procs, tmp_path):
+    """etcd forgets the lease (revoked behind the writer's back): the writer's
+    keepalive notices, takes a new lease and publishes its keys again."""
+    env = env_for(etcd.url, TPX_ETCD_TTL_S=3, TPX_LOG="warn")
+    w = start(procs, tmp_path, ["writer", "w0"], env, "w0")
+    w.expect("PUBLISH")
+    leases = etcd_post(etcd.url, "/v3/lease/leases", {}).get("leases", [])
+    assert len(leases) == 1, leases
+    etcd_post(etcd.url, "/v3/lease/revoke", {"ID": leases[0]["ID"]})
+    assert "rc=-11 " in lookup(env, "w0")
+    # back within a keepalive interval (1 s); the lookup waits up to 10 s
+    assert lookup(env, "w0", 10000) == "LOOKUP ok"
+    assert "lost lease" in w.stderr()
+    r1 = start(procs, tmp_path, ["reader", "r1", "w0"], env, "r1")
+    r1.expect("READ")  # the descriptor came back too
+    assert r1.stop() == 0 and w.stop() == 0
+
+
 def test_etcd_killed_mid_job(etcd, procs, tmp_path):
     env = env_for(etcd.url, TPX_ETCD_TIMEOUT_MS=1500, TPX_ETCD_TTL_S=3)
     wenv = dict(env, TPX_LOG="warn")  # the keepalive warnings
