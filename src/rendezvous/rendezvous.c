@@ -104,22 +104,27 @@ static int republish(tpx_rdv_t *r) {
   return 0;
 }
 
+/* etcd no longer knows our lease (it expired while etcd was away, it was
+ * revoked, or etcd lost its data): a new one, and everything put again. */
+static int replace_lease(tpx_rdv_t *r, int req_ms) {
+  TPX_WARN("rendezvous: etcd lost lease %" PRIx64 " of job '%s'; publishing %zu key(s) again under a new one",
+           (uint64_t)r->lease, r->job, r->nkv);
+  int64_t lease;
+  int rc = tpx__etcd_grant(r->etcd, r->ttl_s, req_ms, &lease);
+  if (rc == 0) {
+    r->lease = lease;
+    rc = republish(r);
+  }
+  return rc;
+}
+
 /* One keepalive round; a failure is logged once per round (the detail names
  * etcd's URL and why). A lease etcd no longer knows (it expired while etcd
  * was away, or etcd lost its data) is replaced and everything put again. */
 static void keepalive_round(tpx_rdv_t *r, int req_ms) {
   int64_t ttl = 0;
   int rc = tpx__etcd_keepalive(r->etcd, r->lease, req_ms, &ttl);
-  if (rc == 0 && ttl <= 0) {
-    TPX_WARN("rendezvous: etcd lost lease %" PRIx64 " of job '%s'; publishing %zu key(s) again under a new one",
-             (uint64_t)r->lease, r->job, r->nkv);
-    int64_t lease;
-    rc = tpx__etcd_grant(r->etcd, r->ttl_s, req_ms, &lease);
-    if (rc == 0) {
-      r->lease = lease;
-      rc = republish(r);
-    }
-  }
+  if (rc == 0 && ttl <= 0) rc = replace_lease(r, req_ms);
   if (rc) {
     TPX_WARN("rendezvous: keepalive of job '%s' failed: %s; this process's keys expire within %d s unless etcd "
              "answers again (connected peers are not affected)",
@@ -192,6 +197,10 @@ static int put_key(tpx_rdv_t *r, const char *key, const void *val, size_t len) {
     else r->thread_on = 1;
   }
   if (rc == 0) rc = tpx__etcd_put(r->etcd, key, val, len, r->lease, r->timeout_ms);
+  if (rc == TPX_EREMOTE && strstr(tpx_last_error(), "lease not found")) { /* lost between keepalives */
+    rc = replace_lease(r, r->timeout_ms);
+    if (rc == 0) rc = tpx__etcd_put(r->etcd, key, val, len, r->lease, r->timeout_ms);
+  }
   if (rc == 0 && remember(r, key, val, len) != 0) rc = tpx_err_quiet(TPX_ENOMEM, "rendezvous: out of memory");
   pthread_mutex_unlock(&r->mu);
   if (rc) {

@@ -3,7 +3,7 @@
  *
  *   rdv_peer writer NAME        publish an endpoint and a 1 MiB region ("buf",
  *                               a pattern of NAME) as NAME; print READY; serve
- *                               until "quit" or EOF on stdin
+ *                               until "quit" or EOF on stdin ("put ITEM": one more key)
  *   rdv_peer reader NAME PEER   look PEER up, connect, read its "buf" and
  *                               check every byte; print READ ok; then obey
  *                               stdin: "read" (again), "lookup X", "quit"
@@ -67,6 +67,11 @@ static int writer(tpx_rdv_t *r, const char *name) {
   if (rc == 0) say("READY", 0, t0);
   char line[128];
   while (rc == 0 && fgets(line, sizeof(line), stdin) && strncmp(line, "quit", 4) != 0) {
+    line[strcspn(line, "\n")] = '\0';
+    if (!strncmp(line, "put ", 4)) { /* an item of our own: "put ITEM" stores ITEM's name as its value */
+      t0 = now_ms();
+      say("PUT", tpx_rdv_put(r, name, line + 4, line + 4, strlen(line + 4)), t0);
+    }
   }
   tpx_rdv_close(r); /* before the endpoint: the keys go first */
   tpx_mem_deregister(m);

@@ -5,11 +5,13 @@ but 127.0.0.1 is contacted. Every wait is bounded; every process is ended by
 the test (SIGKILL as the last resort)."""
 
 import os
+import queue
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -49,15 +51,22 @@ class Proc:
         self.err = open(errpath, "w+")
         self.p = subprocess.Popen([PEER] + args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True, bufsize=1)
+        # a thread reads the lines: select() on the pipe would miss lines already buffered
+        self.q = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for ln in self.p.stdout:
+            self.q.put(ln.strip())
+        self.q.put(None)  # EOF
 
     def line(self, timeout=LINE_WAIT_S):
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.p.stdout, selectors.EVENT_READ)
-        ok = sel.select(timeout)
-        sel.close()
-        assert ok, "no answer within %d s" % timeout
-        return self.p.stdout.readline().strip()
+        try:
+            got = self.q.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("no answer within %d s (stderr: %s)" % (timeout, self.stderr()))
+        assert got is not None, "the process ended (stderr: %s)" % self.stderr()
+        return got
 
     def expect(self, word, timeout=LINE_WAIT_S):
         got = self.line(timeout)
@@ -228,10 +237,14 @@ def test_lost_lease_is_replaced(etcd, procs, tmp_path):
     env = env_for(etcd.url, TPX_ETCD_TTL_S=3, TPX_LOG="warn")
     w = start(procs, tmp_path, ["writer", "w0"], env, "w0")
     w.expect("PUBLISH")
+    w.expect("READY")
     leases = etcd_post(etcd.url, "/v3/lease/leases", {}).get("leases", [])
     assert len(leases) == 1, leases
     etcd_post(etcd.url, "/v3/lease/revoke", {"ID": leases[0]["ID"]})
     assert "rc=-11 " in lookup(env, "w0")
+    # a publish right now finds the lease gone (or the keepalive has replaced it): it succeeds either way
+    w.send("put extra")
+    w.expect("PUT")
     # back within a keepalive interval (1 s); the lookup waits up to 10 s
     assert lookup(env, "w0", 10000) == "LOOKUP ok"
     assert "lost lease" in w.stderr()
