@@ -4,7 +4,7 @@
 #include "rendezvous/etcd.h"
 
 #define WHY                                                                                                     \
-  "rendezvous: this libtpx was built without etcd support (libcurl and jansson were not found; "              \
+  "rendezvous: this libtpx was built without etcd support (CMake TPX_ETCD=OFF, or libcurl/jansson missing; "              \
   "scripts/deps.sh installs libcurl4-openssl-dev and libjansson-dev, then rebuild)"
 
 int tpx__etcd_supported(void) { return 0; }
