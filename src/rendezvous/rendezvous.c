@@ -95,10 +95,11 @@ int tpx_rdv_open(const tpx_config_t *cfg, tpx_rdv_t **out) {
 
 const char *tpx_rdv_job(const tpx_rdv_t *r) { return r ? r->job : ""; }
 
-/* Put every key we published under the current lease (after a new grant). */
-static int republish(tpx_rdv_t *r) {
+/* Put every key we published under the current lease (after a new grant),
+ * each request bounded by req_ms. */
+static int republish(tpx_rdv_t *r, int req_ms) {
   for (size_t i = 0; i < r->nkv; i++) {
-    int rc = tpx__etcd_put(r->etcd, r->kvs[i].key, r->kvs[i].val, r->kvs[i].len, r->lease, r->timeout_ms);
+    int rc = tpx__etcd_put(r->etcd, r->kvs[i].key, r->kvs[i].val, r->kvs[i].len, r->lease, req_ms);
     if (rc) return rc;
   }
   return 0;
@@ -113,7 +114,7 @@ static int replace_lease(tpx_rdv_t *r, int req_ms) {
   int rc = tpx__etcd_grant(r->etcd, r->ttl_s, req_ms, &lease);
   if (rc == 0) {
     r->lease = lease;
-    rc = republish(r);
+    rc = republish(r, req_ms);
   }
   return rc;
 }
