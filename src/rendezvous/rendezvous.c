@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -95,11 +96,17 @@ int tpx_rdv_open(const tpx_config_t *cfg, tpx_rdv_t **out) {
 
 const char *tpx_rdv_job(const tpx_rdv_t *r) { return r ? r->job : ""; }
 
+/* Milliseconds left until `deadline` (at least 1: a request still gets asked). */
+static int left_ms(int64_t deadline) {
+  int64_t left = deadline - now_ms();
+  return left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
 /* Put every key we published under the current lease (after a new grant),
- * each request bounded by req_ms. */
-static int republish(tpx_rdv_t *r, int req_ms) {
+ * all of it by the deadline. */
+static int republish(tpx_rdv_t *r, int64_t deadline) {
   for (size_t i = 0; i < r->nkv; i++) {
-    int rc = tpx__etcd_put(r->etcd, r->kvs[i].key, r->kvs[i].val, r->kvs[i].len, r->lease, req_ms);
+    int rc = tpx__etcd_put(r->etcd, r->kvs[i].key, r->kvs[i].val, r->kvs[i].len, r->lease, left_ms(deadline));
     if (rc) return rc;
   }
   return 0;
@@ -107,14 +114,14 @@ static int republish(tpx_rdv_t *r, int req_ms) {
 
 /* etcd no longer knows our lease (it expired while etcd was away, it was
  * revoked, or etcd lost its data): a new one, and everything put again. */
-static int replace_lease(tpx_rdv_t *r, int req_ms) {
+static int replace_lease(tpx_rdv_t *r, int64_t deadline) {
   TPX_WARN("rendezvous: etcd lost lease %" PRIx64 " of job '%s'; publishing %zu key(s) again under a new one",
            (uint64_t)r->lease, r->job, r->nkv);
   int64_t lease;
-  int rc = tpx__etcd_grant(r->etcd, r->ttl_s, req_ms, &lease);
+  int rc = tpx__etcd_grant(r->etcd, r->ttl_s, left_ms(deadline), &lease);
   if (rc == 0) {
     r->lease = lease;
-    rc = republish(r, req_ms);
+    rc = republish(r, deadline);
   }
   return rc;
 }
@@ -123,9 +130,9 @@ static int replace_lease(tpx_rdv_t *r, int req_ms) {
  * etcd's URL and why). A lease etcd no longer knows (it expired while etcd
  * was away, or etcd lost its data) is replaced and everything put again. */
 static void keepalive_round(tpx_rdv_t *r, int req_ms) {
-  int64_t ttl = 0;
+  int64_t ttl = 0, deadline = now_ms() + req_ms;
   int rc = tpx__etcd_keepalive(r->etcd, r->lease, req_ms, &ttl);
-  if (rc == 0 && ttl <= 0) rc = replace_lease(r, req_ms);
+  if (rc == 0 && ttl <= 0) rc = replace_lease(r, deadline);
   if (rc) {
     TPX_WARN("rendezvous: keepalive of job '%s' failed: %s; this process's keys expire within %d s unless etcd "
              "answers again (connected peers are not affected)",
@@ -187,20 +194,22 @@ static int remember(tpx_rdv_t *r, const char *key, const void *val, size_t len) 
   return 0;
 }
 
-/* The first put grants the lease and starts the keepalive. */
+/* The first put grants the lease and starts the keepalive. All of it within
+ * the timeout (after waiting for a keepalive round in progress). */
 static int put_key(tpx_rdv_t *r, const char *key, const void *val, size_t len) {
   pthread_mutex_lock(&r->mu);
+  int64_t deadline = now_ms() + r->timeout_ms;
   int rc = 0;
-  if (r->lease == 0) rc = tpx__etcd_grant(r->etcd, r->ttl_s, r->timeout_ms, &r->lease);
+  if (r->lease == 0) rc = tpx__etcd_grant(r->etcd, r->ttl_s, left_ms(deadline), &r->lease);
   if (rc == 0 && !r->thread_on) {
     if (pthread_create(&r->th, NULL, keepalive_main, r) != 0)
       rc = tpx_err_quiet(TPX_ESYSTEM, "rendezvous: cannot start the keepalive thread");
     else r->thread_on = 1;
   }
-  if (rc == 0) rc = tpx__etcd_put(r->etcd, key, val, len, r->lease, r->timeout_ms);
+  if (rc == 0) rc = tpx__etcd_put(r->etcd, key, val, len, r->lease, left_ms(deadline));
   if (rc == TPX_EREMOTE && strstr(tpx_last_error(), "lease not found")) { /* lost between keepalives */
-    rc = replace_lease(r, r->timeout_ms);
-    if (rc == 0) rc = tpx__etcd_put(r->etcd, key, val, len, r->lease, r->timeout_ms);
+    rc = replace_lease(r, deadline);
+    if (rc == 0) rc = tpx__etcd_put(r->etcd, key, val, len, r->lease, left_ms(deadline));
   }
   if (rc == 0 && remember(r, key, val, len) != 0) rc = tpx_err_quiet(TPX_ENOMEM, "rendezvous: out of memory");
   pthread_mutex_unlock(&r->mu);
