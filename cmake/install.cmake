@@ -26,10 +26,13 @@ endif()
 # pkg-config: Libs.private is what a static link (`pkg-config --static`)
 # needs beyond libtpx.a: threads, libdl and, in a CUDA build, the CUDA
 # runtime (the GPU data path and the unpack kernels call it) and the C++
-# runtime that nvcc's objects use.
+# runtime that nvcc's objects use; with the etcd rendezvous libcurl and jansson.
 set(TPX_PC_PRIVATE "-lpthread")
 if(CMAKE_DL_LIBS)
   string(APPEND TPX_PC_PRIVATE " -l${CMAKE_DL_LIBS}")
+endif()
+if(TPX_HAVE_ETCD)
+  string(APPEND TPX_PC_PRIVATE " -lcurl -ljansson") # the rendezvous (src/rendezvous/etcd.c)
 endif()
 if(TPX_HAVE_CUDA)
   get_filename_component(TPX_CUDART_DIR ${CUDA_cudart_LIBRARY} DIRECTORY)

@@ -16,6 +16,8 @@
 #                      (docs/SECURITY.md), so set it when the data NICs differ
 #   LAUNCH_CHUNK       engine chunk = TCPX's dynamic chunk size (524288)
 #   LAUNCH_TCPX_LIB    directory of libnccl-net-tcpx.so (/usr/local/tcpx/lib64)
+#   LAUNCH_ETCD        TPX_ETCD_ENDPOINTS: the sides find each other through etcd
+#   LAUNCH_JOB         TPX_ETCD_JOB: the run's namespace there (docs/RENDEZVOUS.md)
 
 # A3-high data NICs and control NIC (docs/TOPOLOGY.md).
 LAUNCH_DATA_NICS_DEFAULT="eth1,eth2,eth3,eth4"
@@ -34,6 +36,10 @@ launch_env() { # PROFILE SIDE(server|client)
   fi
   echo "TPX_CHUNK_BYTES=$chunk"
   [ -n "$map" ] && echo "TPX_GPU_NIC_MAP=$map"
+  if [ -n "${LAUNCH_ETCD:-}" ]; then
+    echo "TPX_ETCD_ENDPOINTS=$LAUNCH_ETCD"
+    echo "TPX_ETCD_JOB=${LAUNCH_JOB:-default}"
+  fi
   case "$profile" in
   builtin)
     echo "TPX_NET_PLUGIN=builtin"
@@ -59,4 +65,5 @@ launch_env() { # PROFILE SIDE(server|client)
     return 1
     ;;
   esac
+  return 0 # not the status of the last optional line's test (LAUNCH_ALLOW_DIAL unset)
 }

@@ -13,6 +13,9 @@
 #   netns:NAME    this machine, inside network namespace NAME (tests)
 # Options:
 #   --connect ADDR     address the clients dial (default: SERVER's host part)
+#   --etcd URLS        find the servers through etcd instead (default: $TPX_ETCD_ENDPOINTS;
+#                      per-gpu mode): server of GPU i publishes as gpuI, its client looks it up
+#   --job NAME         the run's namespace in etcd (default launch-<time>-<pid>)
 #   --gpus LIST        GPUs, e.g. 0-7 or 0,2 (default 0): one server/client pair each
 #   --mode per-gpu     one process per GPU and side (default): tpx-bench --gpu i
 #   --mode orchestrator  one process per side driving every listed GPU:
@@ -21,7 +24,8 @@
 #   --mem host|cuda    memory of both sides (default host)
 #   --bench PATH       tpx-bench on the nodes (default: this checkout's build/tpx-bench)
 #   --port-base N      per-gpu: server of GPU i listens on N + i; orchestrator:
-#                      the server's pair i on N + i (default 20000)
+#                      the server's pair i on N + i (default 20000; with --etcd the
+#                      first free port from TPX_PORT_BASE + i unless given)
 #   --logdir DIR       where the logs go (default /tmp/tpx-launch-<time>)
 #   --timeout S        each process's limit in seconds (default 300)
 #   --print            print the commands to paste on each node; run nothing
@@ -38,8 +42,8 @@ die() {
   exit 2
 }
 
-server='' client='' connect='' gpus=0 mode=per-gpu profile=builtin mem=host
-bench="$here/../build/tpx-bench" port_base=20000 logdir='' timeout_s=300 print=0
+server='' client='' connect='' etcd=${TPX_ETCD_ENDPOINTS:-} job='' gpus=0 mode=per-gpu profile=builtin mem=host
+bench="$here/../build/tpx-bench" port_base=20000 port_set=0 logdir='' timeout_s=300 print=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --connect) connect=$2; shift 2 ;;
@@ -48,7 +52,9 @@ while [ $# -gt 0 ]; do
   --profile) profile=$2; shift 2 ;;
   --mem) mem=$2; shift 2 ;;
   --bench) bench=$2; shift 2 ;;
-  --port-base) port_base=$2; shift 2 ;;
+  --port-base) port_base=$2; port_set=1; shift 2 ;;
+  --etcd) etcd=$2; shift 2 ;;
+  --job) job=$2; shift 2 ;;
   --logdir) logdir=$2; shift 2 ;;
   --timeout) timeout_s=$2; shift 2 ;;
   --print) print=1; shift ;;
@@ -71,7 +77,10 @@ case "$mem" in host | cuda) ;; *) die "--mem '$mem': host or cuda" ;; esac
 case "$port_base$timeout_s" in *[!0-9]*) die "--port-base and --timeout take numbers" ;; esac
 launch_env "$profile" server >/dev/null || exit 2
 [ -n "$logdir" ] || logdir=/tmp/tpx-launch-$(date -u +%Y%m%d-%H%M%S)-$$
-if [ -z "$connect" ]; then
+if [ -n "$etcd" ]; then # launch-env.sh passes them to both sides
+  [ "$mode" = per-gpu ] || die "--etcd: per-gpu mode only (one name per process)"
+  export LAUNCH_ETCD="$etcd" LAUNCH_JOB="${job:-launch-$(date -u +%Y%m%d-%H%M%S)-$$}"
+elif [ -z "$connect" ]; then
   case "$server" in
   local | netns:*) die "--connect ADDR is needed when SERVER is '$server'" ;;
   *) connect=${server#*@} ;;
@@ -119,8 +128,13 @@ side_cmd() { # SIDE UNIT (a GPU, or "all": every GPU in one process)
   else
     port=$((port_base + $2)) sel="--gpu $2"
   fi
+  # through etcd nobody needs to know the port: the next free one from TPX_PORT_BASE + i
+  [ -z "$etcd" ] || [ "$port_set" = 1 ] || port=0
   if [ "$1" = server ]; then
     cmd="$cmd timeout $timeout_s $(q "$bench") server --port $port $sel --mem $mem"
+    [ -z "$etcd" ] || cmd="$cmd --name gpu$2"
+  elif [ -n "$etcd" ]; then
+    cmd="$cmd timeout $timeout_s $(q "$bench") client --peer gpu$2 $sel --mem $mem --check$bench_args"
   else
     cmd="$cmd timeout $timeout_s $(q "$bench") client $(q "$connect") --port $port $sel --mem $mem --check"
     cmd="$cmd$bench_args"

@@ -69,6 +69,11 @@ typedef struct tpx_config {
                               progress, then blocks as when idle (NCCL's proxy style) */
   size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
                               size (rounded down to a power of two) share chunks; < 2 = never */
+  /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
+  char etcd_endpoints[256]; /* TPX_ETCD_ENDPOINTS: "http://host:port[,...]"; "" = none */
+  char etcd_job[64];       /* TPX_ETCD_JOB: the job's namespace ([A-Za-z0-9._-]); "" = "default" */
+  int etcd_timeout_ms;     /* TPX_ETCD_TIMEOUT_MS: how long a lookup waits (and any one etcd request) */
+  int etcd_ttl_s;          /* TPX_ETCD_TTL_S: lease of what this process publishes */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

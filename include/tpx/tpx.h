@@ -7,6 +7,7 @@
 #include "tpx/endpoint.h"
 #include "tpx/error.h"
 #include "tpx/mem.h"
+#include "tpx/rendezvous.h"
 #include "tpx/version.h"
 #include "tpx/xfer.h"
 

@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "tpx/error.h"
 
-enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP };
+enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP, V_NAME };
 
 struct var {
   const char *name;
@@ -64,6 +64,10 @@ static const struct var vars[] = {
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
     {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
     {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20},
+    {"TPX_ETCD_ENDPOINTS", NULL, V_STR, F(etcd_endpoints), 0, 0},
+    {"TPX_ETCD_JOB", NULL, V_NAME, F(etcd_job), 0, 0},
+    {"TPX_ETCD_TIMEOUT_MS", NULL, V_INT, F(etcd_timeout_ms), 1, 86400000},
+    {"TPX_ETCD_TTL_S", NULL, V_INT, F(etcd_ttl_s), 2, 3600},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -119,6 +123,21 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->max_ctl_queue = 16384;
   cfg->max_ctl_out_bytes = 64u << 20;
   cfg->progress_spin_us = 0; /* napping: see docs/BENCHMARKS.md for the comparison */
+  /* Rendezvous: a lookup waits 10 s for its peer to publish; what this
+   * process published outlives it by at most 10 s. */
+  cfg->etcd_timeout_ms = 10000;
+  cfg->etcd_ttl_s = 10;
+}
+
+int tpx__config_name_ok(const char *s, size_t cap) {
+  size_t n = strlen(s);
+  if (n == 0 || n >= cap) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+      return 0;
+  }
+  return strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
 static int parse_log_level(const char *s, int *out) {
@@ -164,7 +183,10 @@ static int parse_checked(const struct var *v, const char *val, long long *out) {
  * recorded quietly (each caller reports it its own way). */
 static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
   char *field = (char *)cfg + v->off;
-  if (v->kind == V_STR || v->kind == V_MAP) {
+  if (v->kind == V_NAME && !tpx__config_name_ok(val, v->cap))
+    return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a name of 1..%zu characters from [A-Za-z0-9._-]", name, val,
+                         v->cap - 1);
+  if (v->kind == V_STR || v->kind == V_MAP || v->kind == V_NAME) {
     tpx_gpumap_t map;
     if (v->kind == V_MAP && tpx__gpumap_parse(val, &map) != 0)
       return TPX_EINVAL; /* the detail (recorded quietly) names the bad part */
@@ -298,6 +320,7 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
     fprintf(out, "%-24s ", v->name);
     switch (v->kind) {
     case V_STR:
+    case V_NAME:
     case V_MAP: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
     case V_LOG: {
       int l = *(const int *)field;

@@ -21,4 +21,8 @@ int tpx__config_range(const char *var, long long *lo, long long *hi);
  * its own argument; tpx__config_range gives the bounds to quote). */
 int tpx__config_parse_var(const char *var, const char *val, long long *out);
 
+/* A name as the rendezvous keys take it (TPX_ETCD_JOB, endpoint and item
+ * names): 1..cap-1 characters from [A-Za-z0-9._-], not "." or "..". 1 or 0. */
+int tpx__config_name_ok(const char *s, size_t cap);
+
 #endif

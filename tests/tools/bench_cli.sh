@@ -34,6 +34,13 @@ for mode in server "client 127.0.0.1"; do
   expect "$bench" "-5" "$@" --port -5
   expect "$bench" "70000" "$@" --port 70000
 done
+# --name / --peer (the etcd rendezvous): names checked, one way to name the server
+expect "$bench" "a/b" client --peer a/b
+expect "$bench" "--peer" client 127.0.0.1 --peer srv
+expect "$bench" "--peer" client
+expect "$bench" "bad name" server --name "bad name"
+expect "$bench" "--peer" server --peer srv
+expect "$bench" "--name" client 127.0.0.1 --name srv
 for mode in loopback server "client 127.0.0.1"; do
   # shellcheck disable=SC2086
   set -- $mode

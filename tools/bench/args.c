@@ -44,6 +44,7 @@ static int set_batch(struct bench_opts *o, const char *name, const char *v, char
 static int set_mem(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 static int set_progress(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 static int set_gpus(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
+static int set_rdv_name(struct bench_opts *o, const char *name, const char *v, char *err, size_t n);
 
 static const struct opt table[] = {
     {"--size", NULL, C | L, K_CUSTOM, 0, 0, 0, NULL, set_size, "N", "bytes per block (one size: -b N -e N) [64M; --latency 4K]"},
@@ -72,6 +73,10 @@ static const struct opt table[] = {
      "server: control port [TPX_PORT_BASE + GPU]; client: the server's [TPX_PORT_BASE]"},
     {"--host", NULL, S, K_STR, OFF(listen_host), 0, 0, NULL, NULL, "ADDR", "server: listen address"},
     {"--forever", NULL, S, K_FLAG, OFF(forever), 0, 0, NULL, NULL, NULL, "server: serve clients in turn until a signal"},
+    {"--name", NULL, S, K_CUSTOM, OFF(rdv_name), 0, 0, NULL, set_rdv_name, "NAME",
+     "server: publish as NAME through etcd (TPX_ETCD_ENDPOINTS, docs/RENDEZVOUS.md)"},
+    {"--peer", NULL, C, K_CUSTOM, OFF(rdv_peer), 0, 0, NULL, set_rdv_name, "NAME",
+     "client: look the server up as NAME through etcd (instead of HOST)"},
     {"--channels", NULL, ALL, K_ENV, OFF(channels), 0, 0, "TPX_NUM_CHANNELS", NULL, "N", "channels per peer"},
     {"--chunk", NULL, ALL, K_ENV, OFF(chunk), 0, 0, "TPX_CHUNK_BYTES", NULL, "N", "chunk size"},
     {"--timeout-ms", NULL, ALL, K_ENV, OFF(timeout_ms), 0, 0, "TPX_TIMEOUT_MS", NULL, "MS",
@@ -277,8 +282,29 @@ static void defaults(struct bench_opts *o) {
   o->ngpus = 1;
 }
 
+/* --name / --peer: a rendezvous name (the rule of tpx/rendezvous.h). */
+static int set_rdv_name(struct bench_opts *o, const char *name, const char *v, char *err, size_t n) {
+  if (!tpx__config_name_ok(v, TPX_NAME_MAX)) {
+    snprintf(err, n, "%s %s: not a name of 1..%d characters from [A-Za-z0-9._-]", name, v, TPX_NAME_MAX - 1);
+    return -1;
+  }
+  if (!strcmp(name, "--name")) o->rdv_name = v;
+  else o->rdv_peer = v;
+  return 0;
+}
+
 /* Combinations no single row can judge. */
 static int cross_check(struct bench_opts *o, char *err, size_t n) {
+  if (o->mode == BENCH_CLIENT && !o->host == !o->rdv_peer) {
+    snprintf(err, n, "client: %s", o->host ? "HOST and --peer both name the server; give one"
+                                           : "needs the server's HOST first (tpx-bench client HOST [options]) or --peer NAME");
+    return -1;
+  }
+  if (o->multi && (o->rdv_name || o->rdv_peer)) {
+    snprintf(err, n, "--gpus with %s: one name per endpoint pair is not supported yet; run one process per GPU "
+             "(--gpu) through etcd", o->rdv_name ? "--name" : "--peer");
+    return -1;
+  }
   if (o->multi && (o->gpu >= 0 || o->server_gpu >= 0)) {
     snprintf(err, n, "--gpus with %s: --gpus names every endpoint's GPU (both sides of a loopback run)",
              o->gpu >= 0 ? "--gpu" : "--server-gpu");
@@ -336,12 +362,7 @@ int bench_parse(int argc, char **argv, struct bench_opts *o, char *err, size_t n
   else if (!strcmp(argv[1], "loopback")) o->mode = BENCH_LOOPBACK;
   else if (!strcmp(argv[1], "client")) {
     o->mode = BENCH_CLIENT;
-    if (argc < 3 || argv[2][0] == '-') {
-      snprintf(err, n, "client: needs the server's HOST first (tpx-bench client HOST [options])");
-      return -1;
-    }
-    o->host = argv[2];
-    i = 3;
+    if (argc >= 3 && argv[2][0] != '-') o->host = argv[2], i = 3; /* else --peer NAME, checked below */
   } else {
     snprintf(err, n, "%s: not a mode (server, client HOST or loopback)", argv[1]);
     return -1;

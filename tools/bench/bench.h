@@ -51,6 +51,8 @@ struct bench_opts {
   int progress; /* -1 auto (a terminal), 0, 1 */
   int cuda, gpu, server_gpu; /* gpu: -1 until set (then gpus[0]) */
   const char *json; /* path, "-" = stdout */
+  const char *rdv_name; /* server --name: publish through etcd as this */
+  const char *rdv_peer; /* client --peer: the server's name (instead of host) */
   int ngpus;        /* endpoint pairs this process drives (1; --gpus: the list's length) */
   int gpus[BENCH_MAX_GPUS]; /* GPU of pair i (--gpus; else gpus[0] = --gpu) */
   int multi;        /* --gpus given: every pair on port P + i, HELLO says how many */

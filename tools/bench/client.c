@@ -53,7 +53,14 @@ static int setup(struct client *c, const char *host, int port) {
     return rc;
   }
   if (!(c->t = calloc((size_t)c->o->iters, sizeof(double)))) return TPX_ENOMEM;
-  if ((rc = tpx_connect(c->ep, host, port, &c->peer))) {
+  if (c->o->rdv_peer) { /* through etcd: the lookup waits for the server to publish */
+    tpx_rdv_t *rdv = NULL;
+    if ((rc = tpx_rdv_open(&c->cfg, &rdv)) == 0) rc = tpx_rdv_connect(rdv, c->ep, c->o->rdv_peer, -1, &c->peer);
+    if (rc)
+      snprintf(c->why, sizeof(c->why), "--peer %s: %s (%s)", c->o->rdv_peer, tpx_strerror(rc), tpx_last_error());
+    tpx_rdv_close(rdv);
+    if (rc) return rc;
+  } else if ((rc = tpx_connect(c->ep, host, port, &c->peer))) {
     snprintf(c->why, sizeof(c->why), "connect to %s:%d: %s (%s)", host, port, tpx_strerror(rc), tpx_last_error());
     return rc;
   }

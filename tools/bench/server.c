@@ -289,6 +289,11 @@ int bench_server(const struct bench_opts *o, const struct bench_server_ready *re
   for (; rc == 0 && opened < n; opened++)
     if ((rc = open_ep(o, opened, ready != NULL, &es[opened])) == 0) ports[opened] = tpx_endpoint_port(es[opened].ep);
   if (ready) ready->cb(ready->arg, rc == 0 ? ports : NULL);
+  tpx_rdv_t *rdv = NULL; /* --name (one pair): published while we serve; the keys go with us */
+  if (rc == 0 && o->rdv_name &&
+      ((rc = tpx_rdv_open(&es[0].cfg, &rdv)) || (rc = tpx_rdv_publish(rdv, es[0].ep, o->rdv_name))))
+    fprintf(stderr, "tpx-bench: server: --name %s: %s (%s)\n", o->rdv_name, tpx_strerror(rc), tpx_last_error());
+  if (rc == 0 && rdv) printf("[SERVER] published as '%s' in job '%s' (etcd)\n", o->rdv_name, tpx_rdv_job(rdv));
   if (rc == 0 && !ready) listening(o, es);
   int started = 0;
   if (rc == 0 && !o->multi) serve(&es[0]);
@@ -301,6 +306,7 @@ int bench_server(const struct bench_opts *o, const struct bench_server_ready *re
     }
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < n && es; i++) ret |= es[i].ret;
+  tpx_rdv_close(rdv);
   for (int i = 0; i < opened; i++) tpx_endpoint_destroy(es[i].ep);
   free(es), free(th), free(ports);
   if (rc) return 1;
