@@ -7,7 +7,6 @@
 #include "common/log.h"
 #include "engine/channel.h"
 #include "engine/endpoint.h"
-#include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/mem.h"
 #include "engine/op.h"
@@ -147,7 +146,6 @@ int tpx__channels_progress(struct tpx_peer *p) {
     if (r < 0) return r;
     did += r;
   }
-  if (did) tpx__peer_eof_progress(p);
   return did;
 }
 

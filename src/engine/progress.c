@@ -40,6 +40,7 @@ static int peer_pass(struct tpx_peer *p) {
       return did + 1;
     }
     did += r;
+    if (r > 0) tpx__peer_eof_progress(p); /* a closing peer's transfers still move */
     tpx__peer_check_closing(p);
   }
   return did;

@@ -56,33 +56,6 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   return 0;
 }
 
-int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out) {
-  if (g->landing) {
-    *out = g->landing;
-    return 0;
-  }
-  tpx_endpoint_t *ep = g->ep;
-  int dev = ep->gpu > 0 ? ep->gpu : 0;
-  size_t len = (ep->cfg.chunk_bytes + GPU_PAGE - 1) & ~(size_t)(GPU_PAGE - 1);
-  struct gpu_dev *gd;
-  int rc = tpx__gpu_dev_get(g, dev, &gd); /* holds the context the buffer lives in */
-  void *buf = NULL;
-  if (rc == 0) rc = tpx__gpu_malloc(dev, len, &buf);
-  if (rc) return tpx_err_quiet(rc, "endpoint %s: landing region for host receives (%zu bytes on GPU %d): %s",
-                               ep->name, len, dev, tpx_last_error());
-  tpx_mem_desc_t d = {buf, len, TPX_MEM_CUDA, dev, 0};
-  if ((rc = tpx__mem_add(ep, &d, 1, &g->landing)) != 0) {
-    tpx__gpu_free(dev, buf);
-    return rc;
-  }
-  g->landing_buf = buf;
-  g->landing_dev = dev;
-  TPX_DEBUG("endpoint %s: host receives on %s are posted with %zu bytes of GPU %d memory", ep->name,
-            ep->net->name, len, dev);
-  *out = g->landing;
-  return 0;
-}
-
 /* The GPU's unpacker (kernel / d2d / host per cfg.unpack), created on first
  * use: it gathers UNPACK receives and, in kernel mode, does the staging
  * copies too (SM copies through the pinned mapping). Lock held. */
