@@ -220,9 +220,11 @@ void tpx_peer_close(tpx_peer_t *p) {
 
 int tpx_peer_status(const tpx_peer_t *p) {
   if (!p) return TPX_EINVAL;
-  int st = p->state;
+  pthread_mutex_lock(&p->ep->lock); /* state and err change together under it */
+  int st = p->state, err = p->err;
+  pthread_mutex_unlock(&p->ep->lock);
   if (st == P_READY) return 0;
-  if (st == P_DEAD || st == P_CLOSING) return p->err ? p->err : TPX_ECLOSED;
+  if (st == P_DEAD || st == P_CLOSING) return err ? err : TPX_ECLOSED;
   return TPX_EINPROGRESS;
 }
 const char *tpx_peer_name(const tpx_peer_t *p) { return p ? p->name : ""; }

@@ -2,6 +2,7 @@
  * callers that drive progress while they wait, and the one wait loop. */
 #define _GNU_SOURCE
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -103,9 +104,13 @@ static void ep_sleep(tpx_endpoint_t *ep, uint64_t timeout_ns, unsigned seq) {
  * the transport's threads need every CPU, and a waiting caller drives
  * progress itself for short answers (docs/BENCHMARKS.md). */
 static int few_cpus(void) {
-  static int v = -1;
-  if (v < 0) v = sysconf(_SC_NPROCESSORS_ONLN) < 4;
-  return v;
+  static _Atomic int v = -1; /* every endpoint's thread may ask first: same answer */
+  int x = atomic_load_explicit(&v, memory_order_relaxed);
+  if (x < 0) {
+    x = sysconf(_SC_NPROCESSORS_ONLN) < 4;
+    atomic_store_explicit(&v, x, memory_order_relaxed);
+  }
+  return x;
 }
 
 static void idle_busy(tpx_endpoint_t *ep, unsigned spins, unsigned seq, int nap_now) {
