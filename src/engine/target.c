@@ -55,23 +55,51 @@ static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) 
   return rc;
 }
 
+/* A peer's WRITE or READ parsed, admitted (bounds) and given its op, or
+ * NULL with *rc set (the peer already failed). */
+static struct op *new_request(struct tpx_peer *p, const struct wire_frame *f, int kind, const char *what,
+                              struct wire_rw *m, int *rc) {
+  if ((*rc = tpx__wire_get_rw(f, m)) != 0) {
+    tpx__peer_fail(p, *rc, "peer %s: bad %s request: %s", p->where, what, tpx_last_error());
+    return NULL;
+  }
+  if ((*rc = admit(p, m, what)) != 0) return NULL;
+  struct op *o = tpx__op_new_internal(p, kind, m->n);
+  if (!o || (m->has_notif && tpx__op_copy_notif(o, m->notif, m->notif_len))) {
+    if (o) tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for %s %llu", p->where, what, (unsigned long long)m->id);
+    *rc = TPX_ENOMEM;
+    return NULL;
+  }
+  o->id = m->id;
+  o->chunk = m->chunk;
+  return o;
+}
+
+/* The request's chunks, by the plan it asked for (none when its data came
+ * inline): 0, or TPX_EPROTO with o freed and the peer failed. */
+static int plan_request(struct tpx_peer *p, struct op *o, const struct wire_rw *m, const char *what, int inl) {
+  o->pack_max = m->pack_log2 ? 1ull << m->pack_log2 : 0;
+  if (packed_ok(p, o, what) != 0) {
+    tpx__op_free_internal(o);
+    return TPX_EPROTO;
+  }
+  o->nchunks = inl ? 0 : tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
+  if (o->nchunks >= OP_MAX_CHUNKS) {
+    tpx__op_free_internal(o);
+    tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s %llu has too many chunks", p->where, what, (unsigned long long)m->id);
+    return TPX_EPROTO;
+  }
+  o->has_notif = m->has_notif;
+  return 0;
+}
+
 int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_rw m;
-  int rc = tpx__wire_get_rw(f, &m);
-  if (rc) {
-    tpx__peer_fail(p, rc, "peer %s: bad write request: %s", p->where, tpx_last_error());
-    return rc;
-  }
-  if ((rc = admit(p, &m, "write")) != 0) return rc;
-  struct op *o = tpx__op_new_internal(p, K_IN_WRITE, m.n);
-  if (!o || (m.has_notif && tpx__op_copy_notif(o, m.notif, m.notif_len))) {
-    if (o) tpx__op_free_internal(o);
-    tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for write %llu", p->where, (unsigned long long)m.id);
-    return TPX_ENOMEM;
-  }
-  o->id = m.id;
-  o->chunk = m.chunk;
+  int rc;
+  struct op *o = new_request(p, f, K_IN_WRITE, "write", &m, &rc);
+  if (!o) return rc;
   uint64_t total = 0;
   int bad = 0;
   struct wire_entry e;
@@ -105,18 +133,7 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     if (m.inl) tpx__inline_scatter(o->ents, o->nents, m.data); /* checked: lands inside our registrations */
   }
   o->total = total;
-  o->pack_max = m.pack_log2 ? 1ull << m.pack_log2 : 0;
-  if (packed_ok(p, o, "write") != 0) {
-    tpx__op_free_internal(o);
-    return TPX_EPROTO;
-  }
-  o->nchunks = m.inl ? 0 : tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
-  if (o->nchunks >= OP_MAX_CHUNKS) {
-    tpx__op_free_internal(o);
-    tpx__peer_fail(p, TPX_EPROTO, "peer %s: write %llu has too many chunks", p->where, (unsigned long long)m.id);
-    return TPX_EPROTO;
-  }
-  o->has_notif = m.has_notif;
+  if ((rc = plan_request(p, o, &m, "write", m.inl)) != 0) return rc;
   tpx__op_active_add(p, o);
   tpx__notif_fifo_push(p, o);
   if (bad && (rc = tpx__op_send_status(p, ST_WRITE, o->id, TPX_EACCES)) != 0) {
@@ -129,20 +146,9 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
 int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_rw m;
-  int rc = tpx__wire_get_rw(f, &m);
-  if (rc) {
-    tpx__peer_fail(p, rc, "peer %s: bad read request: %s", p->where, tpx_last_error());
-    return rc;
-  }
-  if ((rc = admit(p, &m, "read")) != 0) return rc;
-  struct op *o = tpx__op_new_internal(p, K_SERVE_READ, m.n);
-  if (!o || (m.has_notif && tpx__op_copy_notif(o, m.notif, m.notif_len))) {
-    if (o) tpx__op_free_internal(o);
-    tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for read %llu", p->where, (unsigned long long)m.id);
-    return TPX_ENOMEM;
-  }
-  o->id = m.id;
-  o->chunk = m.chunk;
+  int rc;
+  struct op *o = new_request(p, f, K_SERVE_READ, "read", &m, &rc);
+  if (!o) return rc;
   struct wire_entry e;
   for (uint32_t i = 0; i < m.n; i++) {
     tpx__wire_entry_at(m.entries, i, &e);
@@ -159,18 +165,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   }
   for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
   o->refs_taken = 1;
-  o->pack_max = m.pack_log2 ? 1ull << m.pack_log2 : 0;
-  if (packed_ok(p, o, "read") != 0) {
-    tpx__op_free_internal(o);
-    return TPX_EPROTO;
-  }
-  o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
-  if (o->nchunks >= OP_MAX_CHUNKS) {
-    tpx__op_free_internal(o);
-    tpx__peer_fail(p, TPX_EPROTO, "peer %s: read %llu has too many chunks", p->where, (unsigned long long)m.id);
-    return TPX_EPROTO;
-  }
-  o->has_notif = m.has_notif;
+  if ((rc = plan_request(p, o, &m, "read", 0)) != 0) return rc;
   uint64_t total = 0;
   for (uint32_t i = 0; i < o->nents; i++) total += o->ents[i].len;
   struct iovec iov[INLINE_MAX_IOV];
