@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 
 #include "sock/wire.h"
+#include "common/util.h"
+#include "test_sock_util.h"
 #include "testutil.h"
 #include "tpx/net.h"
 
@@ -46,6 +48,21 @@ static inline void ts_forge_dial(const unsigned char *h, int nsocks, int *fd, ui
     tpx__put16(hello + 26, (uint16_t)nsocks);
     ts_send_all(fd[i], hello, sizeof(hello));
   }
+}
+
+/* A listen comm on `net`, nsocks + 1 forged sockets dialled to it, and the
+ * recv comm they form, accepted (dev: the device handle of an UNPACK accept). */
+static inline void *ts_forge_accept(tpx_net_t *net, int nsocks, int *fd, uint64_t seed, void *dev, void **lc) {
+  unsigned char h[TPX_NET_HANDLE_BYTES];
+  memset(h, 0, sizeof(h));
+  assert_int_equal(net->ops->listen(net, 0, h, lc), 0);
+  assert_int_equal(tpx__get16(h + TPX_WH_NSOCKS), nsocks);
+  ts_forge_dial(h, nsocks, fd, seed);
+  void *r = NULL;
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while (r == NULL && tpx__now_ns() < end) assert_int_equal(net->ops->accept(net, *lc, &r, dev), 0);
+  assert_non_null(r);
+  return r;
 }
 
 #endif

@@ -62,15 +62,7 @@ static void forge_open(forge_t *f, int mode) {
     f->dev = calloc(1, sizeof(*f->dev));
     assert_non_null(f->dev);
   }
-  unsigned char h[TPX_NET_HANDLE_BYTES];
-  memset(h, 0, sizeof(h));
-  assert_int_equal(f->net->ops->listen(f->net, 0, h, &f->lc), 0);
-  assert_int_equal(tpx__get16(h + TPX_WH_NSOCKS), NSOCKS);
-  ts_forge_dial(h, NSOCKS, f->fd, 0xbad5eed);
-  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while (f->r == NULL && tpx__now_ns() < end)
-    assert_int_equal(f->net->ops->accept(f->net, f->lc, &f->r, f->dev), 0);
-  assert_non_null(f->r);
+  f->r = ts_forge_accept(f->net, NSOCKS, f->fd, 0xbad5eed, f->dev, &f->lc);
 }
 
 static void forge_hdr(forge_t *f, int sock, uint64_t seq, uint64_t size, uint64_t off,

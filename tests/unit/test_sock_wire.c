@@ -161,15 +161,7 @@ typedef struct forge {
 static void forge_open(forge_t *f, int strict) {
   memset(f, 0, sizeof(*f));
   f->net = ts_open(strict, FORGE_NSOCKS, 2);
-  unsigned char h[TPX_NET_HANDLE_BYTES];
-  memset(h, 0, sizeof(h));
-  assert_int_equal(f->net->ops->listen(f->net, 0, h, &f->lc), 0);
-  assert_int_equal(tpx__get16(h + TPX_WH_NSOCKS), FORGE_NSOCKS);
-  ts_forge_dial(h, FORGE_NSOCKS, f->fd, 0x5eed);
-  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while (f->r == NULL && tpx__now_ns() < end)
-    assert_int_equal(f->net->ops->accept(f->net, f->lc, &f->r, NULL), 0);
-  assert_non_null(f->r);
+  f->r = ts_forge_accept(f->net, FORGE_NSOCKS, f->fd, 0x5eed, NULL, &f->lc);
 }
 
 static void forge_part(forge_t *f, int sock, uint64_t seq, uint64_t size, uint64_t off,
