@@ -67,6 +67,9 @@ typedef struct tpx_config {
                               pass finds nothing done with requests in flight; > 0 = it keeps
                               polling (yielding between passes) for this long after the last
                               progress, then blocks as when idle (NCCL's proxy style) */
+  char staging_copy[16];   /* TPX_STAGING_COPY: how GPU memory is copied to and from host staging:
+                              "sm" (SM copies through the pinned mapping), "ce" (copy engine), or
+                              "D2H,H2D" per direction ("sm,ce"); "" = TPX_UNPACK's way */
   size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
                               size (rounded down to a power of two) share chunks; < 2 = never */
   /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
@@ -74,6 +77,9 @@ typedef struct tpx_config {
   char etcd_job[64];       /* TPX_ETCD_JOB: the job's namespace ([A-Za-z0-9._-]); "" = "default" */
   int etcd_timeout_ms;     /* TPX_ETCD_TIMEOUT_MS: how long a lookup waits (and any one etcd request) */
   int etcd_ttl_s;          /* TPX_ETCD_TTL_S: lease of what this process publishes */
+  /* diagnostics */
+  char timeline[256];      /* TPX_TIMELINE: record the data path's events, written to
+                              <timeline>.<pid> at exit (process-wide: read once, at load) */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/gpumap.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "tpx/error.h"
 
 enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP, V_NAME };
@@ -64,10 +65,12 @@ static const struct var vars[] = {
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
     {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
     {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20},
+    {"TPX_STAGING_COPY", NULL, V_STR, F(staging_copy), 0, 0},
     {"TPX_ETCD_ENDPOINTS", NULL, V_STR, F(etcd_endpoints), 0, 0},
     {"TPX_ETCD_JOB", NULL, V_NAME, F(etcd_job), 0, 0},
     {"TPX_ETCD_TIMEOUT_MS", NULL, V_INT, F(etcd_timeout_ms), 1, 86400000},
     {"TPX_ETCD_TTL_S", NULL, V_INT, F(etcd_ttl_s), 2, 3600},
+    {"TPX_TIMELINE", NULL, V_STR, F(timeline), 0, 0},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -305,6 +308,7 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static void global_init(void) {
   (void)tpx_config_from_env(&global_cfg);
   tpx__log_level = global_cfg.log_level;
+  tpx__tl_open(global_cfg.timeline);
 }
 
 const tpx_config_t *tpx_config_global(void) {
