@@ -4,7 +4,8 @@ processes (one clock: CLOCK_MONOTONIC of one host), prints per-stage times of
 every write, and draws one of them.
 
 usage: bench/timeline.py FILE... [--plot PNG] [--op N] [--label TEXT]
-  FILE     <TPX_TIMELINE>.<pid> files (initiator and target, any order)
+  FILE     <TPX_TIMELINE>.<pid> files (initiator and target, any order; one
+           file when both ends are in one process)
   --plot   a timeline picture of the transfer with the median duration (or
            --op N, the N-th write, from 0): chunks per channel (send post ->
            sent, receive post -> arrived -> landed, staging copies), sockets
@@ -59,7 +60,7 @@ def transfers(procs):
     for op, t0 in posts.items():
         ini = procs[owner[op]][1]
         tgt = [p[1] for j, p in enumerate(procs) if j != owner[op]]
-        tgt = tgt[0] if tgt else []
+        tgt = tgt[0] if tgt else ini  # one process (tpx-bench loopback): both sides in one file
         done = [e[0] for e in ini if e[1] == "op_done" and e[4] == op]
         if not done:
             continue

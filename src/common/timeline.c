@@ -36,12 +36,17 @@ static void at_exit(void) { tpx__tl_flush(); }
 
 void tpx__tl_open(const char *path) {
   if (tpx__tl_on || !path || !path[0]) return;
+  snprintf(out_path, sizeof out_path, "%s.%d", path, (int)getpid());
+  FILE *f = fopen(out_path, "w"); /* said now, not after the run */
+  if (!f || fclose(f)) {
+    TPX_WARN("TPX_TIMELINE: cannot write %s; timeline off", out_path);
+    return;
+  }
   evs = calloc(TL_CAP, sizeof *evs);
   if (!evs) {
     TPX_WARN("TPX_TIMELINE: no memory for %u events; timeline off", TL_CAP);
     return;
   }
-  snprintf(out_path, sizeof out_path, "%s.%d", path, (int)getpid());
   if (atexit(at_exit)) TPX_WARN("TPX_TIMELINE: atexit failed; call tpx__tl_flush");
   tpx__tl_on = 1;
   TPX_INFO("timeline: recording up to %u events into %s", TL_CAP, out_path);
