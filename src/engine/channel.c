@@ -81,7 +81,9 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
       const uint8_t *key = tpx__auth_net_key(p);
       int rc = key ? net->ops->connect_keyed(net, ch->dev, key, ch->peer_handle, &comm, &ch->send_dev)
                    : net->ops->connect(net, ch->dev, ch->peer_handle, &comm, &ch->send_dev);
-      if (rc) return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed", p->where, c, ch->dev);
+      if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
+        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.120s", p->where, c, ch->dev,
+                             tpx_last_error());
       if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
       if (comm) ++*did;
       else all = 0;

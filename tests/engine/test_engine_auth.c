@@ -253,6 +253,27 @@ static void test_auth_forged_connectors(void **state) {
   eng_pair_close(&P);
 }
 
+/* With a key the engine hands the transport the session key: B's data
+ * listen handles are keyed. A's transport without the keyed entry points
+ * (a proxy standing for an ncclNet plugin) cannot connect to them: A fails
+ * with TPX_EAUTH naming the data sockets, not at a timeout. */
+static void test_auth_data_sockets_keyed(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  key_cfg(&cfg, KEY1);
+  tpx_endpoint_t *a = ep_open(&cfg, "A"), *b = ep_open(&cfg, "B");
+  static eng_proxy_t plain; /* every call through, keyed ones absent */
+  eng_proxy_install(a, &plain);
+  assert_null(a->net->ops->listen_keyed);
+  tpx_peer_t *ab = NULL, *ba = NULL;
+  assert_int_equal(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab), TPX_EAUTH);
+  if (!strstr(tpx_last_error(), "authenticated data sockets")) fail_msg("'%s'", tpx_last_error());
+  assert_int_equal(tpx_accept(b, 200, &ba), TPX_ETIMEDOUT);
+  eng_proxy_remove(a, &plain);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+}
+
 /* ---- a forged acceptor ---------------------------------------------------- */
 
 struct acceptor {
@@ -332,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_auth_key_one_side),
       cmocka_unit_test(test_auth_forged_connectors),
       cmocka_unit_test(test_auth_forged_acceptor),
+      cmocka_unit_test(test_auth_data_sockets_keyed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
