@@ -123,6 +123,20 @@ static int forged_connector(int port, const uint8_t *nc, uint8_t *ns, uint8_t *r
   return fd;
 }
 
+/* A forged connector whose proof is wrong: under `key` for `version` and
+ * `role`, or (reflect) the acceptor's own MAC sent back; then, if hello, a
+ * HELLO anyway. The acceptor must drop it with TPX_EAUTH, no HELLO_ACK. */
+static void bad_proof(int port, const uint8_t *nc, const char *key, int version, int role, int reflect, int hello) {
+  uint8_t ns[32], rmac[32], mac[32];
+  int fd = forged_connector(port, nc, ns, rmac);
+  if (reflect) memcpy(mac, rmac, sizeof(mac));
+  else proof(key, version, role, nc, ns, mac);
+  send_auth(fd, AUTH_PROOF, NULL, mac);
+  if (hello) send_hello(fd);
+  expect_auth_error(fd, "proof of the key is wrong");
+  close(fd);
+}
+
 /* The same key on both sides: peers connect, bytes arrive intact both ways. */
 static void test_auth_same_key_transfers(void **state) {
   (void)state;
@@ -140,6 +154,18 @@ static void test_auth_same_key_transfers(void **state) {
   eng_pair_close(&P);
 }
 
+/* a connects to b and fails with TPX_EAUTH saying `why`; b never gets a
+ * peer out of accept. Both endpoints are destroyed. */
+static void connect_refused(tpx_endpoint_t *a, tpx_endpoint_t *b, const char *why) {
+  tpx_peer_t *ab = NULL, *ba = NULL;
+  assert_int_equal(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab), TPX_EAUTH);
+  assert_null(ab);
+  if (!strstr(tpx_last_error(), why)) fail_msg("'%s' does not say '%s'", tpx_last_error(), why);
+  assert_int_equal(tpx_accept(b, 200, &ba), TPX_ETIMEDOUT);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+}
+
 /* Keys differ: the connector finds the acceptor's proof wrong and says so;
  * both ends fail with TPX_EAUTH; no peer comes out of accept. */
 static void test_auth_wrong_key_fails(void **state) {
@@ -149,14 +175,7 @@ static void test_auth_wrong_key_fails(void **state) {
   key_cfg(&cb, KEY2);
   eng_res_t base;
   eng_res_now(&base);
-  tpx_endpoint_t *a = ep_open(&ca, "A"), *b = ep_open(&cb, "B");
-  tpx_peer_t *ab = NULL, *ba = NULL;
-  assert_int_equal(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab), TPX_EAUTH);
-  assert_null(ab);
-  if (!strstr(tpx_last_error(), "authentication failed")) fail_msg("'%s'", tpx_last_error());
-  assert_int_equal(tpx_accept(b, 300, &ba), TPX_ETIMEDOUT);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  connect_refused(ep_open(&ca, "A"), ep_open(&cb, "B"), "proof of the key is wrong");
   eng_res_settled(&base, 64 << 10);
 }
 
@@ -169,13 +188,7 @@ static void test_auth_key_one_side(void **state) {
   key_cfg(&cn, NULL);
   for (int keyed_connector = 0; keyed_connector < 2; keyed_connector++) {
     tpx_endpoint_t *a = ep_open(keyed_connector ? &ck : &cn, "A"), *b = ep_open(keyed_connector ? &cn : &ck, "B");
-    tpx_peer_t *ab = NULL, *ba = NULL;
-    assert_int_equal(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab), TPX_EAUTH);
-    const char *why = keyed_connector ? "this endpoint has none" : "requires a key";
-    if (!strstr(tpx_last_error(), why)) fail_msg("'%s' does not say '%s'", tpx_last_error(), why);
-    assert_int_equal(tpx_accept(b, 200, &ba), TPX_ETIMEDOUT);
-    tpx_endpoint_destroy(a);
-    tpx_endpoint_destroy(b);
+    connect_refused(a, b, keyed_connector ? "this endpoint has none" : "requires a key");
   }
 }
 
@@ -195,19 +208,9 @@ static void test_auth_forged_connectors(void **state) {
   send_hello(fd);
   expect_auth_error(fd, "requires a key");
   close(fd);
-  /* 2. the wrong key: a proof under KEY2, then a HELLO anyway */
-  fd = forged_connector(port, nc, ns, rmac);
-  proof(KEY2, WIRE_VERSION, 'C', nc, ns, mac);
-  send_auth(fd, AUTH_PROOF, NULL, mac);
-  send_hello(fd);
-  expect_auth_error(fd, "proof of the key is wrong");
-  close(fd);
-  /* 3. reflection: the acceptor's own MAC sent back as the proof */
-  fd = forged_connector(port, nc, ns, rmac);
-  send_auth(fd, AUTH_PROOF, NULL, rmac);
-  send_hello(fd);
-  expect_auth_error(fd, "proof of the key is wrong");
-  close(fd);
+  bad_proof(port, nc, KEY2, WIRE_VERSION, 'C', 0, 1); /* 2. the wrong key, then a HELLO anyway */
+  bad_proof(port, nc, NULL, 0, 0, 1, 1);               /* 3. reflection: the acceptor's own MAC back */
+  bad_proof(port, nc, KEY1, WIRE_VERSION, 'A', 0, 0);  /* 3'. the right key, the acceptor's role */
   /* 4. replay: a proof that was right for an earlier run (its Ns) */
   uint8_t ns_old[32];
   fd = forged_connector(port, nc, ns_old, rmac);
@@ -219,12 +222,7 @@ static void test_auth_forged_connectors(void **state) {
   send_hello(fd);
   expect_auth_error(fd, "proof of the key is wrong");
   close(fd);
-  /* 5. the right key over another protocol version's transcript */
-  fd = forged_connector(port, nc, ns, rmac);
-  proof(KEY1, WIRE_VERSION + 1, 'C', nc, ns, mac);
-  send_auth(fd, AUTH_PROOF, NULL, mac);
-  expect_auth_error(fd, "proof of the key is wrong");
-  close(fd);
+  bad_proof(port, nc, KEY1, WIRE_VERSION + 1, 'C', 0, 0); /* 5. another protocol version's transcript */
   /* 6. a proof before any challenge, and a hello between challenge and proof */
   fd = eng_raw_connect(port);
   send_auth(fd, AUTH_PROOF, NULL, mac);
@@ -265,13 +263,7 @@ static void test_auth_data_sockets_keyed(void **state) {
   static eng_proxy_t plain; /* every call through, keyed ones absent */
   eng_proxy_install(a, &plain);
   assert_null(a->net->ops->listen_keyed);
-  tpx_peer_t *ab = NULL, *ba = NULL;
-  assert_int_equal(tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab), TPX_EAUTH);
-  if (!strstr(tpx_last_error(), "authenticated data sockets")) fail_msg("'%s'", tpx_last_error());
-  assert_int_equal(tpx_accept(b, 200, &ba), TPX_ETIMEDOUT);
-  eng_proxy_remove(a, &plain);
-  tpx_endpoint_destroy(a);
-  tpx_endpoint_destroy(b);
+  connect_refused(a, b, "authenticated data sockets"); /* the proxy is gone with a */
 }
 
 /* ---- a forged acceptor ---------------------------------------------------- */

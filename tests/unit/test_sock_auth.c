@@ -70,6 +70,18 @@ static size_t make_hello(uint8_t *out, const uint8_t *h, uint64_t comm_id, int i
   return len;
 }
 
+/* connect (keyed when key) and accept on lc until both ends are up. */
+static void pair_up(tpx_net_t *net, void *lc, uint8_t *h, const uint8_t *key, void **s, void **r) {
+  *s = *r = NULL;
+  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
+  while ((!*s || !*r) && tpx__now_ns() < end) {
+    if (!*s) assert_int_equal(key ? net->ops->connect_keyed(net, 0, key, h, s, NULL) : net->ops->connect(net, 0, h, s, NULL), 0);
+    if (!*r) assert_int_equal(net->ops->accept(net, lc, r, NULL), 0);
+  }
+  assert_non_null(*s);
+  assert_non_null(*r);
+}
+
 /* Drive accept until the raw socket fd is closed by the listener (EOF or
  * reset); no comm may come out meanwhile. */
 static void refused(tpx_net_t *net, void *lc, int fd) {
@@ -96,13 +108,7 @@ static void test_keyed_pair_transfers(void **state) {
   tpx_net_t *net = open_net(2);
   uint8_t h[TPX_NET_HANDLE_BYTES];
   void *lc = keyed_listen(net, key1, h), *s = NULL, *r = NULL;
-  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while ((!s || !r) && tpx__now_ns() < end) {
-    if (!s) assert_int_equal(net->ops->connect_keyed(net, 0, key1, h, &s, NULL), 0);
-    if (!r) assert_int_equal(net->ops->accept(net, lc, &r, NULL), 0);
-  }
-  assert_non_null(s);
-  assert_non_null(r);
+  pair_up(net, lc, h, key1, &s, &r);
   ts_xfer(net, s, r, 1 << 20, 1 << 20, 5);
   ts_xfer(net, s, r, 100, 4096, 6);
   /* its one comm is taken: a replay of any hello is refused from now on */
@@ -211,12 +217,7 @@ static void test_kinds_do_not_mix(void **state) {
   refused(net, lp, fd);
   /* a keyed connect to a plain handle: the listener chose, plain hellos */
   void *r = NULL;
-  uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
-  while ((!s || !r) && tpx__now_ns() < end) {
-    if (!s) assert_int_equal(net->ops->connect_keyed(net, 0, key1, hp, &s, NULL), 0);
-    if (!r) assert_int_equal(net->ops->accept(net, lp, &r, NULL), 0);
-  }
-  assert_non_null(r);
+  pair_up(net, lp, hp, key1, &s, &r);
   ts_xfer(net, s, r, 4096, 4096, 8);
   assert_int_equal(net->ops->close_send(net, s), 0);
   assert_int_equal(net->ops->close_recv(net, r), 0);
