@@ -17,7 +17,9 @@ static int transcript_mac(const struct tpx_peer *p, const char *label, size_t la
                           uint8_t out[TPX_MAC_BYTES]) {
   const tpx_config_t *c = &p->ep->cfg;
   uint8_t hdr[2] = {WIRE_VERSION, (uint8_t)role};
-  struct tpx_mac_part parts[] = {{label, label_len}, {hdr, role ? 2u : 1u}, {p->auth_nc, WIRE_AUTH_NONCE},
+  struct tpx_mac_part parts[] = {{label, label_len},
+                                 {hdr, role ? 2u : 1u},
+                                 {p->auth_nc, WIRE_AUTH_NONCE},
                                  {p->auth_ns, WIRE_AUTH_NONCE}};
   return tpx__hmac(c->auth_key, c->auth_key_len, parts, 4, out);
 }
@@ -70,14 +72,16 @@ int tpx__auth_start(struct tpx_peer *p) {
  * (it would hand the attacker the response our connector waits for). */
 static int own_challenge(const struct tpx_peer *p, const uint8_t *nonce) {
   for (const struct tpx_peer *q = p->ep->peers; q; q = q->next)
-    if (q != p && !q->incoming && q->state == P_WAIT_AUTH && memcmp(q->auth_nc, nonce, WIRE_AUTH_NONCE) == 0)
+    if (q != p && !q->incoming && q->state == P_WAIT_AUTH &&
+        memcmp(q->auth_nc, nonce, WIRE_AUTH_NONCE) == 0)
       return 1;
   return 0;
 }
 
 static int on_challenge(struct tpx_peer *p, const struct wire_auth *m) {
   if (p->auth != PEER_AUTH_NONE) return fail(p, TPX_EAUTH, "a second challenge");
-  if (own_challenge(p, m->nonce)) return fail(p, TPX_EAUTH, "it sent back a challenge of this endpoint (reflection)");
+  if (own_challenge(p, m->nonce))
+    return fail(p, TPX_EAUTH, "it sent back a challenge of this endpoint (reflection)");
   memcpy(p->auth_nc, m->nonce, WIRE_AUTH_NONCE);
   struct wire_auth r = {.step = AUTH_RESPONSE};
   int rc = tpx__random_bytes(p->auth_ns, WIRE_AUTH_NONCE);
@@ -108,11 +112,13 @@ int tpx__auth_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   if (!p->ep->cfg.auth_key_len)
     return fail(p, TPX_EAUTH, "the peer has a key (TPX_AUTH_KEY) and this endpoint has none");
   if (!p->incoming) {
-    if (p->state != P_WAIT_AUTH || m.step != AUTH_RESPONSE) return fail(p, TPX_EAUTH, "unexpected step");
+    if (p->state != P_WAIT_AUTH || m.step != AUTH_RESPONSE)
+      return fail(p, TPX_EAUTH, "unexpected step");
     return on_response(p, &m);
   }
   if (m.step == AUTH_CHALLENGE) return on_challenge(p, &m);
-  if (m.step != AUTH_PROOF || p->auth != PEER_AUTH_CHALLENGED) return fail(p, TPX_EAUTH, "unexpected step");
+  if (m.step != AUTH_PROOF || p->auth != PEER_AUTH_CHALLENGED)
+    return fail(p, TPX_EAUTH, "unexpected step");
   if ((rc = mac_ok(p, ROLE_CONNECTOR, m.mac)) != 0) return rc;
   if ((rc = derive_session_key(p)) != 0) return fail(p, rc, tpx_last_error());
   return 0;
@@ -121,8 +127,9 @@ int tpx__auth_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
 int tpx__auth_hello_ok(struct tpx_peer *p) {
   if (!p->ep->cfg.auth_key_len || p->auth == PEER_AUTH_OK) return 0;
   return fail(p, TPX_EAUTH,
-              p->auth == PEER_AUTH_NONE ? "this endpoint requires a key (TPX_AUTH_KEY) and the peer sent no proof"
-                                        : "hello before the proof");
+              p->auth == PEER_AUTH_NONE
+                  ? "this endpoint requires a key (TPX_AUTH_KEY) and the peer sent no proof"
+                  : "hello before the proof");
 }
 
 const uint8_t *tpx__auth_net_key(const struct tpx_peer *p) {

@@ -43,7 +43,8 @@ static tpx_endpoint_t *ep_open(const tpx_config_t *cfg, const char *name) {
 
 /* What auth.c computes, written again from the protocol's description:
  * HMAC(K, "tpx-p2p control auth\0" | version | role | Nc | Ns). */
-static void proof(const char *key, int version, int role, const uint8_t *nc, const uint8_t *ns, uint8_t *out) {
+static void proof(const char *key, int version, int role, const uint8_t *nc, const uint8_t *ns,
+                  uint8_t *out) {
   static const char label[] = "tpx-p2p control auth";
   uint8_t hdr[2] = {(uint8_t)version, (uint8_t)role};
   struct tpx_mac_part parts[] = {{label, sizeof(label)}, {hdr, 2}, {nc, 32}, {ns, 32}};
@@ -126,11 +127,14 @@ static int forged_connector(int port, const uint8_t *nc, uint8_t *ns, uint8_t *r
 /* A forged connector whose proof is wrong: under `key` for `version` and
  * `role`, or (reflect) the acceptor's own MAC sent back; then, if hello, a
  * HELLO anyway. The acceptor must drop it with TPX_EAUTH, no HELLO_ACK. */
-static void bad_proof(int port, const uint8_t *nc, const char *key, int version, int role, int reflect, int hello) {
+static void bad_proof(int port, const uint8_t *nc, const char *key, int version, int role,
+                      int reflect, int hello) {
   uint8_t ns[32], rmac[32], mac[32];
   int fd = forged_connector(port, nc, ns, rmac);
-  if (reflect) memcpy(mac, rmac, sizeof(mac));
-  else proof(key, version, role, nc, ns, mac);
+  if (reflect)
+    memcpy(mac, rmac, sizeof(mac));
+  else
+    proof(key, version, role, nc, ns, mac);
   send_auth(fd, AUTH_PROOF, NULL, mac);
   if (hello) send_hello(fd);
   expect_auth_error(fd, "proof of the key is wrong");
@@ -187,7 +191,8 @@ static void test_auth_key_one_side(void **state) {
   key_cfg(&ck, KEY1);
   key_cfg(&cn, NULL);
   for (int keyed_connector = 0; keyed_connector < 2; keyed_connector++) {
-    tpx_endpoint_t *a = ep_open(keyed_connector ? &ck : &cn, "A"), *b = ep_open(keyed_connector ? &cn : &ck, "B");
+    tpx_endpoint_t *a = ep_open(keyed_connector ? &ck : &cn, "A"),
+                   *b = ep_open(keyed_connector ? &cn : &ck, "B");
     connect_refused(a, b, keyed_connector ? "this endpoint has none" : "requires a key");
   }
 }
@@ -202,15 +207,16 @@ static void test_auth_forged_connectors(void **state) {
   eng_pair_open(&P, &cfg);
   int port = tpx_endpoint_port(P.b);
   uint8_t nc[32], ns[32], mac[32], rmac[32];
-  for (int i = 0; i < 32; i++) nc[i] = (uint8_t)(i * 3 + 1);
+  for (int i = 0; i < 32; i++)
+    nc[i] = (uint8_t)(i * 3 + 1);
   /* 1. no key: straight to HELLO */
   int fd = eng_raw_connect(port);
   send_hello(fd);
   expect_auth_error(fd, "requires a key");
   close(fd);
   bad_proof(port, nc, KEY2, WIRE_VERSION, 'C', 0, 1); /* 2. the wrong key, then a HELLO anyway */
-  bad_proof(port, nc, NULL, 0, 0, 1, 1);               /* 3. reflection: the acceptor's own MAC back */
-  bad_proof(port, nc, KEY1, WIRE_VERSION, 'A', 0, 0);  /* 3'. the right key, the acceptor's role */
+  bad_proof(port, nc, NULL, 0, 0, 1, 1); /* 3. reflection: the acceptor's own MAC back */
+  bad_proof(port, nc, KEY1, WIRE_VERSION, 'A', 0, 0); /* 3'. the right key, the acceptor's role */
   /* 4. replay: a proof that was right for an earlier run (its Ns) */
   uint8_t ns_old[32];
   fd = forged_connector(port, nc, ns_old, rmac);
@@ -222,7 +228,8 @@ static void test_auth_forged_connectors(void **state) {
   send_hello(fd);
   expect_auth_error(fd, "proof of the key is wrong");
   close(fd);
-  bad_proof(port, nc, KEY1, WIRE_VERSION + 1, 'C', 0, 0); /* 5. another protocol version's transcript */
+  bad_proof(port, nc, KEY1, WIRE_VERSION + 1, 'C', 0,
+            0); /* 5. another protocol version's transcript */
   /* 6. a proof before any challenge, and a hello between challenge and proof */
   fd = eng_raw_connect(port);
   send_auth(fd, AUTH_PROOF, NULL, mac);

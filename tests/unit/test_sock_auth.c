@@ -52,7 +52,8 @@ static int dial(const uint8_t *h) {
 
 /* A hello for socket `index` of a comm of nsocks data sockets to handle h:
  * keyed (with a fresh nonce and the MAC under key) when key is not NULL. */
-static size_t make_hello(uint8_t *out, const uint8_t *h, uint64_t comm_id, int index, int nsocks, const uint8_t *key) {
+static size_t make_hello(uint8_t *out, const uint8_t *h, uint64_t comm_id, int index, int nsocks,
+                         const uint8_t *key) {
   size_t len = key ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES;
   memset(out, 0, len);
   tpx__put32(out, TPX_WIRE_HELLO_MAGIC);
@@ -64,7 +65,8 @@ static size_t make_hello(uint8_t *out, const uint8_t *h, uint64_t comm_id, int i
   tpx__put16(out + 26, (uint16_t)nsocks);
   if (key) {
     tpx__put32(out + 28, TPX_WIRE_HELLO_F_MAC);
-    for (int i = 0; i < TPX_WIRE_HELLO_NONCE_BYTES; i++) out[40 + i] = (uint8_t)(comm_id * 7 + (uint64_t)index * 13 + (uint64_t)i);
+    for (int i = 0; i < TPX_WIRE_HELLO_NONCE_BYTES; i++)
+      out[40 + i] = (uint8_t)(comm_id * 7 + (uint64_t)index * 13 + (uint64_t)i);
     assert_int_equal(tpx__sock_hello_mac(key, out, out + TPX_WIRE_HELLO_MACED), 0);
   }
   return len;
@@ -75,7 +77,10 @@ static void pair_up(tpx_net_t *net, void *lc, uint8_t *h, const uint8_t *key, vo
   *s = *r = NULL;
   uint64_t end = tpx__now_ns() + (uint64_t)TS_TIMEOUT_MS * 1000000ull;
   while ((!*s || !*r) && tpx__now_ns() < end) {
-    if (!*s) assert_int_equal(key ? net->ops->connect_keyed(net, 0, key, h, s, NULL) : net->ops->connect(net, 0, h, s, NULL), 0);
+    if (!*s)
+      assert_int_equal(key ? net->ops->connect_keyed(net, 0, key, h, s, NULL)
+                           : net->ops->connect(net, 0, h, s, NULL),
+                       0);
     if (!*r) assert_int_equal(net->ops->accept(net, lc, r, NULL), 0);
   }
   assert_non_null(*s);
@@ -147,7 +152,8 @@ static void test_wrong_key_refused(void **state) {
   /* a real connect with the wrong key: the listener never accepts it */
   void *s = NULL, *r = NULL;
   uint64_t end = tpx__now_ns() + 2000ull * 1000000ull;
-  while (!s && tpx__now_ns() < end) assert_int_equal(net->ops->connect_keyed(net, 0, key2, h, &s, NULL), 0);
+  while (!s && tpx__now_ns() < end)
+    assert_int_equal(net->ops->connect_keyed(net, 0, key2, h, &s, NULL), 0);
   assert_non_null(s); /* connect completes without the listener (hellos go one way) */
   end = tpx__now_ns() + 300ull * 1000000ull;
   while (tpx__now_ns() < end) {
