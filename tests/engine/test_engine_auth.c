@@ -276,11 +276,33 @@ static void test_auth_data_sockets_keyed(void **state) {
 /* ---- a forged acceptor ---------------------------------------------------- */
 
 struct acceptor {
-  int lfd, port;
-  int mode; /* 0: a MAC under the wrong key; 1: the right key, connector's role (reflection) */
+  int lfd;
+  int mode;      /* 0: a MAC under the wrong key; 1: the right key, connector's role (reflection);
+                    2: first the challenge sent back to the connector's own endpoint, then as 0 */
+  int self_port; /* mode 2: the connector's endpoint's control port */
   uint8_t buf[1 << 16];
   size_t got; /* what the connector sent, to EOF */
+  uint8_t refl[4096];
+  size_t refl_got; /* mode 2: what the connector's endpoint answered its own challenge with */
 };
+
+/* Mode 2, off the test thread (no cmocka asserts here): dial the
+ * connector's own endpoint with its challenge, keep what comes back. */
+static void reflect_challenge(struct acceptor *A, const uint8_t *nc) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)A->self_port)};
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) return;
+  send_auth(fd, AUTH_CHALLENGE, nc, NULL);
+  for (int i = 0; i < 500 && A->refl_got < sizeof(A->refl); i++) {
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, 10) <= 0) continue;
+    ssize_t n = recv(fd, A->refl + A->refl_got, sizeof(A->refl) - A->refl_got, 0);
+    if (n <= 0) break;
+    A->refl_got += (size_t)n;
+  }
+  close(fd);
+}
 
 static void *acceptor_run(void *arg) {
   struct acceptor *A = arg;
@@ -292,7 +314,8 @@ static void *acceptor_run(void *arg) {
   if (read_frame(fd, b, sizeof(b), &f) == MSG_AUTH && tpx__wire_get_auth(&f, &m) == 0) {
     uint8_t ns[32], mac[32];
     memset(ns, 0x42, sizeof(ns));
-    proof(A->mode ? KEY1 : KEY2, WIRE_VERSION, A->mode ? 'C' : 'A', m.nonce, ns, mac);
+    if (A->mode == 2) reflect_challenge(A, m.nonce);
+    proof(A->mode == 1 ? KEY1 : KEY2, WIRE_VERSION, A->mode == 1 ? 'C' : 'A', m.nonce, ns, mac);
     send_auth(fd, AUTH_RESPONSE, ns, mac);
   }
   memcpy(A->buf, b, f.len + WIRE_HDR_BYTES);
@@ -304,12 +327,13 @@ static void *acceptor_run(void *arg) {
 
 /* A keyed connector dialling an acceptor that cannot prove the key: it
  * fails with TPX_EAUTH and sends its challenge, then an error: never its
- * HELLO (its transport handles). */
+ * HELLO (its transport handles). Mode 2: the acceptor hands the challenge
+ * to the connector's own endpoint to have it answered: refused there. */
 static void test_auth_forged_acceptor(void **state) {
   (void)state;
   tpx_config_t cfg;
   key_cfg(&cfg, KEY1);
-  for (int mode = 0; mode < 2; mode++) {
+  for (int mode = 0; mode < 3; mode++) {
     struct acceptor *A = calloc(1, sizeof(*A));
     assert_non_null(A);
     A->mode = mode;
@@ -320,9 +344,10 @@ static void test_auth_forged_acceptor(void **state) {
     assert_int_equal(listen(A->lfd, 4), 0);
     socklen_t sl = sizeof(sa);
     assert_int_equal(getsockname(A->lfd, (struct sockaddr *)&sa, &sl), 0);
+    tpx_endpoint_t *a = ep_open(&cfg, "A");
+    A->self_port = tpx_endpoint_port(a);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, acceptor_run, A), 0);
-    tpx_endpoint_t *a = ep_open(&cfg, "A");
     tpx_peer_t *ab = NULL;
     assert_int_equal(tpx_connect(a, "127.0.0.1", ntohs(sa.sin_port), &ab), TPX_EAUTH);
     if (!strstr(tpx_last_error(), "proof of the key is wrong")) fail_msg("'%s'", tpx_last_error());
@@ -341,6 +366,15 @@ static void test_auth_forged_acceptor(void **state) {
     assert_int_equal(n, 2);
     assert_int_equal(types[0], MSG_AUTH);
     assert_int_equal(types[1], MSG_ERROR);
+    if (mode == 2) {
+      struct wire_frame f;
+      struct wire_error e;
+      assert_true(tpx__wire_frame_parse(A->refl, A->refl_got, &f) > 0);
+      assert_int_equal(f.type, MSG_ERROR); /* no response to its own challenge */
+      assert_int_equal(tpx__wire_get_error(&f, &e), 0);
+      assert_int_equal(e.code, TPX_EAUTH);
+      assert_non_null(strstr(e.msg, "reflection"));
+    }
     free(A);
   }
 }
