@@ -32,8 +32,9 @@
 # A machine without a package registry (the GPU machines) takes what it lacks
 # from $TPX_TESTDEPS_TOOLS, a directory scripts/pack-testdeps-tools.sh fills
 # on a Debian machine: bin/ (meson as a zipapp, ninja, pkg-config), lib/
-# (libpkgconf), include/ (asio, pybind11), lib/pkgconfig/pybind11.pc, and
-# third_party/ (the tarballs); what the machine has itself comes first.
+# (libpkgconf), include/ (asio, pybind11), lib/pkgconfig/pybind11.pc,
+# third_party/ (the tarballs) and UCX's tarball with its autogen.sh run
+# (for machines without autotools); what the machine has itself comes first.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -113,6 +114,11 @@ asio_inc=""
 if [ ! -f /usr/include/asio.hpp ] && [ -n "$tools" ] && [ -f "$tools/include/asio.hpp" ]; then asio_inc=$tools/include; fi
 pc_path_tools=${tools:+$tools/lib/pkgconfig}
 
+have_autotools() {
+  command -v autoreconf >/dev/null 2>&1 && command -v automake >/dev/null 2>&1 &&
+    command -v libtoolize >/dev/null 2>&1
+}
+
 # Everything the build needs that is not here, in one list.
 preflight() {
   missing=""
@@ -128,6 +134,10 @@ preflight() {
   [ -f /usr/include/asio.hpp ] || [ -n "$asio_inc" ] || missing="$missing asio-headers"
   for f in $tarballs; do [ -r "$f" ] || missing="$missing tarball:$(basename "$f")"; done
   if [ "$with_cuda" = 1 ]; then command -v nvcc >/dev/null 2>&1 || missing="$missing nvcc"; fi
+  if [ "$with_ucx" = 1 ]; then
+    command -v make >/dev/null 2>&1 || missing="$missing tool:make"
+    have_autotools || [ -f "$tools/ucx-1.22.0-autogen.tar.gz" ] || missing="$missing autotools(for UCX)"
+  fi
 }
 preflight
 # Needed only to use NIXL's Python agent (tests, benchmark), not to build it.
@@ -197,8 +207,13 @@ tests_opt=true
 pkg-config --exists gtest gmock 2>/dev/null || tests_opt=false
 if [ "$with_ucx" = 1 ]; then
   step "UCX 1.22 (release configure, multi-threaded, TCP/shared memory only)"
-  run tar xzf "$ucx_tgz" -C "$work"
-  (cd "$work/ucx-1.22.0" && run ./autogen.sh &&
+  if have_autotools; then
+    run tar xzf "$ucx_tgz" -C "$work"
+    (cd "$work/ucx-1.22.0" && run ./autogen.sh)
+  else # the same tarball with autogen.sh run on a machine that has autotools
+    run tar xzf "$tools/ucx-1.22.0-autogen.tar.gz" -C "$work"
+  fi
+  (cd "$work/ucx-1.22.0" &&
    run ./contrib/configure-release --prefix="$prefix" --enable-mt --without-java \
      --without-cuda --without-rocm --without-verbs --without-rdmacm --without-knem \
      --without-xpmem --without-ugni --without-go --disable-doxygen-doc &&

@@ -3,7 +3,8 @@
 # that has no package registry (the GPU machines: Ubuntu with CUDA, cmake
 # and a C++ compiler): the release tarballs, and from this Debian machine
 # meson (as a Python zipapp), ninja, pkg-config (pkgconf and its library),
-# the asio headers and the pybind11 headers (with a pybind11.pc). On the
+# the asio headers, the pybind11 headers (with a pybind11.pc), and UCX's
+# tarball with its autogen.sh run (no autotools needed there). On the
 # other machine: TPX_TESTDEPS_TOOLS=DIR scripts/build-testdeps.sh --cuda
 # (what that machine has itself is used first). docs/NIXL.md, "GPU".
 #
@@ -35,6 +36,12 @@ cp /usr/bin/pkgconf "$out/bin/pkg-config"
 cp "$libpc" "$out/lib/"
 cp -r /usr/include/asio /usr/include/asio.hpp "$out/include/"
 cp -r "$pyb/pybind11" "$out/include/"
+# UCX's release tarball has no configure script: run its autogen.sh here.
+tmp=$(mktemp -d)
+tar xzf "$tp/ucx-1.22.0.tar.gz" -C "$tmp"
+(cd "$tmp/ucx-1.22.0" && ./autogen.sh >/dev/null 2>&1) || { rm -rf "$tmp"; die "UCX autogen.sh failed (autotools: scripts/deps.sh --test)"; }
+tar czf "$out/ucx-1.22.0-autogen.tar.gz" -C "$tmp" ucx-1.22.0
+rm -rf "$tmp"
 cat >"$out/lib/pkgconfig/pybind11.pc" <<EOF
 prefix=\${pcfiledir}/../..
 Name: pybind11
