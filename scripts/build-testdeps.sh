@@ -129,6 +129,11 @@ preflight() {
      ! PKG_CONFIG_PATH=$pc_path_tools pkg-config --exists pybind11 2>/dev/null; then
     missing="$missing pybind11"
   fi
+  # meson before 1.2 (Debian 12's, and the carried one) asks distutils about
+  # python3: gone from Python 3.12 unless setuptools provides it.
+  if command -v meson >/dev/null 2>&1 && ! python3 -c 'import distutils' 2>/dev/null; then
+    case $(meson --version 2>/dev/null) in 0.* | 1.0.* | 1.1.*) missing="$missing python3-distutils(setuptools)" ;; esac
+  fi
   inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
   [ -n "$inc" ] && [ -f "$inc/Python.h" ] || missing="$missing python3-headers(Python.h)"
   [ -f /usr/include/asio.hpp ] || [ -n "$asio_inc" ] || missing="$missing asio-headers"
