@@ -7,7 +7,7 @@ figures sit side by side:
   bench/nixl_bench.py [--backends TPX,UCX] [--op WRITE|READ|both] [--mem DRAM|VRAM]
                       [--sizes 4K,...,64M] [--batches 1,64] [--max-bytes 256M]
                       [--iters N] [--csv FILE] [--tpx-bench build/tpx-bench]
-                      [--poll spin|yield|sleep:US]
+                      [--poll spin|yield|sleep:US] [--target-polls-notifs]
 
 Environment as for the tests (tests/nixl/CMakeLists.txt): NIXL_PLUGIN_DIR
 holding libplugin_TPX.so, PYTHONPATH/LD_LIBRARY_PATH for the NIXL prefix.
@@ -25,7 +25,9 @@ cpu_tgt_us; user + system, all threads).
 check_xfer_state back to back, as nixlbench does; yield gives up the CPU
 between calls (os.sched_yield); sleep:US sleeps US microseconds between
 calls, as a serving loop that checks its transfers once per step does (vLLM's
-NixlConnector checks once per engine step).
+NixlConnector checks once per engine step). --target-polls-notifs: the
+target calls get_new_notifs back to back while the initiator transfers (a
+receiver waiting for a notification that way) instead of sleeping.
 """
 
 import argparse
@@ -76,13 +78,17 @@ class Buffer:
         self.nbytes = nbytes
 
 
-def target(backend: str, nbytes: int, mem: str) -> int:
+def target(backend: str, nbytes: int, mem: str, poll_notifs: bool) -> int:
     port = free_port()
     a = nixl_agent("target", nixl_agent_config(enable_listen_thread=True, listen_port=port,
                                                backends=[backend]))
     buf = Buffer(nbytes, mem)
     a.register_memory([(buf.addr, nbytes, 0, "")], mem)
     print(f"@@ READY {port} {buf.addr}", flush=True)  # NIXL logs to stdout too
+    if poll_notifs:  # a receiver waiting for notifications back to back
+        import select
+        while not select.select([sys.stdin], [], [], 0)[0]:
+            a.get_new_notifs()
     sys.stdin.readline()  # the initiator says when it is done
     return 0
 
@@ -170,7 +176,8 @@ def run_backend(backend, args, rows):
     os.environ.update({k: v for k, v in env.items() if k in ("UCX_TLS", "UCX_NET_DEVICES", "TPX_SOCKET_IFNAME")})
     nbytes = args.max_bytes
     tp = subprocess.Popen([sys.executable, __file__, "--role", "target", "--backends", backend,
-                           "--max-bytes", str(nbytes), "--mem", args.mem],
+                           "--max-bytes", str(nbytes), "--mem", args.mem]
+                          + (["--target-polls-notifs"] if args.target_polls_notifs else []),
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         words = []
@@ -274,12 +281,13 @@ def main() -> int:
     ap.add_argument("--csv", default="")
     ap.add_argument("--tpx-bench", default="")
     ap.add_argument("--poll", default="spin")
+    ap.add_argument("--target-polls-notifs", action="store_true")
     args = ap.parse_args()
     args.max_bytes = size(str(args.max_bytes))
     if args.poll not in ("spin", "yield") and not args.poll.startswith("sleep:"):
         ap.error("--poll: spin, yield or sleep:US")
     if args.role == "target":
-        return target(args.backends, args.max_bytes, args.mem)
+        return target(args.backends, args.max_bytes, args.mem, args.target_polls_notifs)
     os.environ.setdefault("TPX_SOCKET_IFNAME", "lo")  # loopback only
     args.sizes = [size(s) for s in args.sizes.split(",")]
     args.batches = [int(b) for b in args.batches.split(",")]
