@@ -15,9 +15,11 @@
 # passes it: `scripts/build-testdeps.sh --prefix` prints an existing prefix and
 # builds nothing).
 #
-#   scripts/build-testdeps.sh [--ucx] [--cuda] [--prefix] [--have-tarballs] [-j N]
+#   scripts/build-testdeps.sh [--ucx] [--cuda] [--prefix] [--have-tarballs] [--check] [-j N]
 # --have-tarballs: exit 0 when every tarball needed is readable (deps.sh asks
 # first, so a machine without them still runs the rest of the suite).
+# --check: list everything missing for the build (tools, headers, tarballs)
+# and exit 1 if anything is; builds nothing.
 #
 # --cuda: let NIXL see the CUDA toolkit (GPU machines with a driver: VRAM
 # through NIXL); by default it is hidden, for a host-only build that runs
@@ -25,10 +27,23 @@
 #
 # Needs the Debian packages scripts/deps.sh --test installs (meson, ninja,
 # pybind11, libasio-dev, liburing, libaio, gtest/gmock, numpy, autotools).
+# Without gtest/gmock NIXL's tests are not built (the Python flow and the
+# example still are); without liburing and libaio NIXL's POSIX plugin is not.
+# A machine without a package registry (the GPU machines) takes what it lacks
+# from $TPX_TESTDEPS_TOOLS, a directory scripts/pack-testdeps-tools.sh fills
+# on a Debian machine: bin/ (meson as a zipapp, ninja, pkg-config), lib/
+# (libpkgconf), include/ (asio, pybind11), lib/pkgconfig/pybind11.pc,
+# third_party/ (the tarballs) and UCX's tarball with its autogen.sh run
+# (for machines without autotools); what the machine has itself comes first.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
+tools=${TPX_TESTDEPS_TOOLS:-}
+if [ -n "$tools" ]; then tools=$(cd "$tools" && pwd); fi
+if [ -z "${TPX_THIRD_PARTY:-}" ] && [ -n "$tools" ] && [ -d "$tools/third_party" ]; then
+  TPX_THIRD_PARTY=$tools/third_party
+fi
 tp=${TPX_THIRD_PARTY:-$repo/../shared/third_party}
 if [ -n "${TPX_DEPS_CACHE:-}" ]; then cache=$TPX_DEPS_CACHE
 elif [ -w /var/cache ] || [ -w /var/cache/tpx-testdeps ]; then cache=/var/cache/tpx-testdeps
@@ -39,12 +54,14 @@ with_ucx=0
 with_cuda=0
 print_only=0
 check_only=0
+preflight_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ucx) with_ucx=1 ;;
     --cuda) with_cuda=1 ;;
     --prefix) print_only=1 ;;
     --have-tarballs) check_only=1 ;;
+    --check) preflight_only=1 ;;
     -j) jobs=$2; shift ;;
     *) echo "build-testdeps: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -78,23 +95,65 @@ if [ "$check_only" = 1 ]; then
   exit 0
 fi
 for f in $tarballs; do
-  [ -r "$f" ] || die "missing tarball $f (set TPX_THIRD_PARTY to the directory holding the release tarballs)"
+  [ -r "$f" ] || [ "$preflight_only" = 1 ] ||
+    die "missing tarball $f (set TPX_THIRD_PARTY to the directory holding the release tarballs)"
 done
-if [ -f "$prefix/.complete" ]; then
+if [ -f "$prefix/.complete" ] && [ "$preflight_only" = 0 ]; then
   echo "build-testdeps: cached, nothing to build"
   echo "$prefix"
   exit 0
 fi
 
 # Debian's python3 carries the pybind11 and numpy NIXL builds against; a
-# python3 of pyenv & co. first on PATH would not.
-PATH=/usr/bin:$PATH
-for tool in cmake meson ninja pkg-config python3 c++; do
-  command -v $tool >/dev/null 2>&1 || die "'$tool' not found: run scripts/deps.sh --test first"
-done
-python3 -c 'import pybind11, numpy' 2>/dev/null ||
-  die "python3 pybind11/numpy missing: run scripts/deps.sh --test first"
-[ -f /usr/include/asio.hpp ] || die "asio headers missing (libasio-dev): run scripts/deps.sh --test first"
+# python3 of pyenv & co. first on PATH would not. Carried tools come last.
+PATH=/usr/bin:$PATH${tools:+:$tools/bin}
+if [ -n "$tools" ]; then
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$tools/lib # the carried pkg-config's libpkgconf
+fi
+asio_inc=""
+if [ ! -f /usr/include/asio.hpp ] && [ -n "$tools" ] && [ -f "$tools/include/asio.hpp" ]; then asio_inc=$tools/include; fi
+pc_path_tools=${tools:+$tools/lib/pkgconfig}
+
+have_autotools() {
+  command -v autoreconf >/dev/null 2>&1 && command -v automake >/dev/null 2>&1 &&
+    command -v libtoolize >/dev/null 2>&1
+}
+
+# Everything the build needs that is not here, in one list.
+preflight() {
+  missing=""
+  for tool in cmake meson ninja pkg-config python3 c++; do
+    command -v $tool >/dev/null 2>&1 || missing="$missing tool:$tool"
+  done
+  if ! python3 -c 'import pybind11' 2>/dev/null &&
+     ! PKG_CONFIG_PATH=$pc_path_tools pkg-config --exists pybind11 2>/dev/null; then
+    missing="$missing pybind11"
+  fi
+  # meson before 1.2 (Debian 12's, and the carried one) asks distutils about
+  # python3: gone from Python 3.12 unless setuptools provides it.
+  if command -v meson >/dev/null 2>&1 && ! python3 -c 'import distutils' 2>/dev/null; then
+    case $(meson --version 2>/dev/null) in 0.* | 1.0.* | 1.1.*) missing="$missing python3-distutils(setuptools)" ;; esac
+  fi
+  inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
+  [ -n "$inc" ] && [ -f "$inc/Python.h" ] || missing="$missing python3-headers(Python.h)"
+  [ -f /usr/include/asio.hpp ] || [ -n "$asio_inc" ] || missing="$missing asio-headers"
+  for f in $tarballs; do [ -r "$f" ] || missing="$missing tarball:$(basename "$f")"; done
+  if [ "$with_cuda" = 1 ]; then command -v nvcc >/dev/null 2>&1 || missing="$missing nvcc"; fi
+  if [ "$with_ucx" = 1 ]; then
+    command -v make >/dev/null 2>&1 || missing="$missing tool:make"
+    have_autotools || [ -f "$tools/ucx-1.22.0-autogen.tar.gz" ] || missing="$missing autotools(for UCX)"
+  fi
+}
+preflight
+# Needed only to use NIXL's Python agent (tests, benchmark), not to build it.
+python3 -c 'import numpy' 2>/dev/null || echo "build-testdeps: note: python3 has no numpy: NIXL's Python agent needs it at run time" >&2
+if [ "$preflight_only" = 1 ]; then
+  pkg-config --exists gtest gmock 2>/dev/null || echo "build-testdeps: note: no gtest/gmock: NIXL's C++ tests will not be built" >&2
+  if [ -n "$missing" ]; then echo "build-testdeps: missing:$missing"; exit 1; fi
+  echo "build-testdeps: nothing missing"
+  exit 0
+fi
+[ -z "$missing" ] || die "missing:$missing (scripts/deps.sh --test installs them; machines without a registry: TPX_TESTDEPS_TOOLS, see above)"
 
 mkdir -p "$cache" || die "cannot create $cache (set TPX_DEPS_CACHE to a writable directory)"
 rm -rf "$prefix"
@@ -111,7 +170,7 @@ if [ "$with_cuda" = 0 ]; then
   PATH=$(echo "$PATH" | tr ':' '\n' | grep -v -i cuda | paste -sd: -)
   export PATH CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
 fi
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib64/pkgconfig"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib64/pkgconfig${pc_path_tools:+:$pc_path_tools}"
 
 step "abseil"
 run tar xzf "$absl_tgz" -C "$work"
@@ -142,22 +201,34 @@ cat >"$prefix/lib/pkgconfig/asio.pc" <<EOF
 Name: asio
 Description: standalone asio (Debian libasio-dev)
 Version: 1.22.1
-Cflags: -DASIO_STANDALONE
+Cflags: -DASIO_STANDALONE${asio_inc:+ -I$asio_inc}
 EOF
 
 ucx_opt=""
-plugins="POSIX"
+# POSIX needs liburing or libaio; NIXL's tests need gtest and gmock.
+plugins=""
+if pkg-config --exists liburing 2>/dev/null || [ -f /usr/include/libaio.h ]; then plugins="POSIX"; fi
+tests_opt=true
+pkg-config --exists gtest gmock 2>/dev/null || tests_opt=false
 if [ "$with_ucx" = 1 ]; then
   step "UCX 1.22 (release configure, multi-threaded, TCP/shared memory only)"
-  run tar xzf "$ucx_tgz" -C "$work"
-  (cd "$work/ucx-1.22.0" && run ./autogen.sh &&
+  if have_autotools; then
+    run tar xzf "$ucx_tgz" -C "$work"
+    (cd "$work/ucx-1.22.0" && run ./autogen.sh)
+  else # the same tarball with autogen.sh run on a machine that has autotools
+    run tar xzf "$tools/ucx-1.22.0-autogen.tar.gz" -C "$work"
+  fi
+  (cd "$work/ucx-1.22.0" &&
    run ./contrib/configure-release --prefix="$prefix" --enable-mt --without-java \
      --without-cuda --without-rocm --without-verbs --without-rdmacm --without-knem \
      --without-xpmem --without-ugni --without-go --disable-doxygen-doc &&
    run make -j "$jobs" && run make install)
   ucx_opt="-Ducx_path=$prefix"
-  plugins="UCX,POSIX"
+  plugins="UCX${plugins:+,$plugins}"
 fi
+# An empty list would make NIXL build every plugin it finds: none instead.
+plugin_opt="-Denable_plugins=$plugins"
+[ -n "$plugins" ] || plugin_opt="-Ddisable_plugins=UCX,LIBFABRIC,POSIX,OBJ,GDS,GDS_MT,MOONCAKE,HF3FS,GUSLI,GPUNETIO,UCCL,AZURE_BLOB,INFINIA,TELEMETRY_DOCA"
 
 step "NIXL (meson, tests and examples; gtest patched for TPX)"
 run tar xzf "$nixl_tgz" -C "$work"
@@ -167,8 +238,8 @@ run sh "$patch_file" "$nsrc"
 # Tests build only when the build type is not "release".
 # shellcheck disable=SC2086
 run meson setup "$work/nixl-build" "$nsrc" --wrap-mode=nodownload --prefix="$prefix" \
-  --libdir=lib --buildtype=debugoptimized -Dbuild_tests=true -Dbuild_examples=true \
-  -Denable_plugins="$plugins" -Dwith_trace=false $ucx_opt
+  --libdir=lib --buildtype=debugoptimized -Dbuild_tests=$tests_opt -Dbuild_examples=true \
+  "$plugin_opt" -Dwith_trace=false $ucx_opt
 run meson compile -C "$work/nixl-build" -j "$jobs"
 run meson install -C "$work/nixl-build"
 

@@ -63,7 +63,9 @@ TPX_API int tpx_xfer_prep_recv(tpx_peer_t *peer, tpx_mem_t *mem, size_t off, siz
 TPX_API int tpx_xfer_set_notif(tpx_xfer_t *x, const void *notif, size_t len);
 
 /* Start the transfer. Non-blocking. TPX_EUSAGE if it is still in flight;
- * TPX_ECLOSED etc. if the peer is gone. */
+ * TPX_ECLOSED etc. if the peer is gone. With a progress thread, a transfer
+ * over 64 KiB is only queued here (no transport call; the thread starts it);
+ * transfers leave in the order they were posted either way. */
 TPX_API int tpx_xfer_post(tpx_xfer_t *x);
 /* 0 when complete, TPX_EINPROGRESS while in flight, else the transfer's error
  * (tpx_last_error() names peer, channel and chunk). TPX_EUSAGE if never posted. */

@@ -10,6 +10,7 @@
 #include "engine/notif.h"
 #include "engine/peer.h"
 #include "engine/progress.h"
+#include "engine/start.h"
 
 int tpx_notify(tpx_peer_t *p, const void *msg, size_t len) {
   if (!p || (len && !msg)) return tpx_err(TPX_EINVAL, "tpx_notify: NULL argument");
@@ -18,6 +19,7 @@ int tpx_notify(tpx_peer_t *p, const void *msg, size_t len) {
   pthread_mutex_lock(&ep->lock);
   int rc = p->state == P_READY ? 0
            : tpx_err(p->err ? p->err : TPX_EUSAGE, "tpx_notify: peer %s is not connected: %s", p->where, p->errmsg);
+  if (rc == 0 && p->start_head) (void)tpx__start_deferred(p); /* writes posted before it go first */
   if (rc == 0 && (rc = tpx__ctl_send(p, tpx__wire_put_notif(&p->out, msg, (uint32_t)len))) != 0) {
     tpx__peer_fail(p, rc, "peer %s: notification not sent: %s", p->where, tpx_last_error());
     rc = tpx_err_quiet(rc, "tpx_notify: peer %s: %s", p->where, p->errmsg);

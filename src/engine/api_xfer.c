@@ -1,7 +1,8 @@
 /* The public transfer API (include/tpx/xfer.h): prepare, post, test, wait
  * and free transfer handles, and the one-shot helpers. A post sends the
  * control message that starts the transfer (msg.c, target.c and match.c
- * handle the other side) and queues its chunks on the windows (op.c). */
+ * handle the other side) and queues its chunks on the windows (start.c:
+ * larger transfers start in the progress pass instead). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +12,13 @@
 #include "common/timeline.h"
 #include "common/util.h"
 #include "engine/channel.h"
-#include "engine/control.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
-#include "engine/inline_data.h"
 #include "engine/mem.h"
-#include "engine/msg.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 #include "engine/progress.h"
+#include "engine/start.h"
 #include "tpx/xfer.h"
 
 static int check_peer_ready(struct tpx_peer *p, const char *what) {
@@ -180,72 +179,6 @@ int tpx_xfer_set_notif(tpx_xfer_t *x, const void *notif, size_t len) {
   return rc;
 }
 
-static const void *notif_arg(const struct op *o) {
-  if (!o->has_notif) return NULL;
-  return o->notif ? (const void *)o->notif : (const void *)"";
-}
-
-static int pack_log2_of(const struct op *o) {
-  int k = 0;
-  while (o->pack_max >> (k + 1)) k++;
-  return o->pack_max ? k : 0;
-}
-
-/* Send the control message that starts o (lock held). A failure to send
- * fails the peer, which finishes o with the error. */
-static void post_start(struct tpx_peer *p, struct op *o) {
-  tpx_endpoint_t *ep = p->ep;
-  int rc = 0;
-  switch (o->kind) {
-  case K_WRITE: {
-    struct iovec iov[INLINE_MAX_IOV];
-    int niov = tpx__inline_ok(ep, o->ents, o->nents, o->total, iov);
-    uint32_t first = niov >= 0 ? 0 : tpx__op_take_first_ch(p, o->nchunks);
-    rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents,
-                                                o->nents, notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov,
-                                                pack_log2_of(o)));
-    if (rc) break;
-    if (niov >= 0) { /* the data went with the request: wait for the ack */
-      uint64_t n = o->nchunks;
-      o->nchunks = 0;
-      rc = tpx__op_start_data(o, 0, 0);
-      o->nchunks = n;
-    } else {
-      rc = tpx__op_start_data(o, first, 0);
-    }
-    break;
-  }
-  case K_READ: {
-    o->phase = PH_WAIT_HDR;
-    o->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
-    struct iovec riov[INLINE_MAX_IOV];
-    int welcome = tpx__inline_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
-    rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents,
-                                                notif_arg(o), o->notif_len, NULL, welcome, pack_log2_of(o)));
-    break;
-  }
-  case K_RECV: {
-    o->phase = PH_WAIT_HDR;
-    struct iovec riov[1];
-    struct wire_cts c = {o->id, o->tag, o->cap, tpx__inline_iov(o->ents, 1, riov) >= 0};
-    rc = tpx__ctl_send(p, tpx__wire_put_cts(&p->out, &c));
-    break;
-  }
-  case K_SEND: {
-    struct cts_entry c;
-    if (tpx__match_take_cts(p, o->tag, &c)) {
-      o->phase = PH_DATA;
-      tpx__match_start_send(p, o, &c);
-    } else {
-      tpx__match_queue_send(p, o);
-    }
-    break;
-  }
-  }
-  if (rc) tpx__peer_fail(p, rc, "peer %s: %s %llu not started: %s", p->where, tpx__op_kind_name(o->kind),
-                    (unsigned long long)o->id, tpx_last_error());
-}
-
 int tpx_xfer_post(tpx_xfer_t *x) {
   if (!x) return tpx_err(TPX_EINVAL, "tpx_xfer_post: NULL");
   struct op *o = &x->op;
@@ -282,14 +215,19 @@ int tpx_xfer_post(tpx_xfer_t *x) {
             (unsigned long long)o->id, (unsigned long long)o->total, (unsigned long long)o->nchunks);
   TPX_TL(TL_OP_POST, o->kind, o->id, o->total, o->nchunks);
   tpx__op_active_add(p, o);
-  post_start(p, o);
-  if (p->state == P_READY) { /* post and drain now, never block */
-    int r = tpx__channels_progress(p);
-    if (r < 0) tpx__peer_fail_last(p, r);
+  if (ep->thread_on && !tpx__start_in_post(p, o)) {
+    tpx__start_defer(p, o); /* the progress thread starts it: no transport call here */
+    kick = 1;
+  } else {
+    tpx__start_now(p, o);
+    if (p->state == P_READY) { /* post and drain now, never block */
+      int r = tpx__channels_progress(p);
+      if (r < 0) tpx__peer_fail_last(p, r);
+    }
+    /* Control answers wake the progress thread through epoll; only requests
+     * inside the transport need it woken now. */
+    kick = ep->inflight > 0 || ep->queued > 0;
   }
-  /* Control answers wake the progress thread through epoll; only requests
-   * inside the transport need it woken now. */
-  kick = ep->inflight > 0 || ep->queued > 0;
 out:
   pthread_mutex_unlock(&ep->lock);
   if (rc == 0 && kick) tpx__ep_wake(ep);

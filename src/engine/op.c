@@ -135,15 +135,15 @@ static void active_del(struct tpx_peer *p, struct op *o) {
 }
 
 /* ---- completion ---- */
-static void leave_send_queue(struct tpx_peer *p, struct op *o) {
-  struct op **pp = &p->sends_head, *prev = NULL;
+static void leave_queue(struct op **head, struct op **tail, struct op *o) {
+  struct op **pp = head, *prev = NULL;
   while (*pp && *pp != o) {
     prev = *pp;
     pp = &(*pp)->qnext;
   }
   if (*pp) {
     *pp = o->qnext;
-    if (p->sends_tail == o) p->sends_tail = prev;
+    if (*tail == o) *tail = prev;
   }
   o->qnext = NULL;
 }
@@ -157,7 +157,8 @@ void tpx__op_finish(struct op *o, int status) {
     tpx__id_unregister(p, o->id);
     o->id_reg = 0;
   }
-  if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) leave_send_queue(p, o);
+  if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) leave_queue(&p->sends_head, &p->sends_tail, o);
+  if (o->phase == PH_QUEUED) leave_queue(&p->start_head, &p->start_tail, o);
   active_del(p, o);
   if (status < 0 && !o->errmsg[0]) tpx__op_set_errmsg(o, "%s", p->errmsg[0] ? p->errmsg : tpx_strerror(status));
   if (o->user) {
@@ -180,7 +181,7 @@ void tpx__op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
   for (struct op *o = p->active, *n; o; o = n) {
     n = o->next;
     if (only_ctrl_waits) {
-      int waits = (o->kind == K_SEND && o->phase == PH_WAIT_CTS) ||
+      int waits = o->phase == PH_QUEUED || (o->kind == K_SEND && o->phase == PH_WAIT_CTS) ||
                   (o->kind == K_RECV && o->phase == PH_WAIT_HDR) ||
                   (o->kind == K_READ && o->phase == PH_WAIT_HDR) ||
                   (o->kind == K_WRITE && o->phase == PH_WAIT_ACK && !o->acked);

@@ -25,6 +25,7 @@ enum op_kind {
 };
 enum op_phase {
   PH_IDLE = 0,  /* prepared, not posted (or finished) */
+  PH_QUEUED,    /* posted, its start left to the progress pass (start.c) */
   PH_WAIT_CTS,  /* send: waiting for a matching recv */
   PH_WAIT_HDR,  /* recv: waiting for MSG_SEND; read: waiting for MSG_READ_DATA */
   PH_DATA,      /* chunks queued / in flight */
@@ -69,7 +70,7 @@ struct op {
   int refs_taken;           /* mem refs held for ents (incoming ops) */
   char errmsg[200];         /* detail of a failure, replayed by tpx_xfer_test */
   struct op *next, *prev;   /* peer->active */
-  struct op *qnext;         /* peer queues: unmatched sends, incoming FIFO */
+  struct op *qnext;         /* peer queues: deferred starts, unmatched sends, incoming FIFO */
   struct op *xnext, *xprev; /* ep->xfers (user handles) */
 };
 

@@ -79,6 +79,7 @@ struct tpx_peer {
   struct cts_entry *cts;  /* ring of unmatched CTS */
   uint32_t cts_cap, cts_head, cts_n;
   struct op *sends_head, *sends_tail; /* sends waiting for a CTS */
+  struct op *start_head, *start_tail; /* posted, start left to the progress pass (start.c) */
   struct op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
   uint32_t next_first_ch;
   uint64_t inflight; /* requests in the transport */

@@ -21,6 +21,7 @@
 #include "engine/peer.h"
 #include "engine/placement.h"
 #include "engine/progress.h"
+#include "engine/start.h"
 
 /* Blocking waits with a progress thread spin this long before sleeping on
  * the condition variable; while they spin they drive progress themselves
@@ -34,6 +35,7 @@ static int peer_pass(struct tpx_peer *p) {
     if (tpx__handshake_step(p, &n) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */
     did += n;
   }
+  if (p->start_head) did += tpx__start_deferred(p); /* posts that left their start to us */
   if (p->state == P_READY || p->state == P_CLOSING) {
     int r = tpx__channels_progress(p);
     if (r < 0) {

@@ -1,6 +1,8 @@
 // Transfers: NIXL descriptor lists -> tpx (local, remote, length) triples.
 #include <algorithm>
 
+#include <sched.h>
+
 #include "backend.h"
 
 namespace tpx_nixl {
@@ -108,6 +110,9 @@ nixl_status_t Engine::postXfer(const nixl_xfer_op_t &, const nixl_meta_dlist_t &
     return NIXL_IN_PROG;
 }
 
+// Clients poll this back to back (nixlbench; NIXL's Python examples) while
+// tpx's own threads move the bytes: "not yet" gives up the CPU (never
+// blocks), so a poller does not keep them off a CPU when there are few.
 nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {
     auto *r = static_cast<Req *>(handle);
     if (!r) return NIXL_ERR_INVALID_PARAM;
@@ -121,6 +126,7 @@ nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {
             return toNixl(rc);
         }
     }
+    if (out == NIXL_IN_PROG) sched_yield();
     return out;
 }
 

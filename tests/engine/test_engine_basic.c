@@ -288,11 +288,59 @@ static void test_caller_progress(void **state) {
   eng_pair_close(&P);
 }
 
+/* Larger transfers start in the progress pass, smaller ones inside the
+ * post: they still leave in post order, so a notification (attached to a
+ * small write, or standalone) comes only after every write posted before it
+ * landed. Then a close with transfers not yet started: they settle. */
+static void test_post_order(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  enum { N = 8, BIG = 1 << 20, SMALL = 4096 };
+  eng_buf_t a, b;
+  eng_buf(P.a, N * BIG + SMALL, TPX_ACCESS_READ, &a);
+  eng_buf(P.b, N * BIG + SMALL, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &b);
+  for (uint32_t round = 0; round < 3; round++) {
+    tu_fill(a.p, a.len, round, 0);
+    tpx_xfer_t *w[N + 1];
+    for (int i = 0; i < N; i++)
+      assert_int_equal(tpx_write(P.ab, a.mem, (size_t)i * BIG, b.rmem, (size_t)i * BIG, BIG, NULL, 0, &w[i]), 0);
+    assert_int_equal(tpx_write(P.ab, a.mem, N * BIG, b.rmem, N * BIG, SMALL, "small", 5, &w[N]), 0);
+    assert_int_equal(tpx_notify(P.ab, "after", 5), 0);
+    tpx_notif_t nt;
+    assert_int_equal(tpx_wait_notif(P.b, 10000, &nt), 1);
+    assert_memory_equal(nt.msg, "small", 5);
+    assert_int_equal(tu_check(b.p, b.len, round, 0), SIZE_MAX);
+    assert_int_equal(tpx_wait_notif(P.b, 10000, &nt), 1);
+    assert_memory_equal(nt.msg, "after", 5);
+    for (int i = 0; i <= N; i++) {
+      eng_wait(w[i], 0);
+      tpx_xfer_free(w[i]);
+    }
+  }
+  tpx_xfer_t *w[N];
+  for (int i = 0; i < N; i++)
+    assert_int_equal(tpx_write(P.ab, a.mem, (size_t)i * BIG, b.rmem, (size_t)i * BIG, BIG, NULL, 0, &w[i]), 0);
+  tpx_peer_close(P.ab);
+  P.ab = NULL;
+  for (int i = 0; i < N; i++) {
+    int rc = tpx_xfer_wait(w[i], 10000);
+    assert_true(rc == 0 || rc == TPX_ECANCELED);
+    tpx_xfer_free(w[i]);
+  }
+  eng_buf_free(&a);
+  eng_buf_free(&b);
+  eng_pair_close(&P);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_write_read_send),   cmocka_unit_test(test_random),
       cmocka_unit_test(test_channel_agreement), cmocka_unit_test(test_prepared_repost),
-      cmocka_unit_test(test_caller_progress),   cmocka_unit_test(test_big),
+      cmocka_unit_test(test_caller_progress),   cmocka_unit_test(test_post_order),
+      cmocka_unit_test(test_big),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
