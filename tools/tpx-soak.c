@@ -12,7 +12,12 @@
  * transfers run concurrently on every channel). The source is filled with a
  * pattern derived from (seed, lane, transfer, byte index), the destination's
  * neighbouring bytes hold a guard; after completion every byte of the
- * destination is compared and the guards must be intact. Each lane's choices
+ * destination is compared and the guards must be intact. A write or read
+ * carries a notification, which the lane waits for at the target before it
+ * touches those bytes again: the initiator's completion says that the
+ * target's transport is done with them only through TCP (the acknowledgement
+ * or the data), which ThreadSanitizer cannot see; the notification is
+ * published through the target's own threads. Each lane's choices
  * come from its own generator seeded from --seed: a failure names the seed,
  * lane and transfer, and the same command repeats the same transfers.
  *
@@ -31,6 +36,7 @@
 #include "common/config.h" /* the environment's number parser, for sizes */
 #include "internal.h"      /* --mem cuda: GPU buffers and copies (tools/internal.h) */
 #include "tpx/tpx.h"
+#include "version.h"
 
 #define MAX_PEERS 8
 #define MAX_LANES 16
@@ -49,6 +55,11 @@ struct node {
   int gpu;
   tpx_mem_t *mem;
   tpx_rmem_t *rmem; /* its descriptor as peers load it */
+  /* Notifications of the writes into and reads from this node, popped by
+   * whichever lane waits (under mu) and sorted per lane: got[lane] is the
+   * last transfer of that lane seen, plus one. */
+  pthread_mutex_t mu;
+  uint64_t got[MAX_PEERS * MAX_PEERS * MAX_LANES];
 };
 
 struct soak;
@@ -202,16 +213,47 @@ static void plan(struct lane *l, uint64_t t, struct xfer_plan *p) {
   p->tseed = mix(l->s->o.seed ^ mix((uint64_t)l->id << 40 | t));
 }
 
+/* The target's notification of the lane's transfer t (a write's or a read's):
+ * 0, or an error. */
+static int note(struct node *n, const tpx_notif_t *nt) {
+  uint64_t m[2];
+  if (nt->len != sizeof(m)) return TPX_EPROTO;
+  memcpy(m, nt->msg, sizeof(m));
+  if (m[0] >= sizeof(n->got) / sizeof(n->got[0])) return TPX_EPROTO;
+  n->got[m[0]] = m[1] + 1;
+  return 0;
+}
+
+static int await_notif(struct lane *l, struct node *n, uint64_t t, int timeout_ms) {
+  double end = now_s() + timeout_ms / 1000.0;
+  for (;;) {
+    int rc = 0;
+    pthread_mutex_lock(&n->mu); /* one lane pops at a time */
+    if (n->got[l->id] <= t) {
+      tpx_notif_t nt;
+      if ((rc = tpx_wait_notif(n->ep, 5, &nt)) == 1) rc = note(n, &nt);
+    }
+    int seen = n->got[l->id] > t;
+    pthread_mutex_unlock(&n->mu);
+    if (seen) return 0;
+    if (rc < 0) return rc;
+    if (now_s() > end) return TPX_ETIMEDOUT;
+  }
+}
+
 /* Post and wait: the initiator of a write is `from`, of a read `to`. */
 static int run_xfer(struct lane *l, const struct xfer_plan *p) {
   struct soak *s = l->s;
   struct node *src = &s->nodes[p->from], *dst = &s->nodes[p->to];
   tpx_xfer_t *x = NULL, *r = NULL;
+  uint64_t m[2] = {(uint64_t)l->id, p->t};
   int rc;
-  if (p->op == 0) {
-    rc = tpx_write(src->peer[p->to], src->mem, p->soff, dst->rmem, p->doff, p->len, NULL, 0, &x);
-  } else if (p->op == 1) {
-    rc = tpx_read(dst->peer[p->from], dst->mem, p->doff, src->rmem, p->soff, p->len, &x);
+  if (p->op < 2) {
+    tpx_iov_t v = {p->op == 0 ? src->mem : dst->mem, p->op == 0 ? p->soff : p->doff, p->op == 0 ? dst->rmem : src->rmem,
+                   p->op == 0 ? p->doff : p->soff, p->len};
+    tpx_peer_t *by = p->op == 0 ? src->peer[p->to] : dst->peer[p->from];
+    rc = p->op == 0 ? tpx_xfer_prep_write(by, &v, 1, m, sizeof(m), &x) : tpx_xfer_prep_read(by, &v, 1, m, sizeof(m), &x);
+    if (rc == 0) rc = tpx_xfer_post(x);
   } else {
     size_t cap = p->len + (size_t)(p->t % 3); /* a roomier receive is fine */
     size_t room = area_off(l, p->to) + s->area - p->doff;
@@ -221,6 +263,7 @@ static int run_xfer(struct lane *l, const struct xfer_plan *p) {
   if (rc == 0) rc = tpx_xfer_wait(x, s->o.timeout_ms);
   if (rc == 0 && r) rc = tpx_xfer_wait(r, s->o.timeout_ms);
   if (rc == 0 && r && tpx_xfer_received(r) != p->len) rc = TPX_EPROTO;
+  if (rc == 0 && p->op < 2) rc = await_notif(l, p->op == 0 ? dst : src, p->t, s->o.timeout_ms);
   if (rc) fprintf(stderr, "tpx-soak: lane %d transfer %llu (%s): %s: %s\n", l->id, (unsigned long long)p->t,
                   op_name[p->op], tpx_strerror(rc), tpx_last_error());
   tpx_xfer_free(x);
@@ -326,6 +369,7 @@ static int region_open(struct soak *s, struct node *n) {
 
 static int node_open(struct soak *s, int e, const tpx_config_t *cfg) {
   struct node *n = &s->nodes[e];
+  pthread_mutex_init(&n->mu, NULL);
   char name[16];
   snprintf(name, sizeof(name), "soak%d", e);
   int ngpu = 1;
@@ -359,6 +403,7 @@ static void node_close(struct soak *s, struct node *n) {
   if (n->mem && tpx_mem_deregister(n->mem) != 0) fprintf(stderr, "tpx-soak: deregister: %s\n", tpx_last_error());
   tpx_rmem_free(n->rmem);
   tpx_endpoint_destroy(n->ep);
+  pthread_mutex_destroy(&n->mu);
   if (s->o.cuda && n->base) {
     tpx__gpu_free(n->gpu, n->base);
     tpx__gpu_release(n->gpu);
@@ -405,7 +450,10 @@ static int parse(int argc, char **argv, struct opts *o) {
     else if (!strcmp(a, "--timeout-ms")) bad = num(v, 100, 3600000, &x), o->timeout_ms = (int)x;
     else if (!strcmp(a, "--mem")) bad = !v || (strcmp(v, "host") && strcmp(v, "cuda")), o->cuda = v && !strcmp(v, "cuda");
     else if (!strcmp(a, "--quiet")) o->quiet = 1, takes = 0;
-    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL) - 1; /* 1: exit 0 */
+    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(NULL);
+      return -1; /* exit 0 */
+    }
     else {
       fprintf(stderr, "tpx-soak: unknown argument %s\n", a);
       return usage(NULL);
@@ -496,6 +544,7 @@ static void report(const struct soak *s, const struct lane *lanes, int nl, doubl
 int main(int argc, char **argv) {
   static struct soak s;
   static struct lane lanes[MAX_PEERS * MAX_PEERS * MAX_LANES];
+  if (tool_version_asked(argc, argv, "tpx-soak")) return 0;
   int rc = parse(argc, argv, &s.o);
   if (rc) return rc < 0 ? 0 : rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
