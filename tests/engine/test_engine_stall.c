@@ -273,6 +273,15 @@ static void test_receiver_stops_reading(void **state) {
  * that stops reading its data sockets): a write to it fails at the deadline
  * naming peer, channel and chunk; another peer of the same endpoint keeps
  * working meanwhile and after. */
+/* The bystander's write landed on its side: its notification, which (unlike
+ * the writer's completion, that came over TCP) orders the bytes before this
+ * thread's check of them. */
+static void bystander_landed(tpx_endpoint_t *other) {
+  tpx_notif_t n;
+  assert_int_equal(tpx_wait_notif(other, 20000, &n), 1);
+  assert_int_equal(n.len, 1);
+}
+
 static void test_sigstop_peer_fails_at_deadline(void **state) {
   (void)state;
   struct child k;
@@ -298,8 +307,9 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   assert_int_equal(tpx_endpoint_create(&p, &other), 0);
   tpx_peer_t *ob, *bo;
   eng_connect(other, ep, &ob, &bo);
-  eng_buf_t src, obuf;
+  eng_buf_t src, bsrc, obuf; /* the hung write's source, the bystander's own */
   eng_buf(ep, BIG / 2, 0, &src);
+  eng_buf(ep, 1 << 20, 0, &bsrc);
   eng_buf(other, 1 << 20, TPX_ACCESS_WRITE, &obuf);
   kill(k.pid, SIGSTOP);
   tpx_xfer_t *x;
@@ -307,10 +317,11 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   assert_int_equal(tpx_write(peer, src.mem, 0, rm, 0, src.len, NULL, 0, &x), 0);
   for (int i = 0; i < 3; i++) { /* the bystander while the write hangs */
     tpx_xfer_t *y;
-    tu_fill(src.p, 1 << 20, 40 + (uint32_t)i, 0);
-    assert_int_equal(tpx_write(bo, src.mem, 0, obuf.rmem, 0, 1 << 20, NULL, 0, &y), 0);
+    tu_fill(bsrc.p, 1 << 20, 40 + (uint32_t)i, 0);
+    assert_int_equal(tpx_write(bo, bsrc.mem, 0, obuf.rmem, 0, 1 << 20, "b", 1, &y), 0);
     eng_wait(y, 0);
     tpx_xfer_free(y);
+    bystander_landed(other);
     assert_int_equal(tu_check(obuf.p, 1 << 20, 40 + (uint32_t)i, 0), SIZE_MAX);
   }
   int rc = tpx_xfer_wait(x, TIMEOUT_MS + 5000);
@@ -320,10 +331,11 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   assert_non_null(strstr(tpx_last_error(), "channel"));
   assert_true(dt < TIMEOUT_MS + 3000);
   tpx_xfer_free(x);
-  tu_fill(src.p, 1 << 20, 47, 0); /* and after */
-  assert_int_equal(tpx_write(bo, src.mem, 0, obuf.rmem, 0, 1 << 20, NULL, 0, &x), 0);
+  tu_fill(bsrc.p, 1 << 20, 47, 0); /* and after */
+  assert_int_equal(tpx_write(bo, bsrc.mem, 0, obuf.rmem, 0, 1 << 20, "b", 1, &x), 0);
   eng_wait(x, 0);
   tpx_xfer_free(x);
+  bystander_landed(other);
   assert_int_equal(tu_check(obuf.p, 1 << 20, 47, 0), SIZE_MAX);
   assert_int_equal(tpx_peer_status(bo), 0);
   child_end(&k);
@@ -332,6 +344,7 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   tpx_peer_close(ob);
   tpx_peer_close(bo);
   eng_buf_free(&src);
+  eng_buf_free(&bsrc);
   eng_buf_free(&obuf);
   tpx_endpoint_destroy(other);
   tpx_endpoint_destroy(ep);
