@@ -334,7 +334,18 @@ static long status_field(const char *key) {
   return v;
 }
 
+static void *noop(void *arg) { return arg; }
+
 static void res_now(struct res *r) {
+  /* Sanitizer runtimes (ThreadSanitizer's background thread) start a thread
+   * of their own at the first pthread_create: have it running before the
+   * first count. */
+  static int warmed;
+  pthread_t t;
+  if (!warmed && pthread_create(&t, NULL, noop, NULL) == 0) {
+    pthread_join(t, NULL);
+    warmed = 1;
+  }
   r->rss_kib = status_field("VmRSS:");
   r->threads = status_field("Threads:");
   r->fds = -1; /* less the directory's own */
