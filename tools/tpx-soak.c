@@ -76,7 +76,7 @@ struct lane {
 struct soak {
   struct opts o;
   struct node nodes[MAX_PEERS];
-  size_t area; /* bytes per lane per side */
+  size_t area;                 /* bytes per lane per side */
   unsigned long long reserved; /* bytes handed to lanes so far (atomic) */
   unsigned long long done;     /* bytes verified (atomic) */
   int failed;                  /* atomic: stop every lane */
@@ -91,7 +91,9 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-static uint64_t next(struct lane *l) { return mix(l->rng++); }
+static uint64_t next(struct lane *l) {
+  return mix(l->rng++);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -108,7 +110,8 @@ static void pat_fill(uint8_t *p, size_t len, uint64_t tseed) {
     memcpy(p + k, &w, 8);
   }
   uint64_t w = mix(tseed + k / 8);
-  for (size_t j = 0; k + j < len; j++) p[k + j] = (uint8_t)(w >> (8 * j));
+  for (size_t j = 0; k + j < len; j++)
+    p[k + j] = (uint8_t)(w >> (8 * j));
 }
 
 /* First byte that differs from the pattern, len if none. */
@@ -125,7 +128,9 @@ static size_t pat_check(const uint8_t *p, size_t len, uint64_t tseed) {
   return len;
 }
 
-static uint8_t guard_byte(uint64_t tseed, size_t i) { return (uint8_t)(0xA5 ^ (tseed >> (i % 56)) ^ i); }
+static uint8_t guard_byte(uint64_t tseed, size_t i) {
+  return (uint8_t)(0xA5 ^ (tseed >> (i % 56)) ^ i);
+}
 
 /* ---- memory: host pointers directly, GPU memory through the lane's host copy ---- */
 
@@ -153,13 +158,16 @@ static int fill_src(struct lane *l, struct node *n, size_t off, size_t len, uint
 }
 
 /* The destination's guards: [lo, off) and [off + len, hi) of its area. */
-static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static size_t min_sz(size_t a, size_t b) {
+  return a < b ? a : b;
+}
 
 static int set_guards(struct lane *l, struct node *n, size_t lo, size_t hi, size_t off, size_t len,
                       uint64_t tseed) {
   uint8_t g[GUARD];
   size_t before = min_sz(off - lo, GUARD), after = min_sz(hi - off - len, GUARD);
-  for (size_t i = 0; i < GUARD; i++) g[i] = guard_byte(tseed, i);
+  for (size_t i = 0; i < GUARD; i++)
+    g[i] = guard_byte(tseed, i);
   int rc = before ? put(l, n, off - before, g, before) : 0;
   if (rc == 0 && after) rc = put(l, n, off + len, g, after);
   return rc;
@@ -174,10 +182,11 @@ static int guard_ok(struct lane *l, struct node *n, size_t off, size_t cnt, uint
   return 0;
 }
 
-static int check_guards(struct lane *l, struct node *n, size_t lo, size_t hi, size_t off, size_t len,
-                        uint64_t tseed) {
+static int check_guards(struct lane *l, struct node *n, size_t lo, size_t hi, size_t off,
+                        size_t len, uint64_t tseed) {
   size_t before = min_sz(off - lo, GUARD), after = min_sz(hi - off - len, GUARD);
-  return guard_ok(l, n, off - before, before, tseed) || guard_ok(l, n, off + len, after, tseed) ? -1 : 0;
+  return guard_ok(l, n, off - before, before, tseed) || guard_ok(l, n, off + len, after, tseed) ? -1
+                                                                                                : 0;
 }
 
 /* ---- one transfer ---- */
@@ -249,23 +258,26 @@ static int run_xfer(struct lane *l, const struct xfer_plan *p) {
   uint64_t m[2] = {(uint64_t)l->id, p->t};
   int rc;
   if (p->op < 2) {
-    tpx_iov_t v = {p->op == 0 ? src->mem : dst->mem, p->op == 0 ? p->soff : p->doff, p->op == 0 ? dst->rmem : src->rmem,
-                   p->op == 0 ? p->doff : p->soff, p->len};
+    tpx_iov_t v = {p->op == 0 ? src->mem : dst->mem, p->op == 0 ? p->soff : p->doff,
+                   p->op == 0 ? dst->rmem : src->rmem, p->op == 0 ? p->doff : p->soff, p->len};
     tpx_peer_t *by = p->op == 0 ? src->peer[p->to] : dst->peer[p->from];
-    rc = p->op == 0 ? tpx_xfer_prep_write(by, &v, 1, m, sizeof(m), &x) : tpx_xfer_prep_read(by, &v, 1, m, sizeof(m), &x);
+    rc = p->op == 0 ? tpx_xfer_prep_write(by, &v, 1, m, sizeof(m), &x)
+                    : tpx_xfer_prep_read(by, &v, 1, m, sizeof(m), &x);
     if (rc == 0) rc = tpx_xfer_post(x);
   } else {
     size_t cap = p->len + (size_t)(p->t % 3); /* a roomier receive is fine */
     size_t room = area_off(l, p->to) + s->area - p->doff;
-    rc = tpx_recv(dst->peer[p->from], dst->mem, p->doff, cap < room ? cap : room, (uint64_t)l->k, &r);
+    rc = tpx_recv(dst->peer[p->from], dst->mem, p->doff, cap < room ? cap : room, (uint64_t)l->k,
+                  &r);
     if (rc == 0) rc = tpx_send(src->peer[p->to], src->mem, p->soff, p->len, (uint64_t)l->k, &x);
   }
   if (rc == 0) rc = tpx_xfer_wait(x, s->o.timeout_ms);
   if (rc == 0 && r) rc = tpx_xfer_wait(r, s->o.timeout_ms);
   if (rc == 0 && r && tpx_xfer_received(r) != p->len) rc = TPX_EPROTO;
   if (rc == 0 && p->op < 2) rc = await_notif(l, p->op == 0 ? dst : src, p->t, s->o.timeout_ms);
-  if (rc) fprintf(stderr, "tpx-soak: lane %d transfer %llu (%s): %s: %s\n", l->id, (unsigned long long)p->t,
-                  op_name[p->op], tpx_strerror(rc), tpx_last_error());
+  if (rc)
+    fprintf(stderr, "tpx-soak: lane %d transfer %llu (%s): %s: %s\n", l->id,
+            (unsigned long long)p->t, op_name[p->op], tpx_strerror(rc), tpx_last_error());
   tpx_xfer_free(x);
   tpx_xfer_free(r);
   return rc;
@@ -278,7 +290,8 @@ static int one(struct lane *l, const struct xfer_plan *pp) {
   uint64_t t = p.t;
   struct node *src = &s->nodes[p.from], *dst = &s->nodes[p.to];
   size_t lo = area_off(l, p.to), hi = lo + s->area;
-  if (fill_src(l, src, p.soff, p.len, p.tseed) || set_guards(l, dst, lo, hi, p.doff, p.len, p.tseed)) {
+  if (fill_src(l, src, p.soff, p.len, p.tseed) ||
+      set_guards(l, dst, lo, hi, p.doff, p.len, p.tseed)) {
     fprintf(stderr, "tpx-soak: lane %d: filling failed: %s\n", l->id, tpx_last_error());
     return -1;
   }
@@ -288,9 +301,11 @@ static int one(struct lane *l, const struct xfer_plan *pp) {
   int gbad = bad == p.len ? check_guards(l, dst, lo, hi, p.doff, p.len, p.tseed) : 0;
   if (bad != p.len || gbad) {
     fprintf(stderr,
-            "tpx-soak: seed %llu lane %d transfer %llu: %s of %zu bytes, node %d+%zu -> node %d+%zu: %s%zu\n",
-            s->o.seed, l->id, (unsigned long long)t, op_name[p.op], p.len, p.from, p.soff, p.to, p.doff,
-            gbad ? "a guard byte next to the destination changed" : "first bad byte at ", gbad ? (size_t)0 : bad);
+            "tpx-soak: seed %llu lane %d transfer %llu: %s of %zu bytes, node %d+%zu -> node "
+            "%d+%zu: %s%zu\n",
+            s->o.seed, l->id, (unsigned long long)t, op_name[p.op], p.len, p.from, p.soff, p.to,
+            p.doff, gbad ? "a guard byte next to the destination changed" : "first bad byte at ",
+            gbad ? (size_t)0 : bad);
     return -1;
   }
   l->n[p.op]++;
@@ -334,7 +349,9 @@ static long status_field(const char *key) {
   return v;
 }
 
-static void *noop(void *arg) { return arg; }
+static void *noop(void *arg) {
+  return arg;
+}
 
 static void res_now(struct res *r) {
   /* Sanitizer runtimes (ThreadSanitizer's background thread) start a thread
@@ -410,8 +427,10 @@ static int mesh(struct soak *s) {
 }
 
 static void node_close(struct soak *s, struct node *n) {
-  for (int j = 0; j < MAX_PEERS; j++) tpx_peer_close(n->peer[j]);
-  if (n->mem && tpx_mem_deregister(n->mem) != 0) fprintf(stderr, "tpx-soak: deregister: %s\n", tpx_last_error());
+  for (int j = 0; j < MAX_PEERS; j++)
+    tpx_peer_close(n->peer[j]);
+  if (n->mem && tpx_mem_deregister(n->mem) != 0)
+    fprintf(stderr, "tpx-soak: deregister: %s\n", tpx_last_error());
   tpx_rmem_free(n->rmem);
   tpx_endpoint_destroy(n->ep);
   pthread_mutex_destroy(&n->mu);
@@ -428,15 +447,18 @@ static void node_close(struct soak *s, struct node *n) {
 
 static int usage(const char *why) {
   if (why) fprintf(stderr, "tpx-soak: %s\n", why);
-  fprintf(stderr, "usage: tpx-soak [--bytes N] [--seed S] [--peers 2..%d] [--channels C] [--lanes 1..%d]\n"
-                  "                [--max-size N] [--mem host|cuda] [--timeout-ms MS] [--quiet]\n"
-                  "sizes take K/M/G suffixes (binary); defaults: --bytes 10G --seed 1 --peers 3 --channels 4\n"
-                  "--lanes 2 --max-size 64M --mem host --timeout-ms 120000\n",
-          MAX_PEERS, MAX_LANES);
+  fprintf(
+      stderr,
+      "usage: tpx-soak [--bytes N] [--seed S] [--peers 2..%d] [--channels C] [--lanes 1..%d]\n"
+      "                [--max-size N] [--mem host|cuda] [--timeout-ms MS] [--quiet]\n"
+      "sizes take K/M/G suffixes (binary); defaults: --bytes 10G --seed 1 --peers 3 --channels 4\n"
+      "--lanes 2 --max-size 64M --mem host --timeout-ms 120000\n",
+      MAX_PEERS, MAX_LANES);
   return 2;
 }
 
-static int num(const char *v, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
+static int num(const char *v, unsigned long long lo, unsigned long long hi,
+               unsigned long long *out) {
   long long n;
   if (!v || tpx__config_parse_number(v, &n) != 0 || n < 0 || (unsigned long long)n < lo ||
       (unsigned long long)n > hi)
@@ -446,26 +468,39 @@ static int num(const char *v, unsigned long long lo, unsigned long long hi, unsi
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
-  *o = (struct opts){.bytes = 10ull << 30, .seed = 1, .max = 64u << 20, .peers = 3, .channels = 4, .lanes = 2,
+  *o = (struct opts){.bytes = 10ull << 30,
+                     .seed = 1,
+                     .max = 64u << 20,
+                     .peers = 3,
+                     .channels = 4,
+                     .lanes = 2,
                      .timeout_ms = 120000};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     unsigned long long x = 0;
     int bad = 0, takes = 1;
-    if (!strcmp(a, "--bytes")) bad = num(v, 1, 1ull << 50, &o->bytes);
-    else if (!strcmp(a, "--seed")) bad = num(v, 0, ~0ull >> 1, &o->seed);
-    else if (!strcmp(a, "--max-size")) bad = num(v, 1, 1ull << 30, &o->max);
-    else if (!strcmp(a, "--peers")) bad = num(v, 2, MAX_PEERS, &x), o->peers = (int)x;
-    else if (!strcmp(a, "--channels")) bad = num(v, 1, 64, &x), o->channels = (int)x;
-    else if (!strcmp(a, "--lanes")) bad = num(v, 1, MAX_LANES, &x), o->lanes = (int)x;
-    else if (!strcmp(a, "--timeout-ms")) bad = num(v, 100, 3600000, &x), o->timeout_ms = (int)x;
-    else if (!strcmp(a, "--mem")) bad = !v || (strcmp(v, "host") && strcmp(v, "cuda")), o->cuda = v && !strcmp(v, "cuda");
-    else if (!strcmp(a, "--quiet")) o->quiet = 1, takes = 0;
+    if (!strcmp(a, "--bytes"))
+      bad = num(v, 1, 1ull << 50, &o->bytes);
+    else if (!strcmp(a, "--seed"))
+      bad = num(v, 0, ~0ull >> 1, &o->seed);
+    else if (!strcmp(a, "--max-size"))
+      bad = num(v, 1, 1ull << 30, &o->max);
+    else if (!strcmp(a, "--peers"))
+      bad = num(v, 2, MAX_PEERS, &x), o->peers = (int)x;
+    else if (!strcmp(a, "--channels"))
+      bad = num(v, 1, 64, &x), o->channels = (int)x;
+    else if (!strcmp(a, "--lanes"))
+      bad = num(v, 1, MAX_LANES, &x), o->lanes = (int)x;
+    else if (!strcmp(a, "--timeout-ms"))
+      bad = num(v, 100, 3600000, &x), o->timeout_ms = (int)x;
+    else if (!strcmp(a, "--mem"))
+      bad = !v || (strcmp(v, "host") && strcmp(v, "cuda")), o->cuda = v && !strcmp(v, "cuda");
+    else if (!strcmp(a, "--quiet"))
+      o->quiet = 1, takes = 0;
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(NULL);
       return -1; /* exit 0 */
-    }
-    else {
+    } else {
       fprintf(stderr, "tpx-soak: unknown argument %s\n", a);
       return usage(NULL);
     }
@@ -491,7 +526,8 @@ static int setup(struct soak *s) {
   for (int e = 0; rc == 0 && e < s->o.peers; e++)
     if ((rc = node_open(s, e, &cfg)) != 0)
       fprintf(stderr, "tpx-soak: endpoint %d: %s: %s\n", e, tpx_strerror(rc), tpx_last_error());
-  if (rc == 0 && (rc = mesh(s)) != 0) fprintf(stderr, "tpx-soak: connecting: %s: %s\n", tpx_strerror(rc), tpx_last_error());
+  if (rc == 0 && (rc = mesh(s)) != 0)
+    fprintf(stderr, "tpx-soak: connecting: %s: %s\n", tpx_strerror(rc), tpx_last_error());
   return rc;
 }
 
@@ -512,12 +548,15 @@ static unsigned long long run(struct soak *s, struct lane *lanes, int nl, double
     usleep(200 * 1000);
     if (now_s() - last < 10) continue;
     last = now_s();
-    printf("[SOAK] %.1f s: %.2f GB verified\n", last - t0, __atomic_load_n(&s->done, __ATOMIC_RELAXED) / 1e9);
+    printf("[SOAK] %.1f s: %.2f GB verified\n", last - t0,
+           __atomic_load_n(&s->done, __ATOMIC_RELAXED) / 1e9);
     fflush(stdout);
   }
   unsigned long long errors = started < nl;
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < nl; i++) errors += lanes[i].errors;
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < nl; i++)
+    errors += lanes[i].errors;
   *secs = now_s() - t0;
   return errors;
 }
@@ -535,21 +574,24 @@ static int lanes_make(struct soak *s, struct lane *lanes) {
   return nl;
 }
 
-static void report(const struct soak *s, const struct lane *lanes, int nl, double secs, unsigned long long errors,
-                   const struct res r[3]) {
+static void report(const struct soak *s, const struct lane *lanes, int nl, double secs,
+                   unsigned long long errors, const struct res r[3]) {
   unsigned long long n[3] = {0}, bytes = 0;
   for (int i = 0; i < nl; i++) {
-    for (int j = 0; j < 3; j++) n[j] += lanes[i].n[j];
+    for (int j = 0; j < 3; j++)
+      n[j] += lanes[i].n[j];
     bytes += lanes[i].bytes;
   }
-  printf("[SOAK] seed %llu: %llu bytes verified in %llu transfers (write %llu, read %llu, send %llu), %.1f s, "
+  printf("[SOAK] seed %llu: %llu bytes verified in %llu transfers (write %llu, read %llu, send "
+         "%llu), %.1f s, "
          "%.2f GB/s, errors %llu\n",
          s->o.seed, bytes, n[0] + n[1] + n[2], n[0], n[1], n[2], secs, bytes / secs / 1e9, errors);
-  printf("[SOAK] %d endpoints, %d lanes, %d channels, 1 B..%llu B, %s memory; RSS %ld -> %ld -> %ld MiB, "
+  printf("[SOAK] %d endpoints, %d lanes, %d channels, 1 B..%llu B, %s memory; RSS %ld -> %ld -> "
+         "%ld MiB, "
          "fds %ld -> %ld -> %ld, threads %ld -> %ld -> %ld (start, run, end)\n",
          s->o.peers, nl, s->o.channels, s->o.max, s->o.cuda ? "GPU" : "host", r[0].rss_kib / 1024,
-         r[1].rss_kib / 1024, r[2].rss_kib / 1024, r[0].fds, r[1].fds, r[2].fds, r[0].threads, r[1].threads,
-         r[2].threads);
+         r[1].rss_kib / 1024, r[2].rss_kib / 1024, r[0].fds, r[1].fds, r[2].fds, r[0].threads,
+         r[1].threads, r[2].threads);
 }
 
 int main(int argc, char **argv) {
@@ -561,20 +603,24 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct res r[3];
   res_now(&r[0]);
-  printf("[SOAK] seed %llu, %llu bytes, %d endpoints, %d lanes per pair, %d channels, up to %llu bytes, %s\n",
-         s.o.seed, s.o.bytes, s.o.peers, s.o.lanes, s.o.channels, s.o.max, s.o.cuda ? "cuda" : "host");
+  printf("[SOAK] seed %llu, %llu bytes, %d endpoints, %d lanes per pair, %d channels, up to %llu "
+         "bytes, %s\n",
+         s.o.seed, s.o.bytes, s.o.peers, s.o.lanes, s.o.channels, s.o.max,
+         s.o.cuda ? "cuda" : "host");
   unsigned long long errors = 1;
   double secs = 0;
   int nl = 0;
   if (setup(&s) == 0 && (nl = lanes_make(&s, lanes)) > 0) errors = run(&s, lanes, nl, &secs);
   res_now(&r[1]);
-  for (int e = 0; e < s.o.peers; e++) node_close(&s, &s.nodes[e]);
-  for (int i = 0; i < nl; i++) free(lanes[i].host);
+  for (int e = 0; e < s.o.peers; e++)
+    node_close(&s, &s.nodes[e]);
+  for (int i = 0; i < nl; i++)
+    free(lanes[i].host);
   res_now(&r[2]);
   report(&s, lanes, nl, secs > 0 ? secs : 1e-9, errors, r);
   if (r[2].fds != r[0].fds || r[2].threads != r[0].threads) {
-    fprintf(stderr, "tpx-soak: %ld fds and %ld threads after teardown, %ld and %ld before\n", r[2].fds, r[2].threads,
-            r[0].fds, r[0].threads);
+    fprintf(stderr, "tpx-soak: %ld fds and %ld threads after teardown, %ld and %ld before\n",
+            r[2].fds, r[2].threads, r[0].fds, r[0].threads);
     errors++;
   }
   return errors ? 1 : 0;

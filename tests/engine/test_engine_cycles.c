@@ -46,7 +46,7 @@ static void cycle(struct side *a, struct side *b, int i) {
   tpx_peer_t *ab, *ba;
   eng_connect(a->ep, b->ep, &ab, &ba);
   uint8_t *pa = a->buf.p, *pb = b->buf.p;
-  tu_fill(pa, LEN, (uint32_t)i, 0);            /* A's bytes for the write and the send */
+  tu_fill(pa, LEN, (uint32_t)i, 0);           /* A's bytes for the write and the send */
   tu_fill(pb + LEN, LEN, (uint32_t)i + 7, 0); /* B's bytes for the read */
   tpx_xfer_t *w, *r, *s, *v;
   assert_int_equal(tpx_write(ab, a->buf.mem, 0, b->buf.rmem, 0, LEN, &i, sizeof(i), &w), 0);
@@ -70,9 +70,12 @@ static void cycle(struct side *a, struct side *b, int i) {
   assert_int_equal(tpx_wait_notif(b->ep, 10000, &nt), 1);
   assert_memory_equal(nt.msg, &j, sizeof(j));
   size_t bad;
-  if ((bad = tu_check(pb, LEN, (uint32_t)i, 0)) != SIZE_MAX) fail_msg("cycle %d: write byte %zu", i, bad);
-  if ((bad = tu_check(pa + LEN, LEN, (uint32_t)i + 7, 0)) != SIZE_MAX) fail_msg("cycle %d: read byte %zu", i, bad);
-  if ((bad = tu_check(pb + 2 * LEN, LEN, (uint32_t)i, 0)) != SIZE_MAX) fail_msg("cycle %d: recv byte %zu", i, bad);
+  if ((bad = tu_check(pb, LEN, (uint32_t)i, 0)) != SIZE_MAX)
+    fail_msg("cycle %d: write byte %zu", i, bad);
+  if ((bad = tu_check(pa + LEN, LEN, (uint32_t)i + 7, 0)) != SIZE_MAX)
+    fail_msg("cycle %d: read byte %zu", i, bad);
+  if ((bad = tu_check(pb + 2 * LEN, LEN, (uint32_t)i, 0)) != SIZE_MAX)
+    fail_msg("cycle %d: recv byte %zu", i, bad);
   tpx_xfer_free(w);
   tpx_xfer_free(r);
   tpx_xfer_free(s);
@@ -98,8 +101,10 @@ static void test_cycles(void **state) {
   }
   eng_res_settled(&base, RSS_SLACK_KB);
   eng_res_now(&end);
-  print_message("%d cycles: fds %d -> %d, threads %d -> %d, RSS %ld -> %ld KiB (after cycle %d, at the end)\n",
-                CYCLES, base.fds, end.fds, base.threads, end.threads, base.rss_kb, end.rss_kb, WARM);
+  print_message("%d cycles: fds %d -> %d, threads %d -> %d, RSS %ld -> %ld KiB (after cycle %d, at "
+                "the end)\n",
+                CYCLES, base.fds, end.fds, base.threads, end.threads, base.rss_kb, end.rss_kb,
+                WARM);
   eng_buf_free(&a.buf);
   eng_buf_free(&b.buf);
   tpx_endpoint_destroy(a.ep);
