@@ -76,10 +76,11 @@ struct lane {
 struct soak {
   struct opts o;
   struct node nodes[MAX_PEERS];
-  size_t area;                 /* bytes per lane per side */
-  unsigned long long reserved; /* bytes handed to lanes so far (atomic) */
-  unsigned long long done;     /* bytes verified (atomic) */
-  int failed;                  /* atomic: stop every lane */
+  size_t area;              /* bytes per lane per side */
+  unsigned long long share; /* bytes per lane: --bytes over the lanes */
+  int finished;             /* lanes that ended (atomic) */
+  unsigned long long done;  /* bytes verified (atomic) */
+  int failed;               /* atomic: stop every lane */
 };
 
 static const char *op_name[3] = {"write", "read", "send"};
@@ -316,11 +317,13 @@ static int one(struct lane *l, const struct xfer_plan *pp) {
 static void *lane_main(void *arg) {
   struct lane *l = arg;
   struct soak *s = l->s;
-  for (uint64_t t = 0; !__atomic_load_n(&s->failed, __ATOMIC_RELAXED); t++) {
+  /* Each lane moves its share, passed by at most one transfer: which
+   * transfers a run makes depends on the seed alone, not on timing. */
+  for (uint64_t t = 0, planned = 0;
+       planned < s->share && !__atomic_load_n(&s->failed, __ATOMIC_RELAXED); t++) {
     struct xfer_plan p;
     plan(l, t, &p);
-    /* The total is reached, and passed by at most one transfer per lane. */
-    if (__atomic_fetch_add(&s->reserved, p.len, __ATOMIC_RELAXED) >= s->o.bytes) break;
+    planned += p.len;
     uint64_t before = l->bytes;
     if (one(l, &p) != 0) {
       l->errors++;
@@ -329,6 +332,7 @@ static void *lane_main(void *arg) {
     }
     __atomic_fetch_add(&s->done, l->bytes - before, __ATOMIC_RELAXED);
   }
+  __atomic_add_fetch(&s->finished, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
@@ -536,6 +540,7 @@ static unsigned long long run(struct soak *s, struct lane *lanes, int nl, double
   pthread_t th[MAX_PEERS * MAX_PEERS * MAX_LANES];
   int started = 0;
   double t0 = now_s(), last = t0;
+  s->share = (s->o.bytes + (unsigned long long)nl - 1) / (unsigned long long)nl;
   for (int i = 0; i < nl; i++, started++)
     if (pthread_create(&th[i], NULL, lane_main, &lanes[i]) != 0) {
       fprintf(stderr, "tpx-soak: cannot start lane %d\n", i);
@@ -543,7 +548,7 @@ static unsigned long long run(struct soak *s, struct lane *lanes, int nl, double
       break;
     }
   /* Progress lines while the lanes run (they end by themselves). */
-  while (!s->o.quiet && __atomic_load_n(&s->reserved, __ATOMIC_RELAXED) < s->o.bytes &&
+  while (!s->o.quiet && __atomic_load_n(&s->finished, __ATOMIC_ACQUIRE) < started &&
          !__atomic_load_n(&s->failed, __ATOMIC_RELAXED)) {
     usleep(200 * 1000);
     if (now_s() - last < 10) continue;
