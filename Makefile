@@ -2,6 +2,7 @@
 # transfer benchmark); `make check` runs every test, plain and with ASan+UBSan.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 # NIXL for the plugin (src/nixl) and its tests: the prefix
@@ -9,7 +10,7 @@ CMAKE_ARGS ?=
 NIXL_PREFIX ?= $(shell ./scripts/build-testdeps.sh --prefix 2>/dev/null)
 NIXL_ARGS  := $(if $(NIXL_PREFIX),-DNIXL_PREFIX=$(NIXL_PREFIX))
 
-.PHONY: all build run test test-asan check clean format
+.PHONY: all build run test test-asan test-tsan check clean format
 
 all: build
 
@@ -28,10 +29,17 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer (docs/RELIABILITY.md): no NIXL, Python or install tests
+# (an instrumented libtpx.so does not load into uninstrumented hosts).
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_SANITIZE=thread $(CMAKE_ARGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
+
 check: test test-asan
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -36,7 +36,7 @@ def build_dirs() -> list:
         if not (d.startswith("build") and os.path.exists(os.path.join(b, "libtpx.so"))):
             continue
         with open(cache) if os.path.exists(cache) else open(os.devnull) as f:
-            if "TPX_SANITIZE:BOOL=ON" in f.read():
+            if re.search(r"^TPX_SANITIZE:\w+=(?!OFF$|$)", f.read(), re.M):
                 continue
         out.append(b)
     return out

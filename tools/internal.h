@@ -17,6 +17,8 @@
  *    (its client/server messages).
  *  - tpx-netbench: common/config.h, for the same reason (--size, --port,
  *    --timeout-ms).
+ *  - tpx-soak: cuda/gpu.h for its --mem cuda regions (as tpx-bench) and
+ *    common/config.h's number parser for its sizes.
  *  - tpx-unpack-bench: cuda/unpack.h, the TCPX unpack kernels themselves
  *    (tpx_unpacker_*, tpx__unpack_submit/_wait/_sync, tpx__unpack_cpu for the
  *    reference result), which the engine drives internally and no public call

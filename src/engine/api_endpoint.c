@@ -28,8 +28,6 @@
 #include "engine/placement.h"
 #include "engine/progress.h"
 
-#define SCRATCH_BYTES WIRE_MAX_CHUNK
-
 void tpx_endpoint_params_init(tpx_endpoint_params_t *p) {
   memset(p, 0, sizeof(*p));
 }
@@ -75,7 +73,7 @@ static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *param
   return 0;
 }
 
-/* epoll set, wake-up eventfd, control listener, discard scratch. */
+/* epoll set, wake-up eventfd, control listener. */
 static int open_io(tpx_endpoint_t *ep, const tpx_endpoint_params_t *params) {
   /* TCPX may send without MSG_NOSIGNAL: a dead peer must not kill us. */
   struct sigaction sa;
@@ -89,9 +87,6 @@ static int open_io(tpx_endpoint_t *ep, const tpx_endpoint_params_t *params) {
     return tpx_err(TPX_ESYSTEM, "endpoint %s: epoll: %s", ep->name, strerror(errno));
   int rc;
   if (!params->no_listen && (rc = tpx__listen_open(ep, params->listen_host, params->port)) != 0) return rc;
-  ep->scratch_buf = aligned_alloc(4096, SCRATCH_BYTES);
-  if (!ep->scratch_buf || tpx__mem_register_internal(ep, ep->scratch_buf, SCRATCH_BYTES, &ep->scratch) != 0)
-    return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
   return 0;
 }
 
@@ -183,7 +178,6 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   if (ep->net) tpx__mem_free_all(ep);
   tpx__gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */
   pthread_mutex_unlock(&ep->lock);
-  free(ep->scratch_buf);
   free(ep->slots);
   free(ep->closing);
   free(ep->acceptq);

@@ -79,8 +79,6 @@ struct tpx_endpoint {
   uint32_t mem_tab_cap, mem_tab_n;
   void **slots; /* comm slots (index of the per-comm registration cache) */
   int nslots;
-  struct tpx_mem *scratch; /* discard target for refused writes */
-  void *scratch_buf;
   const struct consume_ops *consume; /* NULL: host memory, nothing to do */
   struct gpu_ep *gpath;    /* GPU data path (gpu/gpu_path.h); NULL: host memory only */
   struct op *xfers;        /* user transfer handles alive */

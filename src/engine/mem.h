@@ -26,7 +26,7 @@ struct tpx_mem {
   tpx_mem_type_t type;
   int device;
   unsigned access;
-  int internal; /* engine scratch: never reachable by peers */
+  int internal; /* engine buffer (pack ring): never reachable by peers */
   int refs;     /* user transfer handles (prepared or running) using it */
   int irefs;    /* peers' requests being served from / into it */
   uint32_t reg_pre, reg_post; /* CUDA: transport registrations widened to 4 KiB pages (gpu/gpu_mem.c) */

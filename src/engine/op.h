@@ -55,7 +55,7 @@ struct op {
   /* write bookkeeping */
   int acked;
   int ack_status;
-  int discard;              /* incoming write refused: drain into scratch */
+  int discard;              /* incoming write refused: drain through the pack ring, dropped */
   uint64_t deadline;        /* for control waits (ack, read data) */
   /* notification */
   uint8_t *notif;

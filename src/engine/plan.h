@@ -24,7 +24,7 @@
 struct tpx_mem;
 
 struct xent {
-  struct tpx_mem *mem; /* local registration (or the discard buffer) */
+  struct tpx_mem *mem; /* local registration (NULL for a refused write) */
   uint64_t off;        /* offset in it */
   uint64_t len;
 };

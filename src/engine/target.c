@@ -1,9 +1,9 @@
 /* Incoming one-sided requests, where we are the target: a peer's WRITE is
  * checked against our writable registrations, its data lands through the
  * receive windows, and op.c acknowledges it (MSG_STATUS) once every chunk
- * landed; a refused write is drained into scratch and refused at once. A
- * peer's READ is checked against our readable registrations and served
- * through the send windows (or inline in the answer). */
+ * landed; a refused write is drained (window.c drops its bytes) and refused
+ * at once. A peer's READ is checked against our readable registrations and
+ * served through the send windows (or inline in the answer). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +120,7 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
                 (unsigned long long)e.len, (unsigned long long)e.region);
     }
   }
-  if (bad) { /* drain the data that is already on its way, into scratch */
+  if (bad) { /* drain the data that is already on its way, landing nowhere */
     o->discard = 1;
     for (uint32_t i = 0; i < m.n; i++) {
       tpx__wire_entry_at(m.entries, i, &e);

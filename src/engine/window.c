@@ -63,10 +63,11 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   struct tpx_mem *m;
   uint64_t off;
   int packed = 0;
-  if (o->discard) { /* refused incoming write: land in scratch, never in user memory */
-    m = ep->scratch;
-    off = 0;
-  } else if (tpx__plan_gathered(o->ents, &l->cur)) { /* several entries: through the pack ring */
+  if (o->discard || tpx__plan_gathered(o->ents, &l->cur)) {
+    /* Several entries: through the pack ring. A refused incoming write lands
+     * there too, never in user memory, and is dropped at release: each
+     * chunk in flight has its own span, so the transport's I/O threads never
+     * write the same bytes at once. */
     packed = tpx__pack_prep(ep, &q->pack, !q->is_recv, o->ents, &l->cur, &m, &off);
     if (packed < 0)
       return tpx_err_quiet(packed, "peer %s channel %d: chunk %llu of %s: %s", p->where, q->ch,
@@ -202,7 +203,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
     }
     struct op *o = s->op;
     if (s->pack_end) { /* a packed receive's bytes go to their entries now */
-      tpx__pack_release(q->pack, s->pack_end, o->ents, &s->pcur, q->is_recv ? s->data : NULL);
+      tpx__pack_release(q->pack, s->pack_end, o->ents, &s->pcur, q->is_recv && !o->discard ? s->data : NULL);
       s->pack_end = 0;
     }
     if (q->is_recv) TPX_TL(TL_RECV_LANDED, q->ch, o->id, s->chunk, 0);

@@ -18,8 +18,8 @@ _Static_assert(TPX_TCPX_DEV_VERSION == NCCLNET_DEVICE_UNPACK_VERSION, "ncclNet U
 _Static_assert(sizeof(tpx_net_dev_handle_t) >= 512, "device-handle storage of 512 bytes");
 
 void tpx__tcpx_cnt_publish(tpx_unpack_meta_block_t *mb, uint32_t slot, uint64_t cnt) {
-  /* Entries (and the bytes they describe) before the count. */
-  __atomic_thread_fence(__ATOMIC_RELEASE);
+  /* A release store: the entries (and the bytes they describe) are visible
+   * before the count to any reader that loads it with acquire. */
   __atomic_store_n(&mb->cnt[slot], cnt, __ATOMIC_RELEASE);
 }
 

@@ -131,10 +131,20 @@ static tpx_endpoint_t *target(tpx_config_t *cfg) {
   return ep;
 }
 
+/* Whether any byte of the page has landed yet: a peek (tu_peek), since the
+ * transport may be writing it right now. */
 static int page_landed(const uint8_t *pg) {
+  uint8_t copy[4096];
+  assert_int_equal(tu_peek(copy, pg, sizeof(copy)), 0);
   for (int i = 0; i < 4096; i++)
-    if (pg[i]) return 1;
+    if (copy[i]) return 1;
   return 0;
+}
+
+static uint8_t first_byte(const uint8_t *p) {
+  uint8_t b = 0;
+  assert_int_equal(tu_peek(&b, p, 1), 0);
+  return b;
 }
 
 /* The target hands its region to the writer and waits for the first byte. */
@@ -149,8 +159,8 @@ static tpx_peer_t *offer_region(tpx_endpoint_t *ep, struct child *k, uint8_t *ds
   assert_int_equal(tpx_mem_get_public_data(*m, blob, sizeof(blob), &bl), 0);
   assert_int_equal(tpx_notify(peer, blob, bl), 0);
   assert_int_equal(child_said(k), 'w');
-  for (int i = 0; i < 100000 && dst[0] == 0; i++) usleep(100);
-  assert_int_equal(dst[0], 0x11);
+  for (int i = 0; i < 100000 && first_byte(dst) == 0; i++) usleep(100);
+  assert_int_equal(first_byte(dst), 0x11);
   return peer;
 }
 
@@ -263,6 +273,15 @@ static void test_receiver_stops_reading(void **state) {
  * that stops reading its data sockets): a write to it fails at the deadline
  * naming peer, channel and chunk; another peer of the same endpoint keeps
  * working meanwhile and after. */
+/* The bystander's write landed on its side: its notification, which (unlike
+ * the writer's completion, that came over TCP) orders the bytes before this
+ * thread's check of them. */
+static void bystander_landed(tpx_endpoint_t *other) {
+  tpx_notif_t n;
+  assert_int_equal(tpx_wait_notif(other, 20000, &n), 1);
+  assert_int_equal(n.len, 1);
+}
+
 static void test_sigstop_peer_fails_at_deadline(void **state) {
   (void)state;
   struct child k;
@@ -288,8 +307,9 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   assert_int_equal(tpx_endpoint_create(&p, &other), 0);
   tpx_peer_t *ob, *bo;
   eng_connect(other, ep, &ob, &bo);
-  eng_buf_t src, obuf;
+  eng_buf_t src, bsrc, obuf; /* the hung write's source, the bystander's own */
   eng_buf(ep, BIG / 2, 0, &src);
+  eng_buf(ep, 1 << 20, 0, &bsrc);
   eng_buf(other, 1 << 20, TPX_ACCESS_WRITE, &obuf);
   kill(k.pid, SIGSTOP);
   tpx_xfer_t *x;
@@ -297,10 +317,11 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   assert_int_equal(tpx_write(peer, src.mem, 0, rm, 0, src.len, NULL, 0, &x), 0);
   for (int i = 0; i < 3; i++) { /* the bystander while the write hangs */
     tpx_xfer_t *y;
-    tu_fill(src.p, 1 << 20, 40 + (uint32_t)i, 0);
-    assert_int_equal(tpx_write(bo, src.mem, 0, obuf.rmem, 0, 1 << 20, NULL, 0, &y), 0);
+    tu_fill(bsrc.p, 1 << 20, 40 + (uint32_t)i, 0);
+    assert_int_equal(tpx_write(bo, bsrc.mem, 0, obuf.rmem, 0, 1 << 20, "b", 1, &y), 0);
     eng_wait(y, 0);
     tpx_xfer_free(y);
+    bystander_landed(other);
     assert_int_equal(tu_check(obuf.p, 1 << 20, 40 + (uint32_t)i, 0), SIZE_MAX);
   }
   int rc = tpx_xfer_wait(x, TIMEOUT_MS + 5000);
@@ -310,10 +331,11 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   assert_non_null(strstr(tpx_last_error(), "channel"));
   assert_true(dt < TIMEOUT_MS + 3000);
   tpx_xfer_free(x);
-  tu_fill(src.p, 1 << 20, 47, 0); /* and after */
-  assert_int_equal(tpx_write(bo, src.mem, 0, obuf.rmem, 0, 1 << 20, NULL, 0, &x), 0);
+  tu_fill(bsrc.p, 1 << 20, 47, 0); /* and after */
+  assert_int_equal(tpx_write(bo, bsrc.mem, 0, obuf.rmem, 0, 1 << 20, "b", 1, &x), 0);
   eng_wait(x, 0);
   tpx_xfer_free(x);
+  bystander_landed(other);
   assert_int_equal(tu_check(obuf.p, 1 << 20, 47, 0), SIZE_MAX);
   assert_int_equal(tpx_peer_status(bo), 0);
   child_end(&k);
@@ -322,6 +344,7 @@ static void test_sigstop_peer_fails_at_deadline(void **state) {
   tpx_peer_close(ob);
   tpx_peer_close(bo);
   eng_buf_free(&src);
+  eng_buf_free(&bsrc);
   eng_buf_free(&obuf);
   tpx_endpoint_destroy(other);
   tpx_endpoint_destroy(ep);

@@ -17,6 +17,11 @@
 #include <string.h>
 
 #include "fake_stats.h"
+
+/* The engine calls a shared instance from several endpoints' progress
+ * threads at once: every record is atomic (ThreadSanitizer-clean). */
+#define STAT_ADD(f, n) __atomic_add_fetch(&fake_stats.f, (n), __ATOMIC_RELAXED)
+#define STAT_SET(f, v) __atomic_store_n(&fake_stats.f, (v), __ATOMIC_RELAXED)
 #include "net/abi.h"
 
 /* Each flavour uses a different subset of the shared calls. */
@@ -100,10 +105,10 @@ static int inits_ever; /* unlike fake_stats, never reset by a test */
 
 static ncclnet_result_t f_init(int version, ncclnet_logger_t log) {
   pthread_mutex_lock(&mu);
-  fake_stats.init++;
+  STAT_ADD(init, 1);
   int again = inits_ever++ > 0;
-  fake_stats.version = version;
-  fake_stats.logger_set = log != NULL;
+  STAT_SET(version, version);
+  STAT_SET(logger_set, log != NULL);
   logger = log;
   pthread_mutex_unlock(&mu);
   if (log)
@@ -158,9 +163,9 @@ static ncclnet_result_t f_listen(int dev, void *handle, void **lc) {
   memset(handle, 0, NCCLNET_HANDLE_MAXSIZE);
   memcpy(handle, &h, sizeof(h));
   pthread_mutex_lock(&mu);
-  fake_stats.listen++;
-  fake_stats.listen_dev[dev]++;
-  fake_stats.live_comms++;
+  STAT_ADD(listen, 1);
+  STAT_ADD(listen_dev[dev], 1);
+  STAT_ADD(live_comms, 1);
   pthread_mutex_unlock(&mu);
   *lc = l;
   return NCCLNET_SUCCESS;
@@ -171,13 +176,13 @@ static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_
   struct handle *h = handle;
   if (h->magic != MAGIC || h->l == NULL) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.connect_dev_calls[dev]++;
-  fake_stats.connect++;
-  fake_stats.connect_dev = dh ? (void *)*dh : (void *)-1;
+  STAT_ADD(connect_dev_calls[dev], 1);
+  STAT_ADD(connect, 1);
+  STAT_SET(connect_dev, dh ? (void *)*dh : (void *)-1);
   ncclnet_result_t r = NCCLNET_SUCCESS;
   *sc = NULL;
   if (h->connect_tries++ == 0) {
-    fake_stats.connect_pending++; /* first call: "in progress"; state kept in the handle */
+    STAT_ADD(connect_pending, 1); /* first call: "in progress"; state kept in the handle */
   } else if (h->l->pending) {
     r = NCCLNET_INTERNAL_ERROR; /* one connection per listen comm in this fake */
   } else {
@@ -190,7 +195,7 @@ static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_
       p->send_open = p->recv_open = 1;
       e->p = p, e->is_send = 1;
       h->l->pending = p;
-      fake_stats.live_comms++;
+      STAT_ADD(live_comms, 1);
       *sc = e;
     }
   }
@@ -202,13 +207,13 @@ static ncclnet_result_t f_accept(void *lc, void **rc, ncclnet_dev_handle_t **dh)
   struct lcomm *l = lc;
   if (!l || l->magic != MAGIC || !rc) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.accept++;
-  fake_stats.accept_slot = dh;
-  fake_stats.accept_dev = dh ? (void *)*dh : NULL;
+  STAT_ADD(accept, 1);
+  STAT_SET(accept_slot, dh);
+  STAT_SET(accept_dev, dh ? (void *)*dh : NULL);
   *rc = NULL;
   ncclnet_result_t r = NCCLNET_SUCCESS;
   if (l->accept_tries++ == 0 || l->pending == NULL) {
-    fake_stats.accept_pending++;
+    STAT_ADD(accept_pending, 1);
   } else {
     struct end *e = calloc(1, sizeof(*e));
     if (!e) {
@@ -226,7 +231,7 @@ static ncclnet_result_t f_accept(void *lc, void **rc, ncclnet_dev_handle_t **dh)
 #endif
       e->p = l->pending, e->is_send = 0;
       l->pending = NULL;
-      fake_stats.live_comms++;
+      STAT_ADD(live_comms, 1);
       *rc = e;
     }
   }
@@ -238,9 +243,9 @@ static ncclnet_result_t f_regmr(void *comm, void *data, size_t size, int type, v
   (void)data;
   if (!comm || !mh || (type != NCCLNET_PTR_HOST)) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.regmr++;
-  fake_stats.last_regmr_size = size;
-  fake_stats.live_mrs++;
+  STAT_ADD(regmr, 1);
+  STAT_SET(last_regmr_size, size);
+  STAT_ADD(live_mrs, 1);
   pthread_mutex_unlock(&mu);
   *mh = malloc(8);
   return *mh ? NCCLNET_SUCCESS : NCCLNET_SYSTEM_ERROR;
@@ -254,8 +259,8 @@ static ncclnet_result_t f_regmr_int(void *comm, void *data, int size, int type, 
 static ncclnet_result_t f_deregmr(void *comm, void *mh) {
   if (!comm) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.deregmr++;
-  fake_stats.live_mrs--;
+  STAT_ADD(deregmr, 1);
+  STAT_ADD(live_mrs, -1);
   pthread_mutex_unlock(&mu);
   free(mh);
   return NCCLNET_SUCCESS;
@@ -267,8 +272,8 @@ static ncclnet_result_t f_isend(void *sc, void *data, size_t size, int tag, void
   struct end *e = sc;
   if (!e || !e->is_send || !request) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.isend++;
-  fake_stats.last_isend_size = size;
+  STAT_ADD(isend, 1);
+  STAT_SET(last_isend_size, size);
   *request = NULL;
   ncclnet_result_t r = NCCLNET_SUCCESS;
   if (e->p->send_reqs < MAX_REQS) { /* else: back-pressure, *request stays NULL */
@@ -279,7 +284,7 @@ static ncclnet_result_t f_isend(void *sc, void *data, size_t size, int tag, void
       q->is_send = 1, q->data = data, q->size = size, q->tag = tag;
       push(&e->p->sends, q);
       e->p->send_reqs++;
-      fake_stats.live_reqs++;
+      STAT_ADD(live_reqs, 1);
       match(e->p);
       *request = q;
     }
@@ -307,8 +312,8 @@ static ncclnet_result_t f_irecv(void *rc, int n, void **data, size_t *sizes, int
   if (!e || e->is_send || !request || n != 1 || !data || !sizes || !tags)
     return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.irecv++;
-  fake_stats.last_irecv_size = sizes[0];
+  STAT_ADD(irecv, 1);
+  STAT_SET(last_irecv_size, sizes[0]);
   *request = NULL;
   ncclnet_result_t r = NCCLNET_SUCCESS;
   if (e->p->recv_reqs < MAX_REQS) {
@@ -319,7 +324,7 @@ static ncclnet_result_t f_irecv(void *rc, int n, void **data, size_t *sizes, int
       q->data = data[0], q->size = sizes[0], q->tag = tags[0];
       push(&e->p->recvs, q);
       e->p->recv_reqs++;
-      fake_stats.live_reqs++;
+      STAT_ADD(live_reqs, 1);
       match(e->p);
       *request = q;
     }
@@ -355,13 +360,13 @@ static ncclnet_result_t f_test(void *request, int *done, int *sizes) {
   struct req *q = request;
   if (!q || !done) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.test++;
+  STAT_ADD(test, 1);
   *done = q->done;
   ncclnet_result_t r = q->err;
   if (q->done) {
     if (sizes && !q->err && !(UNPACK_TYPE && !q->is_send))
       sizes[0] = (int)(q->is_send ? q->size : q->got);
-    fake_stats.live_reqs--;
+    STAT_ADD(live_reqs, -1);
     free(q);
   }
   pthread_mutex_unlock(&mu);
@@ -373,10 +378,10 @@ static ncclnet_result_t close_end(void *comm, int is_send) {
   if (!e || e->is_send != is_send) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
   if (is_send)
-    fake_stats.close_send++, e->p->send_open = 0;
+    STAT_ADD(close_send, 1), e->p->send_open = 0;
   else
-    fake_stats.close_recv++, e->p->recv_open = 0;
-  fake_stats.live_comms--;
+    STAT_ADD(close_recv, 1), e->p->recv_open = 0;
+  STAT_ADD(live_comms, -1);
   maybe_free_pipe(e->p);
   pthread_mutex_unlock(&mu);
   free(e);
@@ -394,8 +399,8 @@ static ncclnet_result_t f_close_listen(void *lc) {
   struct lcomm *l = lc;
   if (!l || l->magic != MAGIC) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
-  fake_stats.close_listen++;
-  fake_stats.live_comms--;
+  STAT_ADD(close_listen, 1);
+  STAT_ADD(live_comms, -1);
   if (l->pending) { /* connected but never accepted */
     l->pending->recv_open = 0;
     maybe_free_pipe(l->pending);
@@ -505,7 +510,7 @@ static ncclnet_result_t f_init10(ncclnet_logger_t l, ncclnet_profiler_cb_t prof)
 static ncclnet_result_t f_connect10(int dev, ncclnet_comm_config_t *cfg, void *handle, void **sc,
                                     ncclnet_dev_handle_t **dh) {
   if (!cfg) return NCCLNET_INVALID_ARGUMENT;
-  fake_stats.traffic_class = cfg->trafficClass;
+  STAT_SET(traffic_class, cfg->trafficClass);
   return f_connect(dev, handle, sc, dh);
 }
 EXPORT const ncclnet_v10_t ncclNetPlugin_v10 = {
@@ -520,18 +525,18 @@ static int the_ctx; /* init hands out &the_ctx */
 static ncclnet_result_t init_ctx(int version, void **ctx, uint64_t comm_id,
                                  ncclnet_comm_config_t *cfg, ncclnet_logger_t l) {
   if (!ctx || !cfg) return NCCLNET_INVALID_ARGUMENT;
-  fake_stats.comm_id = comm_id;
-  fake_stats.traffic_class = cfg->trafficClass;
+  STAT_SET(comm_id, comm_id);
+  STAT_SET(traffic_class, cfg->trafficClass);
   *ctx = &the_ctx;
   return f_init(version, l);
 }
 static ncclnet_result_t f_listen11(void *ctx, int dev, void *handle, void **lc) {
-  fake_stats.ctx_ok = ctx == &the_ctx;
+  STAT_SET(ctx_ok, ctx == &the_ctx);
   return f_listen(dev, handle, lc);
 }
 static ncclnet_result_t f_connect11(void *ctx, int dev, void *handle, void **sc,
                                     ncclnet_dev_handle_t **dh) {
-  fake_stats.ctx_ok = fake_stats.ctx_ok && ctx == &the_ctx;
+  if (ctx != &the_ctx) STAT_SET(ctx_ok, 0);
   return f_connect(dev, handle, sc, dh);
 }
 static ncclnet_result_t f_finalize(void *ctx) {

@@ -20,7 +20,7 @@ case "$soname" in libtpx.so.[0-9]*) echo "soname $soname" ;; *) fail "soname '$s
 [ -f "$libdir/libnccl-net-tpx.so" ] || fail "libnccl-net-tpx.so missing"
 [ -f "$prefix/include/tpx/tpx.h" ] || fail "headers missing"
 version=$(sed -n 's/^#define TPX_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/tpx/version.h")
-for t in tpx-bench tpx-info tpx-netbench tpx-unpack-bench; do
+for t in tpx-bench tpx-info tpx-netbench tpx-soak tpx-unpack-bench; do
   out=$("$prefix/bin/$t" --version) || fail "$t --version"
   case "$out" in "$t (tcpx-p2p) $version, library $version") ;; *) fail "$t --version: $out" ;; esac
 done

@@ -34,6 +34,13 @@ timeout 60 "$bench" client 127.0.0.1 --port $port -b 4K -e 1M -f 16 --op write,r
   >"$dir/c2a.log" 2>&1 || die "first client of the --forever server failed"
 timeout 60 "$bench" client 127.0.0.1 --port $port --block-size 16K --batch 64 --op write,read --iters 2 --check \
   >"$dir/c2b.log" 2>&1 || die "second client of the --forever server failed"
+# The server says "client done" once it has seen the client go: a moment after
+# the client exited (longer on a loaded machine or under TSan), up to 10 s.
+i=0
+while [ "$(grep -c 'client done' "$dir/s2.log")" -lt 2 ] && [ $i -lt 100 ]; do
+  i=$((i + 1))
+  sleep 0.1
+done
 [ "$(grep -c 'client done' "$dir/s2.log")" -eq 2 ] || die "the --forever server did not serve both clients"
 kill -TERM $spid
 wait_exit $spid 100

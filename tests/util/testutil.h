@@ -13,6 +13,13 @@
 void tu_fill(void *buf, size_t len, uint32_t seed, size_t offset);
 /* Returns the index of the first mismatching byte, or SIZE_MAX when all match. */
 size_t tu_check(const void *buf, size_t len, uint32_t seed, size_t offset);
+/* Copy len bytes at src into dst through the kernel (process_vm_readv on
+ * this process): a look at memory that a transport thread may be writing at
+ * that moment, to see whether a transfer is under way or has got this far.
+ * The kernel copies, so it is an observation from outside the program's
+ * threads, not a data race; never the way to check the bytes of a finished
+ * transfer (read those after the completion that publishes them). 0 or -1. */
+int tu_peek(void *dst, const void *src, size_t len);
 /* Number of open file descriptors of this process (leak checks). */
 int tu_count_fds(void);
 /* cmocka setup/teardown pair: the test must leave as many fds open as it found. */

@@ -146,10 +146,12 @@ extern FILE *bench_json_stdout;
 int bench_json_write(const struct bench_json_ctx *c, const struct bench_result *r, int n);
 
 /* ---- proto.c ---- */
-extern volatile sig_atomic_t bench_stop; /* a signal asked us to end */
+/* Atomics, not volatile sig_atomic_t: pair threads read and write them too
+ * (lock-free, so a signal handler may still store). */
+extern _Atomic int bench_stop; /* a signal asked us to end */
 /* --gpus: one pair failed, the others end too (their waits return
  * TPX_ECANCELED); never set by a single pair. */
-extern volatile sig_atomic_t bench_abort;
+extern _Atomic int bench_abort;
 void bench_abort_all(void);
 
 /* --gpus: the pairs of a run start their timed iterations together. Every

@@ -12,8 +12,8 @@
 #include "common/le.h"
 #include <time.h>
 
-volatile sig_atomic_t bench_stop;
-volatile sig_atomic_t bench_abort;
+_Atomic int bench_stop;
+_Atomic int bench_abort;
 
 #define HDR 5
 #define RUN_FIELDS 9
