@@ -606,6 +606,13 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, &s.o);
   if (rc) return rc < 0 ? 0 : rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  /* The CUDA driver keeps what its first use opens (device fds, its own
+   * threads) until the process exits: take the baseline after one use of
+   * every GPU, and check the contexts themselves separately below. */
+  int ngpu = 0;
+  if (s.o.cuda && tpx__gpu_device_count(&ngpu) == 0)
+    for (int d = 0; d < ngpu && d < s.o.peers; d++)
+      if (tpx__gpu_retain(d) == 0) (void)tpx__gpu_release(d);
   struct res r[3];
   res_now(&r[0]);
   printf("[SOAK] seed %llu, %llu bytes, %d endpoints, %d lanes per pair, %d channels, up to %llu "
@@ -626,6 +633,10 @@ int main(int argc, char **argv) {
   if (r[2].fds != r[0].fds || r[2].threads != r[0].threads) {
     fprintf(stderr, "tpx-soak: %ld fds and %ld threads after teardown, %ld and %ld before\n",
             r[2].fds, r[2].threads, r[0].fds, r[0].threads);
+    errors++;
+  }
+  if (s.o.cuda && tpx__gpu_ctx_retained() != 0) {
+    fprintf(stderr, "tpx-soak: %d GPU contexts still held after teardown\n", tpx__gpu_ctx_retained());
     errors++;
   }
   return errors ? 1 : 0;
