@@ -508,8 +508,8 @@ int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
   return m->gpu_bound;
 }
 
-int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
-                          int *fds, const char *peer, void **out) {
+int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id, int *fds,
+                       const char *peer, tpx_sock_comm_t **out) {
   int n = nsocks + 1;
   tpx_sock_comm_t *m = calloc(1, sizeof(*m));
   tpx_sock_conn_t *conns = calloc((size_t)n, sizeof(*conns));
@@ -551,7 +551,22 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
     }
   }
   if (rc == 0 && kind == TPX_SK_RECV && sn->unpack) rc = tpx__sock_upk_create(m);
-  if (rc == 0) rc = tpx__sock_pool_get(sn, dev, &m->pool);
+  if (rc != 0) {
+    tpx__sock_comm_destroy(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+                          int *fds, const char *peer, void **out) {
+  int n = nsocks + 1;
+  tpx_sock_comm_t *m = NULL;
+  int rc = tpx__sock_comm_new(sn, kind, dev, nsocks, comm_id, fds, peer, &m);
+  if (rc != 0) return rc;
+  tpx_sock_conn_t *conns = m->conns;
+  rc = tpx__sock_pool_get(sn, dev, &m->pool);
   if (rc == 0) tpx__sock_pool_place(m->pool, m);
   for (int i = 0; i < n && rc == 0; i++)
     rc = tpx__sock_io_attach(conns[i].placed, &conns[i]);
