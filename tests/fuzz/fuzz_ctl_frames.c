@@ -66,7 +66,7 @@ static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t
         while (at_e < n && e[at_e].len == 0) at_e++;
       }
     }
-    FUZZ_CHECK(pieces == 1 || (uint32_t)pieces == c.end - c.e);
+    FUZZ_CHECK(c.end - c.e >= (uint32_t)pieces); /* empty entries ride along */
     FUZZ_CHECK(tpx__plan_gathered(e, &c) == (pieces > 1));
     bytes += c.len;
     int more = tpx__plan_advance(e, n, chunk, &c, 1);

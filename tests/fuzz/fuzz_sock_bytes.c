@@ -242,7 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (op & 3) {
     case 0: post_next(&r); break;
     case 1:
-      if (write_some(&r, s, op & 0x80 ? 1 + fuzz_u16(&in) : SIZE_MAX)) stuck = 0;
+      if (write_some(&r, s, op & 0x80 ? (size_t)1 + fuzz_u16(&in) : SIZE_MAX)) stuck = 0;
       else if (r.qat[s] < r.qn[s] && r.d.peer[s] >= 0 && ++stuck > 2 * nsk) {
         /* the receiver will not take more: post, run, and at last give up */
         post_next(&r);
