@@ -249,6 +249,14 @@ static void sock_seeds(void) {
   put("sock_bytes", "lie_copy", s.b, s.n);
 }
 
+/* fuzz_base64: a capacity byte, then the text. */
+static void base64_seeds(void) {
+  static const char *const text[][2] = {{"hello", "\x01aGVsbG8gd29ybGQ="}, {"one", "\x01""AA=="},
+                                        {"two", "\x01QUI="}, {"nofit", "\x00QUJD"}, {"noncanonical", "\x01QUJ="}};
+  for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++)
+    put("base64", text[i][0], text[i][1], strlen(text[i][1] + 1) + 1);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s CORPUS_DIR (tests/fuzz/corpus)\n", argv[0]);
@@ -258,5 +266,6 @@ int main(int argc, char **argv) {
   ctl_frames();
   blobs();
   sock_seeds();
+  base64_seeds();
   return 0;
 }
