@@ -56,4 +56,16 @@ static inline const uint8_t *fuzz_bytes(struct fuzz_in *in, size_t n, size_t *go
 
 static inline void fuzz_quiet(void) { tpx__log_level = TPX_LOG_NONE; }
 
+/* Each harness's one-time setup (may do nothing), after the logs are
+ * quieted; libFuzzer and replay_main.c call LLVMFuzzerInitialize first. */
+static void fuzz_setup(void);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  fuzz_quiet();
+  fuzz_setup();
+  return 0;
+}
+
 #endif

@@ -56,12 +56,7 @@ static void handle(const uint8_t *data, size_t size) {
   FUZZ_CHECK(memchr(where, 0, sizeof(where)) != NULL);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_quiet();
-  return 0;
-}
+static void fuzz_setup(void) {}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   blob(data, size);

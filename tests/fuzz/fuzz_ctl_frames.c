@@ -184,12 +184,7 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
   tpx__wbuf_free(&b);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_quiet();
-  return 0;
-}
+static void fuzz_setup(void) {}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t off = 0;

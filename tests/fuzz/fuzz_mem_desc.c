@@ -10,12 +10,7 @@
 #include "tpx/error.h"
 #include "tpx/mem.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_quiet();
-  return 0;
-}
+static void fuzz_setup(void) {}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct md_info md;

@@ -159,12 +159,7 @@ static void step(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, struct
   FUZZ_CHECK(ep->notif_n == m->qn);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_quiet();
-  return 0;
-}
+static void fuzz_setup(void) {}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct fuzz_in in = {data, size, 0};

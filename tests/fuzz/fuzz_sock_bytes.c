@@ -218,12 +218,8 @@ static void setup(struct bytes_run *r, struct fuzz_in *in) {
   }
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_quiet();
+static void fuzz_setup(void) {
   drive_net(0);
-  return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -8,12 +8,7 @@
 #include "sock/sock.h"
 #include "sock/wire.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_quiet();
-  return 0;
-}
+static void fuzz_setup(void) {}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t at = 0; at + TPX_WIRE_PART_BYTES <= size; at += TPX_WIRE_PART_BYTES) {
