@@ -500,8 +500,8 @@ int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
   return m->gpu_bound;
 }
 
-int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id, int *fds,
-                       const char *peer, tpx_sock_comm_t **out) {
+int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+                       int *fds, const char *peer, tpx_sock_comm_t **out) {
   int n = nsocks + 1;
   tpx_sock_comm_t *m = calloc(1, sizeof(*m));
   tpx_sock_conn_t *conns = calloc((size_t)n, sizeof(*conns));

@@ -17,7 +17,7 @@
 #define FUZZ_CHECK(cond)                                                                           \
   do {                                                                                             \
     if (!(cond)) {                                                                                 \
-      fprintf(stderr, "fuzz: %s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond);         \
+      fprintf(stderr, "fuzz: %s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond);           \
       abort();                                                                                     \
     }                                                                                              \
   } while (0)
@@ -41,10 +41,18 @@ static inline uint64_t fuzz_take(struct fuzz_in *in, int bytes) {
     if (in->pos < in->len) v |= (uint64_t)in->p[in->pos] << (8 * i);
   return v;
 }
-static inline uint8_t fuzz_u8(struct fuzz_in *in) { return (uint8_t)fuzz_take(in, 1); }
-static inline uint16_t fuzz_u16(struct fuzz_in *in) { return (uint16_t)fuzz_take(in, 2); }
-static inline uint32_t fuzz_u32(struct fuzz_in *in) { return (uint32_t)fuzz_take(in, 4); }
-static inline int fuzz_more(const struct fuzz_in *in) { return in->pos < in->len; }
+static inline uint8_t fuzz_u8(struct fuzz_in *in) {
+  return (uint8_t)fuzz_take(in, 1);
+}
+static inline uint16_t fuzz_u16(struct fuzz_in *in) {
+  return (uint16_t)fuzz_take(in, 2);
+}
+static inline uint32_t fuzz_u32(struct fuzz_in *in) {
+  return (uint32_t)fuzz_take(in, 4);
+}
+static inline int fuzz_more(const struct fuzz_in *in) {
+  return in->pos < in->len;
+}
 /* Up to n bytes of the input itself (fewer at its end): *got of them. */
 static inline const uint8_t *fuzz_bytes(struct fuzz_in *in, size_t n, size_t *got) {
   size_t left = in->pos < in->len ? in->len - in->pos : 0;
@@ -54,7 +62,9 @@ static inline const uint8_t *fuzz_bytes(struct fuzz_in *in, size_t n, size_t *go
   return at;
 }
 
-static inline void fuzz_quiet(void) { tpx__log_level = TPX_LOG_NONE; }
+static inline void fuzz_quiet(void) {
+  tpx__log_level = TPX_LOG_NONE;
+}
 
 /* Each harness's one-time setup (may do nothing), after the logs are
  * quieted; libFuzzer and replay_main.c call LLVMFuzzerInitialize first. */

@@ -24,7 +24,8 @@ static void blob(const uint8_t *data, size_t size) {
   if (rc) return;
   FUZZ_CHECK(c.naddr >= 1 && c.naddr <= CONN_MAX_ADDRS && c.port != 0);
   FUZZ_CHECK(memchr(c.name, 0, sizeof(c.name)) != NULL);
-  for (int i = 0; i < c.naddr; i++) FUZZ_CHECK(memchr(c.addr[i], 0, CONN_ADDR_MAX) != NULL);
+  for (int i = 0; i < c.naddr; i++)
+    FUZZ_CHECK(memchr(c.addr[i], 0, CONN_ADDR_MAX) != NULL);
   uint8_t *again = malloc(size);
   size_t len = 0;
   FUZZ_CHECK(again && tpx__conn_info_encode(&c, again, size, &len) == 0);
@@ -49,7 +50,8 @@ static void handle(const uint8_t *data, size_t size) {
   } else {
     const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&a;
     FUZZ_CHECK(tpx__get16(h + TPX_WH_FAMILY) == 6 && s->sin6_family == AF_INET6);
-    FUZZ_CHECK(memcmp(&s->sin6_addr, h + TPX_WH_ADDR, 16) == 0 && memcmp(&s->sin6_port, h + TPX_WH_PORT, 2) == 0);
+    FUZZ_CHECK(memcmp(&s->sin6_addr, h + TPX_WH_ADDR, 16) == 0 &&
+               memcmp(&s->sin6_port, h + TPX_WH_PORT, 2) == 0);
   }
   char where[96];
   tpx__sock_addr_str(&a, where, sizeof(where));

@@ -11,8 +11,8 @@
  * where walking to it does. */
 #include <string.h>
 
-#include "engine/plan.h"
 #include "engine/op.h"
+#include "engine/plan.h"
 #include "engine/wire.h"
 #include "fuzz.h"
 #include "tpx/error.h"
@@ -23,7 +23,8 @@ static volatile uint8_t sink;
 
 static void touch(const uint8_t *p, size_t n) {
   uint8_t x = 0;
-  for (size_t i = 0; i < n; i++) x ^= p[i];
+  for (size_t i = 0; i < n; i++)
+    x ^= p[i];
   sink = x;
 }
 
@@ -35,13 +36,14 @@ static void same_frame(struct wbuf *b, int rc, const uint8_t *frame, long n) {
 }
 
 /* Walk the plan chunk by chunk: every byte of every entry once, in order. */
-static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t nchunks,
-                      uint64_t total, uint64_t probe) {
+static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t pmax,
+                      uint64_t nchunks, uint64_t total, uint64_t probe) {
   struct cursor c;
   tpx__plan_seek_packed(e, n, chunk, pmax, 0, &c);
   uint32_t at_e = 0;
   uint64_t at_off = 0, bytes = 0, idx = 0;
-  while (at_e < n && e[at_e].len == 0) at_e++;
+  while (at_e < n && e[at_e].len == 0)
+    at_e++;
   struct cursor at_probe = {0};
   for (; idx < nchunks; idx++) {
     FUZZ_CHECK(c.e < n);
@@ -63,7 +65,8 @@ static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t
       if (at_off == e[at_e].len) {
         at_e++;
         at_off = 0;
-        while (at_e < n && e[at_e].len == 0) at_e++;
+        while (at_e < n && e[at_e].len == 0)
+          at_e++;
       }
     }
     FUZZ_CHECK(c.end - c.e >= (uint32_t)pieces); /* empty entries ride along */
@@ -76,7 +79,8 @@ static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t
   if (probe < nchunks) { /* seeking lands where walking did */
     struct cursor s;
     tpx__plan_seek_packed(e, n, chunk, pmax, probe, &s);
-    FUZZ_CHECK(s.e == at_probe.e && s.off == at_probe.off && s.len == at_probe.len && s.end == at_probe.end);
+    FUZZ_CHECK(s.e == at_probe.e && s.off == at_probe.off && s.len == at_probe.len &&
+               s.end == at_probe.end);
   }
 }
 
@@ -94,16 +98,19 @@ static void on_rw(const struct wire_frame *f, const uint8_t *frame, long n) {
   for (uint32_t i = 0; i < m.n; i++) {
     tpx__wire_entry_at(m.entries, i, &ents[i]);
     inl += ents[i].len;
-    if (ents[i].len > OP_MAX_BYTES || total + ents[i].len > OP_MAX_BYTES) fits = 0;
-    else total += ents[i].len;
+    if (ents[i].len > OP_MAX_BYTES || total + ents[i].len > OP_MAX_BYTES)
+      fits = 0;
+    else
+      total += ents[i].len;
     x[i].len = ents[i].len;
   }
   if (m.data) FUZZ_CHECK(m.inl_len == inl);
   struct wbuf b = {0};
   struct iovec iov = {(void *)m.data, (size_t)m.inl_len};
   int write_inl = f->type == MSG_WRITE && m.inl;
-  int rc = tpx__wire_put_rw_plan(&b, f->type, m.id, m.first_ch, m.chunk, ents, m.n, m.has_notif ? m.notif : NULL,
-                                 m.notif_len, write_inl ? &iov : NULL, write_inl ? 1 : m.inl, m.pack_log2);
+  int rc = tpx__wire_put_rw_plan(&b, f->type, m.id, m.first_ch, m.chunk, ents, m.n,
+                                 m.has_notif ? m.notif : NULL, m.notif_len, write_inl ? &iov : NULL,
+                                 write_inl ? 1 : m.inl, m.pack_log2);
   same_frame(&b, rc, frame, n);
   tpx__wbuf_free(&b);
   if (fits) {
@@ -112,7 +119,8 @@ static void on_rw(const struct wire_frame *f, const uint8_t *frame, long n) {
     uint64_t nchunks = tpx__plan_nchunks_packed(x, m.n, m.chunk, pmax);
     FUZZ_CHECK(plain != UINT64_MAX && nchunks <= plain);
     FUZZ_CHECK((nchunks == 0) == (total == 0));
-    if (nchunks <= WALK_MAX_CHUNKS) walk_plan(x, m.n, m.chunk, pmax, nchunks, total, m.id % (nchunks + 1));
+    if (nchunks <= WALK_MAX_CHUNKS)
+      walk_plan(x, m.n, m.chunk, pmax, nchunks, total, m.id % (nchunks + 1));
   }
   free(ents);
   free(x);

@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = 0;
   FUZZ_CHECK(tpx__md_encode(&md, again, sizeof(again), &len) == 0);
   FUZZ_CHECK(len == size && memcmp(again, data, size) == 0);
-  FUZZ_CHECK(tpx_rmem_addr(r) == md.addr && tpx_rmem_len(r) == (size_t)md.len && tpx_rmem_access(r) == md.access);
+  FUZZ_CHECK(tpx_rmem_addr(r) == md.addr && tpx_rmem_len(r) == (size_t)md.len &&
+             tpx_rmem_access(r) == md.access);
   tpx_rmem_free(r);
   return 0;
 }

@@ -46,7 +46,8 @@ static void deliver(struct model *m, const uint8_t *msg, uint32_t len) {
 }
 
 /* A request into the FIFO (a K_NOTIF one is final already). */
-static void push_op(struct tpx_peer *p, struct model *m, int kind, const uint8_t *msg, uint32_t len, int with) {
+static void push_op(struct tpx_peer *p, struct model *m, int kind, const uint8_t *msg, uint32_t len,
+                    int with) {
   struct op *o = calloc(1, sizeof(*o));
   FUZZ_CHECK(o);
   o->kind = kind;
@@ -80,8 +81,10 @@ static void finish_head(struct tpx_peer *p, struct model *m, int err) {
     m->oh = (m->oh + 1) % MAX_MODEL;
     m->on--;
     if (o->has_notif) {
-      if (o->err == 0) deliver(m, o->notif, o->notif_len);
-      else m->held_n--, m->held_bytes -= o->notif_len;
+      if (o->err == 0)
+        deliver(m, o->notif, o->notif_len);
+      else
+        m->held_n--, m->held_bytes -= o->notif_len;
     }
     free_op(o);
   }
@@ -105,19 +108,24 @@ static void pop_one(tpx_endpoint_t *ep, struct model *m) {
 /* The peer is dropped: its FIFO goes (nothing delivered), then its queue. */
 static void forget(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m) {
   struct op *o;
-  while ((o = tpx__notif_fifo_pop(p)) != NULL) free_op(o);
+  while ((o = tpx__notif_fifo_pop(p)) != NULL)
+    free_op(o);
   tpx__notif_forget_peer(ep, p);
   FUZZ_CHECK(p->notif_n == 0 && p->notif_bytes == 0 && ep->notif_n == 0 && ep->notif_head == NULL);
-  for (int k = 0; k < m->qn; k++) free(m->q[(m->qh + k) % MAX_MODEL].msg);
+  for (int k = 0; k < m->qn; k++)
+    free(m->q[(m->qh + k) % MAX_MODEL].msg);
   memset(m, 0, sizeof(*m));
 }
 
 /* A standalone notification frame from the input, as msg.c takes it. */
 static void on_frame(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, struct fuzz_in *in) {
   size_t got;
-  const uint8_t *b = fuzz_bytes(in, WIRE_HDR_BYTES + 4 + (fuzz_u16(in) % (TPX_NOTIF_MAX + 8)), &got);
+  const uint8_t *b =
+      fuzz_bytes(in, WIRE_HDR_BYTES + 4 + (fuzz_u16(in) % (TPX_NOTIF_MAX + 8)), &got);
   struct wire_frame f;
-  if (tpx__wire_frame_parse(b, got, &f) <= 0 || f.type != MSG_NOTIF || m->qn + m->on >= MAX_MODEL - 1) return;
+  if (tpx__wire_frame_parse(b, got, &f) <= 0 || f.type != MSG_NOTIF ||
+      m->qn + m->on >= MAX_MODEL - 1)
+    return;
   struct wire_notif n;
   if (tpx__wire_get_notif(&f, &n) != 0) return;
   if (tpx__notif_admit(p, n.len) != 0) {
@@ -155,7 +163,8 @@ static void step(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, struct
   default: forget(ep, p, m); break;
   }
   FUZZ_CHECK(p->notif_n == m->held_n && p->notif_bytes == m->held_bytes);
-  FUZZ_CHECK(p->notif_n <= (uint32_t)ep->cfg.max_notifs && p->notif_bytes <= ep->cfg.max_notif_bytes);
+  FUZZ_CHECK(p->notif_n <= (uint32_t)ep->cfg.max_notifs &&
+             p->notif_bytes <= ep->cfg.max_notif_bytes);
   FUZZ_CHECK(ep->notif_n == m->qn);
 }
 
@@ -176,7 +185,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.ep = &ep;
   snprintf(p.name, sizeof(p.name), "peer");
   snprintf(p.where, sizeof(p.where), "peer (fuzz)");
-  for (int steps = 0; fuzz_more(&in) && steps < 512; steps++) step(&ep, &p, &m, &in);
+  for (int steps = 0; fuzz_more(&in) && steps < 512; steps++)
+    step(&ep, &p, &m, &in);
   forget(&ep, &p, &m);
   return 0;
 }

@@ -58,10 +58,12 @@ static inline uint8_t pattern(int msg, uint64_t x, int tag) {
 }
 
 FUZZ_NO_COVERAGE static void fill_pattern(uint8_t *buf, size_t n, int msg, uint64_t x, int tag) {
-  for (size_t k = 0; k < n; k++) buf[k] = pattern(msg, x + k, tag);
+  for (size_t k = 0; k < n; k++)
+    buf[k] = pattern(msg, x + k, tag);
 }
 
-static void add_part(struct bytes_run *r, int msg, int sock, uint64_t size, uint64_t off, uint64_t len) {
+static void add_part(struct bytes_run *r, int msg, int sock, uint64_t size, uint64_t off,
+                     uint64_t len) {
   if (r->np == MAX_PARTS) return;
   struct part *p = &r->p[r->np];
   *p = (struct part){msg, sock, r->np + 1, size, off, len, 0, 0, SIZE_MAX};
@@ -76,7 +78,8 @@ static void cut_clean(struct bytes_run *r, struct fuzz_in *in, int i) {
   uint64_t pages = (size + 4095) / 4096;
   if ((uint64_t)k > pages) k = pages ? (int)pages : 1;
   int socks[DRIVE_MAX_NSOCKS + 1];
-  for (int s = 0; s < nsk; s++) socks[s] = s;
+  for (int s = 0; s < nsk; s++)
+    socks[s] = s;
   for (int s = nsk - 1; s > 0; s--) { /* a permutation from the input */
     int j = fuzz_u8(in) % (s + 1), t = socks[s];
     socks[s] = socks[j];
@@ -85,7 +88,8 @@ static void cut_clean(struct bytes_run *r, struct fuzz_in *in, int i) {
   uint64_t off = 0;
   for (int j = 0; j < k; j++) {
     uint64_t left_pages = (size - off + 4095) / 4096;
-    uint64_t take = j == k - 1 ? size - off : (1 + fuzz_u8(in) % (left_pages - (uint64_t)(k - 1 - j))) * 4096;
+    uint64_t take =
+        j == k - 1 ? size - off : (1 + fuzz_u8(in) % (left_pages - (uint64_t)(k - 1 - j))) * 4096;
     if (take > size - off) take = size - off;
     add_part(r, i, socks[j], size, off, take);
     off += take;
@@ -167,7 +171,8 @@ static void test_msg(struct bytes_run *r, int i) {
 }
 
 /* Do bytes [o, o + len) of buf (as far as keep) hold part tag's pattern? */
-FUZZ_NO_COVERAGE static int holds(const uint8_t *buf, int msg, uint64_t o, uint64_t len, size_t keep, int tag) {
+FUZZ_NO_COVERAGE static int holds(const uint8_t *buf, int msg, uint64_t o, uint64_t len,
+                                  size_t keep, int tag) {
   for (uint64_t x = o; x < o + len && x < keep; x++)
     if (buf[x] != pattern(msg, x, tag)) return 0;
   return 1;
@@ -178,7 +183,8 @@ static void check_done(struct bytes_run *r, int i) {
   struct msg *m = &r->m[i];
   uint64_t S = m->got;
   size_t keep = S < m->cap ? (size_t)S : m->cap;
-  for (size_t x = keep; x < m->cap; x++) FUZZ_CHECK(m->buf[x] == CANARY);
+  for (size_t x = keep; x < m->cap; x++)
+    FUZZ_CHECK(m->buf[x] == CANARY);
   /* Offsets reached by chains of such parts from 0 (each part ends one). */
   uint64_t reached[MAX_PARTS + 1];
   int nr = 1, announced = 0, whole = 0;
@@ -192,7 +198,8 @@ static void check_done(struct bytes_run *r, int i) {
       if (!p->whole || p->off != o || p->len > S - o || (p->len == 0 && S != 0)) continue;
       if (!holds(m->buf, i, o, p->len, keep, p->tag)) continue;
       int seen = 0;
-      for (int q = 0; q < nr; q++) seen |= reached[q] == o + p->len;
+      for (int q = 0; q < nr; q++)
+        seen |= reached[q] == o + p->len;
       if (!seen && nr <= MAX_PARTS) reached[nr++] = o + p->len;
       whole |= o + p->len == S;
     }
@@ -208,13 +215,16 @@ static void setup(struct bytes_run *r, struct fuzz_in *in) {
     struct msg *m = &r->m[i];
     uint8_t kind = fuzz_u8(in);
     m->size = fuzz_u16(in) % (MAX_SIZE + 1);
-    m->cap = kind & 8 ? (size_t)(m->size - fuzz_u16(in) % (m->size + 1)) : (size_t)m->size + (kind & 16 ? fuzz_u8(in) : 0);
+    m->cap = kind & 8 ? (size_t)(m->size - fuzz_u16(in) % (m->size + 1))
+                      : (size_t)m->size + (kind & 16 ? fuzz_u8(in) : 0);
     m->buf = malloc(m->cap ? m->cap : 1);
     m->snap = malloc(m->cap ? m->cap : 1);
     FUZZ_CHECK(m->buf && m->snap);
     memset(m->buf, CANARY, m->cap);
-    if ((kind & 3) == 3) cut_lie(r, in, i);
-    else cut_clean(r, in, i);
+    if ((kind & 3) == 3)
+      cut_lie(r, in, i);
+    else
+      cut_clean(r, in, i);
   }
 }
 
@@ -231,14 +241,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The interleaving: from the input while it lasts, then round robin. */
   for (int steps = 0, stuck = 0; steps < 100000; steps++) {
     int left = 0;
-    for (int s = 0; s < nsk; s++) left |= r.qat[s] < r.qn[s] && r.d.peer[s] >= 0;
+    for (int s = 0; s < nsk; s++)
+      left |= r.qat[s] < r.qn[s] && r.d.peer[s] >= 0;
     if (!left) break;
     uint8_t op = fuzz_more(&in) ? fuzz_u8(&in) : (uint8_t)(1 + 4 * (steps % nsk));
     int s = (op >> 2) % nsk;
     switch (op & 3) {
     case 0: post_next(&r); break;
     case 1:
-      if (write_some(&r, s, op & 0x80 ? (size_t)1 + fuzz_u16(&in) : SIZE_MAX)) stuck = 0;
+      if (write_some(&r, s, op & 0x80 ? (size_t)1 + fuzz_u16(&in) : SIZE_MAX))
+        stuck = 0;
       else if (r.qat[s] < r.qn[s] && r.d.peer[s] >= 0 && ++stuck > 2 * nsk) {
         /* the receiver will not take more: post, run, and at last give up */
         post_next(&r);
@@ -257,13 +269,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     }
   }
-  while (r.nposted < r.nmsgs) post_next(&r);
+  while (r.nposted < r.nmsgs)
+    post_next(&r);
   for (int s = 0; s < nsk; s++) {
     if (r.qat[s] < r.qn[s]) r.lie = 1; /* parts never written whole */
     drive_eof(&r.d, s);
   }
   drive_settle(&r.d);
-  for (int i = 0; i < r.nmsgs; i++) test_msg(&r, i);
+  for (int i = 0; i < r.nmsgs; i++)
+    test_msg(&r, i);
   drive_settle(&r.d);
   for (int i = 0; i < r.nmsgs; i++) {
     struct msg *m = &r.m[i];

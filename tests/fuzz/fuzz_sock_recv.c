@@ -109,14 +109,18 @@ static void step(struct run *r, struct fuzz_in *in) {
   }
   case 2: step_part(r, in, s); break;
   case 3:
-    for (int k = fuzz_u8(in) % 8; k >= 0; k--) drive_run(&r->d, s);
+    for (int k = fuzz_u8(in) % 8; k >= 0; k--)
+      drive_run(&r->d, s);
     break;
   case 4: drive_settle(&r->d); break;
   case 5: drive_eof(&r->d, s); break;
   case 6:
     if (r->np) test_one(r, fuzz_u8(in) % r->np);
     break;
-  default: step_part(r, in, s); drive_settle(&r->d); break;
+  default:
+    step_part(r, in, s);
+    drive_settle(&r->d);
+    break;
   }
 }
 
@@ -132,7 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t mode = fuzz_u8(&in);
   r.strict = mode & 1;
   drive_open(&r.d, r.strict, 1 + (mode >> 1) % DRIVE_MAX_NSOCKS);
-  for (int steps = 0; fuzz_more(&in) && steps < 256; steps++) step(&r, &in);
+  for (int steps = 0; fuzz_more(&in) && steps < 256; steps++)
+    step(&r, &in);
   /* Every socket ends. Then comm.c's promise (recv_fail_lost): once a
    * socket has ended and every other one has ended or stopped at a part
    * of a later message s, no receive before s waits any more (done or
@@ -143,7 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * the receives before them wait for the caller's deadline (a lying
    * peer only: an honest one sends every message's parts before a later
    * one's on each socket). */
-  for (int i = 0; i <= r.d.nsocks; i++) drive_eof(&r.d, i);
+  for (int i = 0; i <= r.d.nsocks; i++)
+    drive_eof(&r.d, i);
   drive_settle(&r.d);
   uint64_t lim = drive_lost_below(&r.d);
   for (int k = 0; k < r.np && (uint64_t)k < lim; k++) {
@@ -154,6 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(fin);
   }
   drive_close(&r.d);
-  for (int k = 0; k < r.np; k++) free(r.p[k].buf);
+  for (int k = 0; k < r.np; k++)
+    free(r.p[k].buf);
   return 0;
 }

@@ -35,11 +35,13 @@ static void put(const char *harness, const char *name, const void *p, size_t n) 
 static void ctl_frames(void) {
   struct wbuf all = {0};
   uint8_t handles[2 * TPX_NET_HANDLE_BYTES];
-  for (size_t i = 0; i < sizeof(handles); i++) handles[i] = (uint8_t)i;
+  for (size_t i = 0; i < sizeof(handles); i++)
+    handles[i] = (uint8_t)i;
   struct wire_hello h = {0x1122334455667788ull, 3, 2, HELLO_F_PACK, "node-a", handles};
   struct wire_entry e[3] = {{7, 0x1000, 5000}, {7, 0x9000, 100}, {9, 0x20000, 0}};
   uint8_t data[5100];
-  for (size_t i = 0; i < sizeof(data); i++) data[i] = (uint8_t)(i * 7);
+  for (size_t i = 0; i < sizeof(data); i++)
+    data[i] = (uint8_t)(i * 7);
   struct iovec iov = {data, 5100};
   struct iovec small = {data, 100};
   struct wire_cts cts = {4, 99, 1 << 20, 1};
@@ -57,7 +59,7 @@ static void ctl_frames(void) {
 #define FRAME(nm, call)                                                                            \
   do {                                                                                             \
     f[n].name = nm;                                                                                \
-    memset(&f[n].b, 0, sizeof(f[n].b));                                                           \
+    memset(&f[n].b, 0, sizeof(f[n].b));                                                            \
     struct wbuf *b = &f[n].b;                                                                      \
     f[n].rc = call;                                                                                \
     n++;                                                                                           \
@@ -108,19 +110,21 @@ static void ctl_frames(void) {
   nb[k++] = 11, nb[k++] = 0;              /* its length */
   memcpy(nb + k, f[14].b.p, f[14].b.len); /* the frame */
   k += f[14].b.len;
-  nb[k++] = 1 | 8, nb[k++] = 3, nb[k++] = 0, nb[k++] = 'a', nb[k++] = 'b', nb[k++] = 'c'; /* write + notif */
-  nb[k++] = 1, nb[k++] = 0, nb[k++] = 0;                                              /* write, none */
-  nb[k++] = 0, nb[k++] = 11, nb[k++] = 0;                                             /* behind them */
+  nb[k++] = 1 | 8, nb[k++] = 3, nb[k++] = 0, nb[k++] = 'a', nb[k++] = 'b',
+  nb[k++] = 'c';                          /* write + notif */
+  nb[k++] = 1, nb[k++] = 0, nb[k++] = 0;  /* write, none */
+  nb[k++] = 0, nb[k++] = 11, nb[k++] = 0; /* behind them */
   memcpy(nb + k, f[14].b.p, f[14].b.len);
   k += f[14].b.len;
-  nb[k++] = 4;  /* pop */
-  nb[k++] = 2;  /* the write lands: its notification, then the one behind */
-  nb[k++] = 3;  /* the next write fails */
+  nb[k++] = 4; /* pop */
+  nb[k++] = 2; /* the write lands: its notification, then the one behind */
+  nb[k++] = 3; /* the next write fails */
   nb[k++] = 4, nb[k++] = 4, nb[k++] = 4;
   put("notif", "mixed", nb, k);
   nb[5] = 0xff, nb[6] = 0xff; /* a length the frame does not have */
   put("notif", "bad_length", nb, k);
-  for (int i = 0; i < n; i++) free(f[i].b.p);
+  for (int i = 0; i < n; i++)
+    free(f[i].b.p);
   free(all.p);
 }
 
@@ -132,7 +136,8 @@ static void blobs(void) {
   if (tpx__conn_info_encode(&c, b, sizeof(b), &len) != 0) exit(1);
   put("conn_info", "two_addrs", b, len);
   c.naddr = CONN_MAX_ADDRS;
-  for (int i = 0; i < CONN_MAX_ADDRS; i++) snprintf(c.addr[i], CONN_ADDR_MAX, "192.168.1.%d", i);
+  for (int i = 0; i < CONN_MAX_ADDRS; i++)
+    snprintf(c.addr[i], CONN_ADDR_MAX, "192.168.1.%d", i);
   if (tpx__conn_info_encode(&c, b, sizeof(b), &len) != 0) exit(1);
   put("conn_info", "eight_addrs", b, len);
   uint8_t h[TPX_NET_HANDLE_BYTES] = {0};
@@ -176,35 +181,46 @@ struct steps {
   uint8_t b[16384];
   size_t n;
 };
-static void u8(struct steps *s, unsigned v) { s->b[s->n++] = (uint8_t)v; }
-static void u16(struct steps *s, unsigned v) { u8(s, v & 0xff), u8(s, v >> 8); }
-static void u32(struct steps *s, uint32_t v) { u16(s, v & 0xffff), u16(s, v >> 16); }
+static void u8(struct steps *s, unsigned v) {
+  s->b[s->n++] = (uint8_t)v;
+}
+static void u16(struct steps *s, unsigned v) {
+  u8(s, v & 0xff), u8(s, v >> 8);
+}
+static void u32(struct steps *s, uint32_t v) {
+  u16(s, v & 0xffff), u16(s, v >> 16);
+}
 
 /* fuzz_sock_recv: a part with explicit seq, size, page offset, the rest of
  * the message (or a page less: prefix), and pay payload bytes (pattern). */
-static void recv_part(struct steps *s, int sock, int settle, uint32_t seq, unsigned size, unsigned page, int prefix,
-                      unsigned pay) {
+static void recv_part(struct steps *s, int sock, int settle, uint32_t seq, unsigned size,
+                      unsigned page, int prefix, unsigned pay) {
   u8(s, (unsigned)sock << 4 | (settle ? 7 : 2));
   u8(s, 1 | (prefix ? 64 : 0));
   u32(s, seq);
   u16(s, size);
   u8(s, page);
   u16(s, pay);
-  for (unsigned k = 0; k < pay && k < 256; k++) u8(s, k * 13);
+  for (unsigned k = 0; k < pay && k < 256; k++)
+    u8(s, k * 13);
 }
-static void recv_post(struct steps *s, unsigned cap) { u8(s, 0), u16(s, cap); }
-static void recv_test(struct steps *s, unsigned k) { u8(s, 6), u8(s, k); }
+static void recv_post(struct steps *s, unsigned cap) {
+  u8(s, 0), u16(s, cap);
+}
+static void recv_test(struct steps *s, unsigned k) {
+  u8(s, 6), u8(s, k);
+}
 
 static void sock_seeds(void) {
   for (int strict = 0; strict < 2; strict++) {
     struct steps s = {.n = 0};
     u8(&s, strict | 1 << 1); /* two data sockets */
     recv_post(&s, 8192), recv_post(&s, 100), recv_post(&s, 0), recv_post(&s, 50);
-    recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096);  /* message 0: [0, 4096) on socket 1 */
-    recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096);  /* and [4096, 8192) on socket 2 */
-    recv_part(&s, 0, 1, 1, 100, 0, 0, 100);    /* message 1 whole on socket 0 */
-    recv_part(&s, 0, 1, 2, 0, 0, 0, 0);        /* message 2: empty */
-    recv_part(&s, 1, 1, 3, 200, 0, 0, 200);    /* message 3: truncated into 50 */
+    recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096); /* message 0: [0, 4096) on socket 1 */
+    recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096); /* and [4096, 8192) on socket 2 */
+    recv_part(&s, 0, 1, 1, 100, 0, 0, 100);   /* message 1 whole on socket 0 */
+    recv_part(&s, 0, 1, 2, 0, 0, 0, 0);       /* message 2: empty */
+    recv_part(&s, 1, 1, 3, 200, 0, 0, 200);   /* message 3: truncated into 50 */
     recv_test(&s, 0), recv_test(&s, 1), recv_test(&s, 2), recv_test(&s, 3);
     put("sock_recv", strict ? "strict_four" : "four", s.b, s.n);
   }
@@ -226,7 +242,8 @@ static void sock_seeds(void) {
   u8(&s, 2 << 1);
   recv_post(&s, 4096);
   u8(&s, 1 << 4 | 1), u8(&s, 12);
-  for (int k = 0; k < 12; k++) u8(&s, 0x50 + k); /* garbage on socket 1 */
+  for (int k = 0; k < 12; k++)
+    u8(&s, 0x50 + k); /* garbage on socket 1 */
   u8(&s, 4);
   recv_test(&s, 0);
   put("sock_recv", "garbage", s.b, s.n);
@@ -236,14 +253,16 @@ static void sock_seeds(void) {
   s.n = 0;
   u8(&s, 2); /* three data sockets */
   u8(&s, 3); /* four messages */
-  u8(&s, 0), u16(&s, 40000), u8(&s, 3), u8(&s, 0), u8(&s, 1), u8(&s, 2), u8(&s, 2), u8(&s, 3), u8(&s, 1);
+  u8(&s, 0), u16(&s, 40000), u8(&s, 3), u8(&s, 0), u8(&s, 1), u8(&s, 2), u8(&s, 2), u8(&s, 3),
+      u8(&s, 1);
   u8(&s, 8), u16(&s, 20000), u16(&s, 5000), u8(&s, 1), u8(&s, 1), u8(&s, 0), u8(&s, 0), u8(&s, 2);
   u8(&s, 16), u16(&s, 0), u8(&s, 10), u8(&s, 0), u8(&s, 0), u8(&s, 0), u8(&s, 0);
   u8(&s, 0), u16(&s, 100), u8(&s, 0), u8(&s, 1), u8(&s, 2), u8(&s, 0);
   put("sock_bytes", "clean_four", s.b, s.n);
   s.n = 0;
   u8(&s, 1), u8(&s, 1);
-  u8(&s, 3), u16(&s, 12288), u8(&s, 2), u8(&s, 0), u8(&s, 1), u8(&s, 0), u8(&s, 0); /* a liar: a copy */
+  u8(&s, 3), u16(&s, 12288), u8(&s, 2), u8(&s, 0), u8(&s, 1), u8(&s, 0),
+      u8(&s, 0); /* a liar: a copy */
   u8(&s, 8), u8(&s, 1), u8(&s, 0), u8(&s, 0);
   u8(&s, 0), u16(&s, 8192), u8(&s, 1), u8(&s, 0), u8(&s, 0), u8(&s, 1), u8(&s, 0);
   put("sock_bytes", "lie_copy", s.b, s.n);
@@ -251,8 +270,12 @@ static void sock_seeds(void) {
 
 /* fuzz_base64: a capacity byte, then the text. */
 static void base64_seeds(void) {
-  static const char *const text[][2] = {{"hello", "\x01aGVsbG8gd29ybGQ="}, {"one", "\x01""AA=="},
-                                        {"two", "\x01QUI="}, {"nofit", "\x00QUJD"}, {"noncanonical", "\x01QUJ="}};
+  static const char *const text[][2] = {{"hello", "\x01aGVsbG8gd29ybGQ="},
+                                        {"one", "\x01"
+                                                "AA=="},
+                                        {"two", "\x01QUI="},
+                                        {"nofit", "\x00QUJD"},
+                                        {"noncanonical", "\x01QUJ="}};
   for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++)
     put("base64", text[i][0], text[i][1], strlen(text[i][1] + 1) + 1);
 }

@@ -14,7 +14,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
-#define REPLAY_MAX_BYTES (1u << 20) /* corpus files are small; libFuzzer's default max_len is 4 KiB */
+#define REPLAY_MAX_BYTES                                                                           \
+  (1u << 20) /* corpus files are small; libFuzzer's default max_len is 4 KiB */
 
 static int run_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -44,7 +45,9 @@ static int run_file(const char *path) {
   return 0;
 }
 
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* Every regular file of a directory, in name order (runs are repeatable). */
 static int run_dir(const char *dir, int *count) {
@@ -80,8 +83,10 @@ static int run_dir(const char *dir, int *count) {
   for (size_t i = 0; i < n; i++) {
     struct stat st;
     if (rc == 0 && stat(names[i], &st) == 0 && S_ISREG(st.st_mode)) {
-      if (run_file(names[i]) != 0) rc = -1;
-      else (*count)++;
+      if (run_file(names[i]) != 0)
+        rc = -1;
+      else
+        (*count)++;
     }
     free(names[i]);
   }

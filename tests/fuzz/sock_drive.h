@@ -80,10 +80,12 @@ static inline int drive_run(struct drive *d, int i) {
 static inline void drive_settle(struct drive *d) {
   for (int pass = 0; pass < DRIVE_SETTLE_PASSES; pass++) {
     int again = 0;
-    for (int i = 0; i <= d->nsocks; i++) again |= drive_run(d, i);
+    for (int i = 0; i <= d->nsocks; i++)
+      again |= drive_run(d, i);
     if (!again) {
       /* once more: a socket may have broken the comm for the others */
-      for (int i = 0; i <= d->nsocks; i++) again |= drive_run(d, i);
+      for (int i = 0; i <= d->nsocks; i++)
+        again |= drive_run(d, i);
       if (!again) return;
     }
   }
@@ -93,7 +95,8 @@ static inline void drive_settle(struct drive *d) {
 /* Post a receive of cap bytes into buf: its request, or NULL (ring full). */
 static inline void *drive_post(struct drive *d, void *buf, size_t cap) {
   /* The sockets irecv would kick: taken over here (drive_settle runs them). */
-  for (int i = 0; i <= d->nsocks; i++) atomic_store(&d->m->conns[i].wait_post, 0);
+  for (int i = 0; i <= d->nsocks; i++)
+    atomic_store(&d->m->conns[i].wait_post, 0);
   void *req = NULL;
   int tag = 0;
   void *mh = NULL;
