@@ -209,7 +209,7 @@ static void check_done(struct bytes_run *r, int i) {
 }
 
 static void setup(struct bytes_run *r, struct fuzz_in *in) {
-  drive_open(&r->d, 0, 1 + fuzz_u8(in) % DRIVE_MAX_NSOCKS);
+  drive_open(&r->d, DRIVE_DEFAULT, 1 + fuzz_u8(in) % DRIVE_MAX_NSOCKS);
   r->nmsgs = 1 + fuzz_u8(in) % MAX_MSGS;
   for (int i = 0; i < r->nmsgs; i++) {
     struct msg *m = &r->m[i];
@@ -229,7 +229,7 @@ static void setup(struct bytes_run *r, struct fuzz_in *in) {
 }
 
 static void fuzz_setup(void) {
-  drive_net(0);
+  drive_net(DRIVE_DEFAULT);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -3,8 +3,10 @@
  * of 1..4 data sockets (sock_drive.h): post a receive (any capacity up to
  * 64 KiB, allocated to the byte so ASan sees any write past it), write raw
  * bytes or a part header of chosen fields (plus payload) to one socket, run
- * one socket or all, end one socket (EOF), test a request. Default or
- * strict mode (the TCPX plugin's rules) per input.
+ * one socket or all, end one socket (EOF), test a request. Default, strict
+ * (the TCPX plugin's rules) or unpack mode (the TCPX receive contract:
+ * bounce pages admitted in order, receives held until irecvConsumed) per
+ * input.
  *
  * Checked: no sanitizer report; test() answers only 0 (not done, or done),
  * TPX_ETRUNC (done), a failure (not done), or in strict mode
@@ -26,7 +28,7 @@ struct posted {
 
 struct run {
   struct drive d;
-  int strict;
+  int strict, unpack;
   struct posted p[MAX_POSTS];
   int np;
   uint64_t seq[DRIVE_MAX_NSOCKS + 1]; /* next header sequence per socket (steered by the input) */
@@ -51,6 +53,8 @@ static int test_one(struct run *r, int k) {
   if (rc == 0 || rc == TPX_ETRUNC) {
     FUZZ_CHECK(done);
     if (!r->strict) FUZZ_CHECK(rc == TPX_ETRUNC ? size > p->cap : size <= p->cap);
+    /* unpack: held until consumed, in order (test answers the oldest only) */
+    if (r->unpack) FUZZ_CHECK(tpx__sock_irecv_consumed(r->d.net, r->d.comm, 1, p->req) == 0);
   } else {
     FUZZ_CHECK(!done && rc < 0);
   }
@@ -125,8 +129,9 @@ static void step(struct run *r, struct fuzz_in *in) {
 }
 
 static void fuzz_setup(void) {
-  drive_net(0);
-  drive_net(1);
+  drive_net(DRIVE_DEFAULT);
+  drive_net(DRIVE_STRICT);
+  drive_net(DRIVE_UNPACK);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -134,8 +139,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static struct run r;
   memset(&r, 0, sizeof(r));
   uint8_t mode = fuzz_u8(&in);
-  r.strict = mode & 1;
-  drive_open(&r.d, r.strict, 1 + (mode >> 1) % DRIVE_MAX_NSOCKS);
+  r.unpack = mode >> 3 & 1;
+  r.strict = (mode & 1) || r.unpack;
+  drive_open(&r.d,
+             r.unpack   ? DRIVE_UNPACK
+             : r.strict ? DRIVE_STRICT
+                        : DRIVE_DEFAULT,
+             1 + (mode >> 1) % DRIVE_MAX_NSOCKS);
   for (int steps = 0; fuzz_more(&in) && steps < 256; steps++)
     step(&r, &in);
   /* Every socket ends. Then comm.c's promise (recv_fail_lost): once a

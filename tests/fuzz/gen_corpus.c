@@ -212,9 +212,10 @@ static void recv_test(struct steps *s, unsigned k) {
 }
 
 static void sock_seeds(void) {
-  for (int strict = 0; strict < 2; strict++) {
+  static const char *const modes[] = {"four", "strict_four", "unpack_four"};
+  for (int mode = 0; mode < 3; mode++) {
     struct steps s = {.n = 0};
-    u8(&s, strict | 1 << 1); /* two data sockets */
+    u8(&s, (mode == 1) | 1 << 1 | (mode == 2) << 3); /* two data sockets */
     recv_post(&s, 8192), recv_post(&s, 100), recv_post(&s, 0), recv_post(&s, 50);
     recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096); /* message 0: [0, 4096) on socket 1 */
     recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096); /* and [4096, 8192) on socket 2 */
@@ -222,7 +223,7 @@ static void sock_seeds(void) {
     recv_part(&s, 0, 1, 2, 0, 0, 0, 0);       /* message 2: empty */
     recv_part(&s, 1, 1, 3, 200, 0, 0, 200);   /* message 3: truncated into 50 */
     recv_test(&s, 0), recv_test(&s, 1), recv_test(&s, 2), recv_test(&s, 3);
-    put("sock_recv", strict ? "strict_four" : "four", s.b, s.n);
+    put("sock_recv", modes[mode], s.b, s.n);
   }
   struct steps s = {.n = 0};
   u8(&s, 1 << 1);

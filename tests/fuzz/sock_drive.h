@@ -32,22 +32,26 @@ struct drive {
   char scratch[TPX_SOCK_SCRATCH];
 };
 
-/* The built-in transport on lo, default (strict 0) or strict mode, opened
- * once per process. */
-static inline tpx_net_t *drive_net(int strict) {
-  static tpx_net_t *nets[2];
-  if (nets[strict]) return nets[strict];
+enum { DRIVE_DEFAULT = 0, DRIVE_STRICT, DRIVE_UNPACK };
+
+/* The built-in transport on lo in one of its modes (DRIVE_UNPACK: unpack
+ * mode, the TCPX receive contract, strict rules, host-memory bounce pages
+ * of the smallest pool), opened once per process. */
+static inline tpx_net_t *drive_net(int mode) {
+  static tpx_net_t *nets[3];
+  if (nets[mode]) return nets[mode];
   setenv("TPX_SOCKET_IFNAME", "lo", 1);
   tpx_config_t cfg;
   FUZZ_CHECK(tpx_config_from_env(&cfg) == 0);
-  cfg.sock_strict = strict;
-  cfg.sock_unpack = 0;
-  FUZZ_CHECK(tpx_net_open_builtin(&cfg, &nets[strict]) == 0);
-  return nets[strict];
+  cfg.sock_strict = mode == DRIVE_STRICT;
+  cfg.sock_unpack = mode == DRIVE_UNPACK;
+  cfg.sock_bounce_bytes = TPX_SOCK_UNPACK_MAX_MSG;
+  FUZZ_CHECK(tpx_net_open_builtin(&cfg, &nets[mode]) == 0);
+  return nets[mode];
 }
 
-static inline void drive_open(struct drive *d, int strict, int nsocks) {
-  d->net = drive_net(strict);
+static inline void drive_open(struct drive *d, int mode, int nsocks) {
+  d->net = drive_net(mode);
   d->nsocks = nsocks;
   int fds[DRIVE_MAX_NSOCKS + 1];
   for (int i = 0; i <= nsocks; i++) {
@@ -61,6 +65,10 @@ static inline void drive_open(struct drive *d, int strict, int nsocks) {
   d->m->token = tpx__sock_reg_add(&sn->reg, TPX_SK_RECV, d->m);
   FUZZ_CHECK(d->m->token != 0);
   d->comm = (void *)(uintptr_t)d->m->token;
+  /* No kicks from socket to socket (unpack admission): `closing` stops
+   * them, as at teardown, and nothing else; drive_settle runs every
+   * socket anyway. comm_break kicks none either: the comm is not live. */
+  atomic_store(&d->m->closing, 1);
 }
 
 static inline void drive_close(struct drive *d) {
