@@ -27,7 +27,7 @@ endif()
 # needs beyond libtpx.a: threads, libdl and, in a CUDA build, the CUDA
 # runtime (the GPU data path and the unpack kernels call it) and the C++
 # runtime that nvcc's objects use; with the etcd rendezvous libcurl and jansson.
-set(TPX_PC_PRIVATE "-lpthread")
+set(TPX_PC_PRIVATE "-lpthread -lcrypto")
 if(CMAKE_DL_LIBS)
   string(APPEND TPX_PC_PRIVATE " -l${CMAKE_DL_LIBS}")
 endif()

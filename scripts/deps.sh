@@ -3,11 +3,12 @@
 # what building and running the benchmark needs. With --test: also what the
 # tests need. With --bench: also what bench/ needs (iperf3 to compare with,
 # matplotlib for bench/plot.py). Installs nothing that is already there.
+# libssl-dev: libcrypto (HMAC, random numbers) for the authentication.
 # libcurl4-openssl-dev and libjansson-dev: the etcd rendezvous (without them
 # libtpx still builds; tpx_rdv_open then returns TPX_ENOTSUP). etcd-server:
 # the rendezvous tests start one on 127.0.0.1.
 set -eu
-pkgs="build-essential cmake pkg-config iproute2 libcurl4-openssl-dev libjansson-dev"
+pkgs="build-essential cmake pkg-config iproute2 libssl-dev libcurl4-openssl-dev libjansson-dev"
 if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3 python3-pytest python3-numpy python3-setuptools python3-pip python3-dev etcd-server"
   # The NIXL plugin's tests build NIXL itself (scripts/build-testdeps.sh).

@@ -22,6 +22,10 @@ enum tpx__log_level {
   TPX_LOG_TRACE = 5
 };
 
+/* Shared-key authentication (docs/SECURITY.md): key length bounds, bytes. */
+#define TPX_AUTH_KEY_MIN 16
+#define TPX_AUTH_KEY_MAX 256
+
 typedef struct tpx_config {
   int log_level;           /* TPX_LOG: none|error|warn|info|debug|trace */
   char net_plugin[256];    /* TPX_NET_PLUGIN: "" = built-in transport */
@@ -59,6 +63,14 @@ typedef struct tpx_config {
   size_t max_notif_bytes;  /* TPX_MAX_NOTIF_BYTES: their payload bytes */
   int max_ctl_queue;       /* TPX_MAX_CTL_QUEUE: a peer's requests queued or being served */
   size_t max_ctl_out_bytes; /* TPX_MAX_CTL_OUT_BYTES: control bytes waiting for a peer to read them */
+  /* shared-key authentication (docs/SECURITY.md): set by TPX_AUTH_KEY, TPX_AUTH_KEY_FILE or
+     tpx_config_set_auth_key; never printed */
+  unsigned char auth_key[TPX_AUTH_KEY_MAX];
+  size_t auth_key_len;      /* 0: no key, peers are not authenticated */
+  char auth_key_file[256];  /* TPX_AUTH_KEY_FILE: the file the key was read from ("": none) */
+  char auth_error[160];     /* why a key setting from the environment was refused: endpoints
+                               then refuse to start (tpx_config_check) instead of running
+                               without the key */
   int net_abi;             /* TPX_NET_ABI: drive exactly ncclNetPlugin_v<net_abi> (7..12);
                               0 = the highest the plugin exports */
   char gpu_nic_map[256];   /* TPX_GPU_NIC_MAP: static GPU -> NIC map ("0-3:eth1,eth2;4-7:eth3,eth4");
@@ -67,6 +79,9 @@ typedef struct tpx_config {
                               pass finds nothing done with requests in flight; > 0 = it keeps
                               polling (yielding between passes) for this long after the last
                               progress, then blocks as when idle (NCCL's proxy style) */
+  char staging_copy[16];   /* TPX_STAGING_COPY: how GPU memory is copied to and from host staging:
+                              "sm" (SM copies through the pinned mapping), "ce" (copy engine), or
+                              "D2H,H2D" per direction ("sm,ce"); "" = TPX_UNPACK's way */
   size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
                               size (rounded down to a power of two) share chunks; < 2 = never */
   /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
@@ -74,6 +89,9 @@ typedef struct tpx_config {
   char etcd_job[64];       /* TPX_ETCD_JOB: the job's namespace ([A-Za-z0-9._-]); "" = "default" */
   int etcd_timeout_ms;     /* TPX_ETCD_TIMEOUT_MS: how long a lookup waits (and any one etcd request) */
   int etcd_ttl_s;          /* TPX_ETCD_TTL_S: lease of what this process publishes */
+  /* diagnostics */
+  char timeline[256];      /* TPX_TIMELINE: record the data path's events, written to
+                              <timeline>.<pid> at exit (process-wide: read once, at load) */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */
@@ -94,6 +112,14 @@ TPX_API int tpx_config_check(const tpx_config_t *cfg);
  * ("8", "512K", "info"). TPX_ENOENT for an unknown key, TPX_EINVAL for a
  * malformed or out-of-range value (cfg unchanged either way). */
 TPX_API int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value);
+/* The authentication key as bytes (a key file read elsewhere, a binary
+ * key): TPX_AUTH_KEY_MIN..TPX_AUTH_KEY_MAX bytes, else TPX_EINVAL (cfg
+ * unchanged). key NULL with len 0 removes the key. tpx_config_set also takes
+ * "TPX_AUTH_KEY" (the string is the key) and "TPX_AUTH_KEY_FILE" (a path:
+ * the file must be a regular file owned by this user or root, neither
+ * readable nor writable by group or others; one trailing newline is not part
+ * of the key), with the same checks as the environment. */
+TPX_API int tpx_config_set_auth_key(tpx_config_t *cfg, const void *key, size_t len);
 /* sizeof(tpx_config_t) of the library: for bindings that allocate one
  * without knowing its layout (the Python package). */
 TPX_API size_t tpx_config_size(void);

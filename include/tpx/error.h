@@ -36,7 +36,9 @@ enum tpx_err {
   TPX_EADDRINUSE = -18,  /* no free port in the allowed range */
   TPX_EAGAIN = -19,      /* resource temporarily exhausted; retry */
   TPX_ECANCELED = -20,   /* cancelled by close/teardown */
-  TPX_EUNKNOWN = -21     /* sentinel: unknown code */
+  TPX_EAUTH = -21,       /* authentication failed: wrong, missing or unexpected key
+                            (TPX_AUTH_KEY, docs/SECURITY.md) */
+  TPX_EUNKNOWN = -22     /* sentinel: unknown code */
 };
 
 /* Short static description of an error code ("invalid argument"). Never NULL. */

@@ -31,6 +31,7 @@ extern "C" {
 
 #define TPX_NET_HANDLE_BYTES 128 /* NCCL_NET_HANDLE_MAXSIZE */
 #define TPX_NET_NAME_MAX 64
+#define TPX_NET_KEY_BYTES 32 /* a session key for listen_keyed / connect_keyed */
 
 enum tpx_ptr_type { TPX_PTR_HOST = 0x1, TPX_PTR_CUDA = 0x2, TPX_PTR_DMABUF = 0x4 };
 enum tpx_net_dev_type { TPX_NET_DEV_HOST = 0, TPX_NET_DEV_UNPACK = 1 };
@@ -136,6 +137,18 @@ typedef struct tpx_net_ops {
    * refuse a handle before dialling (docs/SECURITY.md). NULL: the handle is
    * opaque (ncclNet plugins). Errors: a malformed handle. */
   int (*handle_dials)(tpx_net_t *net, const void *handle, struct sockaddr_storage *addr, int *conns);
+  /* Data connections bound to a session key (TPX_NET_KEY_BYTES, e.g. derived
+   * from an authenticated handshake: docs/SECURITY.md). listen_keyed: as
+   * listen, but the handle says that a connector must prove the key, and the
+   * listen comm accepts only connections whose hello carries an HMAC under it
+   * over the handle's nonce and fresh per-connection nonces, and only one
+   * comm. connect_keyed: as connect (same key on every retry); proves the
+   * key when the handle asks for it. A plain connect to a keyed handle fails
+   * (TPX_EAUTH). NULL: the transport cannot (ncclNet plugins: their sockets
+   * are their own). */
+  int (*listen_keyed)(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm);
+  int (*connect_keyed)(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **send_comm,
+                       tpx_net_dev_handle_t *send_dev);
 } tpx_net_ops_t;
 
 struct tpx_net {

@@ -147,3 +147,27 @@ def test_connect_errors(ep):
         ep.connect(b"not a conn info")
     with pytest.raises(tpx.InvalidArgument):
         ep.connect("127.0.0.1")
+
+
+def test_auth_key(tmp_path):
+    """A shared key (docs/SECURITY.md): the same key connects and moves bytes;
+    another key is tpx.AuthError; a key file others may read is refused."""
+    key = "py-shared-key-" + "k" * 18
+    kw = dict(port=None, listen_host="127.0.0.1", connect_timeout_ms=5000)
+    with tpx.Endpoint(auth_key=key, **kw) as a, tpx.Endpoint(auth_key=key, **kw) as b:
+        peer = a.connect("127.0.0.1", b.port)
+        b.accept(5)
+        dst = np.zeros(4096, np.uint8)
+        src = np.arange(4096, dtype=np.uint32).astype(np.uint8)
+        msrc, mdst = a.register(src), b.register(dst, access="rw")  # kept: registered while used
+        peer.write(msrc, mdst.descriptor).wait()
+        assert (dst == src).all()
+    with tpx.Endpoint(auth_key=key, **kw) as a, tpx.Endpoint(auth_key=key[::-1], **kw) as b:
+        with pytest.raises(tpx.AuthError, match="authentication failed") as e:
+            a.connect("127.0.0.1", b.port)
+        assert e.value.code == -21
+    f = tmp_path / "key"
+    f.write_text(key + "\n")
+    f.chmod(0o644)
+    with pytest.raises(tpx.InvalidArgument, match="group or others"):
+        tpx.Endpoint(auth_key_file=str(f), **kw)

@@ -14,10 +14,13 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/gpumap.h"
+#include "common/hmac.h"
+#include "common/keyfile.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "tpx/error.h"
 
-enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP, V_NAME };
+enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP, V_NAME, V_KEY, V_KEYFILE };
 
 struct var {
   const char *name;
@@ -60,14 +63,18 @@ static const struct var vars[] = {
     {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
     {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
     {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
+    {"TPX_AUTH_KEY", NULL, V_KEY, F(auth_key), 0, 0},
+    {"TPX_AUTH_KEY_FILE", NULL, V_KEYFILE, F(auth_key_file), 0, 0},
     {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12},
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
     {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
     {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20},
+    {"TPX_STAGING_COPY", NULL, V_STR, F(staging_copy), 0, 0},
     {"TPX_ETCD_ENDPOINTS", NULL, V_STR, F(etcd_endpoints), 0, 0},
     {"TPX_ETCD_JOB", NULL, V_NAME, F(etcd_job), 0, 0},
     {"TPX_ETCD_TIMEOUT_MS", NULL, V_INT, F(etcd_timeout_ms), 1, 86400000},
     {"TPX_ETCD_TTL_S", NULL, V_INT, F(etcd_ttl_s), 2, 3600},
+    {"TPX_TIMELINE", NULL, V_STR, F(timeline), 0, 0},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -178,11 +185,48 @@ static int parse_checked(const struct var *v, const char *val, long long *out) {
   return 0;
 }
 
+/* The key's rows: the key itself, or a file holding it (keyfile.h). Either
+ * replaces a key set before; a refusal leaves cfg unchanged. */
+static int apply_key(tpx_config_t *cfg, const struct var *v, const char *val) {
+  uint8_t key[TPX_AUTH_KEY_MAX];
+  size_t len = strlen(val);
+  int rc;
+  if (v->kind == V_KEY) {
+    if ((rc = tpx__key_len_check(len, "TPX_AUTH_KEY")) != 0) return rc;
+    memcpy(key, val, len);
+  } else {
+    if (len >= v->cap) return tpx_err_quiet(TPX_EINVAL, "config: TPX_AUTH_KEY_FILE is longer than %zu bytes", v->cap - 1);
+    if ((rc = tpx__keyfile_read(val, key, &len)) != 0) return rc;
+  }
+  tpx__cleanse(cfg->auth_key, sizeof(cfg->auth_key));
+  memcpy(cfg->auth_key, key, len);
+  cfg->auth_key_len = len;
+  tpx__cleanse(key, sizeof(key));
+  if (v->kind == V_KEYFILE) memcpy(cfg->auth_key_file, val, strlen(val) + 1);
+  else cfg->auth_key_file[0] = '\0';
+  cfg->auth_error[0] = '\0';
+  return 0;
+}
+
+int tpx_config_set_auth_key(tpx_config_t *cfg, const void *key, size_t len) {
+  if (!cfg || (!key && len)) return tpx_err(TPX_EINVAL, "tpx_config_set_auth_key: NULL argument");
+  if (key || len) {
+    if (tpx__key_len_check(len, "tpx_config_set_auth_key") != 0) return tpx_err_surface(TPX_EINVAL);
+  }
+  tpx__cleanse(cfg->auth_key, sizeof(cfg->auth_key));
+  if (len) memcpy(cfg->auth_key, key, len);
+  cfg->auth_key_len = len;
+  cfg->auth_key_file[0] = '\0';
+  cfg->auth_error[0] = '\0';
+  return 0;
+}
+
 /* Parse val into cfg's field for v, with v's bounds. The one check the
  * environment, tpx_config_set and the tools go through; the detail is
  * recorded quietly (each caller reports it its own way). */
 static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const char *val) {
   char *field = (char *)cfg + v->off;
+  if (v->kind == V_KEY || v->kind == V_KEYFILE) return apply_key(cfg, v, val);
   if (v->kind == V_NAME && !tpx__config_name_ok(val, v->cap))
     return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a name of 1..%zu characters from [A-Za-z0-9._-]", name, val,
                          v->cap - 1);
@@ -244,6 +288,16 @@ int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value) {
 
 size_t tpx_config_size(void) { return sizeof(tpx_config_t); }
 
+/* A key the environment asked for but that was refused must not leave the
+ * endpoints running without one: the reason stays in cfg->auth_error and
+ * tpx_config_check refuses the configuration. */
+static void key_refused(tpx_config_t *cfg, const char *why) {
+  tpx__cleanse(cfg->auth_key, sizeof(cfg->auth_key));
+  cfg->auth_key_len = 0;
+  snprintf(cfg->auth_error, sizeof(cfg->auth_error), "%s", why);
+  TPX_ERROR("%s; endpoints will refuse to start", why);
+}
+
 int tpx_config_from_env(tpx_config_t *cfg) {
   int rc = 0;
   tpx_config_defaults(cfg);
@@ -256,16 +310,25 @@ int tpx_config_from_env(tpx_config_t *cfg) {
       val = getenv(name);
     }
     if (val == NULL || val[0] == '\0') continue;
-    if (apply(cfg, v, name, val) != 0) {
-      TPX_WARN("%s; ignored", tpx_last_error());
-      rc = TPX_EINVAL;
-    }
+    if (apply(cfg, v, name, val) == 0) continue;
+    rc = TPX_EINVAL;
+    if (v->kind == V_KEY || v->kind == V_KEYFILE) key_refused(cfg, tpx_last_error());
+    else TPX_WARN("%s; ignored", tpx_last_error());
+  }
+  const char *k = getenv("TPX_AUTH_KEY"), *kf = getenv("TPX_AUTH_KEY_FILE");
+  if (k && k[0] && kf && kf[0]) {
+    key_refused(cfg, "config: both TPX_AUTH_KEY and TPX_AUTH_KEY_FILE are set: set one");
+    rc = TPX_EINVAL;
   }
   return rc;
 }
 
 int tpx_config_check(const tpx_config_t *cfg) {
   if (!cfg) return tpx_err(TPX_EINVAL, "configuration: NULL");
+  if (cfg->auth_error[0])
+    return tpx_err(TPX_EINVAL, "configuration: %.*s", (int)sizeof(cfg->auth_error), cfg->auth_error);
+  if (cfg->auth_key_len != 0 && tpx__key_len_check(cfg->auth_key_len, "auth_key_len") != 0)
+    return tpx_err_surface(TPX_EINVAL);
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const struct var *v = &vars[i];
     const char *field = (const char *)cfg + v->off;
@@ -305,6 +368,7 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static void global_init(void) {
   (void)tpx_config_from_env(&global_cfg);
   tpx__log_level = global_cfg.log_level;
+  tpx__tl_open(global_cfg.timeline);
 }
 
 const tpx_config_t *tpx_config_global(void) {
@@ -321,7 +385,13 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
     switch (v->kind) {
     case V_STR:
     case V_NAME:
-    case V_MAP: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
+    case V_MAP:
+    case V_KEYFILE: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
+    case V_KEY: /* the key itself is never printed */
+      if (cfg->auth_error[0]) fprintf(out, "(refused: endpoints will not start)");
+      else if (cfg->auth_key_len) fprintf(out, "(set, %zu bytes)", cfg->auth_key_len);
+      else fprintf(out, "(unset: peers are not authenticated)");
+      break;
     case V_LOG: {
       int l = *(const int *)field;
       fprintf(out, "%s", l >= 0 && l <= 5 ? levels[l] : "?");

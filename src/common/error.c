@@ -29,6 +29,7 @@ static const char *const messages[] = {
     [18] = "address in use",
     [19] = "resource temporarily unavailable",
     [20] = "cancelled",
+    [21] = "authentication failed",
 };
 
 const char *tpx_strerror(int err) {

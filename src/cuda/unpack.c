@@ -86,7 +86,9 @@ void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
 
 /* A fragment is cut into slices of at most this many bytes, one warp each,
  * so that a few large fragments still spread over the whole GPU. */
+#ifndef SLICE_BYTES
 #define SLICE_BYTES 8192u
+#endif
 
 struct inflight {
   uint64_t ticket;

@@ -12,6 +12,7 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "common/hmac.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/control.h"
@@ -133,6 +134,10 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     goto fail;
   }
   if ((rc = open_transport(ep, params)) != 0 || (rc = open_io(ep, params)) != 0) goto fail;
+  if (c->auth_key_len && !(ep->net->ops->listen_keyed && ep->net->ops->connect_keyed))
+    TPX_WARN("endpoint %s: the key (TPX_AUTH_KEY) authenticates peers' control connections; transport %s "
+             "makes its own data connections, which are not bound to it (docs/SECURITY.md)",
+             ep->name, ep->net->name);
   if (c->progress_thread && tpx__progress_thread_start(ep) != 0) {
     rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);
     goto fail;
@@ -189,6 +194,7 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   if (ep->evfd >= 0) close(ep->evfd);
   pthread_cond_destroy(&ep->cv);
   pthread_mutex_destroy(&ep->lock);
+  tpx__cleanse(ep->cfg.auth_key, sizeof(ep->cfg.auth_key));
   free(ep);
 }
 

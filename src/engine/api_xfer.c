@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "common/util.h"
 #include "engine/channel.h"
 #include "engine/control.h"
@@ -279,6 +280,7 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   atomic_store_explicit(&o->status, TPX_EINPROGRESS, memory_order_relaxed);
   TPX_TRACE("peer %s: %s %llu posted (%llu bytes, %llu chunks)", p->where, tpx__op_kind_name(o->kind),
             (unsigned long long)o->id, (unsigned long long)o->total, (unsigned long long)o->nchunks);
+  TPX_TL(TL_OP_POST, o->kind, o->id, o->total, o->nchunks);
   tpx__op_active_add(p, o);
   post_start(p, o);
   if (p->state == P_READY) { /* post and drain now, never block */

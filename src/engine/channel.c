@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
@@ -36,7 +37,9 @@ int tpx__channels_listen(struct tpx_peer *p, int from, int to) {
   for (int c = from; c < to && rc == 0; c++) {
     struct channel *ch = &p->ch[c];
     memset(ch->my_handle, 0, sizeof(ch->my_handle));
-    rc = net->ops->listen(net, ch->dev, ch->my_handle, &ch->listen_comm);
+    const uint8_t *key = tpx__auth_net_key(p); /* data sockets bound to the session (auth.h) */
+    rc = key ? net->ops->listen_keyed(net, ch->dev, key, ch->my_handle, &ch->listen_comm)
+             : net->ops->listen(net, ch->dev, ch->my_handle, &ch->listen_comm);
     if (rc) rc = tpx_err_quiet(rc, "peer %s channel %d: listen on net device %d failed", p->where, c, ch->dev);
     else if (!ch->listen_comm)
       rc = tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: listen returned no comm", p->where, c);
@@ -75,8 +78,12 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
     struct channel *ch = &p->ch[c];
     if (!ch->sq.comm) {
       void *comm = NULL;
-      int rc = net->ops->connect(net, ch->dev, ch->peer_handle, &comm, &ch->send_dev);
-      if (rc) return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed", p->where, c, ch->dev);
+      const uint8_t *key = tpx__auth_net_key(p);
+      int rc = key ? net->ops->connect_keyed(net, ch->dev, key, ch->peer_handle, &comm, &ch->send_dev)
+                   : net->ops->connect(net, ch->dev, ch->peer_handle, &comm, &ch->send_dev);
+      if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
+        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.120s", p->where, c, ch->dev,
+                             tpx_last_error());
       if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
       if (comm) ++*did;
       else all = 0;

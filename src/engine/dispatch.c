@@ -41,7 +41,15 @@ static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
     return;
   }
   switch (p->state) {
+  case P_WAIT_AUTH:
+    if (f->type != MSG_AUTH) break;
+    tpx__handshake_on_auth(p, f);
+    return;
   case P_WAIT_HELLO:
+    if (f->type == MSG_AUTH) {
+      tpx__handshake_on_auth(p, f);
+      return;
+    }
     if (f->type != MSG_HELLO) break;
     tpx__handshake_on_hello(p, f);
     return;

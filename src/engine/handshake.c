@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/dial.h"
@@ -29,6 +30,19 @@ static int send_hello(struct tpx_peer *p, int ack) {
   return rc;
 }
 
+/* Connector: channels listen, HELLO offers their handles. */
+static void start_hello(struct tpx_peer *p) {
+  tpx_endpoint_t *ep = p->ep;
+  int rc = tpx__channels_alloc(p, ep->cfg.num_channels);
+  if (rc == 0) rc = tpx__channels_listen(p, 0, p->nch);
+  if (rc == 0) rc = send_hello(p, 0);
+  if (rc) {
+    tpx__peer_fail(p, rc, "peer %s: handshake failed: %s", p->where, tpx_last_error());
+    return;
+  }
+  p->state = P_WAIT_ACK;
+}
+
 void tpx__handshake_connected(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
   int soerr = 0;
@@ -39,14 +53,16 @@ void tpx__handshake_connected(struct tpx_peer *p) {
     return;
   }
   tpx__ctl_epoll_set(ep, p, EPOLLIN);
-  int rc = tpx__channels_alloc(p, ep->cfg.num_channels);
-  if (rc == 0) rc = tpx__channels_listen(p, 0, p->nch);
-  if (rc == 0) rc = send_hello(p, 0);
-  if (rc) {
-    tpx__peer_fail(p, rc, "peer %s: handshake failed: %s", p->where, tpx_last_error());
+  if (!ep->cfg.auth_key_len) {
+    start_hello(p);
     return;
   }
-  p->state = P_WAIT_ACK;
+  int rc = tpx__auth_start(p); /* the handles wait until the acceptor proved the key */
+  if (rc) tpx__peer_fail(p, rc, "peer %s: authentication failed: %s", p->where, tpx_last_error());
+}
+
+void tpx__handshake_on_auth(struct tpx_peer *p, const struct wire_frame *f) {
+  if (tpx__auth_on_frame(p, f) == 1) start_hello(p);
 }
 
 static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
@@ -67,6 +83,7 @@ static void take_handles(struct tpx_peer *p, const struct wire_hello *h) {
 void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_hello h;
+  if (tpx__auth_hello_ok(p) != 0) return; /* before anything of it is looked at */
   int rc = tpx__wire_get_hello(f, &h);
   if (rc) {
     tpx__peer_fail(p, rc, "peer %s: bad hello: %s", p->where, tpx_last_error());

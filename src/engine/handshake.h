@@ -9,6 +9,9 @@ struct tpx_peer;
 struct wire_frame;
 
 void tpx__handshake_connected(struct tpx_peer *p);
+/* MSG_AUTH before HELLO (auth.h); the connector goes on with HELLO once it
+ * authenticated the acceptor. */
+void tpx__handshake_on_auth(struct tpx_peer *p, const struct wire_frame *f);
 void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f);
 void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f);
 /* P_NET_SETUP: drive connect/accept. 1: the peer became ready (frames that

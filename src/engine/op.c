@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "common/util.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
@@ -149,6 +150,7 @@ static void leave_send_queue(struct tpx_peer *p, struct op *o) {
 
 void tpx__op_finish(struct op *o, int status) {
   struct tpx_peer *p = o->peer;
+  TPX_TL(TL_OP_DONE, o->kind, o->id, (uint64_t)(int64_t)status, 0);
   TPX_TRACE("peer %s: %s %llu finished (%s)", p->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
             status ? tpx_strerror(status) : "ok");
   if (o->id_reg) {

@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 
 #include "common/error.h"
+#include "common/hmac.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/channel.h"
@@ -64,6 +65,7 @@ void tpx__peer_release(struct tpx_peer *p) {
   free(p->cts);
   tpx__wbuf_free(&p->out);
   free(p->in);
+  tpx__cleanse(p->auth_skey, sizeof(p->auth_skey));
   free(p);
 }
 

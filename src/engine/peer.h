@@ -15,7 +15,8 @@ struct op;
 
 enum peer_state {
   P_CONNECTING = 1, /* TCP connect in progress (we dialled) */
-  P_WAIT_HELLO,     /* accepted: waiting for HELLO */
+  P_WAIT_AUTH,      /* dialled, with a key: challenge sent, waiting for the response (auth.h) */
+  P_WAIT_HELLO,     /* accepted: waiting for HELLO (with a key: challenge and proof first) */
   P_WAIT_ACK,       /* dialled: HELLO sent, waiting for HELLO_ACK */
   P_NET_SETUP,      /* transport connect/accept in progress */
   P_READY,
@@ -24,6 +25,8 @@ enum peer_state {
 };
 
 static inline int tpx__peer_in_setup(int st) { return st >= P_CONNECTING && st <= P_NET_SETUP; }
+
+enum peer_auth { PEER_AUTH_NONE = 0, PEER_AUTH_CHALLENGED, PEER_AUTH_OK };
 
 struct cts_entry { /* a peer's recv announcement no send matched yet */
   uint64_t recv_id, tag, cap;
@@ -54,6 +57,10 @@ struct tpx_peer {
   uint64_t uuid;
   int gpu;
   int pack;      /* the peer takes packed plans (HELLO_F_PACK) */
+  /* shared-key authentication (auth.h) */
+  int auth; /* enum peer_auth: the acceptor answered the challenge; both proofs checked */
+  uint8_t auth_nc[WIRE_AUTH_NONCE], auth_ns[WIRE_AUTH_NONCE]; /* the connector's and acceptor's nonces */
+  uint8_t auth_skey[TPX_NET_KEY_BYTES];                       /* session key (PEER_AUTH_OK) */
   struct wbuf out;
   size_t out_off;
   uint8_t *in;

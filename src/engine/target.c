@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
@@ -134,6 +135,7 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   }
   o->total = total;
   if ((rc = plan_request(p, o, &m, "write", m.inl)) != 0) return rc;
+  TPX_TL(TL_TARGET, K_IN_WRITE, o->id, total, o->nchunks);
   tpx__op_active_add(p, o);
   tpx__notif_fifo_push(p, o);
   if (bad && (rc = tpx__op_send_status(p, ST_WRITE, o->id, TPX_EACCES)) != 0) {
@@ -168,6 +170,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   if ((rc = plan_request(p, o, &m, "read", 0)) != 0) return rc;
   uint64_t total = 0;
   for (uint32_t i = 0; i < o->nents; i++) total += o->ents[i].len;
+  TPX_TL(TL_TARGET, K_SERVE_READ, o->id, total, o->nchunks);
   struct iovec iov[INLINE_MAX_IOV];
   int niov = m.inl ? tpx__inline_ok(ep, o->ents, o->nents, total, iov) : -1;
   uint32_t first = 0;

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "common/util.h"
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
@@ -114,6 +115,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   q->tail++;
   q->posted++;
   account(p, o, 1);
+  TPX_TL(q->is_recv ? TL_RECV_POST : TL_SEND_POST, q->ch, o->id, l->cur.idx, len);
   TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
             (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
             (unsigned long long)len);
@@ -146,6 +148,7 @@ static int test_head(struct tpx_peer *p, struct window *q) {
     if (rc == 0 && done) {
       TPX_TRACE("peer %s channel %d: %s chunk %llu of %s %llu done in the transport", p->where, q->ch, dir(q),
                 (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
+      TPX_TL(q->is_recv ? TL_RECV_DONE : TL_SEND_DONE, q->ch, o->id, s->chunk, 0);
       s->state = WS_NET_DONE;
       q->test++;
       did++;
@@ -202,6 +205,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
       tpx__pack_release(q->pack, s->pack_end, o->ents, &s->pcur, q->is_recv ? s->data : NULL);
       s->pack_end = 0;
     }
+    if (q->is_recv) TPX_TL(TL_RECV_LANDED, q->ch, o->id, s->chunk, 0);
     if (q->is_recv)
       TPX_TRACE("peer %s channel %d: recv chunk %llu of %s %llu landed", p->where, q->ch,
                 (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);

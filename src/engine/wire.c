@@ -429,6 +429,29 @@ int tpx__wire_put_bye(struct wbuf *b) {
   return frame_end(b, s);
 }
 
+int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m) {
+  if (m->step < AUTH_CHALLENGE || m->step > AUTH_PROOF) return tpx_err_quiet(TPX_EINVAL, "auth step %u", m->step);
+  size_t s = frame_begin(b, MSG_AUTH);
+  wb_u8(b, m->step);
+  if (m->step != AUTH_PROOF) wb_bytes(b, m->nonce, WIRE_AUTH_NONCE);
+  if (m->step != AUTH_CHALLENGE) wb_bytes(b, m->mac, WIRE_AUTH_MAC);
+  return frame_end(b, s);
+}
+
+int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m) {
+  struct rd r = rd_of(f);
+  memset(m, 0, sizeof(*m));
+  m->step = rd_u8(&r);
+  if (!r.bad && (m->step < AUTH_CHALLENGE || m->step > AUTH_PROOF))
+    return tpx_err_quiet(TPX_EPROTO, "authentication message: unknown step %u", m->step);
+  const uint8_t *nonce = m->step != AUTH_PROOF ? rd_take(&r, WIRE_AUTH_NONCE) : NULL;
+  const uint8_t *mac = m->step != AUTH_CHALLENGE ? rd_take(&r, WIRE_AUTH_MAC) : NULL;
+  if (r.bad) return rd_done(&r, "authentication message");
+  if (nonce) memcpy(m->nonce, nonce, WIRE_AUTH_NONCE);
+  if (mac) memcpy(m->mac, mac, WIRE_AUTH_MAC);
+  return rd_done(&r, "authentication message");
+}
+
 /* ---- blobs ---- */
 int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
   struct wbuf b = {0};

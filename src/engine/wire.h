@@ -43,7 +43,21 @@ enum wire_type {
   MSG_STATUS = 9,    /* completion/refusal of an id (write ack, read nack, send abort) */
   MSG_NOTIF = 10,    /* standalone notification */
   MSG_BYE = 11,      /* graceful close: no more messages from the sender */
-  MSG_TYPE_MAX = 11
+  MSG_AUTH = 12,     /* shared-key challenge-response before HELLO (engine/auth.h) */
+  MSG_TYPE_MAX = 12
+};
+
+/* MSG_AUTH: step u8, then by step (sizes WIRE_AUTH_NONCE, WIRE_AUTH_MAC):
+ *   AUTH_CHALLENGE (connector -> acceptor): the connector's nonce
+ *   AUTH_RESPONSE  (acceptor -> connector): the acceptor's nonce, its MAC
+ *   AUTH_PROOF     (connector -> acceptor): the connector's MAC */
+enum wire_auth_step { AUTH_CHALLENGE = 1, AUTH_RESPONSE = 2, AUTH_PROOF = 3 };
+#define WIRE_AUTH_NONCE 32
+#define WIRE_AUTH_MAC 32
+struct wire_auth {
+  uint8_t step;
+  uint8_t nonce[WIRE_AUTH_NONCE];
+  uint8_t mac[WIRE_AUTH_MAC];
 };
 
 /* MSG_HELLO / MSG_HELLO_ACK flags: what this side understands. */
@@ -160,6 +174,7 @@ int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, cons
 int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
 int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
 int tpx__wire_put_bye(struct wbuf *b);
+int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
 int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
@@ -170,6 +185,7 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m);
 int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m);
 int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
 int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
+int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 
 /* Blobs handed to applications (same byte order, own magic). */

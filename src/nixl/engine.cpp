@@ -78,7 +78,8 @@ static bool applyParams(const nixl_b_params_t &in, tpx_config_t &cfg, int &gpu, 
         if (rc == TPX_ENOENT) {
             NIXL_WARN << "TPX backend: unknown parameter '" << k << "' ignored (docs/NIXL.md)";
         } else if (rc != 0) {
-            NIXL_DEBUG << "TPX backend: parameter " << k << "='" << v << "': " << tpx_last_error();
+            NIXL_DEBUG << "TPX backend: parameter " << k << "='"
+                       << (k == "auth_key" ? std::string("(not shown)") : v) << "': " << tpx_last_error();
             return false;
         }
     }

@@ -51,6 +51,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
 #include "sock/sock.h"
@@ -166,7 +167,9 @@ static int send_progress(tpx_sock_conn_t *c) {
     memset(&mh, 0, sizeof(mh));
     mh.msg_iov = iov;
     mh.msg_iovlen = (size_t)niov;
+    uint64_t t0 = tpx__tl_on ? tpx__now_ns() : 0;
     ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) TPX_TL(TL_SOCK_TX, c->fd, 0, (uint64_t)n, tpx__now_ns() - t0);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (io_again()) return 0;
@@ -466,6 +469,7 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
         want = TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH);
         n = recv(c->fd, scratch, want, MSG_DONTWAIT); /* truncated: discard the excess */
       }
+      if (n > 0) TPX_TL(TL_SOCK_RX, c->fd, 0, (uint64_t)n, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && io_again()) return 0;
       if (n <= 0) {
@@ -811,7 +815,10 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
      * for room (EPOLLOUT runs it). Seq-cst store then load here, store of the
      * tail then load of the head there: one of us sees the other. */
     atomic_store(&d->parts_head, head + 1);
-    if (atomic_load(&d->parts_tail) == head) tpx__sock_io_kick(d);
+    if (atomic_load(&d->parts_tail) == head) {
+      TPX_TL(TL_SOCK_KICK, d->fd, 0, 0, 0);
+      tpx__sock_io_kick(d);
+    }
   }
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
   *request = req_token(m, seq);

@@ -57,6 +57,7 @@ typedef struct tpx_sock_io {
   _Atomic int cmd_pending;
   tpx_sock_conn_t *rq_head, *rq_tail; /* owner only */
   int load;                           /* weight of the sockets placed here (pool->mu) */
+  int data[2];                        /* data sockets placed here, by kind (send, recv) (pool->mu) */
   void *scratch;
 } tpx_sock_io_t;
 
@@ -294,21 +295,38 @@ void tpx__sock_pool_destroy(tpx_sock_pool_t *p) {
   free(p);
 }
 
-/* Placement (p->mu held): each socket goes to the thread with the least
- * load (data sockets weigh TPX_SOCK_W_DATA, socket 0 TPX_SOCK_W_CTRL), ties
- * broken from a rotating start. A comm's data sockets thus land on different
+/* Placement (p->mu held): a data socket goes to the thread with the fewest
+ * data sockets of its kind, then the least load (data sockets weigh
+ * TPX_SOCK_W_DATA, socket 0 TPX_SOCK_W_CTRL), ties broken from a rotating
+ * start. A transfer in one direction keeps the sockets of one kind busy, so
+ * spreading each kind on its own keeps two busy sockets off one thread (by
+ * load alone, an engine's idle receive sockets and busy send sockets mixed:
+ * two sends shared a thread while another thread had none, and their parts
+ * went out one after the other). A comm's data sockets land on different
  * threads, and with more threads than one comm's sockets the two ends of a
  * loopback pair in one process do not share threads. */
-static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int weight) {
+static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int weight, int kind) {
   unsigned start = p->next++;
   int best = -1;
   for (int k = 0; k < p->nthreads; k++) {
     int i = (int)((start + (unsigned)k) % (unsigned)p->nthreads);
-    if (best < 0 || p->thr[i].load < p->thr[best].load) best = i;
+    if (best < 0) {
+      best = i;
+      continue;
+    }
+    const tpx_sock_io_t *a = &p->thr[i], *b = &p->thr[best];
+    if (kind >= 0 && a->data[kind] != b->data[kind]) {
+      if (a->data[kind] < b->data[kind]) best = i;
+    } else if (a->load < b->load) {
+      best = i;
+    }
   }
   p->thr[best].load += weight;
+  if (kind >= 0) p->thr[best].data[kind]++;
   return &p->thr[best];
 }
+
+static int data_kind(const tpx_sock_comm_t *m, int i) { return i == 0 ? -1 : m->kind == TPX_SK_SEND ? 0 : 1; }
 
 /* With few CPUs (p->pair), the two ends of a comm whose peer is in this
  * process (a loopback pair: same comm id, other kind) share threads, socket
@@ -333,8 +351,9 @@ void tpx__sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
     if (peer != NULL) {
       m->conns[i].placed = peer->conns[i].placed;
       m->conns[i].placed->load += w;
+      if (data_kind(m, i) >= 0) m->conns[i].placed->data[data_kind(m, i)]++;
     } else {
-      m->conns[i].placed = pick_locked(p, w);
+      m->conns[i].placed = pick_locked(p, w, data_kind(m, i));
     }
   }
   m->pool_prev = NULL;
@@ -348,7 +367,10 @@ void tpx__sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
 void tpx__sock_pool_forget(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_lock(&p->mu);
   for (int i = 0; i <= m->nsocks; i++)
-    if (m->conns[i].placed) m->conns[i].placed->load -= i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
+    if (m->conns[i].placed) {
+      m->conns[i].placed->load -= i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
+      if (data_kind(m, i) >= 0) m->conns[i].placed->data[data_kind(m, i)]--;
+    }
   if (m->listed) {
     if (m->pool_prev) m->pool_prev->pool_next = m->pool_next;
     else p->comms = m->pool_next;

@@ -7,7 +7,8 @@
  * connectors may be in progress on one listen comm at once. A connection
  * that does not speak our hello (wire.h) is closed and logged; the listen
  * comm keeps working. connect completes without waiting for accept: the
- * hello goes one way only. */
+ * hello goes one way only. A keyed listen comm (listen_keyed) takes only
+ * hellos that prove its session key (wire.h), and one comm. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/hmac.h"
 #include "common/log.h"
 #include "common/ports.h"
 #include "common/util.h"
@@ -42,15 +44,29 @@ static uint64_t deadline_after_ms(int ms) {
   return tpx__now_ns() + (uint64_t)ms * 1000000ull;
 }
 
-static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks) {
-  memset(h, 0, TPX_WIRE_HELLO_BYTES);
+static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks, int keyed) {
+  memset(h, 0, keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES);
   tpx__put32(h, TPX_WIRE_HELLO_MAGIC);
   tpx__put16(h + 4, TPX_WIRE_VERSION);
-  tpx__put16(h + 6, TPX_WIRE_HELLO_BYTES);
+  tpx__put16(h + 6, keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES);
   tpx__put64(h + 8, nonce);
   tpx__put64(h + 16, comm_id);
   tpx__put16(h + 24, (uint16_t)index);
   tpx__put16(h + 26, (uint16_t)nsocks);
+  tpx__put32(h + 28, keyed ? TPX_WIRE_HELLO_F_MAC : 0);
+}
+
+int tpx__sock_hello_mac(const uint8_t *key, const uint8_t *hello, uint8_t *mac) {
+  static const char label[] = "tpx sock hello";
+  struct tpx_mac_part parts[] = {{label, sizeof(label)}, {hello, TPX_WIRE_HELLO_MACED}};
+  return tpx__hmac(key, TPX_NET_KEY_BYTES, parts, 2, mac);
+}
+
+/* A keyed hello's fresh nonce and its MAC. */
+static int seal_hello(uint8_t *h, const uint8_t *key) {
+  int rc = tpx__random_bytes(h + TPX_WIRE_HELLO_BYTES, TPX_WIRE_HELLO_NONCE_BYTES);
+  if (rc == 0) rc = tpx__sock_hello_mac(key, h, h + TPX_WIRE_HELLO_MACED);
+  return rc;
 }
 
 /* ---- listen ------------------------------------------------------------------------ */
@@ -59,7 +75,7 @@ struct pending_sock {
   int fd;
   uint64_t deadline;
   size_t got;
-  uint8_t hello[TPX_WIRE_HELLO_BYTES];
+  uint8_t hello[TPX_WIRE_HELLO_KEYED_BYTES];
   char peer[64];
 };
 
@@ -83,6 +99,9 @@ typedef struct tpx__sock_listen {
   struct group *groups;
   int ngroups, cap_groups;
   int gpu_bound; /* unpack mode: the CUDA device current at listen (-1: none) */
+  int keyed;     /* listen_keyed: hellos must prove key */
+  int taken;     /* keyed: its one comm was accepted; later hellos are refused */
+  uint8_t key[TPX_NET_KEY_BYTES];
 } tpx_sock_listen_t;
 
 static void group_close(struct group *g) {
@@ -99,10 +118,32 @@ void tpx__sock_listen_free(void *obj) {
     group_close(&l->groups[i]);
   free(l->pend);
   free(l->groups);
+  tpx__cleanse(l->key, sizeof(l->key));
   free(l);
 }
 
-int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
+static void fill_handle(uint8_t *h, const struct sockaddr_storage *sa, int nsocks, uint64_t nonce, int keyed) {
+  memset(h, 0, TPX_NET_HANDLE_BYTES);
+  tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
+  tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
+  if (sa->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+    tpx__put16(h + TPX_WH_FAMILY, 6);
+    memcpy(h + TPX_WH_ADDR, &s6->sin6_addr, 16);
+    memcpy(h + TPX_WH_PORT, &s6->sin6_port, 2);
+    tpx__put32(h + TPX_WH_SCOPE, s6->sin6_scope_id);
+  } else {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+    tpx__put16(h + TPX_WH_FAMILY, 4);
+    memcpy(h + TPX_WH_ADDR, &s4->sin_addr, 4);
+    memcpy(h + TPX_WH_PORT, &s4->sin_port, 2);
+  }
+  tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)nsocks);
+  tpx__put64(h + TPX_WH_NONCE, nonce);
+  tpx__put32(h + TPX_WH_FLAGS, keyed ? TPX_WIRE_HANDLE_F_KEYED : 0);
+}
+
+static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "listen");
   if (sn == NULL) return TPX_EINVAL;
   if (handle == NULL || listen_comm == NULL)
@@ -131,6 +172,14 @@ int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) 
   l->dev = dev;
   l->fd = fd;
   l->nonce = tpx__sock_random(sn);
+  if (key) { /* the nonce keyed hellos quote: unpredictable as well as unique */
+    l->keyed = 1;
+    memcpy(l->key, key, TPX_NET_KEY_BYTES);
+    if (tpx__random_bytes(&l->nonce, sizeof(l->nonce)) != 0) {
+      tpx__sock_listen_free(l);
+      return tpx_err_surface(TPX_EINTERNAL);
+    }
+  }
   /* As the plugin's listen (tcpxNewListenComm: flow steering follows it). */
   l->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
   tpx__sock_addr_str(&sa, l->addr, sizeof(l->addr));
@@ -139,28 +188,20 @@ int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) 
     tpx__sock_listen_free(l);
     return tpx_err(TPX_ENOMEM, "listen: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
-  uint8_t *h = handle;
-  memset(h, 0, TPX_NET_HANDLE_BYTES);
-  tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
-  tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
-  if (sa.ss_family == AF_INET6) {
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&sa;
-    tpx__put16(h + TPX_WH_FAMILY, 6);
-    memcpy(h + TPX_WH_ADDR, &s6->sin6_addr, 16);
-    memcpy(h + TPX_WH_PORT, &s6->sin6_port, 2);
-    tpx__put32(h + TPX_WH_SCOPE, s6->sin6_scope_id);
-  } else {
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&sa;
-    tpx__put16(h + TPX_WH_FAMILY, 4);
-    memcpy(h + TPX_WH_ADDR, &s4->sin_addr, 4);
-    memcpy(h + TPX_WH_PORT, &s4->sin_port, 2);
-  }
-  tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)sn->cfg.nsocks);
-  tpx__put64(h + TPX_WH_NONCE, l->nonce);
-  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm", l->addr, d->name,
-            sn->cfg.nsocks);
+  fill_handle(handle, &sa, sn->cfg.nsocks, l->nonce, l->keyed);
+  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm%s", l->addr, d->name,
+            sn->cfg.nsocks, l->keyed ? ", keyed" : "");
   *listen_comm = (void *)(uintptr_t)l->token;
   return 0;
+}
+
+int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
+  return listen_open(net, dev, NULL, handle, listen_comm);
+}
+
+int tpx__sock_listen_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm) {
+  if (key == NULL) return tpx_err(TPX_EINVAL, "listen_keyed: key is NULL");
+  return listen_open(net, dev, key, handle, listen_comm);
 }
 
 static tpx_sock_listen_t *listen_get(tpx_sock_net_t *sn, void *comm, const char *fn, int *rc) {
@@ -201,12 +242,17 @@ typedef struct tpx__sock_connect {
   int fds[TPX_SOCK_MAX_NSOCKS + 1];
   uint8_t st[TPX_SOCK_MAX_NSOCKS + 1];
   uint8_t off[TPX_SOCK_MAX_NSOCKS + 1];
+  int has_key;   /* connect_keyed: retries must give the same key */
+  uint8_t key[TPX_NET_KEY_BYTES];
+  int hello_len; /* TPX_WIRE_HELLO_KEYED_BYTES when the handle asked for a MAC */
+  uint8_t hello[TPX_SOCK_MAX_NSOCKS + 1][TPX_WIRE_HELLO_KEYED_BYTES];
 } tpx_sock_connect_t;
 
 void tpx__sock_connect_free(void *obj) {
   tpx_sock_connect_t *s = obj;
   for (int i = 0; i <= s->nsocks; i++)
     if (s->fds[i] >= 0) close(s->fds[i]);
+  tpx__cleanse(s->key, sizeof(s->key));
   free(s);
 }
 
@@ -254,14 +300,29 @@ int tpx__sock_handle_dials(tpx_net_t *net, const void *handle, struct sockaddr_s
   return 0;
 }
 
-static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_connect_t **out) {
+/* Every socket's hello, made once: keyed ones carry a fresh nonce each and
+ * the MAC over it (wire.h). */
+static int build_hellos(tpx_sock_connect_t *s, int keyed) {
+  s->hello_len = keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES;
+  for (int i = 0; i <= s->nsocks; i++) {
+    encode_hello(s->hello[i], s->nonce, s->comm_id, i, s->nsocks, keyed);
+    if (keyed && seal_hello(s->hello[i], s->key) != 0) return tpx_err_surface(TPX_EINTERNAL);
+  }
+  return 0;
+}
+
+static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t *key, tpx_sock_connect_t **out) {
   int fam = tpx__get16(h + TPX_WH_FAMILY);
   int nsocks = tpx__get16(h + TPX_WH_NSOCKS);
+  int keyed = (tpx__get32(h + TPX_WH_FLAGS) & TPX_WIRE_HANDLE_F_KEYED) != 0;
   if (fam != 4 && fam != 6)
     return tpx_err(TPX_EINVAL, "connect: handle has address family %d (not 4 or 6)", fam);
   if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS)
     return tpx_err(TPX_EINVAL, "connect: handle asks for %d data sockets (1..%d)", nsocks,
                    TPX_SOCK_MAX_NSOCKS);
+  if (keyed && key == NULL)
+    return tpx_err(TPX_EAUTH, "connect: the listener takes only authenticated data sockets (its endpoint has "
+                              "an authentication key, TPX_AUTH_KEY); this connect has no session key");
   tpx_sock_connect_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return tpx_err(TPX_ENOMEM, "connect: out of memory");
   s->dev = dev;
@@ -273,7 +334,9 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, tpx_sock_conne
     s->fds[i] = -1;
   handle_addr(h, &s->peer);
   tpx__sock_addr_str(&s->peer, s->peerstr, sizeof(s->peerstr));
-  int rc = 0;
+  s->has_key = key != NULL;
+  if (key) memcpy(s->key, key, TPX_NET_KEY_BYTES);
+  int rc = build_hellos(s, keyed);
   for (int i = 0; i <= nsocks && rc == 0; i++) {
     int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -342,15 +405,13 @@ static int connect_step(tpx_sock_connect_t *s) {
   int done = 0;
   for (int i = 0; i <= s->nsocks; i++) {
     if (s->st[i] == CS_HELLO) {
-      uint8_t h[TPX_WIRE_HELLO_BYTES];
-      encode_hello(h, s->nonce, s->comm_id, i, s->nsocks);
-      ssize_t n = send(s->fds[i], h + s->off[i], TPX_WIRE_HELLO_BYTES - s->off[i],
+      ssize_t n = send(s->fds[i], s->hello[i] + s->off[i], (size_t)(s->hello_len - s->off[i]),
                        MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         return tpx_err(TPX_EREMOTE, "connect to %s (socket %d of %d): sending hello: %s",
                        s->peerstr, i, s->nsocks + 1, strerror(errno));
       if (n > 0) s->off[i] = (uint8_t)(s->off[i] + n);
-      if (s->off[i] == TPX_WIRE_HELLO_BYTES) s->st[i] = CS_DONE;
+      if (s->off[i] == s->hello_len) s->st[i] = CS_DONE;
     }
     if (s->st[i] == CS_DONE) done++;
   }
@@ -361,8 +422,8 @@ static int connect_step(tpx_sock_connect_t *s) {
   return 0;
 }
 
-int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
-                     tpx_net_dev_handle_t *send_dev) {
+static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **send_comm,
+                       tpx_net_dev_handle_t *send_dev) {
   (void)send_dev; /* HOST device type: nothing to fill */
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "connect");
   if (sn == NULL) return TPX_EINVAL;
@@ -384,7 +445,7 @@ int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
   tpx_sock_connect_t *s = NULL;
   int rc;
   if (tok == 0) {
-    if ((rc = connect_start(sn, dev, h, &s)) != 0) return rc;
+    if ((rc = connect_start(sn, dev, h, key, &s)) != 0) return rc;
   } else {
     s = tpx__sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
     if (s == NULL || tpx__get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY) ||
@@ -396,6 +457,8 @@ int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
     if (s->dev != dev)
       return tpx_err(TPX_EINVAL, "connect: retried on device %d, started on device %d", dev,
                      s->dev);
+    if (s->has_key != (key != NULL) || (key && !tpx__mac_equal(key, s->key, TPX_NET_KEY_BYTES)))
+      return tpx_err(TPX_EINVAL, "connect: retried with another session key than it started with");
   }
   rc = connect_step(s);
   if (rc == 0) return 0;
@@ -415,6 +478,16 @@ int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
   uint64_t comm_id = s->comm_id;
   connect_end(sn, s, h);
   return tpx__sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, send_comm);
+}
+
+int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm, tpx_net_dev_handle_t *send_dev) {
+  return connect_any(net, dev, NULL, handle, send_comm, send_dev);
+}
+
+int tpx__sock_connect_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **send_comm,
+                            tpx_net_dev_handle_t *send_dev) {
+  if (key == NULL) return tpx_err(TPX_EINVAL, "connect_keyed: key is NULL");
+  return connect_any(net, dev, key, handle, send_comm, send_dev);
 }
 
 /* ---- accept ----------------------------------------------------------------------- */
@@ -484,9 +557,14 @@ static struct group *group_for(tpx_sock_listen_t *l, uint64_t comm_id, int nsock
   return g;
 }
 
-/* A hello is complete: check it and file the socket. 0 = filed, else the
- * socket must be dropped (reason logged). */
-static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
+static size_t hello_want(const tpx_sock_listen_t *l) {
+  return l->keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES;
+}
+
+/* The hello's first 8 bytes (magic, version, length), as soon as they are
+ * there: a hello of the wrong kind for this listen comm (keyed or not) is
+ * refused at once, not at the connect timeout. 0 = fine so far. */
+static int hello_head(const tpx_sock_listen_t *l, const struct pending_sock *p) {
   const uint8_t *h = p->hello;
   uint32_t magic = tpx__get32(h);
   if (magic != TPX_WIRE_HELLO_MAGIC) {
@@ -495,11 +573,48 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
     return -1;
   }
   unsigned ver = tpx__get16(h + 4), len = tpx__get16(h + 6);
-  if (ver != TPX_WIRE_VERSION || len != TPX_WIRE_HELLO_BYTES) {
+  if (ver != TPX_WIRE_VERSION) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: wire version %u (we speak %u)",
              l->addr, p->peer, ver, TPX_WIRE_VERSION);
     return -1;
   }
+  if (len != hello_want(l)) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: %s", l->addr, p->peer,
+             l->keyed ? "a hello without a MAC, and this listen comm takes only authenticated sockets"
+             : len == TPX_WIRE_HELLO_KEYED_BYTES ? "a hello with a MAC, and this listen comm has no key"
+                                                 : "a hello of the wrong length");
+    return -1;
+  }
+  return 0;
+}
+
+/* A keyed hello proves the session key before anything else it says counts. */
+static int hello_mac_ok(tpx_sock_listen_t *l, const struct pending_sock *p) {
+  const uint8_t *h = p->hello;
+  uint8_t mac[TPX_MAC_BYTES];
+  int ok = (tpx__get32(h + 28) & TPX_WIRE_HELLO_F_MAC) && tpx__sock_hello_mac(l->key, h, mac) == 0 &&
+           tpx__mac_equal(mac, h + TPX_WIRE_HELLO_MACED, TPX_MAC_BYTES);
+  if (!ok) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: its hello does not prove this session's key "
+             "(wrong or stale MAC)",
+             l->addr, p->peer);
+    return 0;
+  }
+  if (l->taken) {
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: this keyed listen comm has accepted its one "
+             "comm (a replayed hello?)",
+             l->addr, p->peer);
+    return 0;
+  }
+  return 1;
+}
+
+/* A hello is complete: check it and file the socket. 0 = filed, else the
+ * socket must be dropped (reason logged). */
+static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
+  const uint8_t *h = p->hello;
+  if (hello_head(l, p) != 0) return -1;
+  if (l->keyed && !hello_mac_ok(l, p)) return -1;
   if (tpx__get64(h + 8) != l->nonce) {
     TPX_WARN("sock: listen comm %s: rejected a connection from %s: its handle belongs to another"
              " listen comm",
@@ -535,10 +650,14 @@ static void read_hellos(tpx_sock_listen_t *l) {
   uint64_t now = tpx__now_ns();
   for (int i = 0; i < l->npend;) {
     struct pending_sock *p = &l->pend[i];
-    ssize_t n = recv(p->fd, p->hello + p->got, TPX_WIRE_HELLO_BYTES - p->got, MSG_DONTWAIT);
+    ssize_t n = recv(p->fd, p->hello + p->got, hello_want(l) - p->got, MSG_DONTWAIT);
     if (n > 0) {
       p->got += (size_t)n;
-      if (p->got < TPX_WIRE_HELLO_BYTES) continue; /* same socket again: more may be there */
+      if (p->got >= 8 && hello_head(l, p) != 0) {
+        pend_drop(l, i, 1);
+        continue;
+      }
+      if (p->got < hello_want(l)) continue; /* same socket again: more may be there */
       int filed = hello_file(l, p) == 0;
       pend_drop(l, i, !filed);
       continue;
@@ -550,9 +669,9 @@ static void read_hellos(tpx_sock_listen_t *l) {
       continue;
     }
     if (now > p->deadline) {
-      TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %d hello bytes before the"
+      TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %zu hello bytes before the"
                " connect timeout; dropped",
-               l->addr, p->peer, p->got, TPX_WIRE_HELLO_BYTES);
+               l->addr, p->peer, p->got, hello_want(l));
       pend_drop(l, i, 1);
       continue;
     }
@@ -595,6 +714,7 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
     if (g->have != g->nsocks + 1) continue;
     struct group done = *g;
     l->groups[i] = l->groups[--l->ngroups];
+    if (l->keyed) l->taken = 1; /* its session's one comm */
     /* The peer's address as seen on the control socket names the comm. */
     rc = tpx__sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
                               done.peer, recv_comm);

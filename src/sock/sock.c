@@ -371,7 +371,8 @@ static void sock_destroy(tpx_net_t *net) {
   .dereg_mr = sock_dereg_mr, .isend = tpx__sock_isend, .irecv = tpx__sock_irecv,                     \
   .iflush = tpx__sock_iflush, .test = tpx__sock_test, .close_send = tpx__sock_close_send,             \
   .close_recv = tpx__sock_close_recv, .close_listen = tpx__sock_close_listen, .destroy = sock_destroy,     \
-  .handle_dials = tpx__sock_handle_dials
+  .handle_dials = tpx__sock_handle_dials, .listen_keyed = tpx__sock_listen_keyed,                    \
+  .connect_keyed = tpx__sock_connect_keyed
 
 static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON};
 

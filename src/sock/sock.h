@@ -410,6 +410,13 @@ int tpx__sock_close_recv(tpx_net_t *net, void *comm);
 int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm);
 /* The address and socket count a listen handle would make connect dial. */
 int tpx__sock_handle_dials(tpx_net_t *net, const void *handle, struct sockaddr_storage *addr, int *conns);
+/* listen / connect bound to a session key (tpx/net.h, listen_keyed). */
+int tpx__sock_listen_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm);
+int tpx__sock_connect_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **send_comm,
+                            tpx_net_dev_handle_t *send_dev);
+/* The MAC of a keyed hello (wire.h): HMAC-SHA256 under key over a label and
+ * the hello's first TPX_WIRE_HELLO_MACED bytes. 0 or TPX_EINTERNAL. */
+int tpx__sock_hello_mac(const uint8_t *key, const uint8_t *hello, uint8_t *mac);
 int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                      tpx_net_dev_handle_t *send_dev);
 int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,

@@ -13,7 +13,8 @@
  *     26  u16 nsocks: data sockets per comm chosen by the listener
  *     28  u32 IPv6 scope id (link-local addresses only)
  *     32  u64 listen nonce: hellos must quote it
- *     40  .. 95 zero
+ *     40  u32 flags: TPX_WIRE_HANDLE_F_KEYED = hellos must carry a MAC
+ *     44  .. 95 zero
  *     96  u64 connector state (local to the connecting process; 0 from listen)
  *    104  u64 check word for the connector state
  *    112  .. 127 zero
@@ -27,8 +28,17 @@
  *     16  u64 comm id: random per connect, groups the sockets of one comm
  *     24  u16 socket index
  *     26  u16 nsocks
- *     28  u32 flags (0)
+ *     28  u32 flags: 0, or TPX_WIRE_HELLO_F_MAC in a keyed hello
  *     32  u64 reserved (0)
+ *    A keyed hello (to a handle with TPX_WIRE_HANDLE_F_KEYED; length
+ *    TPX_WIRE_HELLO_KEYED_BYTES) goes on:
+ *     40  u8  nonce[16]: fresh random bytes per socket
+ *     56  u8  mac[32]: HMAC-SHA256 under the session key (tpx/net.h,
+ *             listen_keyed) over "tpx sock hello" and bytes 0..55
+ *    The listener checks the MAC (in constant time) before anything else
+ *    the hello says; a keyed listen comm takes one comm only, so a hello
+ *    seen on the wire cannot be replayed into another comm, and the session
+ *    key, the listen nonce and the comm id make it useless elsewhere.
  *    Nothing is ever sent back to the connector: a send comm must be able to
  *    close right after its last send without unread bytes turning its FIN into
  *    a RST.
@@ -69,6 +79,11 @@
 #define TPX_WIRE_PART_MAGIC 0x50585054u   /* "TPXP" */
 
 #define TPX_WIRE_HELLO_BYTES 40
+#define TPX_WIRE_HELLO_KEYED_BYTES 88
+#define TPX_WIRE_HELLO_MACED 56 /* bytes a keyed hello's MAC covers */
+#define TPX_WIRE_HELLO_NONCE_BYTES 16
+#define TPX_WIRE_HELLO_F_MAC 0x1u
+#define TPX_WIRE_HANDLE_F_KEYED 0x1u
 #define TPX_WIRE_PART_BYTES 32
 
 /* Offsets in the handle. */
@@ -80,6 +95,7 @@
 #define TPX_WH_NSOCKS 26
 #define TPX_WH_SCOPE 28
 #define TPX_WH_NONCE 32
+#define TPX_WH_FLAGS 40
 #define TPX_WH_STATE 96
 #define TPX_WH_CHECK 104
 

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "engine/gpu/gpu_path_int.h"
 #include "topo/topo.h"
 
@@ -106,7 +107,7 @@ static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
   *ev = NULL;
   *ticket = 0;
-  if (gq->g->unpack_mode == TPX_UNPACK_KERNEL) {
+  if (gq->g->stage_sm[h2d != 0]) {
     tpx_unpacker_t *u;
     int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
     if (rc) return rc;
@@ -180,6 +181,7 @@ static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c
   struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
   *p = (struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, kern, ev, ticket};
   gq->pre_n++;
+  TPX_TL(TL_D2H_START, gq->ch, o->id, c->idx, len);
   tpx__ring_take(&gq->aring, &sp);
   gq->g->staged_out += len;
   return 1;
@@ -233,6 +235,7 @@ int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *
                      (unsigned long long)e->idx, tpx_last_error());
     if (r == 0) return GPU_POST_WAIT;
     e->busy = 0;
+    TPX_TL(TL_D2H_DONE, gq->ch, e->o->id, e->idx, e->len);
   }
   *data = gq->arena + e->aoff;
   *mh = gq->amh;
@@ -284,6 +287,7 @@ static int in_submit(struct gpu_window *gq, struct gslot *s) {
 int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
+  TPX_TL(TL_H2D_START, gq->ch, (uintptr_t)s->dst, 0, s->len);
   return in_submit(gq, s);
 }
 
@@ -299,6 +303,7 @@ int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
     return tpx_err_quiet(r, "channel %d: host-to-device copy to GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 0) return 0;
   s->busy = 0;
+  TPX_TL(TL_H2D_DONE, gq->ch, (uintptr_t)s->dst, 0, s->len);
   return 1;
 }
 

@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Issue 18: does one transfer fill the machine? In one alternating loop
+# (ROUNDS, default 5, the order rotating each round so load from other users
+# spreads over all of them), over 127.0.0.1 (nothing else is dialled):
+#   iperf3    8 iperf3 server/client pairs, one stream each, at once,
+#             IPERF_SECONDS (3) s: the loopback ceiling (GB/s received, total)
+#   raw       the built-in transport alone, one comm (tpx-netbench), 64 MiB,
+#             1 and 4 messages in flight
+#   engine    tpx-bench write, two processes, 64 and 256 MiB, 1 and 4 in
+#             flight, host memory; GPU memory too when the machine has a GPU:
+#             staging (the default transport) and unpack mode
+#             (TPX_SOCK_UNPACK=1), every byte of GPU runs checked
+# Reports per case the median, the spread (min-max) and CPU seconds per GB
+# of each side (tpx-bench [CPU] lines: user + system of the whole process),
+# then the issue's ratios of medians:
+#   engine 64 MiB 1 in flight / iperf3 >= 0.7; 4 in flight >= 0.85
+#   GPU memory (staging, unpack) / host memory at the same settings >= 0.9
+# and a Markdown table for docs/BENCHMARKS.md. A measurement that fails is
+# retried twice on other ports, saying so; a case that fails three times
+# stops the run (exit 1).
+#
+# usage: bench/fill_compare.sh [BUILD_DIR]   (default ./build; needs
+#        BUILD_DIR/tpx-bench and tpx-netbench, python3, iperf3)
+#   ROUNDS=5  ITERS64=30  ITERS256=10  IPERF_SECONDS=3  GPU=auto|0|1
+#   IPERF3=path (default: iperf3 on PATH; none: leave it out)
+#   PORT_BASE (default: from this process id)   LOGS=dir (logs kept there; default a temp dir, removed)
+# Settings in the environment (TPX_*) apply to every engine run.
+set -euo pipefail
+
+build="${1:-build}"
+rounds="${ROUNDS:-5}"
+it64="${ITERS64:-30}"
+it256="${ITERS256:-10}"
+secs="${IPERF_SECONDS:-3}"
+gpu="${GPU:-auto}"
+iperf="${IPERF3:-iperf3}"
+base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
+tb="$build/tpx-bench"
+nb="$build/tpx-netbench"
+die() { echo "fill_compare: $*" >&2; exit 2; }
+[ -x "$tb" ] && [ -x "$nb" ] || die "$tb or $nb not found; build first"
+command -v python3 >/dev/null 2>&1 || die "python3 not installed"
+if [ "$iperf" != none ] && ! command -v "$iperf" >/dev/null 2>&1; then
+  die "$iperf not found (scripts/deps.sh --bench; IPERF3=path, or IPERF3=none)"
+fi
+case "$rounds$it64$it256$secs$base" in *[!0-9]*) die "ROUNDS, ITERS64, ITERS256, IPERF_SECONDS, PORT_BASE: numbers" ;; esac
+[ "$rounds" -ge 1 ] || die "ROUNDS >= 1"
+if [ "$gpu" = auto ]; then
+  gpu=0
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && gpu=1
+fi
+export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
+keep="${LOGS:-}"
+tmp=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/fillcmp.XXXXXX")}
+mkdir -p "$tmp"
+pids=""
+stop_all() {
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  for p in $pids; do wait "$p" 2>/dev/null || true; done
+  pids=""
+}
+trap 'stop_all; [ -n "$keep" ] || rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+bad() {
+  echo "fill_compare: $1" >&2
+  shift
+  for f in "$@"; do [ -f "$f" ] && tail -n 6 "$f" >&2; done
+  stop_all
+  return 1
+}
+# wait_line PATTERN FILE PID: until FILE has the line (bounded: 30 s)
+wait_line() {
+  local i=0
+  until grep -q "$1" "$2" 2>/dev/null; do
+    i=$((i + 1))
+    { kill -0 "$3" 2>/dev/null && [ $i -le 300 ]; } || { bad "no '$1' in $2" "$2"; return 1; }
+    sleep 0.1
+  done
+}
+
+# Cases: name | kind | memory | environment | size | in flight
+cases=(
+  "iperf3|iperf|-|-|-|-"
+  "raw 64M x1|raw|host|-|64M|1"
+  "raw 64M x4|raw|host|-|64M|4"
+  "host 64M x1|eng|host|-|64M|1"
+  "host 64M x4|eng|host|-|64M|4"
+  "host 256M x1|eng|host|-|256M|1"
+  "host 256M x4|eng|host|-|256M|4"
+)
+if [ "$gpu" = 1 ]; then
+  cases+=(
+    "staging 64M x1|eng|cuda|-|64M|1"
+    "staging 64M x4|eng|cuda|-|64M|4"
+    "staging 256M x1|eng|cuda|-|256M|1"
+    "staging 256M x4|eng|cuda|-|256M|4"
+    "unpack 64M x1|eng|cuda|TPX_SOCK_UNPACK=1|64M|1"
+    "unpack 64M x4|eng|cuda|TPX_SOCK_UNPACK=1|64M|4"
+  )
+fi
+[ "$iperf" = none ] && cases=("${cases[@]:1}")
+
+# Each run_* sets val (GB/s) and cpu ("client server" CPU s per GB) or returns 1.
+run_iperf() {
+  local i p
+  for i in 0 1 2 3 4 5 6 7; do
+    "$iperf" -s -1 -B 127.0.0.1 -p $((base + i)) --forceflush >"$tmp/ips-$i.log" 2>&1 &
+    pids="$pids $!"
+  done
+  i=0
+  for p in $pids; do wait_line listening "$tmp/ips-$i.log" "$p" || return 1; i=$((i + 1)); done
+  local cl=""
+  for i in 0 1 2 3 4 5 6 7; do
+    "$iperf" -c 127.0.0.1 -p $((base + i)) -t "$secs" --json >"$tmp/ipc-$i.log" 2>&1 &
+    cl="$cl $!"
+  done
+  for p in $cl; do wait "$p" || { bad "an iperf3 client failed" "$tmp"/ipc-*.log; return 1; }; done
+  stop_all
+  val=$(python3 - "$tmp" <<'PY'
+import json, sys
+print("%.3f" % (sum(json.load(open(f"{sys.argv[1]}/ipc-{i}.log"))["end"]["sum_received"]["bits_per_second"]
+                    for i in range(8)) / 8 / 1e9))
+PY
+  ) || { bad "iperf3 output unreadable" "$tmp"/ipc-0.log; return 1; }
+  cpu="- -"
+}
+
+run_raw() { # size inflight
+  local s="$tmp/raw-s.log" c="$tmp/raw-c.log" spid
+  "$nb" server --port "$base" --size "$1" --inflight "$2" --iters "$it64" >"$s" 2>&1 &
+  spid=$!
+  pids=$spid
+  sleep 0.3
+  timeout 300 "$nb" client 127.0.0.1 --port "$base" --size "$1" --inflight "$2" --iters "$it64" >"$c" 2>&1 ||
+    { bad "raw client failed" "$c" "$s"; return 1; }
+  wait "$spid" || { bad "raw server failed" "$s"; return 1; }
+  pids=""
+  val=$(sed -n 's/^RESULT .* recv_gbps=\([0-9.]*\).*/\1/p' "$c" "$s" | head -n 1)
+  [ -n "$val" ] || { bad "no RESULT line" "$c"; return 1; }
+  cpu="- -"
+}
+
+run_eng() { # memory environment size inflight
+  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid its="$it64" chk=()
+  [ "$3" = 256M ] && its="$it256"
+  [ "$1" = cuda ] && chk=(--check)
+  local envs=()
+  [ "$2" != - ] && envs=("$2")
+  env "${envs[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$1" >"$s" 2>&1 &
+  spid=$!
+  pids=$spid
+  wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
+  timeout 300 env "${envs[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$1" --size "$3" --inflight "$4" \
+    --iters "$its" --progress off "${chk[@]}" >"$c" 2>&1 || { bad "tpx-bench client failed" "$c" "$s"; return 1; }
+  wait "$spid" || { bad "tpx-bench server failed" "$s"; return 1; }
+  pids=""
+  if [ "$1" = cuda ] && ! grep -q '^\[CHECK\] server: ok' "$s" "$c"; then bad "bytes not verified" "$s" "$c"; return 1; fi
+  val=$(sed -n 's/^\[PERF\].*BW: \([0-9.]*\) GB.*/\1/p' "$c" | tail -n 1)
+  [ -n "$val" ] || { bad "no [PERF] line" "$c"; return 1; }
+  local cc sc
+  cc=$(sed -n 's/^\[CPU\] client: \([0-9.]*\) s user + \([0-9.]*\) s system per GB.*/\1 \2/p' "$c" | tail -n 1 | awk '{ printf "%.3f", $1 + $2 }')
+  sc=$(sed -n 's/^\[CPU\] server: \([0-9.]*\) s user + \([0-9.]*\) s system per GB.*/\1 \2/p' "$s" "$c" | tail -n 1 | awk '{ printf "%.3f", $1 + $2 }')
+  cpu="${cc:--} ${sc:--}"
+}
+
+measure() { # case line
+  local name kind mem envs size inf try
+  IFS='|' read -r name kind mem envs size inf <<<"$1"
+  for try in 1 2 3; do
+    case $kind in
+    iperf) run_iperf && return 0 ;;
+    raw) run_raw "$size" "$inf" && return 0 ;;
+    eng) run_eng "$mem" "$envs" "$size" "$inf" && return 0 ;;
+    esac
+    base=$((base + 100 > 32600 ? 26000 : base + 100))
+    echo "fill_compare: $name failed (try $try); again on ports from $base" >&2
+  done
+  echo "fill_compare: $name failed three times" >&2
+  exit 1
+}
+
+date=$(date -u +%Y-%m-%dT%H:%MZ)
+echo "machine: $(hostname), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "date:    $date"
+echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1)"
+[ "$iperf" != none ] && echo "iperf3:  $("$iperf" --version | head -n 1)"
+echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo yes || echo no)"
+: >"$tmp/results.txt"
+k=${#cases[@]}
+for r in $(seq 1 "$rounds"); do
+  for j in $(seq 0 $((k - 1))); do
+    c=${cases[$(((j + r - 1) % k))]}
+    measure "$c"
+    echo "${c%%|*}|$val|$cpu" >>"$tmp/results.txt"
+    printf 'round %d: %-18s %8s GB/s   CPU s/GB client/server %s\n' "$r" "${c%%|*}" "$val" "$cpu"
+  done
+done
+python3 - "$tmp/results.txt" "$date" "$(hostname)" "$(nproc)" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, val, cpu = line.rstrip("\n").split("|")
+    cc, sc = cpu.split()
+    rows.setdefault(name, []).append((float(val), cc, sc))
+med = {k: statistics.median(v[0] for v in vs) for k, vs in rows.items()}
+def cpu_med(vs, i):
+    xs = [float(v[i]) for v in vs if v[i] != "-"]
+    return "%.3f" % statistics.median(xs) if xs else "-"
+print("\nmedians (GB/s = 1e9 B/s, per GPU; spread = min-max over the rounds):")
+print("  %-18s %8s %15s %18s" % ("case", "median", "spread", "CPU s/GB cl / sv"))
+for k, vs in rows.items():
+    xs = [v[0] for v in vs]
+    print("  %-18s %8.2f %7.2f-%-7.2f %8s / %-8s" % (k, med[k], min(xs), max(xs), cpu_med(vs, 1), cpu_med(vs, 2)))
+def ratio(a, b):
+    return "%.2f" % (med[a] / med[b]) if a in med and b in med and med[b] > 0 else "-"
+checks = [("host 64M x1", "iperf3", 0.7), ("host 64M x4", "iperf3", 0.85),
+          ("staging 64M x1", "iperf3", 0.7), ("staging 64M x4", "iperf3", 0.85),
+          ("staging 64M x1", "host 64M x1", 0.9), ("staging 64M x4", "host 64M x4", 0.9),
+          ("unpack 64M x1", "host 64M x1", 0.9), ("unpack 64M x4", "host 64M x4", 0.9),
+          ("host 64M x1", "raw 64M x1", None), ("staging 256M x1", "host 256M x1", None)]
+print("\nratios of medians (issue 18's targets where given):")
+md = []
+for a, b, t in checks:
+    r = ratio(a, b)
+    if r == "-":
+        continue
+    mark = "" if t is None else ("  (target >= %.2f: %s)" % (t, "met" if float(r) >= t else "MISSED"))
+    print("  %-34s %5s%s" % (a + " / " + b, r, mark))
+    md.append((a + " / " + b, r, "" if t is None else ">= %.2f" % t))
+print("\nMarkdown (docs/BENCHMARKS.md): %s, %s (%s CPUs)" % (sys.argv[2], sys.argv[3], sys.argv[4]))
+print("| case | median GB/s | spread | CPU s/GB client / server |\n|---|---|---|---|")
+for k, vs in rows.items():
+    xs = [v[0] for v in vs]
+    print("| %s | %.2f | %.2f-%.2f | %s / %s |" % (k, med[k], min(xs), max(xs), cpu_med(vs, 1), cpu_med(vs, 2)))
+print("\n| ratio | value | target |\n|---|---|---|")
+for a, r, t in md:
+    print("| %s | %s | %s |" % (a, r, t))
+PY
