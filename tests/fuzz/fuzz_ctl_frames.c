@@ -1,7 +1,7 @@
 /* The engine's control stream (src/engine/wire.c), as a peer sends it: the
  * input is the byte stream of a control connection. Each frame the framer
- * accepts goes to the decoder of its type, as dispatch.c routes it; a frame
- * a decoder accepts must encode back to exactly its own bytes (one encoding
+ * accepts goes to the decoder of its type, as dispatch.c routes it (MSG_AUTH
+ * included); a frame a decoder accepts must encode back to exactly its own bytes (one encoding
  * per message: nothing a decoder accepts is lost or invented), and every
  * pointer a decoder hands out is read whole (ASan checks it lies in the
  * frame). A WRITE or READ then goes through what the target derives from it
@@ -185,6 +185,13 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     FUZZ_CHECK(m.len <= TPX_NOTIF_MAX);
     touch(m.msg, m.len);
     same_frame(&b, tpx__wire_put_notif(&b, m.msg, m.len), frame, n);
+    break;
+  }
+  case MSG_AUTH: {
+    struct wire_auth a;
+    if (tpx__wire_get_auth(f, &a) != 0) break;
+    FUZZ_CHECK(a.step >= AUTH_CHALLENGE && a.step <= AUTH_PROOF);
+    same_frame(&b, tpx__wire_put_auth(&b, &a), frame, n);
     break;
   }
   default: break; /* MSG_BYE: no payload to decode (dispatch.c ignores it) */

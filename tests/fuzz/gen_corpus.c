@@ -54,7 +54,7 @@ static void ctl_frames(void) {
     const char *name;
     int rc;
     struct wbuf b;
-  } f[16];
+  } f[17];
   int n = 0;
 #define FRAME(nm, call)                                                                            \
   do {                                                                                             \
@@ -80,6 +80,8 @@ static void ctl_frames(void) {
   FRAME("status_refused", tpx__wire_put_status(b, &st_bad));
   FRAME("notif", tpx__wire_put_notif(b, "hello there", 11));
   FRAME("bye", tpx__wire_put_bye(b));
+  struct wire_auth au = {AUTH_RESPONSE, {1, 2, 3}, {4, 5, 6}};
+  FRAME("auth_response", tpx__wire_put_auth(b, &au));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);
