@@ -1,8 +1,14 @@
 # Thin wrapper over CMake. `make run` builds and runs the main job (loopback
-# transfer benchmark); `make check` runs every test, plain and with ASan+UBSan.
+# transfer benchmark); `make check` runs every test, plain and with ASan+UBSan,
+# then each fuzz harness for FUZZ_SECONDS (`make fuzz`).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+# libFuzzer runs (tests/fuzz, docs/RELIABILITY.md): clang, each harness for
+# FUZZ_SECONDS, FUZZ_JOBS at a time.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_JOBS  ?= 2
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 # NIXL for the plugin (src/nixl) and its tests: the prefix
@@ -10,7 +16,7 @@ CMAKE_ARGS ?=
 NIXL_PREFIX ?= $(shell ./scripts/build-testdeps.sh --prefix 2>/dev/null)
 NIXL_ARGS  := $(if $(NIXL_PREFIX),-DNIXL_PREFIX=$(NIXL_PREFIX))
 
-.PHONY: all build run test test-asan test-tsan check clean format
+.PHONY: all build run test test-asan test-tsan fuzz check clean format
 
 all: build
 
@@ -36,10 +42,18 @@ test-tsan:
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
 
-check: test test-asan
+# Only the library and the harnesses are built here (target fuzzers).
+fuzz:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_FUZZ=ON -DTPX_CUDA=OFF \
+	  -DTPX_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_ARGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	ctest --test-dir $(FUZZ_BUILD) -L fuzz --output-on-failure -j $(FUZZ_JOBS)
+
+check: test test-asan fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -15,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs meson ninja-build pybind11-dev python3-pybind11 libasio-dev liburing-dev"
   pkgs="$pkgs libaio-dev libgtest-dev libgmock-dev"
   pkgs="$pkgs autoconf automake libtool"
+  # libFuzzer (make fuzz, part of make check): clang and its runtimes.
+  pkgs="$pkgs clang libclang-rt-14-dev"
 elif [ "${1:-}" = "--bench" ]; then
   pkgs="$pkgs iperf3 python3 python3-matplotlib"
 fi

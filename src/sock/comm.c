@@ -313,16 +313,8 @@ static const char *recv_claim_check(tpx_sock_comm_t *m, tpx_sock_req_t *r, uint6
  * order). 0 = well formed; -1 = the socket failed. */
 static int recv_parse_header(tpx_sock_conn_t *c, uint64_t *seq, uint64_t *size, uint64_t *off,
                              uint64_t *len) {
-  uint32_t magic = tpx__get32(c->rhdr), seq32 = tpx__get32(c->rhdr + 4);
-  *size = tpx__get64(c->rhdr + 8);
-  *off = tpx__get64(c->rhdr + 16);
-  *len = tpx__get64(c->rhdr + 24);
-  const char *bad = magic != TPX_WIRE_PART_MAGIC          ? "magic"
-                    : *size > TPX_SOCK_MAX_MSG            ? "range: size above the largest message"
-                    : *off > *size || *len > *size - *off ? "range: offset + length beyond the size"
-                    : *len == 0 && *size > 0    ? "range: empty part of a non-empty message"
-                    : *off % TPX_SOCK_PAGE != 0 ? "range: offset not a multiple of 4 KiB"
-                                                : NULL;
+  uint32_t seq32;
+  const char *bad = tpx__wire_part_decode(c->rhdr, TPX_SOCK_MAX_MSG, &seq32, size, off, len);
   uint32_t delta = seq32 - (uint32_t)c->rseq;
   if (bad == NULL && c->have_rseq && (delta == 0 || delta >= 0x80000000u)) bad = "sequence";
   if (bad != NULL) {
@@ -512,8 +504,8 @@ int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
   return m->gpu_bound;
 }
 
-int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
-                          int *fds, const char *peer, void **out) {
+int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+                       int *fds, const char *peer, tpx_sock_comm_t **out) {
   int n = nsocks + 1;
   tpx_sock_comm_t *m = calloc(1, sizeof(*m));
   tpx_sock_conn_t *conns = calloc((size_t)n, sizeof(*conns));
@@ -555,7 +547,22 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
     }
   }
   if (rc == 0 && kind == TPX_SK_RECV && sn->unpack) rc = tpx__sock_upk_create(m);
-  if (rc == 0) rc = tpx__sock_pool_get(sn, dev, &m->pool);
+  if (rc != 0) {
+    tpx__sock_comm_destroy(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
+                          int *fds, const char *peer, void **out) {
+  int n = nsocks + 1;
+  tpx_sock_comm_t *m = NULL;
+  int rc = tpx__sock_comm_new(sn, kind, dev, nsocks, comm_id, fds, peer, &m);
+  if (rc != 0) return rc;
+  tpx_sock_conn_t *conns = m->conns;
+  rc = tpx__sock_pool_get(sn, dev, &m->pool);
   if (rc == 0) tpx__sock_pool_place(m->pool, m);
   for (int i = 0; i < n && rc == 0; i++)
     rc = tpx__sock_io_attach(conns[i].placed, &conns[i]);

@@ -361,6 +361,12 @@ int tpx__sock_comm_gpu(tpx_net_t *net, void *comm);
 
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                          int *fds, const char *peer, void **out);
+/* The comm alone (tpx__sock_comm_create's first step): its sockets are
+ * served by no I/O thread and it has no token until the caller gives it
+ * both (tests/fuzz drives tpx__sock_conn_progress itself). Takes the fds
+ * (closed on failure too); tpx__sock_comm_destroy frees it. */
+int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id, int *fds,
+                       const char *peer, tpx_sock_comm_t **out);
 void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
 /* Called by the owner I/O thread after an epoll event or a kick. Returns 1
  * when the conn wants to run again (budget used up), else 0 (idle, or waiting

@@ -108,4 +108,23 @@ static inline void tpx__wire_part_encode(uint8_t *h, uint64_t seq, uint64_t size
   tpx__put64(h + 24, len);
 }
 
+/* A part header's own fields, with the rules that need no receive (magic;
+ * size <= max_msg; offset + length <= size; length > 0 unless the message
+ * is empty; offset a multiple of 4 KiB): NULL when they hold, else which
+ * one broke. The fields are filled either way (for the message). */
+static inline const char *tpx__wire_part_decode(const uint8_t *h, uint64_t max_msg, uint32_t *seq32,
+                                                uint64_t *size, uint64_t *off, uint64_t *len) {
+  uint32_t magic = tpx__get32(h);
+  *seq32 = tpx__get32(h + 4);
+  *size = tpx__get64(h + 8);
+  *off = tpx__get64(h + 16);
+  *len = tpx__get64(h + 24);
+  return magic != TPX_WIRE_PART_MAGIC          ? "magic"
+         : *size > max_msg                     ? "range: size above the largest message"
+         : *off > *size || *len > *size - *off ? "range: offset + length beyond the size"
+         : *len == 0 && *size > 0              ? "range: empty part of a non-empty message"
+         : *off % 4096 != 0                    ? "range: offset not a multiple of 4 KiB"
+                                               : NULL;
+}
+
 #endif
