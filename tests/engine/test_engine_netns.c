@@ -351,6 +351,7 @@ static void run_a(struct side *s) {
   CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
   rc = tpx_connect(s->ep, s->t->addr[1][0], CTRL_PORT, &s->peer);
   CK(s, rc == 0, "reconnect: %s", tpx_strerror(rc));
+  expect(s, "W?"); /* B has read its counters: only now may the bytes flow */
   snap(s, &b0);
   tu_fill(s->buf, SIZE, 600, 0);
   rc = tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, "Y", 1, &x);
@@ -420,9 +421,10 @@ static void run_b(struct side *s) {
   /* 6. A comes back as a new peer over the repaired link */
   tpx_peer_close(s->peer);
   s->peer = NULL;
-  snap(s, &b0); /* before A can start: it writes as soon as it is connected */
   rc = tpx_accept(s->ep, STEP_MS, &s->peer);
   CK(s, rc == 0, "accept again: %s", tpx_strerror(rc));
+  snap(s, &b0); /* then A may write (it waits for this go-ahead) */
+  notify(s, "W?");
   expect(s, "Y");
   verify(s, 600, "write after recovery");
   snap(s, &b1);
