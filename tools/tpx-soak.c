@@ -368,12 +368,48 @@ static void res_now(struct res *r) {
     warmed = 1;
   }
   r->rss_kib = status_field("VmRSS:");
-  r->threads = status_field("Threads:");
-  r->fds = -1; /* less the directory's own */
-  DIR *d = opendir("/proc/self/fd");
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (e->d_name[0] != '.') r->fds++;
+  /* The CUDA driver keeps what its first uses open (its device files and
+   * threads, "cuda*") until the process exits: those are not counted. */
+  r->threads = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f) {
+      if (!fgets(comm, sizeof(comm), f)) comm[0] = 0;
+      fclose(f);
+    }
+    if (strncmp(comm, "cuda", 4) != 0) r->threads++;
+  }
   if (d) closedir(d);
+  r->fds = 0;
+  d = opendir("/proc/self/fd");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
+    char path[300], target[64] = "";
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n > 0) target[n] = 0;
+    if (strncmp(target, "/dev/nvidia", 11) != 0) r->fds++;
+  }
+  if (d) closedir(d);
+}
+
+/* What the open fds are, for a report that they did not all close. */
+static void list_fds(FILE *out) {
+  DIR *d = opendir("/proc/self/fd");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
+    char path[300], target[128] = "?";
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n > 0) target[n] = 0;
+    fprintf(out, " %s=%s", e->d_name, target);
+  }
+  if (d) closedir(d);
+  fputc('\n', out);
 }
 
 static int region_open(struct soak *s, struct node *n) {
@@ -599,6 +635,29 @@ static void report(const struct soak *s, const struct lane *lanes, int nl, doubl
          r[1].threads, r[2].threads);
 }
 
+/* --mem cuda: one short pass first. The CUDA driver keeps what its first
+ * contexts open (device files, pipes, eventfds, its "cuda*" threads) until
+ * the process exits, so the count of fds and threads that must come back
+ * is taken after a whole life of endpoints, GPU buffers and transfers. */
+static int warm_up(struct soak *s, struct lane *lanes) {
+  struct opts keep = s->o;
+  s->o.bytes = 256ull << 20;
+  s->o.quiet = 1;
+  unsigned long long errors = 1;
+  double secs = 0;
+  int nl = 0;
+  if (setup(s) == 0 && (nl = lanes_make(s, lanes)) > 0) errors = run(s, lanes, nl, &secs);
+  for (int e = 0; e < s->o.peers; e++)
+    node_close(s, &s->nodes[e]);
+  for (int i = 0; i < nl; i++)
+    free(lanes[i].host);
+  struct opts o = keep;
+  memset(s, 0, sizeof(*s));
+  s->o = o;
+  if (errors) fprintf(stderr, "tpx-soak: the warm-up pass failed\n");
+  return errors ? -1 : 0;
+}
+
 int main(int argc, char **argv) {
   static struct soak s;
   static struct lane lanes[MAX_PEERS * MAX_PEERS * MAX_LANES];
@@ -606,13 +665,7 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, &s.o);
   if (rc) return rc < 0 ? 0 : rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  /* The CUDA driver keeps what its first use opens (device fds, its own
-   * threads) until the process exits: take the baseline after one use of
-   * every GPU, and check the contexts themselves separately below. */
-  int ngpu = 0;
-  if (s.o.cuda && tpx__gpu_device_count(&ngpu) == 0)
-    for (int d = 0; d < ngpu && d < s.o.peers; d++)
-      if (tpx__gpu_retain(d) == 0) (void)tpx__gpu_release(d);
+  if (s.o.cuda && warm_up(&s, lanes) != 0) return 1;
   struct res r[3];
   res_now(&r[0]);
   printf("[SOAK] seed %llu, %llu bytes, %d endpoints, %d lanes per pair, %d channels, up to %llu "
@@ -631,8 +684,9 @@ int main(int argc, char **argv) {
   res_now(&r[2]);
   report(&s, lanes, nl, secs > 0 ? secs : 1e-9, errors, r);
   if (r[2].fds != r[0].fds || r[2].threads != r[0].threads) {
-    fprintf(stderr, "tpx-soak: %ld fds and %ld threads after teardown, %ld and %ld before\n",
+    fprintf(stderr, "tpx-soak: %ld fds and %ld threads after teardown, %ld and %ld before; open now:",
             r[2].fds, r[2].threads, r[0].fds, r[0].threads);
+    list_fds(stderr);
     errors++;
   }
   if (s.o.cuda && tpx__gpu_ctx_retained() != 0) {
