@@ -561,71 +561,80 @@ static size_t hello_want(const tpx_sock_listen_t *l) {
   return l->keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES;
 }
 
+int tpx__sock_hello_head(const uint8_t *h, int keyed) {
+  if (tpx__get32(h) != TPX_WIRE_HELLO_MAGIC) return TPX_HELLO_MAGIC;
+  if (tpx__get16(h + 4) != TPX_WIRE_VERSION) return TPX_HELLO_VERSION;
+  if (tpx__get16(h + 6) != (keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES)) return TPX_HELLO_LENGTH;
+  return TPX_HELLO_OK;
+}
+
+int tpx__sock_hello_check(const uint8_t *h, const uint8_t *key, uint64_t nonce, uint64_t *comm_id, int *index,
+                          int *nsocks) {
+  int v = tpx__sock_hello_head(h, key != NULL);
+  if (v) return v;
+  if (key) { /* a keyed hello proves the session key before anything else it says counts */
+    uint8_t mac[TPX_MAC_BYTES];
+    if (!(tpx__get32(h + 28) & TPX_WIRE_HELLO_F_MAC) || tpx__sock_hello_mac(key, h, mac) != 0 ||
+        !tpx__mac_equal(mac, h + TPX_WIRE_HELLO_MACED, TPX_MAC_BYTES))
+      return TPX_HELLO_MAC;
+  }
+  if (tpx__get64(h + 8) != nonce) return TPX_HELLO_NONCE;
+  *comm_id = tpx__get64(h + 16);
+  *index = tpx__get16(h + 24);
+  *nsocks = tpx__get16(h + 26);
+  if (*nsocks < 1 || *nsocks > TPX_SOCK_MAX_NSOCKS || *index > *nsocks) return TPX_HELLO_SOCKETS;
+  return TPX_HELLO_OK;
+}
+
+/* Why a hello was refused, once, where it is decided. */
+static void hello_refused(const tpx_sock_listen_t *l, const struct pending_sock *p, int v) {
+  const uint8_t *h = p->hello;
+  unsigned len = tpx__get16(h + 6);
+  const char *why = "";
+  char buf[80];
+  switch (v) {
+  case TPX_HELLO_MAGIC:
+    snprintf(buf, sizeof(buf), "not a tpx hello (magic 0x%08x)", tpx__get32(h));
+    why = buf;
+    break;
+  case TPX_HELLO_VERSION:
+    snprintf(buf, sizeof(buf), "wire version %u (we speak %u)", tpx__get16(h + 4), TPX_WIRE_VERSION);
+    why = buf;
+    break;
+  case TPX_HELLO_LENGTH:
+    why = l->keyed ? "a hello without a MAC, and this listen comm takes only authenticated sockets"
+          : len == TPX_WIRE_HELLO_KEYED_BYTES ? "a hello with a MAC, and this listen comm has no key"
+                                              : "a hello of the wrong length";
+    break;
+  case TPX_HELLO_MAC: why = "its hello does not prove this session's key (wrong or stale MAC)"; break;
+  case TPX_HELLO_TAKEN: why = "this keyed listen comm has accepted its one comm (a replayed hello?)"; break;
+  case TPX_HELLO_NONCE: why = "its handle belongs to another listen comm"; break;
+  default:
+    snprintf(buf, sizeof(buf), "socket %u of %u data sockets", tpx__get16(h + 24), tpx__get16(h + 26));
+    why = buf;
+    break;
+  }
+  TPX_WARN("sock: listen comm %s: rejected a connection from %s: %s", l->addr, p->peer, why);
+}
+
 /* The hello's first 8 bytes (magic, version, length), as soon as they are
  * there: a hello of the wrong kind for this listen comm (keyed or not) is
  * refused at once, not at the connect timeout. 0 = fine so far. */
 static int hello_head(const tpx_sock_listen_t *l, const struct pending_sock *p) {
-  const uint8_t *h = p->hello;
-  uint32_t magic = tpx__get32(h);
-  if (magic != TPX_WIRE_HELLO_MAGIC) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: not a tpx hello (magic 0x%08x)",
-             l->addr, p->peer, magic);
-    return -1;
-  }
-  unsigned ver = tpx__get16(h + 4), len = tpx__get16(h + 6);
-  if (ver != TPX_WIRE_VERSION) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: wire version %u (we speak %u)",
-             l->addr, p->peer, ver, TPX_WIRE_VERSION);
-    return -1;
-  }
-  if (len != hello_want(l)) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: %s", l->addr, p->peer,
-             l->keyed ? "a hello without a MAC, and this listen comm takes only authenticated sockets"
-             : len == TPX_WIRE_HELLO_KEYED_BYTES ? "a hello with a MAC, and this listen comm has no key"
-                                                 : "a hello of the wrong length");
-    return -1;
-  }
-  return 0;
-}
-
-/* A keyed hello proves the session key before anything else it says counts. */
-static int hello_mac_ok(tpx_sock_listen_t *l, const struct pending_sock *p) {
-  const uint8_t *h = p->hello;
-  uint8_t mac[TPX_MAC_BYTES];
-  int ok = (tpx__get32(h + 28) & TPX_WIRE_HELLO_F_MAC) && tpx__sock_hello_mac(l->key, h, mac) == 0 &&
-           tpx__mac_equal(mac, h + TPX_WIRE_HELLO_MACED, TPX_MAC_BYTES);
-  if (!ok) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: its hello does not prove this session's key "
-             "(wrong or stale MAC)",
-             l->addr, p->peer);
-    return 0;
-  }
-  if (l->taken) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: this keyed listen comm has accepted its one "
-             "comm (a replayed hello?)",
-             l->addr, p->peer);
-    return 0;
-  }
-  return 1;
+  int v = tpx__sock_hello_head(p->hello, l->keyed);
+  if (v) hello_refused(l, p, v);
+  return v ? -1 : 0;
 }
 
 /* A hello is complete: check it and file the socket. 0 = filed, else the
  * socket must be dropped (reason logged). */
 static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
-  const uint8_t *h = p->hello;
-  if (hello_head(l, p) != 0) return -1;
-  if (l->keyed && !hello_mac_ok(l, p)) return -1;
-  if (tpx__get64(h + 8) != l->nonce) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: its handle belongs to another"
-             " listen comm",
-             l->addr, p->peer);
-    return -1;
-  }
-  uint64_t comm_id = tpx__get64(h + 16);
-  int index = tpx__get16(h + 24), nsocks = tpx__get16(h + 26);
-  if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS || index > nsocks) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of %d data sockets",
-             l->addr, p->peer, index, nsocks);
+  uint64_t comm_id = 0;
+  int index = 0, nsocks = 0;
+  int v = tpx__sock_hello_check(p->hello, l->keyed ? l->key : NULL, l->nonce, &comm_id, &index, &nsocks);
+  if (v == TPX_HELLO_OK && l->keyed && l->taken) v = TPX_HELLO_TAKEN;
+  if (v) {
+    hello_refused(l, p, v);
     return -1;
   }
   struct group *g = group_for(l, comm_id, nsocks, p->deadline);

@@ -417,6 +417,24 @@ int tpx__sock_connect_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *h
 /* The MAC of a keyed hello (wire.h): HMAC-SHA256 under key over a label and
  * the hello's first TPX_WIRE_HELLO_MACED bytes. 0 or TPX_EINTERNAL. */
 int tpx__sock_hello_mac(const uint8_t *key, const uint8_t *hello, uint8_t *mac);
+/* What a listen comm makes of a data socket's hello (wire.h), from its bytes
+ * alone (setup.c, and tests/fuzz): _head from the first 8 bytes, whether
+ * this listen comm is keyed; _check from the whole hello (key: the session
+ * key of a keyed listen comm, else NULL; nonce: the listen comm's), with the
+ * comm id and socket fields on TPX_HELLO_OK. */
+enum {
+  TPX_HELLO_OK = 0,
+  TPX_HELLO_MAGIC,
+  TPX_HELLO_VERSION,
+  TPX_HELLO_LENGTH, /* not the length this listen comm takes (keyed: with a MAC) */
+  TPX_HELLO_MAC,    /* keyed: no MAC flag, or the MAC does not prove the key */
+  TPX_HELLO_NONCE,  /* another listen comm's handle */
+  TPX_HELLO_SOCKETS, /* socket index / count out of range */
+  TPX_HELLO_TAKEN   /* keyed listen comm that already accepted its comm (setup.c only) */
+};
+int tpx__sock_hello_head(const uint8_t *h, int keyed);
+int tpx__sock_hello_check(const uint8_t *h, const uint8_t *key, uint64_t nonce, uint64_t *comm_id, int *index,
+                          int *nsocks);
 int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                      tpx_net_dev_handle_t *send_dev);
 int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
