@@ -407,6 +407,33 @@ static int recv_header(tpx_sock_conn_t *c) {
   return 0;
 }
 
+/* One read of the part being received: into its buffer (or its bounce
+ * pages), or, past what the receive keeps, into scratch. The next part
+ * header rides along when this read can end the part. */
+static ssize_t read_part(tpx_sock_conn_t *c, tpx_sock_part_t *p, char *scratch) {
+  struct iovec more = {c->rhdr, TPX_WIRE_PART_BYTES};
+  ssize_t n;
+  if (c->done_bytes < p->keep) {
+    size_t want = p->keep - c->done_bytes;
+    int last = p->keep == p->len;
+    if (p->pages) {
+      n = tpx__sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep, last ? &more : NULL);
+    } else {
+      struct iovec iov[2] = {{p->buf + c->done_bytes, want}, more};
+      struct msghdr mh;
+      memset(&mh, 0, sizeof(mh));
+      mh.msg_iov = iov;
+      mh.msg_iovlen = last ? 2 : 1;
+      n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+    }
+  } else {
+    size_t want = TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH);
+    n = recv(c->fd, scratch, want, MSG_DONTWAIT); /* truncated: discard the excess */
+  }
+  if (n > 0) TPX_TL(TL_SOCK_RX, c->fd, 0, (uint64_t)n, 0);
+  return n;
+}
+
 static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
   int budget = DATA_BUDGET;
   for (;;) {
@@ -447,29 +474,7 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
     tpx_sock_part_t *p = &c->cur;
     if (c->done_bytes < p->len) {
       if (budget-- == 0) return 1;
-      /* The next part header rides along when this read can end the part. */
-      struct iovec more = {c->rhdr, TPX_WIRE_PART_BYTES};
-      size_t want;
-      ssize_t n;
-      if (c->done_bytes < p->keep) {
-        want = p->keep - c->done_bytes;
-        int last = p->keep == p->len;
-        if (p->pages) {
-          n = tpx__sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep,
-                                 last ? &more : NULL);
-        } else {
-          struct iovec iov[2] = {{p->buf + c->done_bytes, want}, more};
-          struct msghdr mh;
-          memset(&mh, 0, sizeof(mh));
-          mh.msg_iov = iov;
-          mh.msg_iovlen = last ? 2 : 1;
-          n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
-        }
-      } else {
-        want = TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH);
-        n = recv(c->fd, scratch, want, MSG_DONTWAIT); /* truncated: discard the excess */
-      }
-      if (n > 0) TPX_TL(TL_SOCK_RX, c->fd, 0, (uint64_t)n, 0);
+      ssize_t n = read_part(c, p, scratch);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && io_again()) return 0;
       if (n <= 0) {
@@ -815,10 +820,7 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
      * for room (EPOLLOUT runs it). Seq-cst store then load here, store of the
      * tail then load of the head there: one of us sees the other. */
     atomic_store(&d->parts_head, head + 1);
-    if (atomic_load(&d->parts_tail) == head) {
-      TPX_TL(TL_SOCK_KICK, d->fd, 0, 0, 0);
-      tpx__sock_io_kick(d);
-    }
+    if (atomic_load(&d->parts_tail) == head) tpx__sock_io_kick(d);
   }
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
   *request = req_token(m, seq);

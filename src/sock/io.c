@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "common/util.h"
 #include "sock/sock.h"
 
@@ -75,6 +76,7 @@ static void wake(tpx_sock_io_t *t) {
 void tpx__sock_io_kick(tpx_sock_conn_t *c) {
   tpx_sock_io_t *t = c->thr;
   if (atomic_exchange(&c->kicked, 1)) return; /* already queued */
+  TPX_TL(TL_SOCK_KICK, c->fd, 0, 0, 0);
   tpx_sock_conn_t *head = atomic_load(&t->kicks);
   do
     c->kick_next = head;
