@@ -53,30 +53,11 @@ export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
 keep="${LOGS:-}"
 tmp=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/fillcmp.XXXXXX")}
 mkdir -p "$tmp"
-pids=""
-stop_all() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; done
-  for p in $pids; do wait "$p" 2>/dev/null || true; done
-  pids=""
-}
+bench_name=fill_compare
+# shellcheck source=bench/procs.sh
+. "$(dirname "$0")/procs.sh"
 trap 'stop_all; [ -n "$keep" ] || rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
-bad() {
-  echo "fill_compare: $1" >&2
-  shift
-  for f in "$@"; do [ -f "$f" ] && tail -n 6 "$f" >&2; done
-  stop_all
-  return 1
-}
-# wait_line PATTERN FILE PID: until FILE has the line (bounded: 30 s)
-wait_line() {
-  local i=0
-  until grep -q "$1" "$2" 2>/dev/null; do
-    i=$((i + 1))
-    { kill -0 "$3" 2>/dev/null && [ $i -le 300 ]; } || { bad "no '$1' in $2" "$2"; return 1; }
-    sleep 0.1
-  done
-}
 
 # Cases: name | kind | memory | environment | size | in flight
 cases=(

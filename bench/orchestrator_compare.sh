@@ -55,32 +55,11 @@ case "$n$rounds$iters$secs$base" in *[!0-9]*) die "N, ROUNDS, ITERS, IPERF_SECON
 export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orchcmp.XXXXXX")
-pids=""
-stop_all() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; done
-  for p in $pids; do wait "$p" 2>/dev/null || true; done
-  pids=""
-}
+bench_name=orchestrator_compare
+# shellcheck source=bench/procs.sh
+. "$(dirname "$0")/procs.sh"
 trap 'stop_all; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
-# bad WHAT LOG...: one measurement failed: say so with the logs' tails, stop
-# its processes; the caller retries
-bad() {
-  echo "orchestrator_compare: $1" >&2
-  shift
-  for f in "$@"; do [ -f "$f" ] && tail -n 8 "$f" >&2; done
-  stop_all
-  return 1
-}
-# wait_line PATTERN FILE PID: until FILE has the line (bounded: 30 s)
-wait_line() {
-  local i=0
-  until grep -q "$1" "$2" 2>/dev/null; do
-    i=$((i + 1))
-    { kill -0 "$3" 2>/dev/null && [ $i -le 300 ]; } || { bad "no '$1' in $2" "$2"; return 1; }
-    sleep 0.1
-  done
-}
 last=$((n - 1))
 gpus=$(seq -s, 0 "$last")
 bench_args=(--size "$size" --iters "$iters" --warmup 2 --op write --progress off)
