@@ -357,6 +357,26 @@ static void *noop(void *arg) {
   return arg;
 }
 
+/* The open fds but the CUDA driver's device files (see res_now), and the
+ * directory's own; with `list`, every one is also written there as
+ * " fd=target", for a report that they did not all close. */
+static long walk_fds(FILE *list) {
+  long count = 0;
+  DIR *d = opendir("/proc/self/fd");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
+    char path[300], target[128] = "?";
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n > 0) target[n] = 0;
+    if (strncmp(target, "/dev/nvidia", 11) != 0) count++;
+    if (list) fprintf(list, " %s=%s", e->d_name, target);
+  }
+  if (d) closedir(d);
+  if (list) fputc('\n', list);
+  return count;
+}
+
 static void res_now(struct res *r) {
   /* Sanitizer runtimes (ThreadSanitizer's background thread) start a thread
    * of their own at the first pthread_create: have it running before the
@@ -384,32 +404,7 @@ static void res_now(struct res *r) {
     if (strncmp(comm, "cuda", 4) != 0) r->threads++;
   }
   if (d) closedir(d);
-  r->fds = 0;
-  d = opendir("/proc/self/fd");
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
-    char path[300], target[64] = "";
-    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-    ssize_t n = readlink(path, target, sizeof(target) - 1);
-    if (n > 0) target[n] = 0;
-    if (strncmp(target, "/dev/nvidia", 11) != 0) r->fds++;
-  }
-  if (d) closedir(d);
-}
-
-/* What the open fds are, for a report that they did not all close. */
-static void list_fds(FILE *out) {
-  DIR *d = opendir("/proc/self/fd");
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
-    char path[300], target[128] = "?";
-    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-    ssize_t n = readlink(path, target, sizeof(target) - 1);
-    if (n > 0) target[n] = 0;
-    fprintf(out, " %s=%s", e->d_name, target);
-  }
-  if (d) closedir(d);
-  fputc('\n', out);
+  r->fds = walk_fds(NULL);
 }
 
 static int region_open(struct soak *s, struct node *n) {
@@ -686,7 +681,7 @@ int main(int argc, char **argv) {
   if (r[2].fds != r[0].fds || r[2].threads != r[0].threads) {
     fprintf(stderr, "tpx-soak: %ld fds and %ld threads after teardown, %ld and %ld before; open now:",
             r[2].fds, r[2].threads, r[0].fds, r[0].threads);
-    list_fds(stderr);
+    (void)walk_fds(stderr);
     errors++;
   }
   if (s.o.cuda && tpx__gpu_ctx_retained() != 0) {
