@@ -307,7 +307,15 @@ void tpx__sock_pool_destroy(tpx_sock_pool_t *p) {
  * went out one after the other). A comm's data sockets land on different
  * threads, and with more threads than one comm's sockets the two ends of a
  * loopback pair in one process do not share threads. */
-static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int weight, int kind) {
+static int data_kind(const tpx_sock_comm_t *m, int i) { return i == 0 ? -1 : m->kind == TPX_SK_SEND ? 0 : 1; }
+
+/* Count socket i of m on thread t (sign 1) or take it off (-1); p->mu held. */
+static void weigh(tpx_sock_io_t *t, const tpx_sock_comm_t *m, int i, int sign) {
+  t->load += sign * (i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA);
+  if (data_kind(m, i) >= 0) t->data[data_kind(m, i)] += sign;
+}
+
+static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int kind) {
   unsigned start = p->next++;
   int best = -1;
   for (int k = 0; k < p->nthreads; k++) {
@@ -323,12 +331,8 @@ static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int weight, int kind) {
       best = i;
     }
   }
-  p->thr[best].load += weight;
-  if (kind >= 0) p->thr[best].data[kind]++;
   return &p->thr[best];
 }
-
-static int data_kind(const tpx_sock_comm_t *m, int i) { return i == 0 ? -1 : m->kind == TPX_SK_SEND ? 0 : 1; }
 
 /* With few CPUs (p->pair), the two ends of a comm whose peer is in this
  * process (a loopback pair: same comm id, other kind) share threads, socket
@@ -349,14 +353,8 @@ void tpx__sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
         break;
       }
   for (int i = 0; i <= m->nsocks; i++) {
-    int w = i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
-    if (peer != NULL) {
-      m->conns[i].placed = peer->conns[i].placed;
-      m->conns[i].placed->load += w;
-      if (data_kind(m, i) >= 0) m->conns[i].placed->data[data_kind(m, i)]++;
-    } else {
-      m->conns[i].placed = pick_locked(p, w, data_kind(m, i));
-    }
+    m->conns[i].placed = peer != NULL ? peer->conns[i].placed : pick_locked(p, data_kind(m, i));
+    weigh(m->conns[i].placed, m, i, 1);
   }
   m->pool_prev = NULL;
   m->pool_next = p->comms;
@@ -369,10 +367,7 @@ void tpx__sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
 void tpx__sock_pool_forget(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_lock(&p->mu);
   for (int i = 0; i <= m->nsocks; i++)
-    if (m->conns[i].placed) {
-      m->conns[i].placed->load -= i == 0 ? TPX_SOCK_W_CTRL : TPX_SOCK_W_DATA;
-      if (data_kind(m, i) >= 0) m->conns[i].placed->data[data_kind(m, i)]--;
-    }
+    if (m->conns[i].placed) weigh(m->conns[i].placed, m, i, -1);
   if (m->listed) {
     if (m->pool_prev) m->pool_prev->pool_next = m->pool_next;
     else p->comms = m->pool_next;
