@@ -24,8 +24,9 @@ enum tpx_tl_kind {
   TL_RECV_LANDED,  /* a=channel, b=op id, c=chunk: consumed (copied to the GPU) and released */
   TL_D2H_START,    /* a=channel, b=op id, c=chunk, d=bytes: staging copy of a send */
   TL_D2H_DONE,     /* a=channel, b=op id, c=chunk (seen done by the poster) */
-  TL_H2D_START,    /* a=channel, b=op id, c=chunk, d=bytes: copy of a received chunk to the GPU */
-  TL_H2D_DONE,     /* a=channel, b=op id, c=chunk */
+  TL_H2D_START,    /* a=channel, b=GPU address it goes to (pairs start and done; the staging
+                      slot knows no op), d=bytes: copy of a received chunk to the GPU */
+  TL_H2D_DONE,     /* a=channel, b=the same address, d=bytes */
   TL_SOCK_TX,      /* a=socket (fd), c=bytes written by one sendmsg, d=its ns (recorded when it returns) */
   TL_SOCK_RX,      /* a=socket (fd), c=bytes read by one recvmsg */
   TL_SOCK_KICK,    /* a=socket (fd): another thread queues work for the socket and wakes its thread */

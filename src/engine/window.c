@@ -206,10 +206,11 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
       tpx__pack_release(q->pack, s->pack_end, o->ents, &s->pcur, q->is_recv && !o->discard ? s->data : NULL);
       s->pack_end = 0;
     }
-    if (q->is_recv) TPX_TL(TL_RECV_LANDED, q->ch, o->id, s->chunk, 0);
-    if (q->is_recv)
+    if (q->is_recv) {
+      TPX_TL(TL_RECV_LANDED, q->ch, o->id, s->chunk, 0);
       TPX_TRACE("peer %s channel %d: recv chunk %llu of %s %llu landed", p->where, q->ch,
                 (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id);
+    }
     s->req = NULL;
     s->op = NULL;
     q->head++;
