@@ -198,14 +198,10 @@ static int apply_key(tpx_config_t *cfg, const struct var *v, const char *val) {
     if (len >= v->cap) return tpx_err_quiet(TPX_EINVAL, "config: TPX_AUTH_KEY_FILE is longer than %zu bytes", v->cap - 1);
     if ((rc = tpx__keyfile_read(val, key, &len)) != 0) return rc;
   }
-  tpx__cleanse(cfg->auth_key, sizeof(cfg->auth_key));
-  memcpy(cfg->auth_key, key, len);
-  cfg->auth_key_len = len;
+  rc = tpx_config_set_auth_key(cfg, key, len); /* the length is checked: it takes it */
   tpx__cleanse(key, sizeof(key));
-  if (v->kind == V_KEYFILE) memcpy(cfg->auth_key_file, val, strlen(val) + 1);
-  else cfg->auth_key_file[0] = '\0';
-  cfg->auth_error[0] = '\0';
-  return 0;
+  if (rc == 0 && v->kind == V_KEYFILE) memcpy(cfg->auth_key_file, val, strlen(val) + 1);
+  return rc;
 }
 
 int tpx_config_set_auth_key(tpx_config_t *cfg, const void *key, size_t len) {
