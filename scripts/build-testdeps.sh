@@ -235,6 +235,15 @@ run tar xzf "$nixl_tgz" -C "$work"
 nsrc=$work/nixl-8770b655
 # The project's test instantiations go into this scratch copy only.
 run sh "$patch_file" "$nsrc"
+# NIXL builds its meta-package wheel (the `nixl` name that picks nixl_cu12 or
+# nixl_cu13) with `uv build` whenever uv is on PATH, and uv asks PyPI for
+# setuptools: a machine without a registry (the GPU machines, whose image has
+# uv) stops there. Nothing here uses that wheel (the tests import
+# nixl_cu12/13), so the scratch copy never looks for uv. Where uv is absent
+# (Debian) the build is the same as before, hence no recipe bump.
+meta=$nsrc/src/bindings/python/nixl-meta/meson.build
+run sed -i "s/find_program('uv', required: false)/find_program('tpx-skips-uv', required: false)/" "$meta"
+grep -q "tpx-skips-uv" "$meta" || die "$meta: no uv lookup to turn off (NIXL's layout changed?)"
 # Tests build only when the build type is not "release".
 # shellcheck disable=SC2086
 run meson setup "$work/nixl-build" "$nsrc" --wrap-mode=nodownload --prefix="$prefix" \
