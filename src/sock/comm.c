@@ -879,58 +879,6 @@ static void send_queue(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
 }
 
-/* The comm of an isendv / irecvv and its checked list: 0 with *mp and
- * *total, or an error (logged). Strict mode keeps the TCPX plugin's one
- * buffer per request (caps.iov is 0 there); unpack mode has no such ops. */
-static int vec_args(tpx_sock_net_t *sn, void *comm, int kind, const struct iovec *iov, int iovcnt,
-                    void **mhandles, void **request, const char *fn, tpx_sock_comm_t **mp, size_t *total) {
-  if (request == NULL) return tpx_err(TPX_EINVAL, "%s: request pointer is NULL", fn);
-  int rc = 0;
-  tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
-  if (m == NULL) return rc;
-  if (m->strict || sn->unpack)
-    return tpx_err(TPX_EUSAGE, "%s: %s %s is in %s mode, which takes one buffer per request", fn,
-                   kind_name(m->kind), m->peer, sn->unpack ? "unpack" : "strict");
-  if ((rc = tpx__sock_iov_check(iov, iovcnt, total, fn)) != 0) return rc;
-  for (int i = 0; mhandles && i < iovcnt; i++)
-    if ((rc = tpx__sock_mr_check(sn, mhandles[i], iov[i].iov_base, iov[i].iov_len, fn)) != 0) return rc;
-  *mp = m;
-  return 0;
-}
-
-/* A slot for a vectored request with its list copied, m->mu held: r, or
- * NULL with *rc (0 = back-pressure). */
-static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, int iovcnt, size_t total,
-                                 const char *fn, int *rc) {
-  tpx_sock_req_t *r = req_alloc(m, fn, rc);
-  if (r == NULL) return NULL;
-  if ((*rc = tpx__sock_req_set_iov(r, iov, iovcnt)) != 0) {
-    r->state = TPX_SR_FREE; /* never published */
-    *rc = tpx_err(*rc, "%s: %s", fn, tpx_last_error());
-    return NULL;
-  }
-  r->buf = NULL;
-  r->size = total;
-  return r;
-}
-
-int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                     void **request) {
-  (void)tag;
-  tpx_sock_net_t *sn = tpx__sock_net_of(net, "isendv");
-  if (sn == NULL) return TPX_EINVAL;
-  tpx_sock_comm_t *m = NULL;
-  size_t total = 0;
-  int rc = vec_args(sn, comm, TPX_SK_SEND, iov, iovcnt, mhandles, request, "isendv", &m, &total);
-  if (rc != 0) return rc;
-  pthread_mutex_lock(&m->mu);
-  tpx_sock_req_t *r = vec_alloc(m, iov, iovcnt, total, "isendv", &rc);
-  *request = r ? req_token(m, r->seq) : NULL;
-  if (r) send_queue(m, r);
-  pthread_mutex_unlock(&m->mu);
-  return rc;
-}
-
 /* Whether a receive's buffer is device memory: its registration says CUDA, or,
  * unregistered, a pointer query says so. */
 static int recv_into_device(tpx_sock_net_t *sn, void *mh, void *data) {
@@ -1006,21 +954,70 @@ static void recv_publish(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
   recv_fail_lost(m); /* after a socket ended, this receive may be one that cannot come */
 }
 
-int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                     void **request) {
-  (void)tag;
-  tpx_sock_net_t *sn = tpx__sock_net_of(net, "irecvv");
+/* The comm of an isendv / irecvv and its checked list: 0 with *mp and
+ * *total, or an error (logged). Strict mode keeps the TCPX plugin's one
+ * buffer per request (caps.iov is 0 there); unpack mode has no such ops. */
+static int vec_args(tpx_sock_net_t *sn, void *comm, int kind, const struct iovec *iov, int iovcnt,
+                    void **mhandles, void **request, const char *fn, tpx_sock_comm_t **mp, size_t *total) {
+  if (request == NULL) return tpx_err(TPX_EINVAL, "%s: request pointer is NULL", fn);
+  int rc = 0;
+  tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
+  if (m == NULL) return rc;
+  if (m->strict || sn->unpack)
+    return tpx_err(TPX_EUSAGE, "%s: %s %s is in %s mode, which takes one buffer per request", fn,
+                   kind_name(m->kind), m->peer, sn->unpack ? "unpack" : "strict");
+  if ((rc = tpx__sock_iov_check(iov, iovcnt, total, fn)) != 0) return rc;
+  for (int i = 0; mhandles && i < iovcnt; i++)
+    if ((rc = tpx__sock_mr_check(sn, mhandles[i], iov[i].iov_base, iov[i].iov_len, fn)) != 0) return rc;
+  *mp = m;
+  return 0;
+}
+
+/* A slot for a vectored request with its list copied, m->mu held: r, or
+ * NULL with *rc (0 = back-pressure). */
+static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, int iovcnt, size_t total,
+                                 const char *fn, int *rc) {
+  tpx_sock_req_t *r = req_alloc(m, fn, rc);
+  if (r == NULL) return NULL;
+  if ((*rc = tpx__sock_req_set_iov(r, iov, iovcnt)) != 0) {
+    r->state = TPX_SR_FREE; /* never published */
+    *rc = tpx_err(*rc, "%s: %s", fn, tpx_last_error());
+    return NULL;
+  }
+  r->buf = NULL;
+  r->size = total;
+  return r;
+}
+
+/* isendv / irecvv: one request over the pieces, queued (send) or published
+ * (receive) as one buffer of their total would be. */
+static int vec_post(tpx_net_t *net, void *comm, int kind, const struct iovec *iov, int iovcnt, void **mhandles,
+                    void **request, const char *fn) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, fn);
   if (sn == NULL) return TPX_EINVAL;
   tpx_sock_comm_t *m = NULL;
   size_t total = 0;
-  int rc = vec_args(sn, comm, TPX_SK_RECV, iov, iovcnt, mhandles, request, "irecvv", &m, &total);
+  int rc = vec_args(sn, comm, kind, iov, iovcnt, mhandles, request, fn, &m, &total);
   if (rc != 0) return rc;
   pthread_mutex_lock(&m->mu);
-  tpx_sock_req_t *r = vec_alloc(m, iov, iovcnt, total, "irecvv", &rc);
+  tpx_sock_req_t *r = vec_alloc(m, iov, iovcnt, total, fn, &rc);
   *request = r ? req_token(m, r->seq) : NULL;
-  if (r) recv_publish(m, r);
+  if (r && kind == TPX_SK_SEND) send_queue(m, r);
+  else if (r) recv_publish(m, r);
   pthread_mutex_unlock(&m->mu);
   return rc;
+}
+
+int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
+                     void **request) {
+  (void)tag; /* FIFO per comm, as isend */
+  return vec_post(net, comm, TPX_SK_SEND, iov, iovcnt, mhandles, request, "isendv");
+}
+
+int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
+                     void **request) {
+  (void)tag;
+  return vec_post(net, comm, TPX_SK_RECV, iov, iovcnt, mhandles, request, "irecvv");
 }
 
 int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
