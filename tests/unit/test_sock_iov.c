@@ -159,6 +159,7 @@ struct side {
 static void gather(const struct side *x, unsigned char *out) {
   size_t at = 0;
   for (int i = 0; i < x->cnt; i++) {
+    if (x->iov[i].iov_len == 0) continue; /* NULL base */
     memcpy(out + at, x->iov[i].iov_base, x->iov[i].iov_len);
     at += x->iov[i].iov_len;
   }
