@@ -168,10 +168,10 @@ typedef struct tpx_net_ops {
    * reports the size the sender sent, and a message longer than the pieces
    * together is TPX_ETRUNC. Back-pressure, tags and errors as isend /
    * irecv. */
-  int (*isendv)(tpx_net_t *net, void *send_comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                void **request);
-  int (*irecvv)(tpx_net_t *net, void *recv_comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                void **request);
+  int (*isendv)(tpx_net_t *net, void *send_comm, const struct iovec *iov, int iovcnt, int tag,
+                void **mhandles, void **request);
+  int (*irecvv)(tpx_net_t *net, void *recv_comm, const struct iovec *iov, int iovcnt, int tag,
+                void **mhandles, void **request);
 } tpx_net_ops_t;
 
 struct tpx_net {

@@ -17,9 +17,9 @@
 #include "engine/mem.h"
 #include "engine/op.h"
 #include "engine/peer.h"
-#include "net/caps.h"
 #include "engine/progress.h"
 #include "engine/start.h"
+#include "net/caps.h"
 #include "tpx/xfer.h"
 
 static int check_peer_ready(struct tpx_peer *p, const char *what) {

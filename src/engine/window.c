@@ -59,7 +59,8 @@ static const char *dir(const struct window *q) { return q->is_recv ? "recv" : "s
  * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
  * goes through the pack ring. The wire is the same either way: the peer
  * decides for itself how its side moves. */
-static int chunk_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c, struct iovec *iov) {
+static int chunk_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c,
+                     struct iovec *iov) {
   if (!tpx__net_iov_ok(net) || o->discard) return 0;
   int n = 0;
   uint64_t done = 0;
@@ -80,8 +81,8 @@ static int chunk_iov(const tpx_net_t *net, const struct op *o, const struct curs
  * piece's, or the pack ring's), with *nv pieces in iov for a vectored
  * request (0: one buffer) and *packed 1 for the ring. 1 ready, 0 the ring
  * is full, < 0 error. */
-static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, struct iovec *iov, int *nv,
-                       int *packed, struct tpx_mem **m, uint64_t *off) {
+static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, struct iovec *iov,
+                       int *nv, int *packed, struct tpx_mem **m, uint64_t *off) {
   struct op *o = l->op;
   const struct xent *e = &o->ents[l->cur.e];
   *nv = *packed = 0;
@@ -95,7 +96,8 @@ static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, st
     int r = tpx__pack_prep(p->ep, &q->pack, !q->is_recv, o->ents, &l->cur, m, off);
     if (r < 0)
       return tpx_err_quiet(r, "peer %s channel %d: chunk %llu of %s: %s", p->where, q->ch,
-                           (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
+                           (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind),
+                           tpx_last_error());
     *packed = r;
     return r; /* 0: its ring is full until earlier chunks of this comm leave */
   }
@@ -105,8 +107,8 @@ static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, st
 }
 
 /* The transport request for a chunk: one buffer, or nv pieces. */
-static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, void *mh, const struct iovec *iov,
-                    int nv, void **req) {
+static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, void *mh,
+                    const struct iovec *iov, int nv, void **req) {
   if (nv) /* the pieces' memory needs no handle: host memory, a transport of our own (caps.iov) */
     return q->is_recv ? net->ops->irecvv(net, q->comm, iov, nv, 0, NULL, req)
                       : net->ops->isendv(net, q->comm, iov, nv, 0, NULL, req);

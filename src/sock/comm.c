@@ -130,7 +130,8 @@ static inline int io_again(void) {
 
 /* Part p's bytes from `skip` on into iov[*niov..max). 1 when all of them
  * went in, 0 when max ran out first (nothing after them may follow). */
-static int send_payload(const tpx_sock_part_t *p, size_t skip, struct iovec *iov, int *niov, int max) {
+static int send_payload(const tpx_sock_part_t *p, size_t skip, struct iovec *iov, int *niov,
+                        int max) {
   if (p->len <= skip) return 1;
   if (p->iovcnt == 0) {
     iov[*niov].iov_base = p->buf + skip;
@@ -138,7 +139,8 @@ static int send_payload(const tpx_sock_part_t *p, size_t skip, struct iovec *iov
     return 1;
   }
   size_t got = 0;
-  *niov += tpx__sock_iov_slice(p->iov, p->iovcnt, p->off + skip, p->len - skip, iov + *niov, max - *niov, &got);
+  *niov += tpx__sock_iov_slice(p->iov, p->iovcnt, p->off + skip, p->len - skip, iov + *niov,
+                               max - *niov, &got);
   return got == p->len - skip;
 }
 
@@ -958,7 +960,8 @@ static void recv_publish(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
  * *total, or an error (logged). Strict mode keeps the TCPX plugin's one
  * buffer per request (caps.iov is 0 there); unpack mode has no such ops. */
 static int vec_args(tpx_sock_net_t *sn, void *comm, int kind, const struct iovec *iov, int iovcnt,
-                    void **mhandles, void **request, const char *fn, tpx_sock_comm_t **mp, size_t *total) {
+                    void **mhandles, void **request, const char *fn, tpx_sock_comm_t **mp,
+                    size_t *total) {
   if (request == NULL) return tpx_err(TPX_EINVAL, "%s: request pointer is NULL", fn);
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
@@ -968,15 +971,16 @@ static int vec_args(tpx_sock_net_t *sn, void *comm, int kind, const struct iovec
                    kind_name(m->kind), m->peer, sn->unpack ? "unpack" : "strict");
   if ((rc = tpx__sock_iov_check(iov, iovcnt, total, fn)) != 0) return rc;
   for (int i = 0; mhandles && i < iovcnt; i++)
-    if ((rc = tpx__sock_mr_check(sn, mhandles[i], iov[i].iov_base, iov[i].iov_len, fn)) != 0) return rc;
+    if ((rc = tpx__sock_mr_check(sn, mhandles[i], iov[i].iov_base, iov[i].iov_len, fn)) != 0)
+      return rc;
   *mp = m;
   return 0;
 }
 
 /* A slot for a vectored request with its list copied, m->mu held: r, or
  * NULL with *rc (0 = back-pressure). */
-static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, int iovcnt, size_t total,
-                                 const char *fn, int *rc) {
+static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, int iovcnt,
+                                 size_t total, const char *fn, int *rc) {
   tpx_sock_req_t *r = req_alloc(m, fn, rc);
   if (r == NULL) return NULL;
   if ((*rc = tpx__sock_req_set_iov(r, iov, iovcnt)) != 0) {
@@ -991,8 +995,8 @@ static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, in
 
 /* isendv / irecvv: one request over the pieces, queued (send) or published
  * (receive) as one buffer of their total would be. */
-static int vec_post(tpx_net_t *net, void *comm, int kind, const struct iovec *iov, int iovcnt, void **mhandles,
-                    void **request, const char *fn) {
+static int vec_post(tpx_net_t *net, void *comm, int kind, const struct iovec *iov, int iovcnt,
+                    void **mhandles, void **request, const char *fn) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, fn);
   if (sn == NULL) return TPX_EINVAL;
   tpx_sock_comm_t *m = NULL;
@@ -1002,20 +1006,22 @@ static int vec_post(tpx_net_t *net, void *comm, int kind, const struct iovec *io
   pthread_mutex_lock(&m->mu);
   tpx_sock_req_t *r = vec_alloc(m, iov, iovcnt, total, fn, &rc);
   *request = r ? req_token(m, r->seq) : NULL;
-  if (r && kind == TPX_SK_SEND) send_queue(m, r);
-  else if (r) recv_publish(m, r);
+  if (r && kind == TPX_SK_SEND)
+    send_queue(m, r);
+  else if (r)
+    recv_publish(m, r);
   pthread_mutex_unlock(&m->mu);
   return rc;
 }
 
-int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                     void **request) {
+int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request) {
   (void)tag; /* FIFO per comm, as isend */
   return vec_post(net, comm, TPX_SK_SEND, iov, iovcnt, mhandles, request, "isendv");
 }
 
-int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                     void **request) {
+int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request) {
   (void)tag;
   return vec_post(net, comm, TPX_SK_RECV, iov, iovcnt, mhandles, request, "irecvv");
 }

@@ -376,7 +376,8 @@ static void sock_destroy(tpx_net_t *net) {
 
 /* Plain and strict mode: strict comms refuse the vectored calls, and
  * caps.iov is 0 there (net/caps.c). */
-static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON, .isendv = tpx__sock_isendv, .irecvv = tpx__sock_irecvv};
+static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON, .isendv = tpx__sock_isendv,
+                                       .irecvv = tpx__sock_irecvv};
 
 static const tpx_net_ops_t sock_ops_unpack = {
     SOCK_OPS_COMMON,

@@ -252,9 +252,10 @@ typedef struct tpx_sock_req {
   /* written by the caller before the request is published */
   char *buf;   /* NULL for a vectored request */
   size_t size; /* send: bytes to send; recv: capacity */
-  struct iovec *iov; /* vectored request (iovcnt > 0): its pieces (iov.c; kept for the slot's next ones) */
-  int iovcnt;        /* 0: one buffer */
-  int iov_cap;       /* entries allocated at iov */
+  struct iovec
+      *iov;   /* vectored request (iovcnt > 0): its pieces (iov.c; kept for the slot's next ones) */
+  int iovcnt; /* 0: one buffer */
+  int iov_cap; /* entries allocated at iov */
   uint64_t seq;
   uint64_t stage_end; /* send from CUDA memory: its staging span's end (0 = none) */
   /* recv: the parts claimed so far (comm->rx_mu; reset by irecv). Parts of
@@ -287,7 +288,7 @@ typedef struct tpx_sock_range {
 /* One contiguous part of a message on one socket. */
 typedef struct tpx_sock_part {
   tpx_sock_req_t *req;
-  char *buf;   /* buffer start + offset; NULL for a vectored request's part */
+  char *buf;               /* buffer start + offset; NULL for a vectored request's part */
   const struct iovec *iov; /* vectored: the request's pieces, the part at `off` of them */
   int iovcnt;              /* 0: buf */
   size_t off;              /* the part's offset in its message */
@@ -426,10 +427,10 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
                    void **request);
 int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                    void **mhandles, void **request);
-int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                     void **request);
-int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag, void **mhandles,
-                     void **request);
+int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request);
+int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request);
 int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
                     void **request);
 int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes);

@@ -107,9 +107,13 @@ static void test_pack_kv(void **state) {
   eng_pair_open(&P, &cfg);
   size_t *sz = malloc(1000 * sizeof(*sz));
   assert_non_null(sz);
-  static const struct { int n; size_t bs; } kv[] = {{1000, 4096}, {256, 16384}, {100, 65536}};
+  static const struct {
+    int n;
+    size_t bs;
+  } kv[] = {{1000, 4096}, {256, 16384}, {100, 65536}};
   for (int k = 0; k < 3; k++) {
-    for (int i = 0; i < kv[k].n; i++) sz[i] = kv[k].bs;
+    for (int i = 0; i < kv[k].n; i++)
+      sz[i] = kv[k].bs;
     round_trip(&P, sz, kv[k].n, 3 + (uint32_t)k);
   }
   free(sz);
@@ -123,7 +127,8 @@ static void test_pack_1b_x1000(void **state) {
   pair(&P, 65536, 8192);
   size_t *sz = malloc(3000 * sizeof(*sz));
   assert_non_null(sz);
-  for (int i = 0; i < 3000; i++) sz[i] = 1;
+  for (int i = 0; i < 3000; i++)
+    sz[i] = 1;
   round_trip(&P, sz, 1000, 4);
   /* 3000 pieces in one chunk: more than one vectored request takes
    * (TPX_NET_IOV_MAX), so through the pack ring even with iovecs. */
@@ -164,8 +169,8 @@ static void test_pack_off_and_max(void **state) {
  * way (pieces in one request, or the pack ring), the chunks on the wire are
  * the same. A transport without iovecs is the built-in one with caps.iov
  * cleared (what a loaded plugin reports). */
-static void pair_iov(eng_pair_t *P, tpx_net_t **na, tpx_net_t **nb, int iov_a, int iov_b, size_t chunk,
-                     size_t pack) {
+static void pair_iov(eng_pair_t *P, tpx_net_t **na, tpx_net_t **nb, int iov_a, int iov_b,
+                     size_t chunk, size_t pack) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.chunk_bytes = chunk;
@@ -210,8 +215,12 @@ static void test_pack_iov_mixed(void **state) {
       int n = 100 + rand() % 300;
       for (int i = 0; i < n; i++) {
         int k = rand() % 12;
-        sz[i] = k < 4 ? 1 + (size_t)(rand() % 3000) : k < 6 ? 4096 : k < 8 ? 16384 : k < 9 ? 65536
-              : k < 10 ? 0 : 1 + (size_t)(rand() % (3 * 65536));
+        sz[i] = k < 4    ? 1 + (size_t)(rand() % 3000)
+                : k < 6  ? 4096
+                : k < 8  ? 16384
+                : k < 9  ? 65536
+                : k < 10 ? 0
+                         : 1 + (size_t)(rand() % (3 * 65536));
       }
       round_trip(&P, sz, n, 200 + (uint32_t)(mode * 2 + lim));
       eng_pair_close(&P);

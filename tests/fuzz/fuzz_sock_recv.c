@@ -27,7 +27,8 @@ struct posted {
   uint8_t *buf;
   size_t cap;
   int finished;
-  uint8_t *piece[MAX_PIECES]; /* a vectored receive: each piece allocated to the byte (buf unused) */
+  uint8_t
+      *piece[MAX_PIECES]; /* a vectored receive: each piece allocated to the byte (buf unused) */
   int npieces;
 };
 

@@ -222,7 +222,8 @@ static void sock_seeds(void) {
     struct steps s = {.n = 0};
     u8(&s, (mode == 1) | 1 << 1 | (mode == 2) << 3); /* two data sockets */
     int st = mode != 0;
-    recv_post(&s, 8192, st, 0), recv_post(&s, 100, st, 0), recv_post(&s, 0, st, 0), recv_post(&s, 50, st, 0);
+    recv_post(&s, 8192, st, 0), recv_post(&s, 100, st, 0), recv_post(&s, 0, st, 0),
+        recv_post(&s, 50, st, 0);
     recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096); /* message 0: [0, 4096) on socket 1 */
     recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096); /* and [4096, 8192) on socket 2 */
     recv_part(&s, 0, 1, 1, 100, 0, 0, 100);   /* message 1 whole on socket 0 */
@@ -234,7 +235,8 @@ static void sock_seeds(void) {
   /* The same messages into lists of pieces (default mode). */
   struct steps s = {.n = 0};
   u8(&s, 1 << 1);
-  recv_post(&s, 8192, 0, 1 | 3 << 1 | 0x20), recv_post(&s, 100, 0, 1 | 1 << 1), recv_post(&s, 0, 0, 1);
+  recv_post(&s, 8192, 0, 1 | 3 << 1 | 0x20), recv_post(&s, 100, 0, 1 | 1 << 1),
+      recv_post(&s, 0, 0, 1);
   recv_post(&s, 50, 0, 1 | 2 << 1 | 1 << 3);
   recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096);
   recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096);

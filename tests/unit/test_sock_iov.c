@@ -81,8 +81,10 @@ static void test_slice(void **state) {
       assert_true(out[i].iov_len > 0);
       for (size_t b = 0; b < out[i].iov_len; b++, pos++) {
         size_t want = off + pos, j = 0;
-        while (want >= iov[j].iov_len) want -= iov[j++].iov_len;
-        assert_ptr_equal((unsigned char *)out[i].iov_base + b, (unsigned char *)iov[j].iov_base + want);
+        while (want >= iov[j].iov_len)
+          want -= iov[j++].iov_len;
+        assert_ptr_equal((unsigned char *)out[i].iov_base + b,
+                         (unsigned char *)iov[j].iov_base + want);
       }
       sum += out[i].iov_len;
     }
@@ -168,9 +170,12 @@ static void gather(const struct side *x, unsigned char *out) {
 static void post(tpx_net_t *net, void *comm, struct side *x, int is_send, void **req) {
   int rc;
   do { /* back-pressure is allowed: a few in flight only */
-    if (is_send && x->cnt) rc = net->ops->isendv(net, comm, x->iov, x->cnt, 0, NULL, req);
-    else if (is_send) rc = net->ops->isend(net, comm, x->buf, x->total, 0, NULL, req);
-    else if (x->cnt) rc = net->ops->irecvv(net, comm, x->iov, x->cnt, 0, NULL, req);
+    if (is_send && x->cnt)
+      rc = net->ops->isendv(net, comm, x->iov, x->cnt, 0, NULL, req);
+    else if (is_send)
+      rc = net->ops->isend(net, comm, x->buf, x->total, 0, NULL, req);
+    else if (x->cnt)
+      rc = net->ops->irecvv(net, comm, x->iov, x->cnt, 0, NULL, req);
     else {
       void *d[1] = {x->buf};
       size_t n[1] = {x->total};
@@ -216,10 +221,14 @@ static void roundtrip(tpx_net_t *net, void *s, void *r, int svec, int rvec, size
     assert_int_equal(ts_wait(net, sreq[k], NULL), 0);
     assert_int_equal(ts_wait(net, rreq[k], &got), 0);
     assert_int_equal(got, snd[k].total);
-    if (snd[k].cnt) gather(&snd[k], want);
-    else memcpy(want, snd[k].buf, snd[k].total);
-    if (rcv[k].cnt) gather(&rcv[k], have);
-    else memcpy(have, rcv[k].buf, rcv[k].total);
+    if (snd[k].cnt)
+      gather(&snd[k], want);
+    else
+      memcpy(want, snd[k].buf, snd[k].total);
+    if (rcv[k].cnt)
+      gather(&rcv[k], have);
+    else
+      memcpy(have, rcv[k].buf, rcv[k].total);
     assert_memory_equal(want, have, snd[k].total);
     free(snd[k].buf);
     free(rcv[k].buf);
@@ -265,8 +274,10 @@ static void test_truncation(void **state) {
   assert_int_equal(got, ss);
   assert_memory_equal(rb, sb, 1000);
   assert_memory_equal(rb + 4000, sb + 1000, 100000);
-  for (size_t i = 1000; i < 4000; i++) assert_int_equal(rb[i], 0xAB);
-  for (size_t i = 104000; i < ss; i++) assert_int_equal(rb[i], 0xAB);
+  for (size_t i = 1000; i < 4000; i++)
+    assert_int_equal(rb[i], 0xAB);
+  for (size_t i = 104000; i < ss; i++)
+    assert_int_equal(rb[i], 0xAB);
   assert_int_equal(ts_wait(net, sreq, NULL), 0);
   ts_xfer(net, s, r, 70000, 70000, 9);
   free(sb);
