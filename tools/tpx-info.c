@@ -188,6 +188,9 @@ int main(int argc, char **argv) {
   printf("pointers       %s%s%s\n", caps->host_ptr ? "HOST " : "", caps->cuda_ptr ? "CUDA " : "",
          caps->host_ptr || caps->cuda_ptr ? "(every device)" : "none common to every device");
   printf("iflush         %s\n", caps->flush ? "yes" : "no");
+  printf("iovecs         %s\n",
+         caps->iov ? "yes: a packed chunk is one request over its blocks, no copy"
+                   : "no: packed chunks go through the pack ring (a copy on each side)");
 
   int warnings = 0;
 #define WARNF(...) (printf("WARNING        " __VA_ARGS__), putchar('\n'), warnings++)

@@ -23,6 +23,13 @@ enum tpx__log_level {
 };
 
 /* Shared-key authentication (docs/SECURITY.md): key length bounds, bytes. */
+/* pack_bytes (TPX_PACK_BYTES): "auto", the default: entries up to the chunk
+ * size share chunks when the local transport takes vectored requests
+ * (tpx_net_caps_t.iov: no copies), else entries up to
+ * TPX_PACK_BYTES_RING bytes (through the pack ring: a copy on each side). */
+#define TPX_PACK_BYTES_AUTO ((size_t)-1)
+#define TPX_PACK_BYTES_RING 8192
+
 #define TPX_AUTH_KEY_MIN 16
 #define TPX_AUTH_KEY_MAX 256
 
@@ -83,7 +90,9 @@ typedef struct tpx_config {
                               "sm" (SM copies through the pinned mapping), "ce" (copy engine), or
                               "D2H,H2D" per direction ("sm,ce"); "" = TPX_UNPACK's way */
   size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
-                              size (rounded down to a power of two) share chunks; < 2 = never */
+                              size (rounded down to a power of two) share chunks; < 2 = never;
+                              TPX_PACK_BYTES_AUTO (the default, "auto"): the chunk size when the
+                              transport takes iovecs (no copies), else TPX_PACK_BYTES_RING */
   /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
   char etcd_endpoints[256]; /* TPX_ETCD_ENDPOINTS: "http://host:port[,...]"; "" = none */
   char etcd_job[64];       /* TPX_ETCD_JOB: the job's namespace ([A-Za-z0-9._-]); "" = "default" */

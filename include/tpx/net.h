@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "tpx/error.h"
 #include "tpx/export.h"
@@ -101,7 +102,15 @@ typedef struct tpx_net_caps {
    * need it before GPU memory written by a receive is read; the built-in's
    * is a no-op. */
   int flush;
+  /* The transport has isendv / irecvv and takes them for host memory (the
+   * built-in transport in plain mode; not in strict or unpack mode, which
+   * keep the TCPX plugin's one buffer per request). 0 for every loaded
+   * plugin: the ncclNet ABI takes one buffer per request. */
+  int iov;
 } tpx_net_caps_t;
+
+/* Pieces per isendv / irecvv request at most (Linux's IOV_MAX). */
+#define TPX_NET_IOV_MAX 1024
 
 typedef struct tpx_net tpx_net_t;
 
@@ -149,6 +158,20 @@ typedef struct tpx_net_ops {
   int (*listen_keyed)(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm);
   int (*connect_keyed)(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **send_comm,
                        tpx_net_dev_handle_t *send_dev);
+  /* Vectored send / receive (caps.iov; NULL otherwise): one request whose
+   * bytes are the concatenation of iovcnt pieces of host memory (0 ..
+   * TPX_NET_IOV_MAX pieces, empty ones allowed), on the wire exactly as
+   * one isend / irecv of the same bytes, so either end may use the
+   * one-buffer call instead. mhandles: NULL, or one memory handle (or NULL)
+   * per piece. The list is copied: the caller's array may go once the call
+   * returns, the memory may not until test says done. As irecv: test
+   * reports the size the sender sent, and a message longer than the pieces
+   * together is TPX_ETRUNC. Back-pressure, tags and errors as isend /
+   * irecv. */
+  int (*isendv)(tpx_net_t *net, void *send_comm, const struct iovec *iov, int iovcnt, int tag,
+                void **mhandles, void **request);
+  int (*irecvv)(tpx_net_t *net, void *recv_comm, const struct iovec *iov, int iovcnt, int tag,
+                void **mhandles, void **request);
 } tpx_net_ops_t;
 
 struct tpx_net {

@@ -113,10 +113,11 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->progress_thread = 1;
   cfg->staging_bytes = 8u << 20;
   cfg->inline_bytes = 16384;
-  /* Packed chunks cost a copy on each side: on the 2-core VM they halved
-   * the CPU per byte of 4 KiB blocks and cost more than they saved at 16 KiB
-   * and above (docs/BENCHMARKS.md). */
-  cfg->pack_bytes = 8192;
+  /* Decided per transfer (engine/api_xfer.c): packed chunks through the
+   * pack ring cost a copy on each side, more than they save at 16 KiB and
+   * above; through one vectored request (caps.iov) they cost none
+   * (docs/BENCHMARKS.md). */
+  cfg->pack_bytes = TPX_PACK_BYTES_AUTO;
   /* Hostile-peer bounds (docs/SECURITY.md). Dials: 8 channels x (16 data
    * sockets + 1) fit twice. Pre-handshake frames: a HELLO of 64 channels is
    * 8.3 KiB. Notifications: 4096 pending cost about 17 MiB (a queued one
@@ -177,6 +178,11 @@ int tpx__config_parse_number(const char *s, long long *out) {
 /* Fields whose 0 means "the default" in code (outside their range; the
  * environment leaves them unset instead). */
 static int zero_is_default(const struct var *v) { return v->off == offsetof(tpx_config_t, net_abi); }
+/* TPX_PACK_BYTES's automatic default (TPX_PACK_BYTES_AUTO; the environment
+ * may name it "auto"). */
+static int is_pack_auto(const struct var *v, const char *val) {
+  return v->off == offsetof(tpx_config_t, pack_bytes) && val && strcasecmp(val, "auto") == 0;
+}
 /* The one rule for a numeric setting, from the environment or elsewhere. */
 static int parse_checked(const struct var *v, const char *val, long long *out) {
   long long n;
@@ -241,6 +247,10 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
     return 0;
   }
   long long n;
+  if (is_pack_auto(v, val)) {
+    *(size_t *)field = TPX_PACK_BYTES_AUTO;
+    return 0;
+  }
   if (parse_checked(v, val, &n) != 0)
     return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number in [%lld, %lld]", name, val, v->lo, v->hi);
   if (v->kind == V_INT) *(int *)field = (int)n;
@@ -332,7 +342,8 @@ int tpx_config_check(const tpx_config_t *cfg) {
     if (v->kind == V_INT) n = *(const int *)field;
     else if (v->kind == V_SIZE) n = *(const size_t *)field > (size_t)INT64_MAX ? INT64_MAX : (long long)*(const size_t *)field;
     else continue;
-    if ((n < v->lo || n > v->hi) && !(n == 0 && zero_is_default(v)))
+    if ((n < v->lo || n > v->hi) && !(n == 0 && zero_is_default(v)) &&
+        !(v->off == offsetof(tpx_config_t, pack_bytes) && cfg->pack_bytes == TPX_PACK_BYTES_AUTO))
       return tpx_err(TPX_EINVAL, "configuration: %lld is out of range for %s [%lld, %lld]", n, v->name, v->lo, v->hi);
   }
   return 0;
@@ -401,7 +412,12 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
         fprintf(out, " (automatic: %d for one comm, %d per comm of an endpoint's %d channels)",
                 tpx_config_nsocks(cfg, 1), tpx_config_nsocks(cfg, cfg->num_channels), cfg->num_channels);
       break;
-    case V_SIZE: fprintf(out, "%zu", *(const size_t *)field); break;
+    case V_SIZE:
+      if (v->off == offsetof(tpx_config_t, pack_bytes) && cfg->pack_bytes == TPX_PACK_BYTES_AUTO)
+        fprintf(out, "auto (the chunk size where the transport takes iovecs, else 8192)");
+      else
+        fprintf(out, "%zu", *(const size_t *)field);
+      break;
     }
     if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);
     fputc('\n', out);

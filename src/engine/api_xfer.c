@@ -19,6 +19,7 @@
 #include "engine/peer.h"
 #include "engine/progress.h"
 #include "engine/start.h"
+#include "net/caps.h"
 #include "tpx/xfer.h"
 
 static int check_peer_ready(struct tpx_peer *p, const char *what) {
@@ -38,9 +39,14 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
 
 /* Small entries share chunks (plan.h) when the peer takes packed plans and
  * both sides are host memory: the GPU paths (staging, unpack) move one
- * entry per chunk. */
-static int pack_log2(const struct tpx_peer *p, const tpx_iov_t *iov, size_t n) {
+ * entry per chunk. The limit, unless set: a packed chunk costs no copy
+ * here when the transport takes vectored requests (window.c), so entries up
+ * to a chunk pack; else the pack ring's copies pay off only for small
+ * entries. The peer decides for itself how it moves its side (the ring
+ * holds any chunk, pack.h). */
+static int pack_log2(const struct tpx_peer *p, const tpx_iov_t *iov, size_t n, uint32_t chunk) {
   size_t max = p->ep->cfg.pack_bytes;
+  if (max == TPX_PACK_BYTES_AUTO) max = tpx__net_iov_ok(p->ep->net) ? chunk : TPX_PACK_BYTES_RING;
   if (!p->pack || n < 2 || max < 2) return 0;
   for (size_t i = 0; i < n; i++)
     if (iov[i].local->type != TPX_MEM_HOST || iov[i].remote->md.type != TPX_MEM_HOST) return 0;
@@ -101,7 +107,7 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->rents[i].len = iov[i].len;
       o->total += iov[i].len;
     }
-    int k = pack_log2(p, iov, n);
+    int k = pack_log2(p, iov, n, o->chunk);
     o->pack_max = k ? 1ull << k : 0;
     o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
     tpx__op_user_link(o);

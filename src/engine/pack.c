@@ -6,6 +6,13 @@
 #include "common/log.h"
 #include "engine/mem.h"
 #include "engine/pack.h"
+#include "engine/wire.h"
+
+/* Any packed chunk fits once the ring is empty, whatever piece limit the
+ * sender chose (up to WIRE_MAX_PACK_LOG2; a packed chunk is never longer
+ * than the chunk size, at most WIRE_MAX_CHUNK). */
+_Static_assert(PACK_RING_BYTES >= 2ull * WIRE_MAX_CHUNK,
+               "the pack ring holds two of the largest chunk");
 
 static int ring_open(tpx_endpoint_t *ep, struct pack_ring **out) {
   struct pack_ring *pr = calloc(1, sizeof(*pr));

@@ -17,6 +17,7 @@
 #include "engine/pack.h"
 #include "engine/peer.h"
 #include "engine/window.h"
+#include "net/caps.h"
 
 int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
   memset(q, 0, sizeof(*q));
@@ -53,6 +54,70 @@ static void account(struct tpx_peer *p, struct op *o, int delta) {
 
 static const char *dir(const struct window *q) { return q->is_recv ? "recv" : "send"; }
 
+/* The pieces of the packed chunk at c as one vectored request, when the
+ * transport takes them (tpx/net.h isendv): host memory, at most
+ * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
+ * goes through the pack ring. The wire is the same either way: the peer
+ * decides for itself how its side moves. */
+static int chunk_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c,
+                     struct iovec *iov) {
+  if (!tpx__net_iov_ok(net) || o->discard) return 0;
+  int n = 0;
+  uint64_t done = 0;
+  for (uint32_t i = c->e; i < c->end && done < c->len; i++) {
+    const struct xent *e = &o->ents[i];
+    uint64_t from = i == c->e ? c->off : 0;
+    uint64_t l = TPX_MIN(e->len - from, c->len - done);
+    if (l == 0) continue;
+    if (n == TPX_NET_IOV_MAX || e->mem->type != TPX_MEM_HOST) return 0;
+    iov[n].iov_base = e->mem->base + e->off + from;
+    iov[n++].iov_len = (size_t)l;
+    done += l;
+  }
+  return n;
+}
+
+/* Where the chunk at l->cur moves from / to: *m and *off (the first
+ * piece's, or the pack ring's), with *nv pieces in iov for a vectored
+ * request (0: one buffer) and *packed 1 for the ring. 1 ready, 0 the ring
+ * is full, < 0 error. */
+static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, struct iovec *iov,
+                       int *nv, int *packed, struct tpx_mem **m, uint64_t *off) {
+  struct op *o = l->op;
+  const struct xent *e = &o->ents[l->cur.e];
+  *nv = *packed = 0;
+  int gathered = tpx__plan_gathered(o->ents, &l->cur);
+  if (gathered) *nv = chunk_iov(p->ep->net, o, &l->cur, iov);
+  if (*nv == 0 && (o->discard || gathered)) {
+    /* Several entries: through the pack ring. A refused incoming write lands
+     * there too, never in user memory, and is dropped at release: each
+     * chunk in flight has its own span, so the transport's I/O threads never
+     * write the same bytes at once. */
+    int r = tpx__pack_prep(p->ep, &q->pack, !q->is_recv, o->ents, &l->cur, m, off);
+    if (r < 0)
+      return tpx_err_quiet(r, "peer %s channel %d: chunk %llu of %s: %s", p->where, q->ch,
+                           (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind),
+                           tpx_last_error());
+    *packed = r;
+    return r; /* 0: its ring is full until earlier chunks of this comm leave */
+  }
+  *m = e->mem;
+  *off = e->off + l->cur.off;
+  return 1;
+}
+
+/* The transport request for a chunk: one buffer, or nv pieces. */
+static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, void *mh,
+                    const struct iovec *iov, int nv, void **req) {
+  if (nv) /* the pieces' memory needs no handle: host memory, a transport of our own (caps.iov) */
+    return q->is_recv ? net->ops->irecvv(net, q->comm, iov, nv, 0, NULL, req)
+                      : net->ops->isendv(net, q->comm, iov, nv, 0, NULL, req);
+  if (!q->is_recv) return net->ops->isend(net, q->comm, data, (size_t)len, 0, mh, req);
+  size_t sz = (size_t)len;
+  int tag = 0; /* tags are ignored: matching is FIFO per comm */
+  return net->ops->irecv(net, q->comm, 1, &data, &sz, &tag, &mh, req);
+}
+
 /* Post the next pending chunk. 1 posted, 0 back-pressure, < 0 error. */
 static int post_one(struct tpx_peer *p, struct window *q) {
   tpx_endpoint_t *ep = p->ep;
@@ -62,22 +127,10 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   uint64_t len = tpx__plan_len(o->ents, o->chunk, &l->cur);
   struct tpx_mem *m;
   uint64_t off;
-  int packed = 0;
-  if (o->discard || tpx__plan_gathered(o->ents, &l->cur)) {
-    /* Several entries: through the pack ring. A refused incoming write lands
-     * there too, never in user memory, and is dropped at release: each
-     * chunk in flight has its own span, so the transport's I/O threads never
-     * write the same bytes at once. */
-    packed = tpx__pack_prep(ep, &q->pack, !q->is_recv, o->ents, &l->cur, &m, &off);
-    if (packed < 0)
-      return tpx_err_quiet(packed, "peer %s channel %d: chunk %llu of %s: %s", p->where, q->ch,
-                           (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
-    if (packed == 0) return 0; /* its ring is full until earlier chunks of this comm leave */
-  } else {
-    const struct xent *e = &o->ents[l->cur.e];
-    m = e->mem;
-    off = e->off + l->cur.off;
-  }
+  int packed, nv;
+  struct iovec iov[TPX_NET_IOV_MAX];
+  int w = chunk_where(p, q, l, iov, &nv, &packed, &m, &off);
+  if (w <= 0) return w;
   void *mh = NULL;
   void *data = m->base + off;
   /* GPU memory may go through pinned staging instead (gpu/gpu_path.h). */
@@ -86,18 +139,12 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   if (gp < 0)
     return tpx_err_quiet(gp, "peer %s channel %d: GPU path for chunk %llu of %s: %s", p->where, q->ch,
                          (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
-  int rc = gp == GPU_POST_STAGED ? 0 : tpx__mem_mhandle(m, q->slot, q->comm, off, &mh);
+  int rc = gp == GPU_POST_STAGED || nv ? 0 : tpx__mem_mhandle(m, q->slot, q->comm, off, &mh);
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: registering memory for chunk %llu of %s failed: %s", p->where,
                          q->ch, (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
   void *req = NULL;
-  if (q->is_recv) {
-    size_t sz = (size_t)len;
-    int tag = 0; /* tags are ignored: matching is FIFO per comm */
-    rc = net->ops->irecv(net, q->comm, 1, &data, &sz, &tag, &mh, &req);
-  } else {
-    rc = net->ops->isend(net, q->comm, data, (size_t)len, 0, mh, &req);
-  }
+  rc = post_req(net, q, data, len, mh, iov, nv, &req);
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: i%s of chunk %llu (%llu bytes) of %s failed", p->where, q->ch,
                          dir(q), (unsigned long long)l->cur.idx, (unsigned long long)len, tpx__op_kind_name(o->kind));

@@ -39,10 +39,13 @@ int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict) {
   c.flush = net->ops->iflush != NULL;
   int tcpx = c.unpack || strict || (!builtin && name_is_tcpx(net->name));
   c.max_requests = tcpx ? TPX_TCPX_MAX_REQUESTS : TPX_NET_NCCL_MAX_REQUESTS;
+  /* Vectored requests keep nothing of the TCPX contract: never where it is
+   * emulated or spoken. */
+  c.iov = net->ops->isendv != NULL && net->ops->irecvv != NULL && !tcpx && c.host_ptr;
   net->caps = c;
-  TPX_DEBUG("transport %s: %d requests per comm%s%s%s%s%s", net->name, c.max_requests,
+  TPX_DEBUG("transport %s: %d requests per comm%s%s%s%s%s%s", net->name, c.max_requests,
             c.unpack ? ", UNPACK" : "", c.host_ptr ? ", host pointers" : "",
             c.cuda_ptr ? ", CUDA pointers" : "", c.flush ? ", iflush" : "",
-            c.builtin ? ", built in" : "");
+            c.builtin ? ", built in" : "", c.iov ? ", iovec requests" : "");
   return 0;
 }

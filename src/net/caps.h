@@ -11,4 +11,10 @@
  * then all zero). */
 int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict);
 
+/* net takes vectored requests: its caps say so and it has both calls (a
+ * wrapper that copies the caps but not those calls takes none). */
+static inline int tpx__net_iov_ok(const tpx_net_t *net) {
+  return net->caps.iov && net->ops->isendv != NULL && net->ops->irecvv != NULL;
+}
+
 #endif

@@ -124,6 +124,25 @@ static inline int io_again(void) {
 
 /* Parts gathered into one sendmsg: header + bytes of each. */
 #define SEND_BATCH 16
+/* iovec entries per sendmsg: a header and a buffer per part, or the pieces
+ * of vectored parts (the rest of a part goes in the next call). */
+#define SEND_IOV 128
+
+/* Part p's bytes from `skip` on into iov[*niov..max). 1 when all of them
+ * went in, 0 when max ran out first (nothing after them may follow). */
+static int send_payload(const tpx_sock_part_t *p, size_t skip, struct iovec *iov, int *niov,
+                        int max) {
+  if (p->len <= skip) return 1;
+  if (p->iovcnt == 0) {
+    iov[*niov].iov_base = p->buf + skip;
+    iov[(*niov)++].iov_len = p->len - skip;
+    return 1;
+  }
+  size_t got = 0;
+  *niov += tpx__sock_iov_slice(p->iov, p->iovcnt, p->off + skip, p->len - skip, iov + *niov,
+                               max - *niov, &got);
+  return got == p->len - skip;
+}
 
 static int send_progress(tpx_sock_conn_t *c) {
   int budget = DATA_BUDGET;
@@ -146,9 +165,9 @@ static int send_progress(tpx_sock_conn_t *c) {
     if (budget-- == 0) return 1;
     /* Queued parts back to back in one sendmsg: each part's header, then
      * its bytes, from where the last call stopped. */
-    struct iovec iov[2 * SEND_BATCH];
+    struct iovec iov[SEND_IOV];
     int niov = 0, nparts = 0;
-    for (uint64_t t = tail; t < head && nparts < SEND_BATCH; t++, nparts++) {
+    for (uint64_t t = tail; t < head && nparts < SEND_BATCH && niov + 2 <= SEND_IOV; t++) {
       tpx_sock_part_t *p = &c->parts[t % TPX_SOCK_RING];
       size_t skip = t == tail ? c->done_bytes : 0;
       if (skip < TPX_WIRE_PART_BYTES) {
@@ -158,10 +177,8 @@ static int send_progress(tpx_sock_conn_t *c) {
       } else {
         skip -= TPX_WIRE_PART_BYTES;
       }
-      if (p->len > skip) {
-        iov[niov].iov_base = p->buf + skip;
-        iov[niov++].iov_len = p->len - skip;
-      }
+      nparts++;
+      if (!send_payload(p, skip, iov, &niov, SEND_IOV)) break;
     }
     struct msghdr mh;
     memset(&mh, 0, sizeof(mh));
@@ -397,7 +414,10 @@ static int recv_header(tpx_sock_conn_t *c) {
   p->seq = seq;
   p->len = (size_t)len;
   p->keep = keep;
-  p->buf = keep && u == NULL ? r->buf + off : NULL;
+  p->iovcnt = keep && u == NULL ? r->iovcnt : 0;
+  p->iov = r->iov;
+  p->off = (size_t)off;
+  p->buf = keep && u == NULL && r->iovcnt == 0 ? r->buf + off : NULL;
   p->pages = keep && u != NULL ? u->pages[tpx__tcpx_slot(seq)] + off / TPX_SOCK_PAGE : NULL;
   c->have = 1;
   c->done_bytes = 0;
@@ -407,25 +427,43 @@ static int recv_header(tpx_sock_conn_t *c) {
   return 0;
 }
 
-/* One read of the part being received: into its buffer (or its bounce
- * pages), or, past what the receive keeps, into scratch. The next part
+/* iovec entries per recvmsg of a vectored receive (the rest of the part
+ * comes in the next call), the next part header included. */
+#define RECV_IOV 64
+
+/* One recvmsg into the buffer or pieces of the part, bytes [done, keep) of
+ * it, then `more` when the read can end the part. */
+static ssize_t read_into(int fd, const tpx_sock_part_t *p, size_t done, const struct iovec *more) {
+  struct iovec iov[RECV_IOV];
+  size_t want = p->keep - done;
+  int n = 1;
+  if (p->iovcnt == 0) {
+    iov[0] = (struct iovec){p->buf + done, want};
+  } else {
+    size_t got = 0;
+    n = tpx__sock_iov_slice(p->iov, p->iovcnt, p->off + done, want, iov, RECV_IOV - 1, &got);
+    if (got < want) more = NULL; /* the header comes after the bytes not in this read */
+  }
+  if (more) iov[n++] = *more;
+  struct msghdr mh;
+  memset(&mh, 0, sizeof(mh));
+  mh.msg_iov = iov;
+  mh.msg_iovlen = (size_t)n;
+  return recvmsg(fd, &mh, MSG_DONTWAIT);
+}
+
+/* One read of the part being received: into its buffer, pieces or bounce
+ * pages, or, past what the receive keeps, into scratch. The next part
  * header rides along when this read can end the part. */
 static ssize_t read_part(tpx_sock_conn_t *c, tpx_sock_part_t *p, char *scratch) {
   struct iovec more = {c->rhdr, TPX_WIRE_PART_BYTES};
   ssize_t n;
   if (c->done_bytes < p->keep) {
-    size_t want = p->keep - c->done_bytes;
     int last = p->keep == p->len;
-    if (p->pages) {
+    if (p->pages)
       n = tpx__sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep, last ? &more : NULL);
-    } else {
-      struct iovec iov[2] = {{p->buf + c->done_bytes, want}, more};
-      struct msghdr mh;
-      memset(&mh, 0, sizeof(mh));
-      mh.msg_iov = iov;
-      mh.msg_iovlen = last ? 2 : 1;
-      n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
-    }
+    else
+      n = read_into(c->fd, p, c->done_bytes, last ? &more : NULL);
   } else {
     size_t want = TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH);
     n = recv(c->fd, scratch, want, MSG_DONTWAIT); /* truncated: discard the excess */
@@ -628,6 +666,8 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *m) {
   tpx__sock_gpu_fini(m);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->rx_mu);
+  for (int i = 0; i < TPX_SOCK_RING; i++)
+    free(m->reqs[i].iov);
   free(m->rx_ranges);
   free(m->conns);
   free(m);
@@ -688,6 +728,7 @@ static tpx_sock_req_t *req_alloc(tpx_sock_comm_t *m, const char *fn, int *rc) {
   r->state = TPX_SR_INFLIGHT;
   r->msg_size = 0;
   r->stage_end = 0;
+  r->iovcnt = 0;
   atomic_store_explicit(&r->err, 0, memory_order_relaxed);
   return r;
 }
@@ -748,6 +789,8 @@ static void send_stall(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
            m->peer, r->size);
 }
 
+static void send_queue(tpx_sock_comm_t *m, tpx_sock_req_t *r);
+
 int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh,
                     void **request) {
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
@@ -792,9 +835,19 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
     pthread_mutex_unlock(&m->mu);
     return 0;
   }
-  /* Small messages whole on socket 0; larger ones cut over the data
-   * sockets, first part on the next socket in turn (wire.h: the receiver
-   * follows the part headers). */
+  send_queue(m, r);
+  *request = req_token(m, seq);
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
+/* Queue the parts of send r (buf or pieces set, m->mu held) and publish it.
+ * Small messages whole on socket 0; larger ones cut over the data sockets,
+ * first part on the next socket in turn (wire.h: the receiver follows the
+ * part headers). */
+static void send_queue(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+  uint64_t seq = r->seq;
+  size_t size = r->size;
   size_t per = size;
   int np = tpx__sock_split(size, m->nsocks, seq - m->tail, &per);
   int first = np == 0 ? 0 : 1 + (int)(m->rot % (unsigned)m->nsocks);
@@ -809,7 +862,10 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
     tpx_sock_part_t *p = &d->parts[head % TPX_SOCK_RING];
     size_t off = (size_t)j * per;
     p->req = r;
-    p->buf = (char *)data + off;
+    p->buf = r->iovcnt ? NULL : r->buf + off;
+    p->iov = r->iov;
+    p->iovcnt = r->iovcnt;
+    p->off = off;
     p->len = TPX_MIN(per, size - off);
     p->keep = p->len;
     p->seq = seq;
@@ -823,9 +879,6 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
     if (atomic_load(&d->parts_tail) == head) tpx__sock_io_kick(d);
   }
   atomic_store_explicit(&m->posted, seq + 1, memory_order_release);
-  *request = req_token(m, seq);
-  pthread_mutex_unlock(&m->mu);
-  return 0;
 }
 
 /* Whether a receive's buffer is device memory: its registration says CUDA, or,
@@ -837,6 +890,8 @@ static int recv_into_device(tpx_sock_net_t *sn, void *mh, void *data) {
   }
   return tpx__gpu_is_device_ptr(data, NULL);
 }
+
+static void recv_publish(tpx_sock_comm_t *m, tpx_sock_req_t *r);
 
 int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                     void **mhandles, void **request) {
@@ -875,6 +930,15 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   }
   r->buf = data[0];
   r->size = sizes[0];
+  recv_publish(m, r);
+  *request = req_token(m, seq);
+  pthread_mutex_unlock(&m->mu);
+  return 0;
+}
+
+/* Publish receive r (buffer or pieces set, m->mu held). */
+static void recv_publish(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
+  uint64_t seq = r->seq;
   /* A thread may still look at this slot for a part of the receive that had
    * it before (a duplicate, rejected): reset under rx_mu. */
   pthread_mutex_lock(&m->rx_mu);
@@ -890,9 +954,76 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   for (int i = 0; i <= m->nsocks; i++)
     if (atomic_load(&m->conns[i].wait_post)) tpx__sock_io_kick(&m->conns[i]);
   recv_fail_lost(m); /* after a socket ended, this receive may be one that cannot come */
-  *request = req_token(m, seq);
-  pthread_mutex_unlock(&m->mu);
+}
+
+/* The comm of an isendv / irecvv and its checked list: 0 with *mp and
+ * *total, or an error (logged). Strict mode keeps the TCPX plugin's one
+ * buffer per request (caps.iov is 0 there); unpack mode has no such ops. */
+static int vec_args(tpx_sock_net_t *sn, void *comm, int kind, const struct iovec *iov, int iovcnt,
+                    void **mhandles, void **request, const char *fn, tpx_sock_comm_t **mp,
+                    size_t *total) {
+  if (request == NULL) return tpx_err(TPX_EINVAL, "%s: request pointer is NULL", fn);
+  int rc = 0;
+  tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
+  if (m == NULL) return rc;
+  if (m->strict || sn->unpack)
+    return tpx_err(TPX_EUSAGE, "%s: %s %s is in %s mode, which takes one buffer per request", fn,
+                   kind_name(m->kind), m->peer, sn->unpack ? "unpack" : "strict");
+  if ((rc = tpx__sock_iov_check(iov, iovcnt, total, fn)) != 0) return rc;
+  for (int i = 0; mhandles && i < iovcnt; i++)
+    if ((rc = tpx__sock_mr_check(sn, mhandles[i], iov[i].iov_base, iov[i].iov_len, fn)) != 0)
+      return rc;
+  *mp = m;
   return 0;
+}
+
+/* A slot for a vectored request with its list copied, m->mu held: r, or
+ * NULL with *rc (0 = back-pressure). */
+static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, int iovcnt,
+                                 size_t total, const char *fn, int *rc) {
+  tpx_sock_req_t *r = req_alloc(m, fn, rc);
+  if (r == NULL) return NULL;
+  if ((*rc = tpx__sock_req_set_iov(r, iov, iovcnt)) != 0) {
+    r->state = TPX_SR_FREE; /* never published */
+    *rc = tpx_err(*rc, "%s: %s", fn, tpx_last_error());
+    return NULL;
+  }
+  r->buf = NULL;
+  r->size = total;
+  return r;
+}
+
+/* isendv / irecvv: one request over the pieces, queued (send) or published
+ * (receive) as one buffer of their total would be. */
+static int vec_post(tpx_net_t *net, void *comm, int kind, const struct iovec *iov, int iovcnt,
+                    void **mhandles, void **request, const char *fn) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, fn);
+  if (sn == NULL) return TPX_EINVAL;
+  tpx_sock_comm_t *m = NULL;
+  size_t total = 0;
+  int rc = vec_args(sn, comm, kind, iov, iovcnt, mhandles, request, fn, &m, &total);
+  if (rc != 0) return rc;
+  pthread_mutex_lock(&m->mu);
+  tpx_sock_req_t *r = vec_alloc(m, iov, iovcnt, total, fn, &rc);
+  *request = r ? req_token(m, r->seq) : NULL;
+  if (r && kind == TPX_SK_SEND)
+    send_queue(m, r);
+  else if (r)
+    recv_publish(m, r);
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request) {
+  (void)tag; /* FIFO per comm, as isend */
+  return vec_post(net, comm, TPX_SK_SEND, iov, iovcnt, mhandles, request, "isendv");
+}
+
+int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request) {
+  (void)tag;
+  return vec_post(net, comm, TPX_SK_RECV, iov, iovcnt, mhandles, request, "irecvv");
 }
 
 int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,

@@ -374,7 +374,10 @@ static void sock_destroy(tpx_net_t *net) {
   .handle_dials = tpx__sock_handle_dials, .listen_keyed = tpx__sock_listen_keyed,                    \
   .connect_keyed = tpx__sock_connect_keyed
 
-static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON};
+/* Plain and strict mode: strict comms refuse the vectored calls, and
+ * caps.iov is 0 there (net/caps.c). */
+static const tpx_net_ops_t sock_ops = {SOCK_OPS_COMMON, .isendv = tpx__sock_isendv,
+                                       .irecvv = tpx__sock_irecvv};
 
 static const tpx_net_ops_t sock_ops_unpack = {
     SOCK_OPS_COMMON,

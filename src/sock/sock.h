@@ -11,6 +11,7 @@
  *              buffer / the listen comm)
  *   io.c       the per-device pool of epoll I/O threads
  *   comm.c     comms, requests, isend/irecv/test, close, per-socket progress
+ *   iov.c      vectored requests (isendv / irecvv): checks, copies, slices
  *   unpack.c   unpack mode (TPX_SOCK_UNPACK=1): the TCPX receive contract
  *              (bounce pages, loadMeta slots, irecvConsumed) and the staging
  *              of CUDA sends; docs/UNPACK.md
@@ -220,6 +221,25 @@ void tpx__sock_io_kick(struct tpx_sock_conn *c);
 /* Per-thread scratch for discarded (truncated) bytes. */
 #define TPX_SOCK_SCRATCH (64u * 1024u)
 
+/* ---- iovec requests (iov.c) ------------------------------------------------ */
+
+struct tpx_sock_req;
+
+/* isendv / irecvv (tpx/net.h): a request's bytes are its pieces one after
+ * another; parts and the wire are those of one buffer of the same size,
+ * only the reads and writes of a part go through the pieces' sub-list. */
+
+/* The pieces covering bytes [off, off + len) of iov[0..cnt): at most `max`
+ * entries into out (empty pieces skipped), *got the bytes they hold
+ * (< len when max ran out, or the list ends first). Returns the count. */
+int tpx__sock_iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len, struct iovec *out,
+                        int max, size_t *got);
+/* A caller's list: count in [0, TPX_NET_IOV_MAX], no NULL piece with bytes,
+ * no wrap, at most TPX_SOCK_MAX_MSG together (*total). Logged (fn). */
+int tpx__sock_iov_check(const struct iovec *iov, int cnt, size_t *total, const char *fn);
+/* Copy the list into the (free) request slot r. 0 or TPX_ENOMEM (quiet). */
+int tpx__sock_req_set_iov(struct tpx_sock_req *r, const struct iovec *iov, int cnt);
+
 /* ---- comms and requests (comm.c) ------------------------------------------- */
 
 struct tpx_sock_comm;
@@ -230,8 +250,12 @@ struct tpx_sock_comm;
 
 typedef struct tpx_sock_req {
   /* written by the caller before the request is published */
-  char *buf;
+  char *buf;   /* NULL for a vectored request */
   size_t size; /* send: bytes to send; recv: capacity */
+  struct iovec
+      *iov;   /* vectored request (iovcnt > 0): its pieces (iov.c; kept for the slot's next ones) */
+  int iovcnt; /* 0: one buffer */
+  int iov_cap; /* entries allocated at iov */
   uint64_t seq;
   uint64_t stage_end; /* send from CUDA memory: its staging span's end (0 = none) */
   /* recv: the parts claimed so far (comm->rx_mu; reset by irecv). Parts of
@@ -264,7 +288,10 @@ typedef struct tpx_sock_range {
 /* One contiguous part of a message on one socket. */
 typedef struct tpx_sock_part {
   tpx_sock_req_t *req;
-  char *buf;   /* buffer start + offset */
+  char *buf;               /* buffer start + offset; NULL for a vectored request's part */
+  const struct iovec *iov; /* vectored: the request's pieces, the part at `off` of them */
+  int iovcnt;              /* 0: buf */
+  size_t off;              /* the part's offset in its message */
   size_t len;  /* bytes on the wire (after the part header) */
   size_t keep; /* recv: bytes that fit the buffer; the rest is discarded */
   uint64_t seq;
@@ -400,6 +427,10 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
                    void **request);
 int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, int *tags,
                    void **mhandles, void **request);
+int tpx__sock_isendv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request);
+int tpx__sock_irecvv(tpx_net_t *net, void *comm, const struct iovec *iov, int iovcnt, int tag,
+                     void **mhandles, void **request);
 int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *sizes, void **mhandles,
                     void **request);
 int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes);

@@ -1,7 +1,8 @@
 /* The transport's receive state machine (src/sock/comm.c), fed by a peer
  * that may send anything: the input is a script of steps over a recv comm
  * of 1..4 data sockets (sock_drive.h): post a receive (any capacity up to
- * 64 KiB, allocated to the byte so ASan sees any write past it), write raw
+ * 64 KiB, allocated to the byte so ASan sees any write past it; in default
+ * mode also as a list of pieces, irecvv, each allocated so), write raw
  * bytes or a part header of chosen fields (plus payload) to one socket, run
  * one socket or all, end one socket (EOF), test a request. Default, strict
  * (the TCPX plugin's rules) or unpack mode (the TCPX receive contract:
@@ -19,12 +20,39 @@
 #define MAX_POSTS 48
 #define MAX_CAP 65536
 
+#define MAX_PIECES 5
+
 struct posted {
   void *req;
   uint8_t *buf;
   size_t cap;
   int finished;
+  uint8_t
+      *piece[MAX_PIECES]; /* a vectored receive: each piece allocated to the byte (buf unused) */
+  int npieces;
 };
+
+/* A vectored receive of cap bytes (default mode): 1..4 pieces, an empty one
+ * among them when the shape says so, each its own allocation. */
+static void *post_pieces(struct drive *d, struct posted *p, uint8_t shape) {
+  struct iovec iov[MAX_PIECES];
+  int n = 1 + (shape >> 1) % 4;
+  size_t left = p->cap;
+  for (int i = 0; i < n; i++) {
+    size_t l = i == n - 1 ? left : left / (size_t)(n - i) + (shape >> 3 & 1);
+    if (l > left) l = left;
+    uint8_t *b = malloc(l ? l : 1);
+    FUZZ_CHECK(b);
+    p->piece[p->npieces] = b;
+    iov[p->npieces++] = (struct iovec){l ? b : NULL, l};
+    left -= l;
+    if (i == 0 && (shape & 0x20)) { /* an empty piece */
+      p->piece[p->npieces] = NULL;
+      iov[p->npieces++] = (struct iovec){NULL, 0};
+    }
+  }
+  return drive_postv(d, iov, p->npieces);
+}
 
 struct run {
   struct drive d;
@@ -66,10 +94,15 @@ static void step_post(struct run *r, struct fuzz_in *in) {
   size_t cap = fuzz_u16(in) % (MAX_CAP + 1);
   if (r->np == MAX_POSTS || (uint64_t)r->np - r->d.m->tail >= (uint64_t)r->d.m->limit) return;
   struct posted *p = &r->p[r->np];
-  p->buf = malloc(cap ? cap : 1);
-  FUZZ_CHECK(p->buf);
+  uint8_t shape = r->strict ? 0 : fuzz_u8(in);
   p->cap = cap;
-  p->req = drive_post(&r->d, p->buf, cap);
+  if (shape & 1) {
+    p->req = post_pieces(&r->d, p, shape);
+  } else {
+    p->buf = malloc(cap ? cap : 1);
+    FUZZ_CHECK(p->buf);
+    p->req = drive_post(&r->d, p->buf, cap);
+  }
   FUZZ_CHECK(p->req != NULL);
   r->np++;
 }
@@ -170,7 +203,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(fin);
   }
   drive_close(&r.d);
-  for (int k = 0; k < r.np; k++)
+  for (int k = 0; k < r.np; k++) {
     free(r.p[k].buf);
+    for (int i = 0; i < r.p[k].npieces; i++)
+      free(r.p[k].piece[i]);
+  }
   return 0;
 }

@@ -206,8 +206,11 @@ static void recv_part(struct steps *s, int sock, int settle, uint32_t seq, unsig
   for (unsigned k = 0; k < pay && k < 256; k++)
     u8(s, k * 13);
 }
-static void recv_post(struct steps *s, unsigned cap) {
+/* shape (default mode only; strict and unpack read none): bit 0 a list of
+ * 1 + (shape >> 1) % 4 pieces (irecvv), bit 5 an empty piece among them. */
+static void recv_post(struct steps *s, unsigned cap, int strict, unsigned shape) {
   u8(s, 0), u16(s, cap);
+  if (!strict) u8(s, shape);
 }
 static void recv_test(struct steps *s, unsigned k) {
   u8(s, 6), u8(s, k);
@@ -218,7 +221,9 @@ static void sock_seeds(void) {
   for (int mode = 0; mode < 3; mode++) {
     struct steps s = {.n = 0};
     u8(&s, (mode == 1) | 1 << 1 | (mode == 2) << 3); /* two data sockets */
-    recv_post(&s, 8192), recv_post(&s, 100), recv_post(&s, 0), recv_post(&s, 50);
+    int st = mode != 0;
+    recv_post(&s, 8192, st, 0), recv_post(&s, 100, st, 0), recv_post(&s, 0, st, 0),
+        recv_post(&s, 50, st, 0);
     recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096); /* message 0: [0, 4096) on socket 1 */
     recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096); /* and [4096, 8192) on socket 2 */
     recv_part(&s, 0, 1, 1, 100, 0, 0, 100);   /* message 1 whole on socket 0 */
@@ -227,23 +232,36 @@ static void sock_seeds(void) {
     recv_test(&s, 0), recv_test(&s, 1), recv_test(&s, 2), recv_test(&s, 3);
     put("sock_recv", modes[mode], s.b, s.n);
   }
+  /* The same messages into lists of pieces (default mode). */
   struct steps s = {.n = 0};
   u8(&s, 1 << 1);
-  recv_post(&s, 16384);
+  recv_post(&s, 8192, 0, 1 | 3 << 1 | 0x20), recv_post(&s, 100, 0, 1 | 1 << 1),
+      recv_post(&s, 0, 0, 1);
+  recv_post(&s, 50, 0, 1 | 2 << 1 | 1 << 3);
+  recv_part(&s, 1, 0, 0, 8192, 0, 1, 4096);
+  recv_part(&s, 2, 1, 0, 8192, 1, 0, 4096);
+  recv_part(&s, 0, 1, 1, 100, 0, 0, 100);
+  recv_part(&s, 0, 1, 2, 0, 0, 0, 0);
+  recv_part(&s, 1, 1, 3, 200, 0, 0, 200);
+  recv_test(&s, 0), recv_test(&s, 1), recv_test(&s, 2), recv_test(&s, 3);
+  put("sock_recv", "pieces", s.b, s.n);
+  s.n = 0;
+  u8(&s, 1 << 1);
+  recv_post(&s, 16384, 0, 0);
   recv_part(&s, 1, 1, 0, 16384, 0, 0, 16384);
   recv_part(&s, 2, 1, 0, 16384, 1, 0, 12288); /* overlaps: the comm fails */
   recv_test(&s, 0);
   put("sock_recv", "overlap", s.b, s.n);
   s.n = 0;
   u8(&s, 0);
-  recv_post(&s, 9000);
+  recv_post(&s, 9000, 0, 0);
   recv_part(&s, 0, 0, 0, 9000, 0, 0, 5000); /* cut short, then EOF */
   u8(&s, 5), u8(&s, 4);
   recv_test(&s, 0);
   put("sock_recv", "short", s.b, s.n);
   s.n = 0;
   u8(&s, 2 << 1);
-  recv_post(&s, 4096);
+  recv_post(&s, 4096, 0, 0);
   u8(&s, 1 << 4 | 1), u8(&s, 12);
   for (int k = 0; k < 12; k++)
     u8(&s, 0x50 + k); /* garbage on socket 1 */

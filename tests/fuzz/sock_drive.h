@@ -113,6 +113,16 @@ static inline void *drive_post(struct drive *d, void *buf, size_t cap) {
   return req;
 }
 
+/* The same into a list of pieces (isendv / irecvv, default mode only). */
+static inline void *drive_postv(struct drive *d, const struct iovec *iov, int cnt) {
+  for (int i = 0; i <= d->nsocks; i++)
+    atomic_store(&d->m->conns[i].wait_post, 0);
+  void *req = NULL;
+  int rc = tpx__sock_irecvv(d->net, d->comm, iov, cnt, 0, NULL, &req);
+  FUZZ_CHECK(rc == 0);
+  return req;
+}
+
 /* Bytes to the peer's end of socket i, as far as it takes them: what it took. */
 static inline size_t drive_write(struct drive *d, int i, const void *p, size_t n) {
   if (d->peer[i] < 0 || n == 0) return 0;

@@ -92,6 +92,41 @@ static void test_config_set(void **state) {
   assert_int_equal(tpx_config_size(), sizeof(tpx_config_t));
 }
 
+/* TPX_PACK_BYTES: "auto" by default (the engine picks per transport), a
+ * number in [0, 4M] overrides it; the same rules through tpx_config_set, the
+ * environment and tpx_config_check. */
+static void test_config_pack_bytes(void **state) {
+  (void)state;
+  tpx_config_t c;
+  tpx_config_defaults(&c);
+  assert_true(c.pack_bytes == TPX_PACK_BYTES_AUTO);
+  assert_int_equal(tpx_config_check(&c), 0);
+  assert_int_equal(tpx_config_set(&c, "pack_bytes", "64K"), 0);
+  assert_int_equal(c.pack_bytes, 65536);
+  assert_int_equal(tpx_config_set(&c, "TPX_PACK_BYTES", "AUTO"), 0);
+  assert_true(c.pack_bytes == TPX_PACK_BYTES_AUTO);
+  assert_int_equal(tpx_config_set(&c, "pack_bytes", "0"), 0);
+  assert_int_equal(c.pack_bytes, 0);
+  assert_int_equal(tpx_config_set(&c, "pack_bytes", "5M"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&c, "pack_bytes", "-1"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&c, "pack_bytes", "autox"), TPX_EINVAL);
+  c.pack_bytes = (5u << 20);
+  assert_int_equal(tpx_config_check(&c), TPX_EINVAL);
+  c.pack_bytes = (size_t)-2; /* only the one sentinel is outside the range */
+  assert_int_equal(tpx_config_check(&c), TPX_EINVAL);
+  setenv("TPX_PACK_BYTES", "auto", 1);
+  tpx_config_defaults(&c);
+  c.pack_bytes = 4096;
+  assert_int_equal(tpx_config_from_env(&c), 0);
+  assert_true(c.pack_bytes == TPX_PACK_BYTES_AUTO);
+  setenv("TPX_PACK_BYTES", "16K", 1);
+  assert_int_equal(tpx_config_from_env(&c), 0);
+  assert_int_equal(c.pack_bytes, 16384);
+  setenv("TPX_PACK_BYTES", "8M", 1);
+  assert_int_equal(tpx_config_from_env(&c), TPX_EINVAL);
+  unsetenv("TPX_PACK_BYTES");
+}
+
 static void test_config_nsocks(void **state) {
   (void)state;
   tpx_config_t cfg;
@@ -163,6 +198,7 @@ int main(void) {
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
       cmocka_unit_test(test_config_set),
+      cmocka_unit_test(test_config_pack_bytes),
       cmocka_unit_test(test_config_nsocks),
       cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_bind_port),

@@ -47,6 +47,8 @@ static void test_builtin_default(void **state) {
   assert_false(c->cuda_ptr);
   assert_true(c->builtin);
   assert_true(c->flush); /* the built-in has iflush (a no-op for host memory) */
+  assert_true(c->iov);   /* isendv / irecvv in plain mode */
+  assert_non_null(net->ops->isendv);
   net->ops->destroy(net);
 }
 
@@ -60,6 +62,7 @@ static void test_builtin_strict(void **state) {
   assert_false(c->unpack);
   assert_true(c->host_ptr);
   assert_true(c->builtin);
+  assert_false(c->iov); /* the TCPX contract: one buffer per request */
   net->ops->destroy(net);
 }
 
@@ -90,6 +93,9 @@ static void test_builtin_unpack(void **state) {
   assert_true(c->host_ptr);
   assert_int_equal(c->host_ptr, host);
   assert_int_equal(c->cuda_ptr, cuda); /* CUDA too when a GPU is usable */
+  assert_false(c->iov);
+  assert_null(net->ops->isendv);
+  assert_null(net->ops->irecvv);
   net->ops->destroy(net);
 }
 
@@ -133,6 +139,7 @@ static void test_fake_host(void **state) {
   assert_true(c->host_ptr);
   assert_false(c->cuda_ptr);
   assert_false(c->builtin);
+  assert_false(c->iov); /* ncclNet: one buffer per request */
   assert_true(c->flush);
   tpx_net_close(net);
 }
@@ -145,6 +152,7 @@ static void test_fake_unpack(void **state) {
   assert_true(c->unpack);
   assert_true(c->host_ptr);
   assert_false(c->builtin);
+  assert_false(c->iov); /* ncclNet: one buffer per request */
   tpx_net_close(net);
 }
 
@@ -156,6 +164,7 @@ static void test_fake_tcpx_name(void **state) {
   assert_int_equal(net->caps.max_requests, TPX_NET_TCPX_MAX_REQUESTS);
   assert_false(net->caps.unpack);
   assert_false(net->caps.builtin);
+  assert_false(net->caps.iov);
   tpx_net_close(net);
 }
 
@@ -169,6 +178,7 @@ static void test_exported_plugin(void **state) {
   if (rc != 0) fail_msg("tpx_net_open(%s): %d %s", TPX_PLUGIN_SO, rc, tpx_last_error());
   assert_string_equal(net->name, "tpx");
   assert_false(net->caps.builtin);
+  assert_false(net->caps.iov);
   assert_true(net->caps.host_ptr);
   assert_int_equal(net->caps.max_requests, tpx_config_global()->sock_strict
                                                ? TPX_NET_TCPX_MAX_REQUESTS

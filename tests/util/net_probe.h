@@ -132,7 +132,8 @@ static tpx_net_t *net_probe_wrap(tpx_net_t *base, int (*device)(void), int want)
   tpx_net_ops_t o = {np_devices,  np_props,      np_listen,     np_connect,      np_accept,
                      np_reg,      np_dereg,      np_isend,      np_irecv,        np_iflush,
                      np_test,     np_close_send, np_close_recv, np_close_listen, np_dmr,
-                     np_consumed, np_destroy, np_dials, NULL, NULL}; /* no keyed listen/connect */
+                     np_consumed, np_destroy, np_dials, NULL, NULL, /* no keyed listen/connect */
+                     NULL,        NULL};                                /* no iovecs */
   if (!base->ops->handle_dials) o.handle_dials = NULL;
   if (!base->ops->iflush) o.iflush = NULL;
   if (!base->ops->get_device_mr) o.get_device_mr = NULL;
