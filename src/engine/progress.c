@@ -205,6 +205,7 @@ static void *progress_main(void *arg) {
 int tpx__progress_thread_start(tpx_endpoint_t *ep) {
   if (pthread_create(&ep->thread, NULL, progress_main, ep) != 0) return -1;
   ep->thread_on = 1;
+  (void)pthread_setname_np(ep->thread, "tpx-progress"); /* top -H, gdb: a name only, never an error */
   return 0;
 }
 
