@@ -11,6 +11,7 @@
 #ifndef TPX_NIXL_BACKEND_H
 #define TPX_NIXL_BACKEND_H
 
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -39,6 +40,7 @@ struct Req : public nixlBackendReqH {
     std::vector<tpx_xfer_t *> xfers;
     bool has_notif = false; // what the last transfer carries now
     std::string notif;
+    std::chrono::steady_clock::time_point posted; // by the last postXfer (checkXfer's pause)
 };
 
 // tpx code -> NIXL status: a peer that went away is NIXL_ERR_REMOTE_DISCONNECT.
@@ -89,6 +91,7 @@ private:
     void retryDeregister();
 
     tpx_endpoint_t *ep_ = nullptr;
+    int poll_pause_us_ = 20; // checkXfer's pause on a request in progress (docs/NIXL.md)
     mutable std::mutex mu_;
     std::unordered_map<std::string, tpx_peer_t *> peers_; // agent -> our connection to it
     std::unordered_map<std::string, std::string> agents_; // endpoint name -> agent

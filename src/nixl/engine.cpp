@@ -30,7 +30,7 @@ nixl_status_t toNixl(int rc) {
 
 // Parameters the shim handles itself; every other one is a tpx_config_t
 // field by its docs/CONFIG.md name without "TPX_" (tpx_config_set checks it).
-static const char *const kShimKeys[] = {"gpu", "port", "listen_host"};
+static const char *const kShimKeys[] = {"gpu", "port", "listen_host", "poll_pause_us"};
 // Keys NIXL's own tests and bindings pass to every backend.
 static const char *const kIgnoredKeys[] = {"engine_config", "num_threads", "num_workers"};
 
@@ -39,6 +39,7 @@ nixl_b_params_t defaultParams() {
         {"gpu", "0"},           // GPU index of the endpoint (VRAM registrations, port choice)
         {"port", "0"},          // control port: 0 = any free port, else exactly this one
         {"listen_host", ""},    // control listener address: "" = all interfaces
+        {"poll_pause_us", "20"}, // checkXfer pauses this long on a request running > 100 us; 0 = yield only
         {"num_channels", ""},   // "" = TPX_NUM_CHANNELS or its default (docs/CONFIG.md)
         {"chunk_bytes", ""},    // "" = TPX_CHUNK_BYTES or 512K
         {"timeout_ms", ""},     // "" = TPX_TIMEOUT_MS or 30000: a stalled transfer fails after it
@@ -54,25 +55,37 @@ static bool inList(const std::string &k, const char *const *list, size_t n) {
     return false;
 }
 
-// Apply NIXL init parameters to cfg / params. False (logged) on a bad one.
-static bool applyParams(const nixl_b_params_t &in, tpx_config_t &cfg, int &gpu, int &port,
-                        std::string &host) {
+struct ShimParams {
+    int gpu = 0, port = 0, poll_pause_us = 20;
+    std::string host;
+};
+
+// A shim key's integer value: its target and upper bound (lower bound 0).
+static int *shimInt(const std::string &k, ShimParams &sp, long &hi) {
+    hi = k == "port" ? 65535 : 1023;
+    if (k == "port") return &sp.port;
+    if (k == "poll_pause_us") return &sp.poll_pause_us;
+    return &sp.gpu;
+}
+
+// Apply NIXL init parameters to cfg / sp. False (logged) on a bad one.
+static bool applyParams(const nixl_b_params_t &in, tpx_config_t &cfg, ShimParams &sp) {
     for (const auto &[k, v] : in) {
         if (v.empty() || inList(k, kIgnoredKeys, std::size(kIgnoredKeys))) continue;
         if (inList(k, kShimKeys, std::size(kShimKeys))) {
             if (k == "listen_host") {
-                host = v;
+                sp.host = v;
                 continue;
             }
             char *end = nullptr;
-            long n = std::strtol(v.c_str(), &end, 10);
-            long hi = k == "port" ? 65535 : 1023;
+            long n = std::strtol(v.c_str(), &end, 10), hi = 0;
+            int *dst = shimInt(k, sp, hi);
             if (!end || *end || n < 0 || n > hi) {
                 NIXL_ERROR << "TPX backend: parameter " << k << "='" << v << "' is not in [0, "
                            << hi << "]";
                 return false;
             }
-            (k == "port" ? port : gpu) = static_cast<int>(n);
+            *dst = static_cast<int>(n);
             continue;
         }
         int rc = tpx_config_set(&cfg, k.c_str(), v.c_str());
@@ -99,20 +112,20 @@ static std::string endpointName(const std::string &agent) {
 Engine::Engine(const nixlBackendInitParams *init) : nixlBackendEngine(init) {
     tpx_config_t cfg;
     (void)tpx_config_from_env(&cfg); // a bad variable is logged and its default kept
-    int gpu = 0, port = 0;
-    std::string host;
-    if (!init->customParams || !applyParams(*init->customParams, cfg, gpu, port, host)) {
+    ShimParams sp;
+    if (!init->customParams || !applyParams(*init->customParams, cfg, sp)) {
         initErr = true;
         return;
     }
+    poll_pause_us_ = sp.poll_pause_us;
     const std::string name = endpointName(localAgent);
     tpx_endpoint_params_t p;
     tpx_endpoint_params_init(&p);
     p.cfg = &cfg;
-    p.gpu = gpu;
-    p.port = port ? port : TPX_PORT_EPHEMERAL;
+    p.gpu = sp.gpu;
+    p.port = sp.port ? sp.port : TPX_PORT_EPHEMERAL;
     p.name = name.c_str();
-    p.listen_host = host.empty() ? nullptr : host.c_str();
+    p.listen_host = sp.host.empty() ? nullptr : sp.host.c_str();
     int rc = tpx_endpoint_create(&p, &ep_);
     if (rc) {
         NIXL_DEBUG << "TPX backend: endpoint for agent " << localAgent << ": " << tpx_last_error();

@@ -1,5 +1,7 @@
 // Transfers: NIXL descriptor lists -> tpx (local, remote, length) triples.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <sched.h>
 
@@ -98,6 +100,7 @@ nixl_status_t Engine::postXfer(const nixl_xfer_op_t &, const nixl_meta_dlist_t &
     if (!r || r->xfers.empty()) return NIXL_ERR_INVALID_PARAM;
     nixl_status_t st = setNotif(*r, opt);
     if (st != NIXL_SUCCESS) return st;
+    r->posted = std::chrono::steady_clock::now();
     for (tpx_xfer_t *x : r->xfers) {
         int rc = tpx_xfer_post(x);
         if (rc) {
@@ -111,8 +114,14 @@ nixl_status_t Engine::postXfer(const nixl_xfer_op_t &, const nixl_meta_dlist_t &
 }
 
 // Clients poll this back to back (nixlbench; NIXL's Python examples) while
-// tpx's own threads move the bytes: "not yet" gives up the CPU (never
-// blocks), so a poller does not keep them off a CPU when there are few.
+// tpx's own threads move the bytes: "not yet" gives up the CPU, so a poller
+// does not keep them off a CPU when there are few. A yield alone still keeps
+// the poller runnable (a CPU's worth of time on a 2-CPU machine), so a
+// request running longer than kPauseAfter pauses poll_pause_us_: a short,
+// bounded wait that adds at most that much to noticing a long transfer's end
+// and nothing to a short one's (docs/NIXL.md, docs/BENCHMARKS.md).
+static constexpr auto kPauseAfter = std::chrono::microseconds(100);
+
 nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {
     auto *r = static_cast<Req *>(handle);
     if (!r) return NIXL_ERR_INVALID_PARAM;
@@ -126,7 +135,11 @@ nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {
             return toNixl(rc);
         }
     }
-    if (out == NIXL_IN_PROG) sched_yield();
+    if (out != NIXL_IN_PROG) return out;
+    if (poll_pause_us_ > 0 && std::chrono::steady_clock::now() - r->posted > kPauseAfter)
+        std::this_thread::sleep_for(std::chrono::microseconds(poll_pause_us_));
+    else
+        sched_yield();
     return out;
 }
 

@@ -48,7 +48,7 @@ static nixl_meta_dlist_t dlist(uintptr_t addr, size_t len, nixlBackendMD *md) {
 static void badParams() {
     for (const auto &[k, v] : std::vector<std::pair<std::string, std::string>>{
              {"num_channels", "0"}, {"chunk_bytes", "8M"}, {"port", "70000"}, {"gpu", "-1"},
-             {"timeout_ms", "soon"}}) {
+             {"timeout_ms", "soon"}, {"poll_pause_us", "5000"}, {"poll_pause_us", "-1"}}) {
         nixlBackendEngine *e = make("bad", {{k, v}});
         EXPECT(e && e->getInitErr());
         plugin->destroy_engine(e);
