@@ -39,7 +39,7 @@ nixl_b_params_t defaultParams() {
         {"gpu", "0"},           // GPU index of the endpoint (VRAM registrations, port choice)
         {"port", "0"},          // control port: 0 = any free port, else exactly this one
         {"listen_host", ""},    // control listener address: "" = all interfaces
-        {"poll_pause_us", "20"}, // checkXfer pauses this long on a request running > 100 us; 0 = yield only
+        {"poll_pause_us", "20"}, // checkXfer pauses this long on a request running > 1 ms; 0 = yield only
         {"num_channels", ""},   // "" = TPX_NUM_CHANNELS or its default (docs/CONFIG.md)
         {"chunk_bytes", ""},    // "" = TPX_CHUNK_BYTES or 512K
         {"timeout_ms", ""},     // "" = TPX_TIMEOUT_MS or 30000: a stalled transfer fails after it

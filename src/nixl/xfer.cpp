@@ -118,9 +118,10 @@ nixl_status_t Engine::postXfer(const nixl_xfer_op_t &, const nixl_meta_dlist_t &
 // does not keep them off a CPU when there are few. A yield alone still keeps
 // the poller runnable (a CPU's worth of time on a 2-CPU machine), so a
 // request running longer than kPauseAfter pauses poll_pause_us_: a short,
-// bounded wait that adds at most that much to noticing a long transfer's end
-// and nothing to a short one's (docs/NIXL.md, docs/BENCHMARKS.md).
-static constexpr auto kPauseAfter = std::chrono::microseconds(100);
+// bounded wait that only a long transfer sees (a pause can oversleep on a
+// busy virtual machine: after 100 us, 4 KiB round trips of 40 us became
+// 120-600 us; docs/NIXL.md, docs/BENCHMARKS.md).
+static constexpr auto kPauseAfter = std::chrono::milliseconds(1);
 
 nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {
     auto *r = static_cast<Req *>(handle);
