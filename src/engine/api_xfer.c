@@ -40,13 +40,13 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
 /* Small entries share chunks (plan.h) when the peer takes packed plans and
  * both sides are host memory: the GPU paths (staging, unpack) move one
  * entry per chunk. The limit, unless set: a packed chunk costs no copy
- * here when the transport takes vectored requests (window.c), so entries up
- * to a chunk pack; else the pack ring's copies pay off only for small
- * entries. The peer decides for itself how it moves its side (the ring
- * holds any chunk, pack.h). */
+ * when both transports take vectored requests (window.c; the peer's HELLO
+ * says whether its does), so entries up to a chunk pack; else the pack
+ * ring's copies pay off only for small entries. Each side decides for
+ * itself how it moves its share (the ring holds any chunk, pack.h). */
 static int pack_log2(const struct tpx_peer *p, const tpx_iov_t *iov, size_t n, uint32_t chunk) {
   size_t max = p->ep->cfg.pack_bytes;
-  if (max == TPX_PACK_BYTES_AUTO) max = tpx__net_iov_ok(p->ep->net) ? chunk : TPX_PACK_BYTES_RING;
+  if (max == TPX_PACK_BYTES_AUTO) max = tpx__net_iov_ok(p->ep->net) && p->pack_iov ? chunk : TPX_PACK_BYTES_RING;
   if (!p->pack || n < 2 || max < 2) return 0;
   for (size_t i = 0; i < n; i++)
     if (iov[i].local->type != TPX_MEM_HOST || iov[i].remote->md.type != TPX_MEM_HOST) return 0;

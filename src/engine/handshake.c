@@ -16,6 +16,7 @@
 #include "engine/fail.h"
 #include "engine/handshake.h"
 #include "engine/peer.h"
+#include "net/caps.h"
 
 static int send_hello(struct tpx_peer *p, int ack) {
   tpx_endpoint_t *ep = p->ep;
@@ -23,7 +24,8 @@ static int send_hello(struct tpx_peer *p, int ack) {
   if (!handles) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
   for (int c = 0; c < p->nch; c++)
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
-  struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, HELLO_F_PACK, {0}, handles};
+  uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0);
+  struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
   free(handles);
@@ -69,6 +71,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->uuid = h->uuid;
   p->gpu = h->gpu;
   p->pack = (h->flags & HELLO_F_PACK) != 0; /* other bits: features we do not know, ignored */
+  p->pack_iov = p->pack && (h->flags & HELLO_F_IOV) != 0;
   snprintf(p->name, sizeof(p->name), "%s", h->name);
   char where[sizeof(p->where)];
   snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);

@@ -62,6 +62,7 @@ struct wire_auth {
 
 /* MSG_HELLO / MSG_HELLO_ACK flags: what this side understands. */
 #define HELLO_F_PACK 0x1u /* WRITE / READ may ask for packed chunks */
+#define HELLO_F_IOV 0x2u  /* and this side moves them without copies (vectored requests) */
 
 /* MSG_WRITE / MSG_READ: the byte after the notification. Bit 0: WRITE: the
  * data follows; READ: an inline answer is welcome. Bits 1-5: k, 0 for the
