@@ -34,24 +34,28 @@ void eng_pair_open2(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *c
   eng_pair_open_net(p, ca, cb, NULL, NULL, gpu_b);
 }
 
+static tpx_endpoint_t *ep_create(const tpx_config_t *cfg, const char *name, tpx_net_t *net, int gpu) {
+  tpx_endpoint_params_t ep;
+  tpx_endpoint_params_init(&ep);
+  ep.cfg = cfg;
+  ep.port = TPX_PORT_EPHEMERAL;
+  ep.listen_host = "127.0.0.1";
+  ep.name = name;
+  ep.net = net;
+  ep.gpu = gpu;
+  tpx_endpoint_t *e = NULL;
+  int rc = tpx_endpoint_create(&ep, &e);
+  if (rc) fail_msg("endpoint %s: %s: %s", name, tpx_strerror(rc), tpx_last_error());
+  return e;
+}
+
+tpx_endpoint_t *eng_ep_open(const tpx_config_t *cfg, const char *name) { return ep_create(cfg, name, NULL, 0); }
+
 void eng_pair_open_net(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *cb, tpx_net_t *net_a,
                        tpx_net_t *net_b, int gpu_b) {
   memset(p, 0, sizeof(*p));
-  tpx_endpoint_params_t ep;
-  tpx_endpoint_params_init(&ep);
-  ep.cfg = ca;
-  ep.port = TPX_PORT_EPHEMERAL;
-  ep.listen_host = "127.0.0.1";
-  ep.name = "A";
-  ep.net = net_a;
-  int rc = tpx_endpoint_create(&ep, &p->a);
-  if (rc) fail_msg("endpoint A: %s: %s", tpx_strerror(rc), tpx_last_error());
-  ep.cfg = cb;
-  ep.name = "B";
-  ep.gpu = gpu_b;
-  ep.net = net_b;
-  rc = tpx_endpoint_create(&ep, &p->b);
-  if (rc) fail_msg("endpoint B: %s: %s", tpx_strerror(rc), tpx_last_error());
+  p->a = ep_create(ca, "A", net_a, 0);
+  p->b = ep_create(cb, "B", net_b, gpu_b);
   eng_connect(p->a, p->b, &p->ab, &p->ba);
 }
 

@@ -11,6 +11,10 @@
  * test-friendly overrides. */
 void eng_cfg(tpx_config_t *cfg);
 
+/* One endpoint on loopback (127.0.0.1, ephemeral port); fails the test,
+ * naming the reason, when it cannot be made. */
+tpx_endpoint_t *eng_ep_open(const tpx_config_t *cfg, const char *name);
+
 typedef struct eng_pair {
   tpx_endpoint_t *a, *b; /* a dialled b */
   tpx_peer_t *ab;        /* a's handle on b */

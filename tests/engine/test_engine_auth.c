@@ -28,19 +28,6 @@ static void key_cfg(tpx_config_t *cfg, const char *key) {
   if (key) assert_int_equal(tpx_config_set(cfg, "TPX_AUTH_KEY", key), 0);
 }
 
-static tpx_endpoint_t *ep_open(const tpx_config_t *cfg, const char *name) {
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = cfg;
-  p.port = TPX_PORT_EPHEMERAL;
-  p.listen_host = "127.0.0.1";
-  p.name = name;
-  tpx_endpoint_t *ep = NULL;
-  int rc = tpx_endpoint_create(&p, &ep);
-  if (rc) fail_msg("endpoint %s: %s", name, tpx_last_error());
-  return ep;
-}
-
 /* What auth.c computes, written again from the protocol's description:
  * HMAC(K, "tpx-p2p control auth\0" | version | role | Nc | Ns). */
 static void proof(const char *key, int version, int role, const uint8_t *nc, const uint8_t *ns,
@@ -179,7 +166,7 @@ static void test_auth_wrong_key_fails(void **state) {
   key_cfg(&cb, KEY2);
   eng_res_t base;
   eng_res_now(&base);
-  connect_refused(ep_open(&ca, "A"), ep_open(&cb, "B"), "proof of the key is wrong");
+  connect_refused(eng_ep_open(&ca, "A"), eng_ep_open(&cb, "B"), "proof of the key is wrong");
   eng_res_settled(&base, 64 << 10);
 }
 
@@ -191,8 +178,8 @@ static void test_auth_key_one_side(void **state) {
   key_cfg(&ck, KEY1);
   key_cfg(&cn, NULL);
   for (int keyed_connector = 0; keyed_connector < 2; keyed_connector++) {
-    tpx_endpoint_t *a = ep_open(keyed_connector ? &ck : &cn, "A"),
-                   *b = ep_open(keyed_connector ? &cn : &ck, "B");
+    tpx_endpoint_t *a = eng_ep_open(keyed_connector ? &ck : &cn, "A"),
+                   *b = eng_ep_open(keyed_connector ? &cn : &ck, "B");
     connect_refused(a, b, keyed_connector ? "this endpoint has none" : "requires a key");
   }
 }
@@ -266,7 +253,7 @@ static void test_auth_data_sockets_keyed(void **state) {
   (void)state;
   tpx_config_t cfg;
   key_cfg(&cfg, KEY1);
-  tpx_endpoint_t *a = ep_open(&cfg, "A"), *b = ep_open(&cfg, "B");
+  tpx_endpoint_t *a = eng_ep_open(&cfg, "A"), *b = eng_ep_open(&cfg, "B");
   static eng_proxy_t plain; /* every call through, keyed ones absent */
   eng_proxy_install(a, &plain);
   assert_null(a->net->ops->listen_keyed);
@@ -344,7 +331,7 @@ static void test_auth_forged_acceptor(void **state) {
     assert_int_equal(listen(A->lfd, 4), 0);
     socklen_t sl = sizeof(sa);
     assert_int_equal(getsockname(A->lfd, (struct sockaddr *)&sa, &sl), 0);
-    tpx_endpoint_t *a = ep_open(&cfg, "A");
+    tpx_endpoint_t *a = eng_ep_open(&cfg, "A");
     A->self_port = tpx_endpoint_port(a);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, acceptor_run, A), 0);

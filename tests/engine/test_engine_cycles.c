@@ -34,13 +34,7 @@ struct side {
 };
 
 static void open_side(struct side *s, const tpx_config_t *cfg, const char *name) {
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = cfg;
-  p.port = TPX_PORT_EPHEMERAL;
-  p.listen_host = "127.0.0.1";
-  p.name = name;
-  assert_int_equal(tpx_endpoint_create(&p, &s->ep), 0);
+  s->ep = eng_ep_open(cfg, name);
   eng_buf(s->ep, 4 * LEN, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &s->buf);
 }
 

@@ -120,15 +120,7 @@ static tpx_endpoint_t *target(tpx_config_t *cfg) {
   cfg->timeout_ms = TIMEOUT_MS;
   cfg->connect_timeout_ms = TIMEOUT_MS;
   cfg->chunk_bytes = 512 << 10;
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = cfg;
-  p.port = TPX_PORT_EPHEMERAL;
-  p.listen_host = "127.0.0.1";
-  p.name = "target";
-  tpx_endpoint_t *ep;
-  assert_int_equal(tpx_endpoint_create(&p, &ep), 0);
-  return ep;
+  return eng_ep_open(cfg, "target");
 }
 
 /* Whether any byte of the page has landed yet: a peek (tu_peek), since the
