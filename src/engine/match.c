@@ -61,14 +61,7 @@ int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
   for (struct op *o = p->sends_head; o; o = o->qnext) {
     if (o->tag != m.tag) continue;
     /* take it out of the unmatched list, then start it */
-    struct op **pp = &p->sends_head, *prev = NULL;
-    while (*pp != o) {
-      prev = *pp;
-      pp = &(*pp)->qnext;
-    }
-    *pp = o->qnext;
-    if (p->sends_tail == o) p->sends_tail = prev;
-    o->qnext = NULL;
+    tpx__op_queue_remove(&p->sends_head, &p->sends_tail, o);
     o->phase = PH_DATA;
     tpx__match_start_send(p, o, &c);
     return 0;
@@ -114,10 +107,7 @@ int tpx__match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out)
 
 void tpx__match_queue_send(struct tpx_peer *p, struct op *o) {
   o->phase = PH_WAIT_CTS;
-  o->qnext = NULL;
-  if (p->sends_tail) p->sends_tail->qnext = o;
-  else p->sends_head = o;
-  p->sends_tail = o;
+  tpx__op_queue_push(&p->sends_head, &p->sends_tail, o);
 }
 
 int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {

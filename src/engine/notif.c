@@ -90,15 +90,12 @@ void tpx__notif_queue_free(tpx_endpoint_t *ep) {
 }
 
 void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o) {
-  o->qnext = NULL;
   o->in_fifo = 1;
   if (o->has_notif) {
     p->notif_n++;
     p->notif_bytes += o->notif_len;
   }
-  if (p->fifo_tail) p->fifo_tail->qnext = o;
-  else p->fifo_head = o;
-  p->fifo_tail = o;
+  tpx__op_queue_push(&p->fifo_head, &p->fifo_tail, o);
 }
 
 static struct op *fifo_take(struct tpx_peer *p) {

@@ -134,8 +134,15 @@ static void active_del(struct tpx_peer *p, struct op *o) {
   o->next = o->prev = NULL;
 }
 
-/* ---- completion ---- */
-static void leave_queue(struct op **head, struct op **tail, struct op *o) {
+/* ---- peer queues ---- */
+void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o) {
+  o->qnext = NULL;
+  if (*tail) (*tail)->qnext = o;
+  else *head = o;
+  *tail = o;
+}
+
+void tpx__op_queue_remove(struct op **head, struct op **tail, struct op *o) {
   struct op **pp = head, *prev = NULL;
   while (*pp && *pp != o) {
     prev = *pp;
@@ -148,6 +155,7 @@ static void leave_queue(struct op **head, struct op **tail, struct op *o) {
   o->qnext = NULL;
 }
 
+/* ---- completion ---- */
 void tpx__op_finish(struct op *o, int status) {
   struct tpx_peer *p = o->peer;
   TPX_TL(TL_OP_DONE, o->kind, o->id, (uint64_t)(int64_t)status, 0);
@@ -157,8 +165,8 @@ void tpx__op_finish(struct op *o, int status) {
     tpx__id_unregister(p, o->id);
     o->id_reg = 0;
   }
-  if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) leave_queue(&p->sends_head, &p->sends_tail, o);
-  if (o->phase == PH_QUEUED) leave_queue(&p->start_head, &p->start_tail, o);
+  if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) tpx__op_queue_remove(&p->sends_head, &p->sends_tail, o);
+  if (o->phase == PH_QUEUED) tpx__op_queue_remove(&p->start_head, &p->start_tail, o);
   active_del(p, o);
   if (status < 0 && !o->errmsg[0]) tpx__op_set_errmsg(o, "%s", p->errmsg[0] ? p->errmsg : tpx_strerror(status));
   if (o->user) {

@@ -104,6 +104,12 @@ void tpx__op_user_destroy(struct op *o);
 /* The peer's list of ops in progress (deadlines, failure). */
 void tpx__op_active_add(struct tpx_peer *p, struct op *o);
 
+/* A peer queue linked through qnext (deferred starts, unmatched sends,
+ * incoming FIFO): append o at the tail; take o out wherever it is (no-op
+ * when it is not there). */
+void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o);
+void tpx__op_queue_remove(struct op **head, struct op **tail, struct op *o);
+
 /* Round-robin start channel for the next transfer of nchunks chunks. */
 uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks);
 /* Queue every chunk on the peer's windows (or finish at once when there

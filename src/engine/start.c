@@ -85,10 +85,7 @@ int tpx__start_in_post(const struct tpx_peer *p, const struct op *o) {
 
 void tpx__start_defer(struct tpx_peer *p, struct op *o) {
   o->phase = PH_QUEUED;
-  o->qnext = NULL;
-  if (p->start_tail) p->start_tail->qnext = o;
-  else p->start_head = o;
-  p->start_tail = o;
+  tpx__op_queue_push(&p->start_head, &p->start_tail, o);
 }
 
 int tpx__start_deferred(struct tpx_peer *p) {
