@@ -9,7 +9,9 @@
 #   engine    tpx-bench write, two processes, 64 and 256 MiB, 1 and 4 in
 #             flight, host memory; GPU memory too when the machine has a GPU:
 #             staging (the default transport) and unpack mode
-#             (TPX_SOCK_UNPACK=1, 64 and 256 MiB), every byte of GPU runs checked
+#             (TPX_SOCK_UNPACK=1, 64 and 256 MiB), and GPU memory on one side
+#             only (the sender's, the receiver's: what each of two hosts
+#             would pay); every byte of GPU runs checked
 # Reports per case the median, the spread (min-max) and CPU seconds per GB
 # of each side (tpx-bench [CPU] lines: user + system of the whole process),
 # then the issue's ratios of medians:
@@ -79,6 +81,10 @@ if [ "$gpu" = 1 ]; then
     "unpack 64M x4|eng|cuda|TPX_SOCK_UNPACK=1|64M|4"
     "unpack 256M x1|eng|cuda|TPX_SOCK_UNPACK=1|256M|1"
     "unpack 256M x4|eng|cuda|TPX_SOCK_UNPACK=1|256M|4"
+    "GPU sender 64M x1|eng|cuda/host|-|64M|1"
+    "GPU sender 64M x4|eng|cuda/host|-|64M|4"
+    "GPU receiver 64M x1|eng|host/cuda|-|64M|1"
+    "GPU receiver 64M x4|eng|host/cuda|-|64M|4"
   )
 fi
 [ "$iperf" = none ] && cases=("${cases[@]:1}")
@@ -123,21 +129,21 @@ run_raw() { # size inflight
   cpu="- -"
 }
 
-run_eng() { # memory environment size inflight
-  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid its="$it64" chk=()
+run_eng() { # memory (both sides, or client/server) environment size inflight
+  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid its="$it64" chk=() cm=${1%/*} sm=${1#*/}
   [ "$3" = 256M ] && its="$it256"
-  [ "$1" = cuda ] && chk=(--check)
+  case $1 in *cuda*) chk=(--check) ;; esac
   local envs=()
   [ "$2" != - ] && envs=("$2")
-  env "${envs[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$1" >"$s" 2>&1 &
+  env "${envs[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$sm" >"$s" 2>&1 &
   spid=$!
   pids=$spid
   wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
-  timeout 300 env "${envs[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$1" --size "$3" --inflight "$4" \
+  timeout 300 env "${envs[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$cm" --size "$3" --inflight "$4" \
     --iters "$its" --progress off "${chk[@]}" >"$c" 2>&1 || { bad "tpx-bench client failed" "$c" "$s"; return 1; }
   wait "$spid" || { bad "tpx-bench server failed" "$s"; return 1; }
   pids=""
-  if [ "$1" = cuda ] && ! grep -q '^\[CHECK\] server: ok' "$s" "$c"; then bad "bytes not verified" "$s" "$c"; return 1; fi
+  if [ ${#chk[@]} -gt 0 ] && ! grep -q '^\[CHECK\] server: ok' "$s" "$c"; then bad "bytes not verified" "$s" "$c"; return 1; fi
   val=$(sed -n 's/^\[PERF\].*BW: \([0-9.]*\) GB.*/\1/p' "$c" | tail -n 1)
   [ -n "$val" ] || { bad "no [PERF] line" "$c"; return 1; }
   local cc sc
@@ -175,7 +181,7 @@ for r in $(seq 1 "$rounds"); do
     c=${cases[$(((j + r - 1) % k))]}
     measure "$c"
     echo "${c%%|*}|$val|$cpu" >>"$tmp/results.txt"
-    printf 'round %d: %-18s %8s GB/s   CPU s/GB client/server %s\n' "$r" "${c%%|*}" "$val" "$cpu"
+    printf 'round %d: %-20s %8s GB/s   CPU s/GB client/server %s\n' "$r" "${c%%|*}" "$val" "$cpu"
   done
 done
 python3 - "$tmp/results.txt" "$date" "$(hostname)" "$(nproc)" <<'PY'
@@ -190,10 +196,10 @@ def cpu_med(vs, i):
     xs = [float(v[i]) for v in vs if v[i] != "-"]
     return "%.3f" % statistics.median(xs) if xs else "-"
 print("\nmedians (GB/s = 1e9 B/s, per GPU; spread = min-max over the rounds):")
-print("  %-18s %8s %15s %18s" % ("case", "median", "spread", "CPU s/GB cl / sv"))
+print("  %-20s %8s %15s %18s" % ("case", "median", "spread", "CPU s/GB cl / sv"))
 for k, vs in rows.items():
     xs = [v[0] for v in vs]
-    print("  %-18s %8.2f %7.2f-%-7.2f %8s / %-8s" % (k, med[k], min(xs), max(xs), cpu_med(vs, 1), cpu_med(vs, 2)))
+    print("  %-20s %8.2f %7.2f-%-7.2f %8s / %-8s" % (k, med[k], min(xs), max(xs), cpu_med(vs, 1), cpu_med(vs, 2)))
 def ratio(a, b):
     return "%.2f" % (med[a] / med[b]) if a in med and b in med and med[b] > 0 else "-"
 checks = [("host 64M x1", "iperf3", 0.7), ("host 64M x4", "iperf3", 0.85),
@@ -203,7 +209,10 @@ checks = [("host 64M x1", "iperf3", 0.7), ("host 64M x4", "iperf3", 0.85),
           ("host 64M x1", "raw 64M x1", None),
           # 256 MiB: the host buffers no longer fit the last-level cache either (bench/copy_cost.sh)
           ("staging 256M x1", "host 256M x1", None), ("staging 256M x4", "host 256M x4", None),
-          ("unpack 256M x1", "host 256M x1", None), ("unpack 256M x4", "host 256M x4", None)]
+          ("unpack 256M x1", "host 256M x1", None), ("unpack 256M x4", "host 256M x4", None),
+          # one side's GPU memory alone: what each host pays when the two ends are two hosts
+          ("GPU sender 64M x1", "host 64M x1", None), ("GPU sender 64M x4", "host 64M x4", None),
+          ("GPU receiver 64M x1", "host 64M x1", None), ("GPU receiver 64M x4", "host 64M x4", None)]
 print("\nratios of medians (issue 18's targets where given):")
 md = []
 for a, b, t in checks:
