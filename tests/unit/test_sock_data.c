@@ -36,9 +36,7 @@ static void test_sizes(void **state) {
                           64u << 20};
   for (size_t i = 0; i < TPX_ARRAY_LEN(sizes); i++)
     ts_xfer(net, s, r, sizes[i], sizes[i], (uint32_t)i + 1);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* Several layouts of sockets and threads, odd sizes around the split points. */
@@ -52,9 +50,7 @@ static void test_layouts(void **state) {
     const size_t sizes[] = {1, 16385, 131072 * 3 + 5, 777777, 2 * 1024 * 1024 + 3};
     for (size_t i = 0; i < TPX_ARRAY_LEN(sizes); i++)
       ts_xfer(net, s, r, sizes[i], sizes[i], (uint32_t)(k * 100 + i));
-    assert_int_equal(net->ops->close_send(net, s), 0);
-    assert_int_equal(net->ops->close_recv(net, r), 0);
-    net->ops->destroy(net);
+    ts_close_pair(net, s, r);
   }
 }
 
@@ -98,9 +94,7 @@ static void test_inflight(void **state) {
   /* A finished request is gone: testing it again is an error, not a hang. */
   int done = 0;
   assert_int_equal(net->ops->test(net, sreq[0], &done, NULL), TPX_EINVAL);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* Past TPX_SOCK_RING requests in flight, isend/irecv return 0 and no request. */
@@ -155,9 +149,7 @@ static void test_backpressure(void **state) {
   assert_int_equal(buf[TPX_SOCK_RING][0], 0x77);
   for (int i = 1; i <= TPX_SOCK_RING; i++)
     assert_int_equal(ts_wait(net, sreq[i], NULL), 0);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* A send larger than the receive: TPX_ETRUNC, done, the excess discarded,
@@ -197,9 +189,7 @@ static void test_truncation(void **state) {
     free(sb);
     free(rb);
   }
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* A send smaller than the receive reports its own size. */
@@ -211,9 +201,7 @@ static void test_short_send(void **state) {
   const size_t cases[][2] = {{1000, 1 << 20}, {0, 100}, {300 * 1024 + 3, 4 << 20}, {1, 2}};
   for (size_t k = 0; k < TPX_ARRAY_LEN(cases); k++)
     ts_xfer(net, s, r, cases[k][0], cases[k][1], 55 + (uint32_t)k);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* Several comms on one device share the pool; all move data at once. */
@@ -282,9 +270,7 @@ static void test_registered_bidir(void **state) {
   assert_int_equal(net->ops->dereg_mr(net, r2, mhrb), 0);
   assert_int_equal(net->ops->close_send(net, s1), 0);
   assert_int_equal(net->ops->close_recv(net, r1), 0);
-  assert_int_equal(net->ops->close_send(net, s2), 0);
-  assert_int_equal(net->ops->close_recv(net, r2), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s2, r2);
   free(a), free(b), free(ra), free(rbuf);
 }
 
@@ -304,9 +290,7 @@ static void test_ipv6(void **state) {
   ts_pair(net, &s, &r);
   ts_xfer(net, s, r, 5 << 20, 5 << 20, 66);
   ts_xfer(net, s, r, 100, 100, 67);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* Properties of the lo device are filled truthfully. */

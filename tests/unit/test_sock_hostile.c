@@ -673,9 +673,7 @@ static void test_legit_multisocket_pair(void **state) {
     free(sb[k]);
     free(rb[k]);
   }
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 int main(void) {

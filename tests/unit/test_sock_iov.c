@@ -133,9 +133,7 @@ static void test_caps_and_refusals(void **state) {
   assert_int_equal(net->ops->isendv(net, r, one, 1, 0, NULL, &req), TPX_EINVAL); /* a recv comm */
   assert_int_equal(net->ops->irecvv(net, r, one, TPX_NET_IOV_MAX + 1, 0, NULL, &req), TPX_EINVAL);
   assert_int_equal(net->ops->isendv(net, s, one, 1, 0, NULL, NULL), TPX_EINVAL);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 
   net = ts_open(1, 2, 2);
   assert_int_equal(net->caps.iov, 0);
@@ -143,9 +141,7 @@ static void test_caps_and_refusals(void **state) {
   assert_int_equal(net->ops->isendv(net, s, one, 1, 0, NULL, &req), TPX_EUSAGE);
   assert_non_null(strstr(tpx_last_error(), "strict mode"));
   assert_int_equal(net->ops->irecvv(net, r, one, 1, 0, NULL, &req), TPX_EUSAGE);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 #define BUF_BYTES (6u << 20)
@@ -249,9 +245,7 @@ static void test_roundtrip(void **state) {
       roundtrip(net, s, r, 0, 1, bigsz); /* buffer -> list */
       roundtrip(net, s, r, 1, 1, bigsz); /* list -> another cut of the same bytes */
     }
-    assert_int_equal(net->ops->close_send(net, s), 0);
-    assert_int_equal(net->ops->close_recv(net, r), 0);
-    net->ops->destroy(net);
+    ts_close_pair(net, s, r);
   }
 }
 
@@ -282,9 +276,7 @@ static void test_truncation(void **state) {
   ts_xfer(net, s, r, 70000, 70000, 9);
   free(sb);
   free(rb);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 int main(void) {

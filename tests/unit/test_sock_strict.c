@@ -81,9 +81,7 @@ static void test_request_limit(void **state) {
   assert_int_equal(net->ops->isend(net, s, sb[16], 0, 0, NULL, &sq[16]), 0);
   assert_int_equal(ts_wait(net, rq[16], NULL), 0);
   assert_int_equal(ts_wait(net, sq[16], NULL), 0);
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
 }
 
 /* The sender closes right after its last send: the receiver's completed
@@ -180,9 +178,7 @@ static void test_strict_data(void **state) {
       assert_int_equal(tu_check(rb + (size_t)i * len, len, 5, 0), SIZE_MAX);
     }
   }
-  assert_int_equal(net->ops->close_send(net, s), 0);
-  assert_int_equal(net->ops->close_recv(net, r), 0);
-  net->ops->destroy(net);
+  ts_close_pair(net, s, r);
   free(sb);
   free(rb);
 }

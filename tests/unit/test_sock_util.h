@@ -59,6 +59,14 @@ static inline void ts_pair(tpx_net_t *net, void **send, void **recv) {
   free(handle);
 }
 
+/* ts_pair's other end: close both comms (each must succeed) and the
+ * transport. */
+static inline void ts_close_pair(tpx_net_t *net, void *send, void *recv) {
+  assert_int_equal(net->ops->close_send(net, send), 0);
+  assert_int_equal(net->ops->close_recv(net, recv), 0);
+  net->ops->destroy(net);
+}
+
 /* Test until done or error or timeout. Returns the test rc (TPX_ETIMEDOUT on
  * timeout); *size gets the reported size when sizes are written. */
 static inline int ts_wait(tpx_net_t *net, void *req, size_t *size) {
