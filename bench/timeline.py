@@ -15,11 +15,15 @@ usage: bench/timeline.py FILE... [--plot PNG] [--op N] [--label TEXT]
 Per write (times in ms from its post on the initiator):
   target    the write's control message reached the target
   tx0       first byte written to a socket (initiator), rx0 first read (target)
+  allch     every channel has a chunk in the transport (the last channel's
+            first isend): with GPU memory, when its first staging copy is done
   sposted   last chunk handed to the transport (isend) on the initiator
   rposted   last receive posted on the target
   d2h       last staging copy (device to host) done on the initiator
   rdone     last chunk's bytes arrived; landed: last chunk released (after
             its copy to the GPU)
+  h2dq      median time from queueing a chunk's copy to the GPU to seeing it
+            done (target; how far the copies to the GPU run behind)
   end       the initiator saw the write finished
   socks     sockets that read bytes for it (target), and the spread of their
             last reads (ms): how evenly the tail drains
@@ -73,6 +77,17 @@ def window(ev, t0, t1):
     return [e for e in ev if t0 <= e[0] <= t1]
 
 
+def h2d_wait(ev):
+    """Median time (ms) from queueing a staging copy to the GPU to seeing it done."""
+    start, waits = {}, []
+    for e in ev:
+        if e[1] == "h2d_start":
+            start.setdefault((e[3], e[4]), []).append(e[0])
+        elif e[1] == "h2d_done" and start.get((e[3], e[4])):
+            waits.append((e[0] - start[(e[3], e[4])].pop(0)) / 1e6)
+    return statistics.median(waits) if waits else float("nan")
+
+
 def stages(op, ini, tgt, t0, t1):
     ms = lambda t: (t - t0) / 1e6 if t is not None else float("nan")
     mine = lambda ev, kind: [e[0] for e in ev if e[1] == kind and e[4] == op]
@@ -85,15 +100,22 @@ def stages(op, ini, tgt, t0, t1):
         lastrx[e[3]] = e[0]
     tail = sorted(lastrx.values())
     size = next((e[5] for e in ini if e[1] == "op_post" and e[4] == op), 0)
+    # every channel with a chunk in the transport: the last channel's first send
+    firsts = {}
+    for e in ti:
+        if e[1] == "send_post" and e[4] == op:
+            firsts.setdefault(e[3], e[0])
     return {
         "target": ms(first(mine(tgt, "target"))),
         "tx0": ms(first([e[0] for e in ti if e[1] == "sock_tx"])),
         "rx0": ms(first([e[0] for e in rx])),
+        "allch": ms(max(firsts.values())) if firsts else float("nan"),
         "sposted": ms(last(mine(ini, "send_post"))),
         "rposted": ms(last(mine(tgt, "recv_post"))),
         "d2h": ms(last(mine(ini, "d2h_done"))),
         "rdone": ms(last(mine(tgt, "recv_done"))),
         "landed": ms(last(mine(tgt, "landed"))),
+        "h2dq": h2d_wait(tt),
         "end": ms(t1),
         "socks": len(lastrx),
         "spread": (tail[-1] - tail[0]) / 1e6 if tail else float("nan"),
@@ -102,7 +124,8 @@ def stages(op, ini, tgt, t0, t1):
 
 
 def report(rows):
-    keys = ["target", "tx0", "rx0", "sposted", "rposted", "d2h", "rdone", "landed", "end", "socks", "spread", "GB/s"]
+    keys = ["target", "tx0", "rx0", "allch", "sposted", "rposted", "d2h", "rdone", "landed", "h2dq", "end", "socks",
+            "spread", "GB/s"]
     print("write  " + " ".join(f"{k:>8s}" for k in keys))
     for i, r in enumerate(rows):
         print(f"{i:5d}  " + " ".join(f"{r[k]:8.3f}" if isinstance(r[k], float) else f"{r[k]:8d}" for k in keys))
