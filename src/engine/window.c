@@ -118,7 +118,8 @@ static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, 
   return net->ops->irecv(net, q->comm, 1, &data, &sz, &tag, &mh, req);
 }
 
-/* Post the next pending chunk. 1 posted, 0 back-pressure, < 0 error. */
+/* Post the next pending chunk. 1 posted, 2 posted from GPU staging, 0
+ * back-pressure, < 0 error. */
 static int post_one(struct tpx_peer *p, struct window *q) {
   tpx_endpoint_t *ep = p->ep;
   tpx_net_t *net = ep->net;
@@ -174,7 +175,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
     l->queued = 0;
     p->ep->queued--;
   }
-  return 1;
+  return gp == GPU_POST_STAGED ? 2 : 1;
 }
 
 /* Test the oldest not-done request, as long as they come back done. Returns
@@ -277,19 +278,29 @@ static int drain(struct tpx_peer *p, struct window *q, window_done_fn done) {
   return b < 0 ? b : a + b;
 }
 
+/* Sends staged from GPU memory: at most this many posts per comm and pass.
+ * Each post starts the next staging copy, and those finish about as fast as
+ * the loop launches them, so without a bound one comm posts its whole window
+ * while every other comm's sockets wait for their first chunk (timelines in
+ * docs/BENCHMARKS.md, "Every channel starts at once"). */
+#define STAGED_POSTS_PER_PASS 4
+
 int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {
   if (!q->comm) return 0;
   int did = drain(p, q, done);
   if (did < 0) return did;
   if (q->gpu && q->pend) tpx__gpu_window_ahead(p, q); /* staging copies of the next sends */
+  int staged = STAGED_POSTS_PER_PASS;
   while (q->pend && q->tail - q->head < q->cap) { /* capacity checked BEFORE posting */
     int r = post_one(p, q);
     if (r < 0) return r;
     if (r == 0) break;
     did++;
+    int last = r == 2 && --staged == 0;
     r = drain(p, q, done); /* drain this comm right after every post */
     if (r < 0) return r;
     did += r;
+    if (last) break;
   }
   return did;
 }
