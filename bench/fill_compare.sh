@@ -26,6 +26,11 @@
 #   ROUNDS=5  ITERS64=30  ITERS256=10  IPERF_SECONDS=3  GPU=auto|0|1
 #   IPERF3=path (default: iperf3 on PATH; none: leave it out)
 #   PORT_BASE (default: from this process id)   LOGS=dir (logs kept there; default a temp dir, removed)
+#   CLIENT_GPU, SERVER_GPU: the GPU of each side's GPU memory (tpx-bench
+#   --gpu; default tpx-bench's own, 0): CLIENT_GPU=0 SERVER_GPU=1 on a
+#   machine with two GPUs puts each process on its own GPU, as on two hosts
+#   `taskset -c 0-15 bench/fill_compare.sh` confines every process, iperf3
+#   included, to 16 CPUs; the engine sizes its defaults by the CPUs it may use.
 # Settings in the environment (TPX_*) apply to every engine run.
 set -euo pipefail
 
@@ -35,6 +40,8 @@ it64="${ITERS64:-30}"
 it256="${ITERS256:-10}"
 secs="${IPERF_SECONDS:-3}"
 gpu="${GPU:-auto}"
+cgpu="${CLIENT_GPU:-}"
+sgpu="${SERVER_GPU:-}"
 iperf="${IPERF3:-iperf3}"
 base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 tb="$build/tpx-bench"
@@ -45,7 +52,7 @@ command -v python3 >/dev/null 2>&1 || die "python3 not installed"
 if [ "$iperf" != none ] && ! command -v "$iperf" >/dev/null 2>&1; then
   die "$iperf not found (scripts/deps.sh --bench; IPERF3=path, or IPERF3=none)"
 fi
-case "$rounds$it64$it256$secs$base" in *[!0-9]*) die "ROUNDS, ITERS64, ITERS256, IPERF_SECONDS, PORT_BASE: numbers" ;; esac
+case "$rounds$it64$it256$secs$base$cgpu$sgpu" in *[!0-9]*) die "ROUNDS, ITERS64, ITERS256, IPERF_SECONDS, PORT_BASE, CLIENT_GPU, SERVER_GPU: numbers" ;; esac
 [ "$rounds" -ge 1 ] || die "ROUNDS >= 1"
 if [ "$gpu" = auto ]; then
   gpu=0
@@ -133,13 +140,15 @@ run_eng() { # memory (both sides, or client/server) environment size inflight
   local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid its="$it64" chk=() cm=${1%/*} sm=${1#*/}
   [ "$3" = 256M ] && its="$it256"
   case $1 in *cuda*) chk=(--check) ;; esac
-  local envs=()
+  local envs=() cg=() sg=()
   [ "$2" != - ] && envs=("$2")
-  env "${envs[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$sm" >"$s" 2>&1 &
+  [ "$cm" = cuda ] && [ -n "$cgpu" ] && cg=(--gpu "$cgpu")
+  [ "$sm" = cuda ] && [ -n "$sgpu" ] && sg=(--gpu "$sgpu")
+  env "${envs[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$sm" "${sg[@]}" >"$s" 2>&1 &
   spid=$!
   pids=$spid
   wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
-  timeout 300 env "${envs[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$cm" --size "$3" --inflight "$4" \
+  timeout 300 env "${envs[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$cm" "${cg[@]}" --size "$3" --inflight "$4" \
     --iters "$its" --progress off "${chk[@]}" >"$c" 2>&1 || { bad "tpx-bench client failed" "$c" "$s"; return 1; }
   wait "$spid" || { bad "tpx-bench server failed" "$s"; return 1; }
   pids=""
@@ -173,7 +182,7 @@ echo "machine: $(hostname), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: 
 echo "date:    $date"
 echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1)"
 [ "$iperf" != none ] && echo "iperf3:  $("$iperf" --version | head -n 1)"
-echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo yes || echo no)"
+echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)"
 : >"$tmp/results.txt"
 k=${#cases[@]}
 for r in $(seq 1 "$rounds"); do

@@ -18,6 +18,7 @@
 #include "common/keyfile.h"
 #include "common/log.h"
 #include "common/timeline.h"
+#include "common/util.h"
 #include "tpx/error.h"
 
 enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP, V_NAME, V_KEY, V_KEYFILE };
@@ -91,7 +92,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   /* Many-core hosts: GPU0 -> GPU1 through the engine on 2x H200 (32 cores)
    * ran 15-19 GB/s with 4 channels / 8 threads and 22-27 GB/s with 8 / 16
    * (docs/BENCHMARKS.md); the extra threads sleep when idle. */
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  long ncpu = tpx__cpu_count();
   if (ncpu >= 16) cfg->nthreads = 16;
   /* Small machines: 2 threads per CPU below 4 CPUs (2 cores, loopback,
    * 64 MiB: 2 sockets / 4 threads 12.3 GB/s vs 9.3 with 4 / 8). */
@@ -361,7 +362,7 @@ int tpx_config_check(const tpx_config_t *cfg) {
  * (64/256 MiB; docs/BENCHMARKS.md). */
 int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
   if (cfg != NULL && cfg->nsocks > 0) return cfg->nsocks;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  long ncpu = tpx__cpu_count();
   if (ncpu < 1) ncpu = 1;
   int one = ncpu <= 2 ? 2 : 4;
   if (comms <= 1) return one;

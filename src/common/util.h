@@ -21,6 +21,10 @@ static inline uint64_t tpx__random_u64(void) {
   return v ? v : 1;
 }
 
+/* CPUs this process may run on (its affinity), at least 1: what the
+ * defaults of threads, channels and sockets are sized by (cpus.c). */
+int tpx__cpu_count(void);
+
 #define TPX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define TPX_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TPX_MAX(a, b) ((a) > (b) ? (a) : (b))

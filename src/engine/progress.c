@@ -109,7 +109,7 @@ static int few_cpus(void) {
   static _Atomic int v = -1; /* every endpoint's thread may ask first: same answer */
   int x = atomic_load_explicit(&v, memory_order_relaxed);
   if (x < 0) {
-    x = sysconf(_SC_NPROCESSORS_ONLN) < 4;
+    x = tpx__cpu_count() < 4;
     atomic_store_explicit(&v, x, memory_order_relaxed);
   }
   return x;

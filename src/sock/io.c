@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,8 +226,7 @@ int tpx__sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **o
     return tpx_err(TPX_ENOMEM, "sock pool %s: out of memory", devname);
   }
   snprintf(p->devname, sizeof(p->devname), "%s", devname);
-  cpu_set_t set;
-  int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  int ncpu = tpx__cpu_count();
   p->spin_ns = ncpu >= TPX_SOCK_SPIN_MIN_CPUS_PER_THREAD * nthreads ? TPX_SOCK_SPIN_NS : 0;
   p->pair = ncpu < TPX_SOCK_PAIR_MAX_CPUS;
   pthread_mutex_init(&p->mu, NULL);

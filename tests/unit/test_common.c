@@ -1,4 +1,6 @@
 /* Error codes, configuration parsing. */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -132,7 +134,9 @@ static void test_config_nsocks(void **state) {
   tpx_config_t cfg;
   tpx_config_defaults(&cfg);
   assert_int_equal(cfg.nsocks, 0);
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+  long ncpu = CPU_COUNT(&set); /* the CPUs this process may use, not all online */
   int one = ncpu <= 2 ? 2 : 4;
   assert_int_equal(tpx_config_nsocks(&cfg, 1), one);
   assert_int_equal(tpx_config_nsocks(&cfg, 0), one);
@@ -150,6 +154,29 @@ static void test_config_nsocks(void **state) {
   assert_int_equal(tpx_config_from_env(&cfg), 0);
   assert_int_equal(cfg.nsocks, 0);
   unsetenv("TPX_NSOCKS");
+}
+
+/* Confined to one CPU (taskset, a cpuset), the defaults are a 1-CPU
+ * machine's whatever the host has: 2 threads, 2 channels, 2 sockets for a
+ * comm alone, 1 each for two comms. */
+static void test_config_affinity(void **state) {
+  (void)state;
+  cpu_set_t all, one;
+  assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &all)) cpu++;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+  tpx_config_t cfg;
+  tpx_config_defaults(&cfg);
+  int nthreads = cfg.nthreads, channels = cfg.num_channels;
+  int s1 = tpx_config_nsocks(&cfg, 1), s2 = tpx_config_nsocks(&cfg, 2);
+  assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+  assert_int_equal(nthreads, 2);
+  assert_int_equal(channels, 2);
+  assert_int_equal(s1, 2);
+  assert_int_equal(s2, 1);
 }
 
 /* Any free port, IPv4 and IPv6 loopback: distinct ports, listenable. */
@@ -200,6 +227,7 @@ int main(void) {
       cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_config_pack_bytes),
       cmocka_unit_test(test_config_nsocks),
+      cmocka_unit_test(test_config_affinity),
       cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_bind_port),
   };
