@@ -4,14 +4,15 @@
  * that comm and used as a byte ring (common/ring.h). Allocation follows posting
  * order and release follows the ring's FIFO release, so the ring needs only two
  * positions. Sends: device-to-host copies of the next chunks are started ahead
- * (up to GPU_PRE_MAX, as far as the arena allows), each an SM copy through
- * the GPU's unpacker (or, TPX_UNPACK=d2d/host, a copy-engine copy on a
- * persistent stream with a pooled event); a chunk is posted once its copy finished, so the
- * copy of chunk k+1 runs while chunk k is on the wire. Receives: the irecv
- * lands in the arena; at completion one host-to-device copy per chunk is
- * queued and the slot is released when its event fires, while later chunks
- * keep arriving. No allocation, stream or event creation, and no
- * synchronisation per chunk. */
+ * (up to GPU_PRE_MAX, as far as the arena allows), SM copies through the
+ * GPU's unpacker, up to COPY_BATCH chunks per launch (or, TPX_STAGING_COPY=ce,
+ * one copy-engine copy per chunk on a persistent stream with a pooled event);
+ * a chunk is posted once its copy finished, so later copies run while it is
+ * on the wire. Receives: the irecv lands in the arena; the host-to-device
+ * copies of the chunks completed since the last look are launched together,
+ * and a slot is released when its copy is done, while later chunks keep
+ * arriving. No allocation, stream or event creation, and no synchronisation
+ * per chunk. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,11 @@
 #include "topo/topo.h"
 
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
+/* SM staging copies: up to this many chunks of a comm per launch, one
+ * completion for them all. The progress thread's launches and event queries
+ * were what held the posts back at the start of a GPU transfer
+ * (docs/BENCHMARKS.md, "Two GPUs, one per process"). */
+#define COPY_BATCH 4
 
 static int arena_setup(struct gpu_window *gq, int dev) {
   if (gq->arena) return 0;
@@ -187,15 +193,104 @@ static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c
   return 1;
 }
 
+/* Several sends' staging copies as one SM launch: chunks of one GPU, next
+ * to each other in the comm's order, each an entry {offset from the lowest
+ * source, length, offset in the arena} (source offsets are 32 bits: a run
+ * spans less than 4 GiB); they share one ticket, so each is posted once the
+ * whole launch is done. The arena space is taken as entries are added and
+ * given back (the ring as it was) when the launch cannot be queued. */
+struct out_batch {
+  int dev;
+  uint32_t n;
+  const uint8_t *lo, *hi; /* sources' span */
+  tpx_ring_t ring;        /* the arena before the first entry */
+  const uint8_t *src[COPY_BATCH];
+  struct gpre p[COPY_BATCH];
+};
+
+/* 1 queued (or empty), 0 the unpacker is full (arena given back), < 0. */
+static int out_flush(struct gpu_window *gq, struct out_batch *b) {
+  if (b->n == 0) return 1;
+  uint32_t n = b->n;
+  b->n = 0;
+  tpx_unpack_meta_t e[COPY_BATCH];
+  for (uint32_t i = 0; i < n; i++)
+    e[i] = (tpx_unpack_meta_t){(uint32_t)(b->src[i] - b->lo), (uint32_t)b->p[i].len, b->p[i].aoff};
+  struct gpu_dev *d = gq->g->devs[b->dev];
+  tpx_unpacker_t *u = NULL;
+  int rc = d ? tpx__gpu_dev_unpacker(gq->g, d, &u) : TPX_EINTERNAL;
+  uint64_t ticket = 0;
+  if (rc == 0) {
+    tpx_unpack_chunk_t c = {
+        e, e, n, b->lo, (size_t)(b->hi - b->lo), gq->arena_dev, (size_t)gq->aring.size};
+    rc = tpx__unpack_submit(u, &c, &ticket);
+  }
+  if (rc) {
+    gq->aring = b->ring;
+    if (rc == TPX_EAGAIN) return 0;
+    return tpx_err_quiet(rc,
+                         "channel %d: device-to-host copy of chunks %llu..%llu (GPU %d) failed: %s",
+                         gq->ch, (unsigned long long)b->p[0].idx,
+                         (unsigned long long)b->p[n - 1].idx, b->dev, tpx_last_error());
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
+    *p = b->p[i];
+    p->ticket = ticket;
+    gq->pre_n++;
+    TPX_TL(TL_D2H_START, gq->ch, p->o->id, p->idx, p->len);
+    gq->g->staged_out += p->len;
+  }
+  return 1;
+}
+
+/* Add the chunk at c to the batch (after queueing the batch when the chunk
+ * cannot join it): 1 added, 0 no arena room or the unpacker is full, < 0. */
+static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
+                   const struct cursor *c) {
+  const struct xent *e = &o->ents[c->e];
+  uint64_t len = tpx__plan_len(o->ents, o->chunk, c);
+  const uint8_t *src = e->mem->base + e->off + c->off;
+  if (b->n) {
+    const uint8_t *lo = src < b->lo ? src : b->lo, *hi = src + len > b->hi ? src + len : b->hi;
+    if (e->mem->device != b->dev || (uint64_t)(hi - lo) > UINT32_MAX) {
+      int r = out_flush(gq, b);
+      if (r <= 0) return r;
+    }
+  }
+  tpx_ring_span_t sp;
+  int fit = arena_fit(gq, len, &sp);
+  if (fit <= 0) return fit;
+  if (b->n == 0) {
+    b->dev = e->mem->device;
+    b->lo = src;
+    b->hi = src + len;
+    b->ring = gq->aring;
+  }
+  if (src < b->lo) b->lo = src;
+  if (src + len > b->hi) b->hi = src + len;
+  tpx__ring_take(&gq->aring, &sp);
+  b->src[b->n] = src;
+  b->p[b->n] = (struct gpre){o, c->idx, sp.off, sp.end, len, e->mem->device, 1, 1, NULL, 0};
+  b->n++;
+  return 1;
+}
+
 /* Copy ahead: the pre-queue holds the first pre_n CUDA chunks of the
- * comm's pending sequence; extend it by at most max_new while there is
- * room. Small steps per call, called for every comm on every pass, keep the
- * copies close to the transfer's chunk order across channels, so no channel
- * waits behind another's whole window of copies at the start. */
+ * comm's pending sequence; extend it by at most max_new copies (launches of
+ * up to COPY_BATCH chunks each) while there is room. Small steps per call,
+ * called for every comm on every pass, keep the copies close to the
+ * transfer's chunk order across channels, so no channel waits behind
+ * another's whole window of copies at the start. */
 int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
-  for (struct wlink *l = q->pend; l && gq->pre_n < GPU_PRE_MAX; l = l->next) {
+  int nb = gq->g->stage_sm[0] ? COPY_BATCH : 1;
+  if (nb > 1) max_new = 1; /* one launch per comm and pass: the comms' first chunks come in turn */
+  struct out_batch b;
+  b.n = 0;
+  int r = 1;
+  for (struct wlink *l = q->pend; l && gq->pre_n + b.n < GPU_PRE_MAX; l = l->next) {
     struct op *o = l->op;
     struct cursor c = l->cur;
     for (;;) {
@@ -207,21 +302,40 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
             int rc = arena_setup(gq, m->device);
             if (rc) return rc;
           }
-          int r = stage_one(gq, o, &c);
-          if (r <= 0) return r;
-          if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
+          if (nb == 1) {
+            r = stage_one(gq, o, &c);
+            if (r <= 0) return r;
+            if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
+          } else {
+            r = out_add(gq, &b, o, &c);
+            if (r <= 0) break;
+            if (b.n == (uint32_t)nb || gq->pre_n + b.n >= GPU_PRE_MAX) {
+              if ((r = out_flush(gq, &b)) <= 0) return r;
+              if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
+            }
+          }
         }
         seen++;
       }
-      if (--budget <= 0) return 0;
+      if (--budget <= 0) break;
       if (!tpx__plan_advance(o->ents, o->nents, o->chunk, &c, o->nch)) break;
     }
+    if (r <= 0 || budget <= 0) break;
   }
-  return 0;
+  if (r < 0) {
+    if (b.n) gq->aring = b.ring;
+    return r;
+  }
+  r = out_flush(gq, &b);
+  return r < 0 ? r : 0;
 }
 
-int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *l, void **data, void **mh) {
-  int rc = tpx__stage_ahead(q, gq, 1, 1);
+int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *l, void **data,
+                         void **mh) {
+  /* Copy-engine copies: each post starts the next one. SM copies: the next
+   * launch comes with the comm's next pass (tpx__gpu_window_ahead), so every
+   * comm's first launch is queued before any comm's second. */
+  int rc = gq->pre_n && gq->g->stage_sm[0] ? 0 : tpx__stage_ahead(q, gq, 1, 1);
   if (rc < 0) return rc;
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */
   struct gpre *e = &gq->pre[gq->pre_head];
@@ -288,12 +402,70 @@ int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
   TPX_TL(TL_H2D_START, gq->ch, (uintptr_t)s->dst, 0, s->len);
+  if (gq->g->stage_sm[1]) { /* launched with the others of this pass (in_batch) */
+    s->deferred = 1;
+    return 0;
+  }
   return in_submit(gq, s);
+}
+
+/* Receives waiting for their copy to the GPU, from s on in ring order (they
+ * completed in that order), launched together in runs of up to
+ * COPY_BATCH, each run one SM launch from the arena into the GPU buffers
+ * (entries relative to the lowest destination). 0, or < 0. */
+static int in_batch(struct gpu_window *gq, struct gslot *s) {
+  uint32_t at = (uint32_t)(s - gq->slots);
+  struct gslot *run[COPY_BATCH];
+  tpx_unpack_meta_t e[COPY_BATCH];
+  for (uint32_t i = 0; i < gq->cap;) {
+    uint32_t n = 0;
+    for (; i < gq->cap && n < COPY_BATCH; i++) {
+      struct gslot *x = &gq->slots[(at + i) % gq->cap];
+      if (!x->busy || x->mode != GS_STAGE_IN) {
+        i = gq->cap;
+        break;
+      }
+      if (!x->deferred) continue;
+      if (n && x->dev != run[0]->dev) break;
+      run[n++] = x;
+    }
+    if (n == 0) return 0;
+    uint8_t *lo = run[0]->dst, *hi = run[0]->dst + run[0]->len;
+    for (uint32_t k = 1; k < n; k++) {
+      if (run[k]->dst < lo) lo = run[k]->dst;
+      if (run[k]->dst + run[k]->len > hi) hi = run[k]->dst + run[k]->len;
+    }
+    for (uint32_t k = 0; k < n; k++)
+      e[k] = (tpx_unpack_meta_t){run[k]->aoff, (uint32_t)run[k]->len, (uint64_t)(run[k]->dst - lo)};
+    struct gpu_dev *d = gq->g->devs[run[0]->dev];
+    tpx_unpacker_t *u = NULL;
+    int rc = d ? tpx__gpu_dev_unpacker(gq->g, d, &u) : TPX_EINTERNAL;
+    uint64_t ticket = 0;
+    if (rc == 0) {
+      tpx_unpack_chunk_t c = {
+          e, e, n, gq->arena_dev, (size_t)gq->aring.size, lo, (size_t)(hi - lo)};
+      rc = tpx__unpack_submit(u, &c, &ticket);
+    }
+    if (rc == TPX_EAGAIN) return 0; /* still deferred: the next poll */
+    if (rc)
+      return tpx_err_quiet(rc, "channel %d: host-to-device copy of %u chunks to GPU %d failed: %s",
+                           gq->ch, n, run[0]->dev, tpx_last_error());
+    for (uint32_t k = 0; k < n; k++) {
+      run[k]->kern = 1;
+      run[k]->ticket = ticket;
+      run[k]->deferred = 0;
+    }
+  }
+  return 0;
 }
 
 int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  if (s->deferred) {
+  if (gq->g->stage_sm[1]) {
+    int rc = in_batch(gq, s);
+    if (rc) return rc;
+    if (s->deferred) return 0;
+  } else if (s->deferred) {
     int rc = in_submit(gq, s);
     if (rc) return rc;
     if (s->deferred) return 0;
