@@ -172,7 +172,9 @@ eng_pair() {
   cpu="${cc:--} ${sc:--}"
 }
 
-run_eng() { # memory (both sides, or client/server) environment size inflight
+# memory (both sides, or client/server) environment size inflight; reads the
+# round ($r) and measure's case name ($name) for the once-per-case check
+run_eng() {
   local its="$it64"
   [ "$3" = 256M ] && its="$it256"
   if [ "$chkmode" = every ]; then

@@ -92,18 +92,18 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   /* Many-core hosts: GPU0 -> GPU1 through the engine on 2x H200 (32 cores)
    * ran 15-19 GB/s with 4 channels / 8 threads and 22-27 GB/s with 8 / 16
    * (docs/BENCHMARKS.md); the extra threads sleep when idle. */
-  long ncpu = tpx__cpu_count();
+  int ncpu = tpx__cpu_count(); /* >= 1 */
   if (ncpu >= 16) cfg->nthreads = 16;
   /* Small machines: 2 threads per CPU below 4 CPUs (2 cores, loopback,
    * 64 MiB: 2 sockets / 4 threads 12.3 GB/s vs 9.3 with 4 / 8). */
-  if (ncpu >= 1 && ncpu < 4) cfg->nthreads = 2 * (int)ncpu;
+  if (ncpu < 4) cfg->nthreads = 2 * ncpu;
   /* Unpack mode: 16 requests of the recommended <= 4 MiB chunks fit at once. */
   cfg->sock_bounce_bytes = 64u << 20;
   cfg->num_channels = ncpu >= 16 ? 8 : 4;
   /* Below 4 CPUs 2 channels: their data sockets already keep every CPU busy,
    * more only add sockets and switches (2 cores, 64 MiB through the engine,
    * medians of 6 alternating rounds: 13.1 GB/s vs 11.5 with 4). */
-  if (ncpu >= 1 && ncpu < 4) cfg->num_channels = 2;
+  if (ncpu < 4) cfg->num_channels = 2;
   cfg->chunk_bytes = 512 * 1024;
   cfg->window = 16;
   cfg->port_base = 20000;
@@ -362,12 +362,11 @@ int tpx_config_check(const tpx_config_t *cfg) {
  * (64/256 MiB; docs/BENCHMARKS.md). */
 int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
   if (cfg != NULL && cfg->nsocks > 0) return cfg->nsocks;
-  long ncpu = tpx__cpu_count();
-  if (ncpu < 1) ncpu = 1;
+  int ncpu = tpx__cpu_count(); /* >= 1 */
   int one = ncpu <= 2 ? 2 : 4;
   if (comms <= 1) return one;
-  long fit = ncpu / comms;
-  return fit < 1 ? 1 : fit > one ? one : (int)fit;
+  int fit = ncpu / comms;
+  return fit < 1 ? 1 : fit > one ? one : fit;
 }
 
 static tpx_config_t global_cfg;

@@ -65,7 +65,7 @@ enum gslot_mode {
 struct gslot {
   uint8_t mode;
   uint8_t busy;      /* outstanding: ev (staging), ticket (unpack) or freq (flush) */
-  uint8_t deferred;  /* unpack / staging copy not submitted yet (unpacker full) */
+  uint8_t deferred;  /* unpack or SM staging copy not launched yet (next pass, or the unpacker is full) */
   uint8_t kern;      /* the staging copy is an unpacker ticket (else a copy-engine event) */
   int dev;
   uint8_t *dst;      /* receive: where the chunk goes */

@@ -98,33 +98,31 @@ void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
   }
 }
 
-/* ---- one staging copy ----
- * TPX_UNPACK=kernel (the default): an SM copy through the GPU's unpacker, a
- * one-fragment chunk whose kernel reads or writes the pinned arena through
- * its mapping (measured on two H200s: copy-engine copies of 512 KiB chunks,
- * one cudaMemcpyAsync each, cost about 0.7 ms more per 64 MiB transfer,
- * both sides together; docs/GPU.md). d2d / host: cudaMemcpyAsync on a
+/* ---- staging copies ----
+ * TPX_STAGING_COPY=sm (the default with TPX_UNPACK=kernel): SM copies
+ * through the GPU's unpacker, up to COPY_BATCH chunks per launch, each a
+ * fragment whose kernel reads or writes the pinned arena through its
+ * mapping (measured on two H200s: copy-engine copies of 512 KiB chunks, one
+ * cudaMemcpyAsync each, cost about 0.7 ms more per 64 MiB transfer, both
+ * sides together; docs/GPU.md). ce: one cudaMemcpyAsync per chunk on a
  * persistent stream of the copy direction with a pooled event. */
 
-/* 1 queued, 0 the unpacker is full (retry later), < 0 error. */
-static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d, int *kern,
-                      tpx_gpu_event_t **ev, uint64_t *ticket) {
+/* One SM launch of c's fragments on GPU dev: 0 queued (*ticket),
+ * TPX_EAGAIN the unpacker is full (retry later), < 0 error. */
+static int sm_submit(struct gpu_window *gq, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  struct gpu_dev *d = gq->g->devs[dev];
+  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
+  tpx_unpacker_t *u;
+  int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
+  return rc ? rc : tpx__unpack_submit(u, c, ticket);
+}
+
+/* One copy-engine copy: 0 queued (*ev), < 0 error. */
+static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d,
+                      tpx_gpu_event_t **ev) {
   struct gpu_dev *d = gq->g->devs[dev];
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
   *ev = NULL;
-  *ticket = 0;
-  if (gq->g->stage_sm[h2d != 0]) {
-    tpx_unpacker_t *u;
-    int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
-    if (rc) return rc;
-    tpx_unpack_meta_t e = {0, (uint32_t)len, 0};
-    tpx_unpack_chunk_t c = {&e, &e, 1, src, (size_t)len, dst, (size_t)len};
-    rc = tpx__unpack_submit(u, &c, ticket);
-    if (rc == TPX_EAGAIN) return 0;
-    if (rc) return rc;
-    *kern = 1;
-    return 1;
-  }
   tpx_gpu_event_t *e = NULL;
   int rc = tpx__gpu_event_get(d->pool, &e);
   if (rc) return rc;
@@ -135,9 +133,8 @@ static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src
     tpx__gpu_event_put(d->pool, e);
     return rc;
   }
-  *kern = 0;
   *ev = e;
-  return 1;
+  return 0;
 }
 
 /* 1 done (event returned to its pool), 0 not yet, < 0 the copy failed. */
@@ -168,7 +165,16 @@ static void copy_wait(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t 
 
 /* ---- send side ---- */
 
-/* Start the copy of one chunk into the arena. 1 started, 0 no room, < 0. */
+/* A started staging copy joins the pre-queue. */
+static void pre_push(struct gpu_window *gq, const struct gpre *e) {
+  gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX] = *e;
+  gq->pre_n++;
+  TPX_TL(TL_D2H_START, gq->ch, e->o->id, e->idx, e->len);
+  gq->g->staged_out += e->len;
+}
+
+/* Copy-engine staging: start the copy of one chunk into the arena. 1
+ * started, 0 no room, < 0. */
 static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c) {
   const struct xent *e = &o->ents[c->e];
   struct tpx_mem *m = e->mem;
@@ -176,20 +182,13 @@ static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c
   tpx_ring_span_t sp;
   int fit = arena_fit(gq, len, &sp);
   if (fit <= 0) return fit;
-  int kern = 0;
   tpx_gpu_event_t *ev = NULL;
-  uint64_t ticket = 0;
-  int rc = copy_start(gq, m->device, gq->arena_dev + sp.off, m->base + e->off + c->off, len, 0, &kern, &ev, &ticket);
+  int rc = copy_start(gq, m->device, gq->arena_dev + sp.off, m->base + e->off + c->off, len, 0, &ev);
   if (rc < 0)
     return tpx_err_quiet(rc, "channel %d: device-to-host copy of chunk %llu (%llu bytes, GPU %d) failed: %s", gq->ch,
                    (unsigned long long)c->idx, (unsigned long long)len, m->device, tpx_last_error());
-  if (rc == 0) return 0; /* unpacker full: later, like a full arena */
-  struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
-  *p = (struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, kern, ev, ticket};
-  gq->pre_n++;
-  TPX_TL(TL_D2H_START, gq->ch, o->id, c->idx, len);
   tpx__ring_take(&gq->aring, &sp);
-  gq->g->staged_out += len;
+  pre_push(gq, &(struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, 0, ev, 0});
   return 1;
 }
 
@@ -216,15 +215,9 @@ static int out_flush(struct gpu_window *gq, struct out_batch *b) {
   tpx_unpack_meta_t e[COPY_BATCH];
   for (uint32_t i = 0; i < n; i++)
     e[i] = (tpx_unpack_meta_t){(uint32_t)(b->src[i] - b->lo), (uint32_t)b->p[i].len, b->p[i].aoff};
-  struct gpu_dev *d = gq->g->devs[b->dev];
-  tpx_unpacker_t *u = NULL;
-  int rc = d ? tpx__gpu_dev_unpacker(gq->g, d, &u) : TPX_EINTERNAL;
+  tpx_unpack_chunk_t c = {e, e, n, b->lo, (size_t)(b->hi - b->lo), gq->arena_dev, (size_t)gq->aring.size};
   uint64_t ticket = 0;
-  if (rc == 0) {
-    tpx_unpack_chunk_t c = {
-        e, e, n, b->lo, (size_t)(b->hi - b->lo), gq->arena_dev, (size_t)gq->aring.size};
-    rc = tpx__unpack_submit(u, &c, &ticket);
-  }
+  int rc = sm_submit(gq, b->dev, &c, &ticket);
   if (rc) {
     gq->aring = b->ring;
     if (rc == TPX_EAGAIN) return 0;
@@ -234,12 +227,8 @@ static int out_flush(struct gpu_window *gq, struct out_batch *b) {
                          (unsigned long long)b->p[n - 1].idx, b->dev, tpx_last_error());
   }
   for (uint32_t i = 0; i < n; i++) {
-    struct gpre *p = &gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX];
-    *p = b->p[i];
-    p->ticket = ticket;
-    gq->pre_n++;
-    TPX_TL(TL_D2H_START, gq->ch, p->o->id, p->idx, p->len);
-    gq->g->staged_out += p->len;
+    b->p[i].ticket = ticket;
+    pre_push(gq, &b->p[i]);
   }
   return 1;
 }
@@ -285,8 +274,8 @@ static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
 int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
-  int nb = gq->g->stage_sm[0] ? COPY_BATCH : 1;
-  if (nb > 1) max_new = 1; /* one launch per comm and pass: the comms' first chunks come in turn */
+  int sm = gq->g->stage_sm[0];
+  if (sm) max_new = 1; /* one launch per comm and pass: the comms' first chunks come in turn */
   struct out_batch b;
   b.n = 0;
   int r = 1;
@@ -302,14 +291,14 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
             int rc = arena_setup(gq, m->device);
             if (rc) return rc;
           }
-          if (nb == 1) {
+          if (!sm) {
             r = stage_one(gq, o, &c);
             if (r <= 0) return r;
             if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
           } else {
             r = out_add(gq, &b, o, &c);
             if (r <= 0) break;
-            if (b.n == (uint32_t)nb || gq->pre_n + b.n >= GPU_PRE_MAX) {
+            if (b.n == COPY_BATCH || gq->pre_n + b.n >= GPU_PRE_MAX) {
               if ((r = out_flush(gq, &b)) <= 0) return r;
               if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
             }
@@ -385,19 +374,6 @@ void tpx__stage_recv_done(struct gpu_window *gq, struct gslot *s) {
   tpx__ring_take(&gq->aring, &gq->tsp);
 }
 
-/* Queue the host-to-device copy of a received chunk (or defer it while the
- * unpacker is full). */
-static int in_submit(struct gpu_window *gq, struct gslot *s) {
-  int kern = 0;
-  int rc = copy_start(gq, s->dev, s->dst, gq->arena_dev + s->aoff, s->len, 1, &kern, &s->ev, &s->ticket);
-  if (rc < 0)
-    return tpx_err_quiet(rc, "channel %d: host-to-device copy of %llu bytes to GPU %d failed: %s", gq->ch,
-                   (unsigned long long)s->len, s->dev, tpx_last_error());
-  s->kern = (uint8_t)kern;
-  s->deferred = rc == 0;
-  return 0;
-}
-
 int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
@@ -406,7 +382,12 @@ int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
     s->deferred = 1;
     return 0;
   }
-  return in_submit(gq, s);
+  s->kern = 0;
+  int rc = copy_start(gq, s->dev, s->dst, gq->arena_dev + s->aoff, s->len, 1, &s->ev);
+  if (rc < 0)
+    return tpx_err_quiet(rc, "channel %d: host-to-device copy of %llu bytes to GPU %d failed: %s", gq->ch,
+                   (unsigned long long)s->len, s->dev, tpx_last_error());
+  return 0;
 }
 
 /* Receives waiting for their copy to the GPU, from s on in ring order (they
@@ -437,15 +418,9 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
     }
     for (uint32_t k = 0; k < n; k++)
       e[k] = (tpx_unpack_meta_t){run[k]->aoff, (uint32_t)run[k]->len, (uint64_t)(run[k]->dst - lo)};
-    struct gpu_dev *d = gq->g->devs[run[0]->dev];
-    tpx_unpacker_t *u = NULL;
-    int rc = d ? tpx__gpu_dev_unpacker(gq->g, d, &u) : TPX_EINTERNAL;
+    tpx_unpack_chunk_t c = {e, e, n, gq->arena_dev, (size_t)gq->aring.size, lo, (size_t)(hi - lo)};
     uint64_t ticket = 0;
-    if (rc == 0) {
-      tpx_unpack_chunk_t c = {
-          e, e, n, gq->arena_dev, (size_t)gq->aring.size, lo, (size_t)(hi - lo)};
-      rc = tpx__unpack_submit(u, &c, &ticket);
-    }
+    int rc = sm_submit(gq, run[0]->dev, &c, &ticket);
     if (rc == TPX_EAGAIN) return 0; /* still deferred: the next poll */
     if (rc)
       return tpx_err_quiet(rc, "channel %d: host-to-device copy of %u chunks to GPU %d failed: %s",
@@ -461,12 +436,8 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
 
 int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  if (gq->g->stage_sm[1]) {
+  if (gq->g->stage_sm[1]) { /* launch what completed since the last pass, the head's or later */
     int rc = in_batch(gq, s);
-    if (rc) return rc;
-    if (s->deferred) return 0;
-  } else if (s->deferred) {
-    int rc = in_submit(gq, s);
     if (rc) return rc;
     if (s->deferred) return 0;
   }
