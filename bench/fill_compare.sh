@@ -39,6 +39,9 @@
 #   machine with two GPUs puts each process on its own GPU, as on two hosts
 #   `taskset -c 0-15 bench/fill_compare.sh` confines every process, iperf3
 #   included, to 16 CPUs; the engine sizes its defaults by the CPUs it may use.
+#   CLIENT_CPUS, SERVER_CPUS: a CPU list (taskset -c) for each side's
+#   processes (iperf3 and raw too): CLIENT_CPUS=0-15 SERVER_CPUS=16-31 gives
+#   each end 16 CPUs of its own, as two hosts would have.
 # Settings in the environment (TPX_*) apply to every engine run.
 set -euo pipefail
 
@@ -51,6 +54,8 @@ gpu="${GPU:-auto}"
 chkmode="${CHECK:-once}"
 cgpu="${CLIENT_GPU:-}"
 sgpu="${SERVER_GPU:-}"
+ccpus="${CLIENT_CPUS:-}"
+scpus="${SERVER_CPUS:-}"
 iperf="${IPERF3:-iperf3}"
 base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 tb="$build/tpx-bench"
@@ -63,6 +68,13 @@ if [ "$iperf" != none ] && ! command -v "$iperf" >/dev/null 2>&1; then
 fi
 case "$rounds$it64$it256$secs$base$cgpu$sgpu" in *[!0-9]*) die "ROUNDS, ITERS64, ITERS256, IPERF_SECONDS, PORT_BASE, CLIENT_GPU, SERVER_GPU: numbers" ;; esac
 [ "$rounds" -ge 1 ] || die "ROUNDS >= 1"
+case "$ccpus$scpus" in *[!0-9,-]*) die "CLIENT_CPUS, SERVER_CPUS: CPU lists as taskset -c takes them (0-15,32)" ;; esac
+cpre=() spre=()
+if [ -n "$ccpus$scpus" ]; then
+  command -v taskset >/dev/null 2>&1 || die "CLIENT_CPUS / SERVER_CPUS need taskset (util-linux)"
+  [ -n "$ccpus" ] && { taskset -c "$ccpus" true 2>/dev/null || die "CLIENT_CPUS=$ccpus: not CPUs this run may use"; cpre=(taskset -c "$ccpus"); }
+  [ -n "$scpus" ] && { taskset -c "$scpus" true 2>/dev/null || die "SERVER_CPUS=$scpus: not CPUs this run may use"; spre=(taskset -c "$scpus"); }
+fi
 case $chkmode in once | every) ;; *) die "CHECK: once or every" ;; esac
 if [ "$gpu" = auto ]; then
   gpu=0
@@ -110,14 +122,14 @@ fi
 run_iperf() {
   local i p
   for i in 0 1 2 3 4 5 6 7; do
-    "$iperf" -s -1 -B 127.0.0.1 -p $((base + i)) --forceflush >"$tmp/ips-$i.log" 2>&1 &
+    "${spre[@]}" "$iperf" -s -1 -B 127.0.0.1 -p $((base + i)) --forceflush >"$tmp/ips-$i.log" 2>&1 &
     pids="$pids $!"
   done
   i=0
   for p in $pids; do wait_line listening "$tmp/ips-$i.log" "$p" || return 1; i=$((i + 1)); done
   local cl=""
   for i in 0 1 2 3 4 5 6 7; do
-    "$iperf" -c 127.0.0.1 -p $((base + i)) -t "$secs" --json >"$tmp/ipc-$i.log" 2>&1 &
+    "${cpre[@]}" "$iperf" -c 127.0.0.1 -p $((base + i)) -t "$secs" --json >"$tmp/ipc-$i.log" 2>&1 &
     cl="$cl $!"
   done
   for p in $cl; do wait "$p" || { bad "an iperf3 client failed" "$tmp"/ipc-*.log; return 1; }; done
@@ -133,11 +145,11 @@ PY
 
 run_raw() { # size inflight
   local s="$tmp/raw-s.log" c="$tmp/raw-c.log" spid
-  "$nb" server --port "$base" --size "$1" --inflight "$2" --iters "$it64" >"$s" 2>&1 &
+  "${spre[@]}" "$nb" server --port "$base" --size "$1" --inflight "$2" --iters "$it64" >"$s" 2>&1 &
   spid=$!
   pids=$spid
   sleep 0.3
-  timeout 300 "$nb" client 127.0.0.1 --port "$base" --size "$1" --inflight "$2" --iters "$it64" >"$c" 2>&1 ||
+  timeout 300 "${cpre[@]}" "$nb" client 127.0.0.1 --port "$base" --size "$1" --inflight "$2" --iters "$it64" >"$c" 2>&1 ||
     { bad "raw client failed" "$c" "$s"; return 1; }
   wait "$spid" || { bad "raw server failed" "$s"; return 1; }
   pids=""
@@ -155,11 +167,11 @@ eng_pair() {
   [ "$2" != - ] && envs=("$2")
   [ "$cm" = cuda ] && [ -n "$cgpu" ] && cg=(--gpu "$cgpu")
   [ "$sm" = cuda ] && [ -n "$sgpu" ] && sg=(--gpu "$sgpu")
-  env "${envs[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$sm" "${sg[@]}" >"$s" 2>&1 &
+  env "${envs[@]}" "${spre[@]}" "$tb" server --host 127.0.0.1 --port "$base" --mem "$sm" "${sg[@]}" >"$s" 2>&1 &
   spid=$!
   pids=$spid
   wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
-  timeout 300 env "${envs[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$cm" "${cg[@]}" --size "$3" --inflight "$4" \
+  timeout 300 env "${envs[@]}" "${cpre[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$cm" "${cg[@]}" --size "$3" --inflight "$4" \
     --iters "$5" --progress off "${chk[@]}" >"$c" 2>&1 || { bad "tpx-bench client failed" "$c" "$s"; return 1; }
   wait "$spid" || { bad "tpx-bench server failed" "$s"; return 1; }
   pids=""
@@ -211,7 +223,7 @@ echo "machine: $(hostname), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: 
 echo "date:    $date"
 echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1)"
 [ "$iperf" != none ] && echo "iperf3:  $("$iperf" --version | head -n 1)"
-echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)"
+echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)$([ -n "$ccpus$scpus" ] && echo "; client CPUs ${ccpus:-all}, server CPUs ${scpus:-all}")"
 echo "checks:  $([ "$chkmode" = every ] && echo "every engine run timed with --check" || echo "timed runs without --check; each GPU case verified once (--check, 3 transfers, round 1)")"
 : >"$tmp/results.txt"
 : >"$tmp/verified.txt"
