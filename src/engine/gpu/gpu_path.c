@@ -233,6 +233,7 @@ void tpx__gpu_window_free(struct window *q) {
   if (!gq) return;
   tpx__stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
   free(gq->slots);
+  free(gq->ubatch);
   free(gq);
   q->gpu = NULL;
 }

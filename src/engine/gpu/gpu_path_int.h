@@ -116,6 +116,7 @@ struct gpu_window {
   int have_dh;
   int bounce_on_gpu;   /* bounce pages in GPU memory (real TCPX): no CPU gather */
   tpx_unpack_dev_handle_t dh;
+  tpx_unpack_meta_t *ubatch; /* entries of several chunks gathered by one launch (unpack_stage.c) */
 };
 
 /* gpu_mem.c */

@@ -5,8 +5,9 @@
  * written after the entries) and validate the entries (tpx__tcpx_slot_read),
  * check they cover exactly the chunk, then gather - with
  * the CPU into host memory, or with the GPU unpacker (kernel / d2d / host
- * mode, one pooled event per chunk) into device memory. The engine calls
- * irecvConsumed only once this finished, oldest receive first. */
+ * mode) into device memory, the chunks completed in one pass together. The
+ * engine calls irecvConsumed only once this finished, oldest receive
+ * first. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,22 +46,97 @@ int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_wi
   return 0;
 }
 
-static int submit(struct gpu_window *gq, struct gslot *s, const tpx_unpack_meta_t *meta, uint32_t cnt) {
-  struct gpu_dev *d = gq->g->devs[s->dev];
-  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, s->dev);
+/* UNPACK receives into GPU memory: the chunks whose receives completed
+ * since the last pass are gathered together, up to UNPACK_BATCH chunks (and
+ * UNPACK_BATCH_FRAGS entries, inside the kernel's parameter block) per
+ * launch, as the staging copies to the GPU are (staging.c): one launch and
+ * one completion per chunk were what the receiving progress thread spent
+ * its time on. */
+#define UNPACK_BATCH 4
+#define UNPACK_BATCH_FRAGS 1024
+
+/* One launch for chunks run[0..n) of GPU dev: 0 queued (every slot gets
+ * the ticket), TPX_EAGAIN the unpacker is full (they stay deferred), < 0. */
+static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
+  struct gpu_dev *d = gq->g->devs[run[0]->dev];
+  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, run[0]->dev);
   tpx_unpacker_t *u;
   int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
   if (rc) return rc;
-  tpx_unpack_chunk_t c = {meta, meta, cnt, gq->dh.bounce_buf, SIZE_MAX, s->dst, (size_t)s->len};
-  rc = tpx__unpack_submit(u, &c, &s->ticket);
-  if (rc == TPX_EAGAIN) {
-    s->deferred = 1; /* unpacker full: the slot keeps its entries, retry from poll */
-    return 0;
+  tpx_unpack_meta_block_t *mb = gq->dh.meta;
+  tpx_unpack_chunk_t c;
+  if (n == 1) { /* the plugin's entries as they are (tpx__unpack_start checked them) */
+    const tpx_unpack_meta_t *meta = mb->mem[run[0]->uslot];
+    uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, run[0]->uslot);
+    c = (tpx_unpack_chunk_t){meta, meta, cnt, gq->dh.bounce_buf, SIZE_MAX, run[0]->dst, (size_t)run[0]->len};
+  } else {
+    /* Entries copied, each chunk's checked again against its own size (what
+     * is checked is what runs), destinations made relative to the lowest. */
+    uint8_t *lo = run[0]->dst, *hi = run[0]->dst + run[0]->len;
+    for (uint32_t k = 1; k < n; k++) {
+      if (run[k]->dst < lo) lo = run[k]->dst;
+      if (run[k]->dst + run[k]->len > hi) hi = run[k]->dst + run[k]->len;
+    }
+    uint32_t ne = 0;
+    for (uint32_t k = 0; k < n; k++) {
+      uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, run[k]->uslot);
+      uint64_t total = 0;
+      memcpy(gq->ubatch + ne, mb->mem[run[k]->uslot], cnt * sizeof(*gq->ubatch));
+      rc = tpx__unpack_validate(gq->ubatch + ne, cnt, SIZE_MAX, (size_t)run[k]->len, NULL, &total);
+      if (rc == 0 && total != run[k]->len) rc = TPX_EPROTO;
+      if (rc)
+        return tpx_err_quiet(rc, "channel %d: unpack slot %u changed after its receive completed", gq->ch,
+                             run[k]->uslot);
+      for (uint32_t j = 0; j < cnt; j++) gq->ubatch[ne + j].dst_off += (uint64_t)(run[k]->dst - lo);
+      ne += cnt;
+    }
+    c = (tpx_unpack_chunk_t){gq->ubatch, gq->ubatch, ne, gq->dh.bounce_buf, SIZE_MAX, lo, (size_t)(hi - lo)};
   }
-  if (rc) return tpx_err_quiet(rc, "channel %d: unpack of slot %u (%u entries) on GPU %d: %s", gq->ch, s->uslot, cnt,
-                         s->dev, tpx_last_error());
-  s->deferred = 0;
-  gq->g->unpacked_gpu += s->len;
+  uint64_t ticket = 0;
+  rc = tpx__unpack_submit(u, &c, &ticket);
+  if (rc == TPX_EAGAIN) return rc; /* the slots stay deferred: the next poll */
+  if (rc)
+    return tpx_err_quiet(rc, "channel %d: unpack of %u chunks (slot %u on) on GPU %d: %s", gq->ch, n, run[0]->uslot,
+                         run[0]->dev, tpx_last_error());
+  for (uint32_t k = 0; k < n; k++) {
+    run[k]->ticket = ticket;
+    run[k]->deferred = 0;
+    gq->g->unpacked_gpu += run[k]->len;
+  }
+  return 0;
+}
+
+/* Deferred unpacks from s on in ring order (their receives completed in
+ * that order), launched in runs. 0, or < 0. */
+static int unpack_batch(struct gpu_window *gq, struct gslot *s) {
+  if (!gq->ubatch && !(gq->ubatch = malloc(UNPACK_BATCH_FRAGS * sizeof(*gq->ubatch))))
+    return tpx_err_quiet(TPX_ENOMEM, "channel %d: unpack entries", gq->ch);
+  tpx_unpack_meta_block_t *mb = gq->dh.meta;
+  uint32_t at = (uint32_t)(s - gq->slots);
+  for (uint32_t i = 0; i < gq->cap;) {
+    struct gslot *run[UNPACK_BATCH];
+    uint32_t n = 0, ne = 0;
+    for (; i < gq->cap && n < UNPACK_BATCH; i++) {
+      struct gslot *x = &gq->slots[(at + i) % gq->cap];
+      if (!x->busy || x->mode != GS_UNPACK_GPU) {
+        i = gq->cap;
+        break;
+      }
+      if (!x->deferred) continue;
+      uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, x->uslot);
+      if (n && (x->dev != run[0]->dev || ne + cnt > UNPACK_BATCH_FRAGS)) break;
+      run[n++] = x;
+      ne += cnt;
+      if (ne > UNPACK_BATCH_FRAGS) { /* a chunk of many fragments goes alone */
+        i++;
+        break;
+      }
+    }
+    if (n == 0) return 0;
+    int rc = submit(gq, run, n);
+    if (rc == TPX_EAGAIN) return 0;
+    if (rc) return rc;
+  }
   return 0;
 }
 
@@ -87,15 +163,14 @@ int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *g
     return 1;
   }
   s->busy = 1;
-  return submit(gq, s, meta, cnt);
+  s->deferred = 1; /* launched with the others of this pass (unpack_batch) */
+  return 0;
 }
 
 int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  if (s->deferred) {
-    tpx_unpack_meta_block_t *mb = gq->dh.meta;
-    uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, s->uslot); /* checked by tpx__unpack_start */
-    int rc = submit(gq, s, mb->mem[s->uslot], cnt);
+  if (s->deferred) { /* launch what completed since the last pass, the head's or later */
+    int rc = unpack_batch(gq, s);
     if (rc) return rc;
     if (s->deferred) return 0;
   }
