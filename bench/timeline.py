@@ -3,7 +3,7 @@
 processes (one clock: CLOCK_MONOTONIC of one host), prints per-stage times of
 every write, and draws one of them.
 
-usage: bench/timeline.py FILE... [--plot PNG] [--op N] [--label TEXT]
+usage: bench/timeline.py FILE... [--plot PNG] [--op N] [--label TEXT] [--sockets] [--wake]
   FILE     <TPX_TIMELINE>.<pid> files (initiator and target, any order; one
            file when both ends are in one process)
   --plot   a timeline picture of the transfer with the median duration (or
@@ -11,6 +11,12 @@ usage: bench/timeline.py FILE... [--plot PNG] [--op N] [--label TEXT]
            sent, receive post -> arrived -> landed, staging copies), sockets
            busy and bytes received per 50 us, requests in flight
   --label  title of the picture
+  --sockets  per socket of that write (the median one, or --op N): bytes,
+           first and last I/O, calls, and each sendmsg's span on the sender:
+           which sockets start late or drain last
+  --wake   per process, over the whole run: time from a kick (work queued
+           for a socket whose thread had none) to that socket's next I/O,
+           i.e. how long an I/O thread takes to wake and run (quantiles, us)
 
 Per write (times in ms from its post on the initiator):
   target    the write's control message reached the target
@@ -210,8 +216,51 @@ def plot(path, label, op, ini, tgt, t0, t1):
     print(f"timeline: wrote {path}")
 
 
+def sockets(op, ini, tgt, t0, t1):
+    ms = lambda t: (t - t0) / 1e6
+    print(f"sockets of write {op} (ms from its post; {ms(t1):.3f} ms):")
+    print("  side  socket  thread     MiB   first    last  calls  sendmsg spans (start-end/MiB)")
+    for side, ev, kind in (("send", ini, "sock_tx"), ("recv", tgt, "sock_rx")):
+        per = collections.defaultdict(list)
+        for e in window(ev, t0, t1):
+            if e[1] == kind:
+                per[e[3]].append(e)
+        start = lambda e: e[0] - e[6] if kind == "sock_tx" else e[0]
+        for fd in sorted(per, key=lambda f: start(per[f][0])):
+            es = per[fd]
+            spans = " ".join(f"{ms(start(e)):.2f}-{ms(e[0]):.2f}/{e[5] / 2**20:.1f}" for e in es) if kind == "sock_tx" else ""
+            print(f"  {side:4s}  {fd:6d}  {es[0][2]:6d}  {sum(e[5] for e in es) / 2**20:6.2f}  {ms(start(es[0])):6.2f}"
+                  f"  {ms(es[-1][0]):6.2f}  {len(es):5d}  {spans}")
+
+
+def wakes(procs):
+    print("kick -> the socket's next I/O (us), per process, after its first transfer started:")
+    for path, ev in procs:
+        first = next((e[0] for e in ev if e[1] in ("op_post", "target")), None)
+        if first is None:
+            continue
+        io = collections.defaultdict(list)
+        for e in ev:
+            if e[1] in ("sock_tx", "sock_rx"):
+                io[e[3]].append(e[0] - e[6] if e[1] == "sock_tx" else e[0])
+        lat = []
+        for e in ev:
+            if e[1] == "sock_kick" and e[0] >= first and io.get(e[3]):
+                later = [t for t in io[e[3]] if t >= e[0]]
+                if later:
+                    lat.append((min(later) - e[0]) / 1e3)
+        if not lat:
+            print(f"  {path}: no kicks")
+            continue
+        lat.sort()
+        q = lambda f: lat[min(len(lat) - 1, int(f * len(lat)))]
+        posts = sum(1 for e in ev if e[1] == "op_post") or sum(1 for e in ev if e[1] == "target")
+        print(f"  {path}: {len(lat)} kicks ({len(lat) / max(posts, 1):.1f} per transfer): p50 {q(.5):.0f}"
+              f"  p90 {q(.9):.0f}  p99 {q(.99):.0f}  max {lat[-1]:.0f}")
+
+
 def main(argv):
-    files, out, pick, label = [], None, None, None
+    files, out, pick, label, socks, wake = [], None, None, None, False, False
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -230,23 +279,32 @@ def main(argv):
                     sys.exit(f"timeline: --op {v}: not a number")
             i += 2
             continue
+        if a in ("--sockets", "--wake"):
+            socks, wake = socks or a == "--sockets", wake or a == "--wake"
+            i += 1
+            continue
         if a.startswith("-"):
             sys.exit(f"timeline: unknown option {a} (see --help)" if a != "--help" else __doc__)
         files.append(a)
         i += 1
     if not files:
         sys.exit(__doc__)
-    xs = transfers(load(files))
+    procs = load(files)
+    xs = transfers(procs)
     if not xs:
         sys.exit("timeline: no finished write in these files (record both sides with TPX_TIMELINE)")
     rows = [stages(*x) for x in xs]
     report(rows)
+    if pick is None:
+        order = sorted(range(len(rows)), key=lambda k: rows[k]["end"])
+        pick = order[len(order) // 2]
+    if not 0 <= pick < len(xs):
+        sys.exit(f"timeline: --op {pick}: there are {len(xs)} writes")
+    if socks:
+        sockets(*xs[pick])
+    if wake:
+        wakes(procs)
     if out:
-        if pick is None:
-            order = sorted(range(len(rows)), key=lambda k: rows[k]["end"])
-            pick = order[len(order) // 2]
-        if not 0 <= pick < len(xs):
-            sys.exit(f"timeline: --op {pick}: there are {len(xs)} writes")
         plot(out, label, *xs[pick])
 
 

@@ -40,6 +40,21 @@ assert rx >= 5 * (2 << 20) and tx >= 5 * (2 << 20), f"sockets moved {tx} / {rx} 
 PY
 python3 "$tl" "$1" >"$dir/report.txt" 2>&1 || fail "timeline.py failed: $(tail -n 3 "$dir/report.txt")"
 [ "$(grep -c '^ *[0-9]' "$dir/report.txt")" -eq 5 ] || fail "timeline.py: expected 5 writes: $(cat "$dir/report.txt")"
+# --sockets: the sockets of one write carry its 2 MiB each way; --wake: a line per file
+python3 "$tl" "$1" --sockets --wake >"$dir/socks.txt" 2>&1 || fail "timeline.py --sockets --wake failed: $(tail -n 3 "$dir/socks.txt")"
+python3 - "$dir/socks.txt" <<'PY' || fail "timeline.py --sockets: $(cat "$dir/socks.txt")"
+import sys
+mib = {"send": 0.0, "recv": 0.0}
+wake = 0
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 7 and f[0] in mib:
+        mib[f[0]] += float(f[3])
+    wake += "kicks" in line or "no kicks" in line
+for side, v in mib.items():
+    assert 1.99 <= v <= 2.02, f"{side}: {v} MiB on the sockets of a 2 MiB write"
+assert wake == 1, f"{wake} --wake lines for one file"
+PY
 
 rm -f "$dir"/tl.*
 "$bench" loopback --size 64K --iters 2 --progress off >"$dir/out.txt" 2>&1 || fail "tpx-bench without a timeline failed"
