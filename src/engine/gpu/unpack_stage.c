@@ -5,7 +5,7 @@
  * written after the entries) and validate the entries (tpx__tcpx_slot_read),
  * check they cover exactly the chunk, then gather - with
  * the CPU into host memory, or with the GPU unpacker (kernel / d2d / host
- * mode) into device memory, the chunks completed in one pass together. The
+ * mode) into device memory, several completed chunks per launch. The
  * engine calls irecvConsumed only once this finished, oldest receive
  * first. */
 #include <stdlib.h>
@@ -46,12 +46,13 @@ int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_wi
   return 0;
 }
 
-/* UNPACK receives into GPU memory: the chunks whose receives completed
- * since the last pass are gathered together, up to UNPACK_BATCH chunks (and
+/* UNPACK receives into GPU memory: a completed chunk waits (deferred)
+ * until it is the comm's oldest unfinished one; then it and the chunks
+ * completed after it are gathered, up to UNPACK_BATCH chunks (and
  * UNPACK_BATCH_FRAGS entries, inside the kernel's parameter block) per
- * launch, as the staging copies to the GPU are (staging.c): one launch and
- * one completion per chunk were what the receiving progress thread spent
- * its time on. */
+ * launch: one launch and one completion per chunk were what the receiving
+ * progress thread spent its time on. (Staging's copies to the GPU, in_batch
+ * in staging.c, also launch later chunks while the head's copy runs.) */
 #define UNPACK_BATCH 4
 #define UNPACK_BATCH_FRAGS 1024
 
@@ -163,13 +164,13 @@ int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *g
     return 1;
   }
   s->busy = 1;
-  s->deferred = 1; /* launched with the others of this pass (unpack_batch) */
+  s->deferred = 1; /* launched by tpx__unpack_poll once it is the head (unpack_batch) */
   return 0;
 }
 
 int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  if (s->deferred) { /* launch what completed since the last pass, the head's or later */
+  if (s->deferred) { /* the head and the chunks completed after it */
     int rc = unpack_batch(gq, s);
     if (rc) return rc;
     if (s->deferred) return 0;
