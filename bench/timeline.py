@@ -36,6 +36,7 @@ Per write (times in ms from its post on the initiator):
   GB/s      size / end
 Matplotlib from Debian (python3-matplotlib, scripts/deps.sh --bench) for --plot.
 """
+import bisect
 import collections
 import statistics
 import sys
@@ -243,12 +244,14 @@ def wakes(procs):
         for e in ev:
             if e[1] in ("sock_tx", "sock_rx"):
                 io[e[3]].append(e[0] - e[6] if e[1] == "sock_tx" else e[0])
+        for ts in io.values():
+            ts.sort()
         lat = []
         for e in ev:
             if e[1] == "sock_kick" and e[0] >= first and io.get(e[3]):
-                later = [t for t in io[e[3]] if t >= e[0]]
-                if later:
-                    lat.append((min(later) - e[0]) / 1e3)
+                j = bisect.bisect_left(io[e[3]], e[0])
+                if j < len(io[e[3]]):
+                    lat.append((io[e[3]][j] - e[0]) / 1e3)
         if not lat:
             print(f"  {path}: no kicks")
             continue

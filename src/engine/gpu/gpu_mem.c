@@ -74,6 +74,14 @@ int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **
   return 0;
 }
 
+int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  struct gpu_dev *d = dev >= 0 && dev < TPX_GPU_MAX_DEVICES ? g->devs[dev] : NULL;
+  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "GPU %d was never set up", dev);
+  tpx_unpacker_t *u;
+  int rc = tpx__gpu_dev_unpacker(g, d, &u);
+  return rc ? rc : tpx__unpack_submit(u, c, ticket);
+}
+
 /* The progress thread keeps one GPU's context current, so the guards inside
  * gpu.c cost one query instead of two switches per call. User threads are
  * left as they were (every call restores their context). */

@@ -75,6 +75,7 @@ struct gslot {
   tpx_gpu_event_t *ev;
   uint64_t ticket;
   uint32_t uslot;    /* unpack slot: tpx__tcpx_slot(k) for the k-th receive */
+  uint32_t ucnt;     /* its entries, as tpx__unpack_start read and checked them */
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
@@ -132,6 +133,20 @@ int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out);
 void tpx__gpu_dev_free(struct gpu_dev *d);
 void tpx__gpu_thread_pin(struct gpu_ep *g);
 int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
+/* One launch of c on GPU dev's unpacker (SM staging copies, unpacks): 0
+ * queued (*ticket), TPX_EAGAIN the unpacker is full (retry later), < 0. */
+int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket);
+
+/* The span [*lo, *hi) of the destinations of slots run[0..n), n >= 1: one
+ * launch writes them all, entries relative to *lo. */
+static inline void tpx__gslot_span(struct gslot *const *run, uint32_t n, uint8_t **lo, uint8_t **hi) {
+  *lo = run[0]->dst;
+  *hi = run[0]->dst + run[0]->len;
+  for (uint32_t k = 1; k < n; k++) {
+    if (run[k]->dst < *lo) *lo = run[k]->dst;
+    if (run[k]->dst + run[k]->len > *hi) *hi = run[k]->dst + run[k]->len;
+  }
+}
 
 /* gpu_path.c */
 int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window **out);

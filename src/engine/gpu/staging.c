@@ -107,16 +107,6 @@ void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
  * sides together; docs/GPU.md). ce: one cudaMemcpyAsync per chunk on a
  * persistent stream of the copy direction with a pooled event. */
 
-/* One SM launch of c's fragments on GPU dev: 0 queued (*ticket),
- * TPX_EAGAIN the unpacker is full (retry later), < 0 error. */
-static int sm_submit(struct gpu_window *gq, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
-  struct gpu_dev *d = gq->g->devs[dev];
-  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
-  tpx_unpacker_t *u;
-  int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
-  return rc ? rc : tpx__unpack_submit(u, c, ticket);
-}
-
 /* One copy-engine copy: 0 queued (*ev), < 0 error. */
 static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d,
                       tpx_gpu_event_t **ev) {
@@ -217,7 +207,7 @@ static int out_flush(struct gpu_window *gq, struct out_batch *b) {
     e[i] = (tpx_unpack_meta_t){(uint32_t)(b->src[i] - b->lo), (uint32_t)b->p[i].len, b->p[i].aoff};
   tpx_unpack_chunk_t c = {e, e, n, b->lo, (size_t)(b->hi - b->lo), gq->arena_dev, (size_t)gq->aring.size};
   uint64_t ticket = 0;
-  int rc = sm_submit(gq, b->dev, &c, &ticket);
+  int rc = tpx__gpu_unpack_submit(gq->g, b->dev, &c, &ticket);
   if (rc) {
     gq->aring = b->ring;
     if (rc == TPX_EAGAIN) return 0;
@@ -411,16 +401,13 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
       run[n++] = x;
     }
     if (n == 0) return 0;
-    uint8_t *lo = run[0]->dst, *hi = run[0]->dst + run[0]->len;
-    for (uint32_t k = 1; k < n; k++) {
-      if (run[k]->dst < lo) lo = run[k]->dst;
-      if (run[k]->dst + run[k]->len > hi) hi = run[k]->dst + run[k]->len;
-    }
+    uint8_t *lo, *hi;
+    tpx__gslot_span(run, n, &lo, &hi);
     for (uint32_t k = 0; k < n; k++)
       e[k] = (tpx_unpack_meta_t){run[k]->aoff, (uint32_t)run[k]->len, (uint64_t)(run[k]->dst - lo)};
     tpx_unpack_chunk_t c = {e, e, n, gq->arena_dev, (size_t)gq->aring.size, lo, (size_t)(hi - lo)};
     uint64_t ticket = 0;
-    int rc = sm_submit(gq, run[0]->dev, &c, &ticket);
+    int rc = tpx__gpu_unpack_submit(gq->g, run[0]->dev, &c, &ticket);
     if (rc == TPX_EAGAIN) return 0; /* still deferred: the next poll */
     if (rc)
       return tpx_err_quiet(rc, "channel %d: host-to-device copy of %u chunks to GPU %d failed: %s",

@@ -59,28 +59,20 @@ int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_wi
 /* One launch for chunks run[0..n) of GPU dev: 0 queued (every slot gets
  * the ticket), TPX_EAGAIN the unpacker is full (they stay deferred), < 0. */
 static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
-  struct gpu_dev *d = gq->g->devs[run[0]->dev];
-  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, run[0]->dev);
-  tpx_unpacker_t *u;
-  int rc = tpx__gpu_dev_unpacker(gq->g, d, &u);
-  if (rc) return rc;
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   tpx_unpack_chunk_t c;
+  int rc;
   if (n == 1) { /* the plugin's entries as they are (tpx__unpack_start checked them) */
     const tpx_unpack_meta_t *meta = mb->mem[run[0]->uslot];
-    uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, run[0]->uslot);
-    c = (tpx_unpack_chunk_t){meta, meta, cnt, gq->dh.bounce_buf, SIZE_MAX, run[0]->dst, (size_t)run[0]->len};
+    c = (tpx_unpack_chunk_t){meta, meta, run[0]->ucnt, gq->dh.bounce_buf, SIZE_MAX, run[0]->dst, (size_t)run[0]->len};
   } else {
     /* Entries copied, each chunk's checked again against its own size (what
      * is checked is what runs), destinations made relative to the lowest. */
-    uint8_t *lo = run[0]->dst, *hi = run[0]->dst + run[0]->len;
-    for (uint32_t k = 1; k < n; k++) {
-      if (run[k]->dst < lo) lo = run[k]->dst;
-      if (run[k]->dst + run[k]->len > hi) hi = run[k]->dst + run[k]->len;
-    }
+    uint8_t *lo, *hi;
+    tpx__gslot_span(run, n, &lo, &hi);
     uint32_t ne = 0;
     for (uint32_t k = 0; k < n; k++) {
-      uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, run[k]->uslot);
+      uint32_t cnt = run[k]->ucnt;
       uint64_t total = 0;
       memcpy(gq->ubatch + ne, mb->mem[run[k]->uslot], cnt * sizeof(*gq->ubatch));
       rc = tpx__unpack_validate(gq->ubatch + ne, cnt, SIZE_MAX, (size_t)run[k]->len, NULL, &total);
@@ -94,7 +86,7 @@ static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
     c = (tpx_unpack_chunk_t){gq->ubatch, gq->ubatch, ne, gq->dh.bounce_buf, SIZE_MAX, lo, (size_t)(hi - lo)};
   }
   uint64_t ticket = 0;
-  rc = tpx__unpack_submit(u, &c, &ticket);
+  rc = tpx__gpu_unpack_submit(gq->g, run[0]->dev, &c, &ticket);
   if (rc == TPX_EAGAIN) return rc; /* the slots stay deferred: the next poll */
   if (rc)
     return tpx_err_quiet(rc, "channel %d: unpack of %u chunks (slot %u on) on GPU %d: %s", gq->ch, n, run[0]->uslot,
@@ -112,7 +104,6 @@ static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
 static int unpack_batch(struct gpu_window *gq, struct gslot *s) {
   if (!gq->ubatch && !(gq->ubatch = malloc(UNPACK_BATCH_FRAGS * sizeof(*gq->ubatch))))
     return tpx_err_quiet(TPX_ENOMEM, "channel %d: unpack entries", gq->ch);
-  tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint32_t at = (uint32_t)(s - gq->slots);
   for (uint32_t i = 0; i < gq->cap;) {
     struct gslot *run[UNPACK_BATCH];
@@ -124,10 +115,9 @@ static int unpack_batch(struct gpu_window *gq, struct gslot *s) {
         break;
       }
       if (!x->deferred) continue;
-      uint32_t cnt = (uint32_t)tpx__tcpx_cnt_load(mb, x->uslot);
-      if (n && (x->dev != run[0]->dev || ne + cnt > UNPACK_BATCH_FRAGS)) break;
+      if (n && (x->dev != run[0]->dev || ne + x->ucnt > UNPACK_BATCH_FRAGS)) break;
       run[n++] = x;
-      ne += cnt;
+      ne += x->ucnt;
       if (ne > UNPACK_BATCH_FRAGS) { /* a chunk of many fragments goes alone */
         i++;
         break;
@@ -163,6 +153,7 @@ int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *g
     gq->g->unpacked_cpu += s->len;
     return 1;
   }
+  s->ucnt = cnt;
   s->busy = 1;
   s->deferred = 1; /* launched by tpx__unpack_poll once it is the head (unpack_batch) */
   return 0;
