@@ -12,6 +12,13 @@
 #             (TPX_SOCK_UNPACK=1, 64 and 256 MiB), and GPU memory on one side
 #             only (the sender's, the receiver's: what each of two hosts
 #             would pay)
+#   cold      the 64 MiB engine cases again with tpx-bench --regions
+#             REGIONS (4): each transfer takes the next of REGIONS copies
+#             of its buffers on both sides, so with REGIONS x 64 MiB per
+#             side beyond the last-level cache (300 MiB on the 2x H200) no
+#             host-memory transfer finds its bytes cached, as a real KV
+#             cache's would not (the plain cases reuse one 64 MiB buffer,
+#             which stays cached there). COLD=0 leaves them out.
 # Every engine case is timed the same way, host or GPU memory. CHECK=once
 # (default): timed runs without --check, and each GPU case's bytes verified
 # by a short --check run of its own (3 transfers, round 1, not timed): with
@@ -32,6 +39,7 @@
 # usage: bench/fill_compare.sh [BUILD_DIR]   (default ./build; needs
 #        BUILD_DIR/tpx-bench and tpx-netbench, python3, iperf3)
 #   ROUNDS=5  ITERS64=30  ITERS256=10  IPERF_SECONDS=3  GPU=auto|0|1
+#   COLD=1  REGIONS=4 (2..16)
 #   IPERF3=path (default: iperf3 on PATH; none: leave it out)
 #   PORT_BASE (default: from this process id)   LOGS=dir (logs kept there; default a temp dir, removed)
 #   CLIENT_GPU, SERVER_GPU: the GPU of each side's GPU memory (tpx-bench
@@ -57,6 +65,8 @@ sgpu="${SERVER_GPU:-}"
 ccpus="${CLIENT_CPUS:-}"
 scpus="${SERVER_CPUS:-}"
 iperf="${IPERF3:-iperf3}"
+cold="${COLD:-1}"
+regions="${REGIONS:-4}"
 base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 tb="$build/tpx-bench"
 nb="$build/tpx-netbench"
@@ -68,6 +78,8 @@ if [ "$iperf" != none ] && ! command -v "$iperf" >/dev/null 2>&1; then
 fi
 case "$rounds$it64$it256$secs$base$cgpu$sgpu" in *[!0-9]*) die "ROUNDS, ITERS64, ITERS256, IPERF_SECONDS, PORT_BASE, CLIENT_GPU, SERVER_GPU: numbers" ;; esac
 [ "$rounds" -ge 1 ] || die "ROUNDS >= 1"
+case "$cold" in 0 | 1) ;; *) die "COLD: 0 or 1" ;; esac
+case "$regions" in [2-9] | 1[0-6]) ;; *) die "REGIONS: 2..16 (copies of each buffer the cold cases rotate over)" ;; esac
 case "$ccpus$scpus" in *[!0-9,-]*) die "CLIENT_CPUS, SERVER_CPUS: CPU lists as taskset -c takes them (0-15,32)" ;; esac
 cpre=() spre=()
 if [ -n "$ccpus$scpus" ]; then
@@ -90,7 +102,7 @@ bench_name=fill_compare
 trap 'stop_all; [ -n "$keep" ] || rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 
-# Cases: name | kind | memory | environment | size | in flight
+# Cases: name | kind | memory | environment | size | in flight [| regions]
 cases=(
   "iperf3|iperf|-|-|-|-"
   "raw 64M x1|raw|host|-|64M|1"
@@ -114,6 +126,15 @@ if [ "$gpu" = 1 ]; then
     "GPU sender 64M x4|eng|cuda/host|-|64M|4"
     "GPU receiver 64M x1|eng|host/cuda|-|64M|1"
     "GPU receiver 64M x4|eng|host/cuda|-|64M|4"
+  )
+fi
+if [ "$cold" = 1 ]; then
+  cases+=("host 64M x1 cold|eng|host|-|64M|1|$regions" "host 64M x4 cold|eng|host|-|64M|4|$regions")
+  [ "$gpu" = 1 ] && cases+=(
+    "staging 64M x1 cold|eng|cuda|-|64M|1|$regions"
+    "staging 64M x4 cold|eng|cuda|-|64M|4|$regions"
+    "unpack 64M x1 cold|eng|cuda|TPX_SOCK_UNPACK=1|64M|1|$regions"
+    "unpack 64M x4 cold|eng|cuda|TPX_SOCK_UNPACK=1|64M|4|$regions"
   )
 fi
 [ "$iperf" = none ] && cases=("${cases[@]:1}")
@@ -159,10 +180,11 @@ run_raw() { # size inflight
 }
 
 # One tpx-bench pair; sets val and cpu. eng_pair memory environment size
-# inflight iters check(0/1)
+# inflight iters check(0/1) regions
 eng_pair() {
-  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid chk=() cm=${1%/*} sm=${1#*/}
+  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid chk=() reg=() cm=${1%/*} sm=${1#*/}
   [ "$6" = 1 ] && chk=(--check)
+  [ "${7:-1}" -gt 1 ] && reg=(--regions "$7")
   local envs=() cg=() sg=()
   [ "$2" != - ] && envs=("$2")
   [ "$cm" = cuda ] && [ -n "$cgpu" ] && cg=(--gpu "$cgpu")
@@ -172,7 +194,7 @@ eng_pair() {
   pids=$spid
   wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
   timeout 300 env "${envs[@]}" "${cpre[@]}" "$tb" client 127.0.0.1 --port "$base" --mem "$cm" "${cg[@]}" --size "$3" --inflight "$4" \
-    --iters "$5" --progress off "${chk[@]}" >"$c" 2>&1 || { bad "tpx-bench client failed" "$c" "$s"; return 1; }
+    --iters "$5" --progress off "${chk[@]}" "${reg[@]}" >"$c" 2>&1 || { bad "tpx-bench client failed" "$c" "$s"; return 1; }
   wait "$spid" || { bad "tpx-bench server failed" "$s"; return 1; }
   pids=""
   if [ ${#chk[@]} -gt 0 ] && ! grep -q '^\[CHECK\] server: ok' "$s" "$c"; then bad "bytes not verified" "$s" "$c"; return 1; fi
@@ -184,32 +206,34 @@ eng_pair() {
   cpu="${cc:--} ${sc:--}"
 }
 
-# memory (both sides, or client/server) environment size inflight; reads the
-# round ($r) and measure's case name ($name) for the once-per-case check
+# memory (both sides, or client/server) environment size inflight regions;
+# reads the round ($r) and measure's case name ($name) for the once-per-case
+# check
 run_eng() {
   local its="$it64"
   [ "$3" = 256M ] && its="$it256"
   if [ "$chkmode" = every ]; then
-    eng_pair "$1" "$2" "$3" "$4" "$its" 1
+    eng_pair "$1" "$2" "$3" "$4" "$its" 1 "${5:-1}"
     return
   fi
   case $1 in *cuda*)
-    if [ "$r" = 1 ]; then # this case's bytes, verified once
-      eng_pair "$1" "$2" "$3" "$4" 3 1 || return 1
-      echo "verified: $name (3 transfers, --check)" >>"$tmp/verified.txt"
+    if [ "$r" = 1 ]; then # this case's bytes, verified once (a cold case: every region)
+      local nv=$((3 > ${5:-1} ? 3 : ${5:-1}))
+      eng_pair "$1" "$2" "$3" "$4" $nv 1 "${5:-1}" || return 1
+      echo "verified: $name ($nv transfers, --check$([ "${5:-1}" -gt 1 ] && echo " --regions $5"))" >>"$tmp/verified.txt"
     fi ;;
   esac
-  eng_pair "$1" "$2" "$3" "$4" "$its" 0
+  eng_pair "$1" "$2" "$3" "$4" "$its" 0 "${5:-1}"
 }
 
 measure() { # case line
-  local name kind mem envs size inf try
-  IFS='|' read -r name kind mem envs size inf <<<"$1"
+  local name kind mem envs size inf reg try
+  IFS='|' read -r name kind mem envs size inf reg <<<"$1"
   for try in 1 2 3; do
     case $kind in
     iperf) run_iperf && return 0 ;;
     raw) run_raw "$size" "$inf" && return 0 ;;
-    eng) run_eng "$mem" "$envs" "$size" "$inf" && return 0 ;;
+    eng) run_eng "$mem" "$envs" "$size" "$inf" "${reg:-1}" && return 0 ;;
     esac
     base=$((base + 100 > 32600 ? 26000 : base + 100))
     echo "fill_compare: $name failed (try $try); again on ports from $base" >&2
@@ -223,7 +247,7 @@ echo "machine: $(hostname), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: 
 echo "date:    $date"
 echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1)"
 [ "$iperf" != none ] && echo "iperf3:  $("$iperf" --version | head -n 1)"
-echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)$([ -n "$ccpus$scpus" ] && echo "; client CPUs ${ccpus:-all}, server CPUs ${scpus:-all}")"
+echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)$([ -n "$ccpus$scpus" ] && echo "; client CPUs ${ccpus:-all}, server CPUs ${scpus:-all}")$([ "$cold" = 1 ] && echo "; cold cases: --regions $regions")"
 echo "checks:  $([ "$chkmode" = every ] && echo "every engine run timed with --check" || echo "timed runs without --check; each GPU case verified once (--check, 3 transfers, round 1)")"
 : >"$tmp/results.txt"
 : >"$tmp/verified.txt"
@@ -260,6 +284,11 @@ checks = [("host 64M x1", "iperf3", 0.7), ("host 64M x4", "iperf3", 0.85),
           ("staging 64M x1", "host 64M x1", 0.9), ("staging 64M x4", "host 64M x4", 0.9),
           ("unpack 64M x1", "host 64M x1", 0.9), ("unpack 64M x4", "host 64M x4", 0.9),
           ("host 64M x1", "raw 64M x1", None),
+          # no transfer's bytes in the caches (--regions): what a KV cache's transfers meet
+          ("host 64M x1 cold", "iperf3", 0.7), ("host 64M x4 cold", "iperf3", 0.85),
+          ("staging 64M x1 cold", "host 64M x1 cold", 0.9), ("staging 64M x4 cold", "host 64M x4 cold", 0.9),
+          ("unpack 64M x1 cold", "host 64M x1 cold", 0.9), ("unpack 64M x4 cold", "host 64M x4 cold", 0.9),
+          ("host 64M x1 cold", "host 64M x1", None), ("staging 64M x1 cold", "staging 64M x1", None),
           # 256 MiB: the host buffers no longer fit the last-level cache either (bench/copy_cost.sh)
           ("staging 256M x1", "host 256M x1", None), ("staging 256M x4", "host 256M x4", None),
           ("unpack 256M x1", "host 256M x1", None), ("unpack 256M x4", "host 256M x4", None),

@@ -119,7 +119,7 @@ def main():
         fail("command is not a list of strings")
     cfg = need(doc, "config", dict, "top")
     for k, t in (("mode", str), ("transport", str), ("mem", str), ("gpu", int), ("gpus", int), ("channels", int),
-                 ("chunk_bytes", int), ("iters", int), ("warmup", int), ("inflight", int), ("check", bool),
+                 ("chunk_bytes", int), ("iters", int), ("warmup", int), ("inflight", int), ("regions", int), ("check", bool),
                  ("latency", bool), ("cpus", int)):
         need(cfg, k, t, "config")
     if cfg["mode"] not in ("loopback", "client") or cfg["mem"] not in ("host", "cuda") or cfg["gpus"] < 1:

@@ -60,6 +60,12 @@ static void test_bad_values_named(void **state) {
   refused("loopback --inflight 2 --op send", "--inflight", "send");
   refused("loopback --inflight 2 --latency", "--inflight", "--latency");
   refused("loopback --latency --check", "--check", "--latency");
+  refused("loopback --regions 0", "--regions", "0");
+  refused("loopback --regions 17", "--regions", "17");
+  refused("loopback --regions 2 --op send", "--regions", "send");
+  refused("loopback --regions 2 --latency", "--regions", "--latency");
+  refused("loopback --regions 3 --inflight 16", "--regions 3", "18");
+  refused("loopback --size 16G --regions 8", "--regions", "17179869184");
   refused("loopback --op writes", "--op", "writes");
   refused("loopback --op write,write", "--op", "twice");
   refused("loopback --op ,", "--op", ",");
@@ -202,8 +208,16 @@ static void test_layout(void **state) {
     if (i) assert_true(bench_layout_client_off(&l, i) >= bench_layout_client_off(&l, i - 1) + l.block + BENCH_GAP);
   }
   assert_int_equal(bench_layout_server_off(&l, 0), bench_layout_client_off(&l, 999));
+  /* --regions: copy k of the layout is the same layout k x region bytes further on both sides */
+  struct bench_layout k3 = bench_layout_at(&l, 3, 70000000);
+  assert_int_equal(bench_layout_span(&k3), bench_layout_span(&l));
+  for (int i = 0; i < 1000; i += 333) {
+    assert_int_equal(bench_layout_client_off(&k3, i), bench_layout_client_off(&l, i) + 210000000);
+    assert_int_equal(bench_layout_server_off(&k3, i), bench_layout_server_off(&l, i) + 210000000);
+  }
   bench_layout_init(&l, 4096, 1);
   assert_int_equal(bench_layout_span(&l), 4096);
+  assert_int_equal(bench_layout_client_off(&l, 0), 0);
 }
 
 int main(void) {

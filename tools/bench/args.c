@@ -59,6 +59,9 @@ static const struct opt table[] = {
     {"--warmup", "-w", C | L, K_INT, OFF(warmup), 0, 100000000, NULL, NULL, "N", "untimed iterations first [2]"},
     {"--inflight", NULL, C | L, K_INT, OFF(inflight), 1, BENCH_MAX_INFLIGHT, NULL, NULL, "N",
      "write/read: transfers posted at once [1]"},
+    {"--regions", NULL, C | L, K_INT, OFF(regions), 1, BENCH_MAX_INFLIGHT, NULL, NULL, "N",
+     "write/read: transfer i uses copy i % N of the layout on both sides (N x the memory; beyond "
+     "the last-level cache, no transfer finds its bytes cached) [1]"},
     {"--check", "-c", C | L, K_FLAG, OFF(check), 0, 0, NULL, NULL, NULL, "verify every byte of every iteration"},
     {"--latency", NULL, C | L, K_FLAG, OFF(latency), 0, 0, NULL, NULL, NULL,
      "ping-pong: one-way latency = round trip / 2 (read: the read)"},
@@ -276,6 +279,7 @@ static void defaults(struct bench_opts *o) {
   o->iters = 20;
   o->warmup = 2;
   o->inflight = 1;
+  o->regions = 1;
   o->progress = -1;
   o->server_gpu = -1;
   o->gpu = -1;
@@ -325,6 +329,18 @@ static int cross_check(struct bench_opts *o, char *err, size_t n) {
              o->latency ? "--latency" : "--op send");
     return -1;
   }
+  if (o->regions > 1 && (o->latency || send)) {
+    snprintf(err, n, "--regions %d: applies to write/read bandwidth runs (not to %s)", o->regions,
+             o->latency ? "--latency" : "--op send");
+    return -1;
+  }
+  int nx = (o->inflight + o->regions - 1) / o->regions * o->regions; /* client.c's handles */
+  if (nx > BENCH_MAX_INFLIGHT) {
+    snprintf(err, n, "--inflight %d with --regions %d: %d transfer handles (a multiple of the "
+             "regions that covers those in flight), more than %d", o->inflight, o->regions, nx,
+             BENCH_MAX_INFLIGHT);
+    return -1;
+  }
   if (o->latency && o->check) {
     snprintf(err, n, "--check with --latency: a ping-pong moves one small buffer both ways; check a bandwidth run");
     return -1;
@@ -334,11 +350,11 @@ static int cross_check(struct bench_opts *o, char *err, size_t n) {
              o->latency ? "--latency" : "--op send, which moves one range");
     return -1;
   }
-  if (o->mode == BENCH_SERVER ? 0 : bench_layout_max_span(o) == 0) {
+  if (o->mode == BENCH_SERVER ? 0 : bench_layout_buf_bytes(o) == 0) {
     int bmax = 1;
     for (int i = 0; i < o->nbatch; i++) bmax = o->batch[i] > bmax ? o->batch[i] : bmax;
-    snprintf(err, n, "size %zu (--size/-e) x --batch %d: more than the %llu bytes one side may allocate", o->size_max,
-             bmax, BENCH_MAX_SPAN);
+    snprintf(err, n, "size %zu (--size/-e) x --batch %d%s: more than the %llu bytes one side may allocate",
+             o->size_max, bmax, o->regions > 1 ? " x --regions" : "", BENCH_MAX_SPAN);
     return -1;
   }
   return 0;

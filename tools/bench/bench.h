@@ -44,6 +44,7 @@ struct bench_opts {
   int nops;
   int ops[BENCH_MAX_OPS]; /* --op: TPX_OP_WRITE / READ / SEND */
   int iters, warmup, inflight;
+  int regions;       /* --regions: copies of the layout the transfers rotate over */
   int channels;      /* 0: configuration */
   size_t chunk;      /* 0: configuration */
   int timeout_ms;    /* 0: configuration (TPX_TIMEOUT_MS) */
@@ -72,16 +73,23 @@ struct bench_layout {
   size_t block;  /* bytes per block */
   int batch;     /* blocks per transfer */
   size_t stride; /* block + gap */
+  size_t base;   /* where this copy of the layout starts on both sides (--regions; 0) */
 };
 void bench_layout_init(struct bench_layout *l, size_t block, int batch);
+/* The same layout as copy k of a run's --regions, `region` bytes apart. */
+struct bench_layout bench_layout_at(const struct bench_layout *l, int k, uint64_t region);
 size_t bench_layout_span(const struct bench_layout *l);
 size_t bench_layout_bytes(const struct bench_layout *l);
-/* Block i lies at local_off(i) on the client and remote_off(i) on the server:
- * in reverse order there, so neither side's blocks are one range. */
+/* Block i lies at local_off(i) on the client and remote_off(i) on the server
+ * (base included): in reverse order there, so neither side's blocks are one
+ * range. */
 size_t bench_layout_client_off(const struct bench_layout *l, int i);
 size_t bench_layout_server_off(const struct bench_layout *l, int i);
-/* The most bytes one side needs for the whole sweep; 0 on overflow. */
+/* The most bytes one transfer of the sweep spans on one side (one region);
+ * 0 on overflow. */
 size_t bench_layout_max_span(const struct bench_opts *o);
+/* The buffer of one side: --regions copies of that span; 0 on overflow. */
+size_t bench_layout_buf_bytes(const struct bench_opts *o);
 
 /* ---- buf.c ---- */
 struct bench_buf {
@@ -166,6 +174,8 @@ enum bench_msg { M_HELLO = 1, M_MD, M_RUN, M_READY, M_CHK, M_CHK_REPLY, M_PING, 
 struct bench_run_msg {
   int op, batch, iters, warmup, inflight, check, latency;
   uint64_t block, stride;
+  int regions;     /* copies of the layout the transfers take in turn (--regions) */
+  uint64_t region; /* bytes from one copy to the next (>= the span) */
 };
 #define BENCH_MSG_MAX TPX_NOTIF_MAX
 /* The pattern seed of a run: both sides derive it from the run itself. */

@@ -77,13 +77,13 @@ int bench_buf_fill(struct bench_buf *b, const struct bench_layout *l, int server
     uint8_t *p = h + off;
     for (size_t j = 0; j < l->block; j++) p[j] = pat(off + j, seed);
   }
-  return b->cuda ? tpx__gpu_memcpy(b->gpu, b->p, h, span) : 0;
+  return b->cuda ? tpx__gpu_memcpy(b->gpu, (uint8_t *)b->p + l->base, h + l->base, span) : 0;
 }
 
 int bench_buf_poison(struct bench_buf *b, const struct bench_layout *l) {
   size_t span = bench_layout_span(l);
-  if (b->cuda) return tpx__gpu_memset(b->gpu, b->p, POISON, span);
-  memset(b->p, POISON, span);
+  if (b->cuda) return tpx__gpu_memset(b->gpu, (uint8_t *)b->p + l->base, POISON, span);
+  memset((uint8_t *)b->p + l->base, POISON, span);
   return 0;
 }
 
@@ -105,7 +105,7 @@ static size_t first_bad(const uint8_t *p, size_t n, uint64_t src, unsigned seed,
 int bench_buf_check(struct bench_buf *b, const struct bench_layout *l, int server, unsigned seed, size_t *bad) {
   uint8_t *h = host_view(b);
   size_t span = bench_layout_span(l);
-  if (b->cuda && tpx__gpu_memcpy(b->gpu, h, b->p, span) != 0) {
+  if (b->cuda && tpx__gpu_memcpy(b->gpu, h + l->base, (uint8_t *)b->p + l->base, span) != 0) {
     *bad = 0;
     return -1;
   }
@@ -118,7 +118,7 @@ int bench_buf_check(struct bench_buf *b, const struct bench_layout *l, int serve
     }
   }
   for (int k = 0; k + 1 < l->batch; k++) { /* the gaps between blocks */
-    size_t g = (size_t)k * l->stride + l->block, glen = l->stride - l->block;
+    size_t g = l->base + (size_t)k * l->stride + l->block, glen = l->stride - l->block;
     size_t j = first_bad(h + g, glen, 0, 0, 1);
     if (j < glen) {
       *bad = g + j;

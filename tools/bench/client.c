@@ -22,6 +22,7 @@ struct client {
   struct bench_buf buf;
   tpx_mem_t *mem;
   tpx_rmem_t *srv;
+  size_t region; /* bytes from one copy of the layout to the next (--regions) */
   double *t;
   int timeout_ms;
   char why[256];
@@ -41,7 +42,8 @@ static int wait_msg(struct client *c, int timeout_ms, tpx_notif_t *n, const char
 }
 
 static int setup(struct client *c, const char *host, int port) {
-  size_t span = bench_layout_max_span(c->o);
+  size_t span = bench_layout_buf_bytes(c->o);
+  c->region = bench_layout_max_span(c->o);
   /* loopback: the server's buffer (and a GPU buffer's host shadow) too; the
    * pairs not yet set up as well (span <= BENCH_MAX_SPAN: no overflow) */
   size_t need = span * (c->o->mode == BENCH_LOOPBACK ? 2 : 1) * (size_t)(c->o->ngpus - c->idx);
@@ -85,7 +87,8 @@ static int setup(struct client *c, const char *host, int port) {
   return 0;
 }
 
-/* The transfers of one run: `n` handles for the same ranges. */
+/* The transfers of one run: `n` handles, handle k on copy k % --regions of
+ * the layout (all on the same ranges without --regions). */
 static int prep(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t **x,
                 tpx_xfer_t **back, int n) {
   uint8_t ping[32];
@@ -98,21 +101,26 @@ static int prep(struct client *c, const struct bench_layout *l, const struct ben
   }
   tpx_iov_t *v = calloc((size_t)l->batch, sizeof(*v));
   if (!v) return TPX_ENOMEM;
-  for (int i = 0; i < l->batch; i++) {
-    tpx_iov_t e = {c->mem, bench_layout_client_off(l, i), c->srv, bench_layout_server_off(l, i), l->block};
-    v[i] = e;
-  }
-  for (int k = 0; k < n && rc == 0; k++)
+  for (int k = 0; k < n && rc == 0; k++) {
+    struct bench_layout lk = bench_layout_at(l, k % r->regions, r->region);
+    for (int i = 0; i < l->batch; i++) {
+      tpx_iov_t e = {c->mem, bench_layout_client_off(&lk, i), c->srv, bench_layout_server_off(&lk, i), l->block};
+      v[i] = e;
+    }
     rc = r->op == TPX_OP_WRITE ? tpx_xfer_prep_write(c->peer, v, (size_t)l->batch, r->latency ? ping : NULL,
                                                      r->latency ? pl : 0, &x[k])
                                : tpx_xfer_prep_read(c->peer, v, (size_t)l->batch, NULL, 0, &x[k]);
+  }
   free(v);
   return rc;
 }
 
-/* --check after an iteration (or a pipelined run): 0 intact, 1 mismatch, < 0 failure. */
-static int check(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, struct bench_result *res) {
+/* --check of copy k of the layout (--regions) after an iteration (or a
+ * pipelined run): 0 intact, 1 mismatch, < 0 failure. */
+static int check(struct client *c, const struct bench_layout *l0, const struct bench_run_msg *r, int k,
+                 struct bench_result *res) {
   size_t bad = 0;
+  struct bench_layout lk = bench_layout_at(l0, k, r->region), *l = &lk;
   if (r->op == TPX_OP_READ) {
     int mism = bench_buf_check(&c->buf, l, 0, bench_seed(r), &bad) != 0;
     if (mism) snprintf(res->error, sizeof(res->error), "read: destination byte %zu differs", bad);
@@ -122,7 +130,8 @@ static int check(struct client *c, const struct bench_layout *l, const struct be
   uint8_t m[32];
   tpx_notif_t n;
   int rc;
-  if (r->op == TPX_OP_WRITE && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_CHK, 0, NULL)))) return rc;
+  if (r->op == TPX_OP_WRITE && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_CHK, (uint64_t)k, NULL))))
+    return rc;
   if ((rc = wait_msg(c, c->timeout_ms + (int)(bench_layout_span(l) >> 17), &n, "the server's check", M_CHK_REPLY)))
     return rc;
   uint64_t a = 0;
@@ -155,14 +164,15 @@ static void fatal(struct client *c, struct bench_result *res, int rc, int iter) 
   if (!res->error[0]) snprintf(res->error, sizeof(res->error), "iteration %d: %s", iter, c->why);
 }
 
-/* One at a time; returns < 0 when the run (and the sweep) must end. */
-static int serial(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t *x,
-                  tpx_xfer_t *back, struct bench_result *res, int *n_ok) {
+/* One at a time, transfer i on handle i % nx; returns < 0 when the run (and
+ * the sweep) must end. */
+static int serial(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t **xs,
+                  int nx, tpx_xfer_t *back, struct bench_result *res, int *n_ok) {
   int total = r->iters + r->warmup;
   for (int i = 0; i < total && !bench_stop && !bench_abort; i++) {
     double ms = 0, u0, s0, u1, s1;
     bench_cpu_now(&u0, &s0);
-    int rc = once(c, r, x, back, &ms);
+    int rc = once(c, r, xs[i % nx], back, &ms);
     bench_cpu_now(&u1, &s1);
     if (i >= r->warmup) res->cpu_user_s += u1 - u0, res->cpu_sys_s += s1 - s0; /* the checks not counted */
     if (rc) {
@@ -170,7 +180,7 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
       fatal(c, res, rc, i - r->warmup);
       return rc;
     }
-    int bad = r->check ? check(c, l, r, res) : 0;
+    int bad = r->check ? check(c, l, r, i % r->regions, res) : 0;
     if (bad < 0) {
       fatal(c, res, bad, i - r->warmup);
       return bad;
@@ -186,9 +196,10 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
 }
 
 /* --inflight N: warm-up one at a time, then N posted; each completion (in
- * posting order) records the time since the previous one and reposts. */
+ * posting order) records the time since the previous one and posts the next.
+ * Transfer i is on handle i % nx (nx >= N: none is posted twice at once). */
 static int pipelined(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t **xs,
-                     struct bench_result *res, int *n_ok) {
+                     int nx, struct bench_result *res, int *n_ok) {
   int rc = 0, n = r->inflight, to = c->timeout_ms + (int)(bench_layout_bytes(l) * (uint64_t)n >> 17);
   for (int i = 0; i < r->warmup && rc == 0; i++)
     if ((rc = tpx_xfer_post(xs[0])) == 0) rc = bench_wait_xfer(xs[0], c->peer, to);
@@ -198,7 +209,7 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
   int posted = 0, failed = 0;
   for (; rc == 0 && posted < n && posted < r->iters; posted++) rc = tpx_xfer_post(xs[posted]);
   for (int i = 0; i < posted; i++) {
-    int w = bench_wait_xfer(xs[i % n], c->peer, to);
+    int w = bench_wait_xfer(xs[i % nx], c->peer, to);
     if (w) {
       failed++;
       rc = rc ? rc : w;
@@ -208,7 +219,8 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
     c->t[(*n_ok)++] = now - last;
     last = now;
     progress(c, res, i + 1, r->iters);
-    if (rc == 0 && posted < r->iters && !bench_stop && !bench_abort && (rc = tpx_xfer_post(xs[i % n])) == 0) posted++;
+    if (rc == 0 && posted < r->iters && !bench_stop && !bench_abort && (rc = tpx_xfer_post(xs[posted % nx])) == 0)
+      posted++;
   }
   bench_cpu_now(&res->cpu_user_s, &res->cpu_sys_s);
   res->cpu_user_s -= u0, res->cpu_sys_s -= s0;
@@ -217,7 +229,8 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
     fatal(c, res, rc, *n_ok);
     return rc;
   }
-  int bad = r->check ? check(c, l, r, res) : 0;
+  int bad = 0; /* every copy of the layout a timed transfer wrote (transfer i: copy i % regions) */
+  for (int k = 0; r->check && k < r->regions && k < r->iters && bad == 0; k++) bad = check(c, l, r, k, res);
   if (bad < 0) fatal(c, res, bad, r->iters);
   if (bad > 0) { /* cannot tell which transfer: none of them counts */
     res->errors += *n_ok;
@@ -231,8 +244,9 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   const struct bench_opts *o = c->o;
   struct bench_layout l;
   bench_layout_init(&l, size, batch);
-  struct bench_run_msg r = {op, batch, o->iters, o->warmup, op == TPX_OP_SEND ? 1 : o->inflight, o->check, o->latency,
-                            size, l.stride};
+  int one = op == TPX_OP_SEND || o->latency; /* args.c: no --inflight or --regions for these */
+  struct bench_run_msg r = {op,       batch,    o->iters,   o->warmup,           one ? 1 : o->inflight, o->check,
+                            o->latency, size, l.stride, one ? 1 : o->regions, c->region};
   memset(res, 0, sizeof(*res));
   res->op = op, res->batch = batch, res->block = size, res->bytes = bench_layout_bytes(&l);
   res->iters = o->iters, res->latency = o->latency;
@@ -240,17 +254,22 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   uint8_t m[128];
   tpx_notif_t n;
   int rc = 0, n_ok = 0;
-  if (o->check && op != TPX_OP_READ) rc = bench_buf_fill(&c->buf, &l, 0, bench_seed(&r));
-  else if (o->check) rc = bench_buf_poison(&c->buf, &l);
+  for (int k = 0; k < r.regions && o->check && rc == 0; k++) {
+    struct bench_layout lk = bench_layout_at(&l, k, r.region);
+    rc = op != TPX_OP_READ ? bench_buf_fill(&c->buf, &lk, 0, bench_seed(&r)) : bench_buf_poison(&c->buf, &lk);
+  }
   if (rc == 0) rc = bench_send(c->peer, m, bench_msg_run(m, &r));
   if (rc == 0) rc = wait_msg(c, c->timeout_ms + (int)(bench_layout_span(&l) >> 17), &n, "the server's ready", M_READY);
   tpx_xfer_t *xs[BENCH_MAX_INFLIGHT] = {NULL}, *back = NULL;
-  if (rc == 0 && (rc = prep(c, &l, &r, xs, &back, r.inflight)) != 0)
+  /* a multiple of --regions covering those in flight (args.c: <= BENCH_MAX_INFLIGHT) */
+  int nx = (r.inflight + r.regions - 1) / r.regions * r.regions;
+  if (rc == 0 && (rc = prep(c, &l, &r, xs, &back, nx)) != 0)
     snprintf(c->why, sizeof(c->why), "prepare: %s (%s)", tpx_strerror(rc), tpx_last_error());
   if (rc == 0 && c->gate && (rc = bench_gate_wait(c->gate, c->timeout_ms)) != 0)
     snprintf(c->why, sizeof(c->why), "%s", rc == TPX_ETIMEDOUT ? "the other pairs did not get ready in time"
                                                                  : "stopped (another pair failed, or a signal)");
-  if (rc == 0) rc = r.inflight > 1 ? pipelined(c, &l, &r, xs, res, &n_ok) : serial(c, &l, &r, xs[0], back, res, &n_ok);
+  if (rc == 0)
+    rc = r.inflight > 1 ? pipelined(c, &l, &r, xs, nx, res, &n_ok) : serial(c, &l, &r, xs, nx, back, res, &n_ok);
   for (int k = 0; k < BENCH_MAX_INFLIGHT; k++) tpx_xfer_free(xs[k]);
   tpx_xfer_free(back);
   if (c->idx == 0) bench_progress(o, res, 0, 0, 1);

@@ -46,9 +46,10 @@ static void header(FILE *f, const struct bench_json_ctx *c) {
   jstr(f, c->transport ? c->transport : "");
   fprintf(f,
           ", \"mem\": \"%s\", \"gpu\": %d, \"gpus\": %d, \"channels\": %d, \"chunk_bytes\": %zu, \"iters\": %d, "
-          "\"warmup\": %d, \"inflight\": %d, \"check\": %s, \"latency\": %s, \"cpus\": %ld},\n",
+          "\"warmup\": %d, \"inflight\": %d, \"regions\": %d, \"check\": %s, \"latency\": %s, "
+          "\"cpus\": %ld},\n",
           o->cuda ? "cuda" : "host", o->gpu, o->ngpus, c->channels, c->chunk, o->iters, o->warmup, o->inflight,
-          o->check ? "true" : "false", o->latency ? "true" : "false", sysconf(_SC_NPROCESSORS_ONLN));
+          o->regions, o->check ? "true" : "false", o->latency ? "true" : "false", sysconf(_SC_NPROCESSORS_ONLN));
   fputs("  \"error\": ", f);
   if (c->error) jstr(f, c->error);
   else fputs("null", f);

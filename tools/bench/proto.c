@@ -16,7 +16,7 @@ _Atomic int bench_stop;
 _Atomic int bench_abort;
 
 #define HDR 5
-#define RUN_FIELDS 9
+#define RUN_FIELDS 11
 
 static size_t head(uint8_t *b, enum bench_msg t) {
   memcpy(b, "TPXB", 4);
@@ -38,7 +38,8 @@ size_t bench_msg_run(uint8_t *b, const struct bench_run_msg *r) {
   size_t k = head(b, M_RUN);
   uint64_t f[RUN_FIELDS] = {(uint64_t)r->op,       (uint64_t)r->batch, (uint64_t)r->iters,
                             (uint64_t)r->warmup,   (uint64_t)r->inflight, (uint64_t)r->check,
-                            (uint64_t)r->latency, r->block,           r->stride};
+                            (uint64_t)r->latency, r->block,           r->stride,
+                            (uint64_t)r->regions, r->region};
   for (int i = 0; i < RUN_FIELDS; i++) tpx__put64(b + k + 8 * i, f[i]);
   return k + 8 * RUN_FIELDS;
 }
@@ -83,9 +84,14 @@ int bench_msg_get_run(const tpx_notif_t *n, struct bench_run_msg *r) {
     return -1;
   if (f[8] != (f[1] > 1 ? f[7] + BENCH_GAP : f[7])) return -1;
   if ((f[0] == TPX_OP_SEND || f[6]) && f[1] != 1) return -1;
+  /* regions: one copy of the layout for sends and ping-pongs; a copy spans
+   * (batch - 1) x stride + block (< 2^64: batch and stride bounded above) */
+  if (f[9] < 1 || f[9] > BENCH_MAX_INFLIGHT || ((f[0] == TPX_OP_SEND || f[6]) && f[9] != 1) ||
+      f[10] < (f[1] - 1) * f[8] + f[7])
+    return -1;
   r->op = (int)f[0], r->batch = (int)f[1], r->iters = (int)f[2], r->warmup = (int)f[3];
   r->inflight = (int)f[4], r->check = (int)f[5], r->latency = (int)f[6];
-  r->block = f[7], r->stride = f[8];
+  r->block = f[7], r->stride = f[8], r->regions = (int)f[9], r->region = f[10];
   return 0;
 }
 

@@ -33,9 +33,9 @@ void bench_cpu_line(const char *who, double u0, double s0, double wall_ms, doubl
 
 void bench_table_header(const struct bench_opts *o, int op, const char *transport, int channels, size_t chunk) {
   printf("#\n# tpx-bench %s: %s memory, transport %s, %d channel(s), chunk %zu, %d iters (+%d warm-up), "
-         "%d in flight, %d GPU(s), check %s\n",
+         "%d in flight, %d region(s), %d GPU(s), check %s\n",
          bench_op_name(op), o->cuda ? "cuda" : "host", transport, channels, chunk, o->iters, o->warmup, o->inflight,
-         o->ngpus, o->check ? "every byte" : "off");
+         o->regions, o->ngpus, o->check ? "every byte" : "off");
   printf("# %s; GB/s = 1e9 B/s; errors = failed iterations (excluded from the figures)\n",
          o->latency ? "times are one-way latencies (round trip / 2; read: the whole read)"
                     : "time = mean per transfer; latency = each transfer from post to completion");

@@ -89,7 +89,8 @@ static int verify(struct session *s, const struct bench_layout *l, unsigned seed
   bench_cpu_now(&u0, &s0);
   int mism = bench_buf_check(&s->buf, l, 1, seed, &bad) != 0;
   if (mism && (*bad_count)++ == 0)
-    printf("[CHECK] server%s: MISMATCH at byte %zu of %zu\n", s->tag, bad, bench_layout_span(l));
+    printf("[CHECK] server%s: MISMATCH at byte %zu (the transfer's %zu bytes from %zu)\n", s->tag, bad,
+           bench_layout_span(l), l->base);
   int rc = bench_buf_poison(&s->buf, l);
   uint8_t m[64];
   if (rc == 0) rc = bench_send(s->peer, m, bench_msg_simple(m, M_CHK_REPLY, mism ? bad + 1 : 0, NULL));
@@ -141,13 +142,17 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
     return fail(s, TPX_EPROTO, "run");
   }
   bench_layout_init(&l, r.block, r.batch);
-  if (bench_layout_span(&l) > s->buf.len) {
-    snprintf(s->why, sizeof(s->why), "run of %zu bytes beyond the %zu announced", bench_layout_span(&l), s->buf.len);
+  if (r.region > s->buf.len / (size_t)r.regions) { /* bench_msg_get_run: span <= region */
+    snprintf(s->why, sizeof(s->why), "run of %d x %llu bytes beyond the %zu announced", r.regions,
+             (unsigned long long)r.region, s->buf.len);
     return fail(s, TPX_EPROTO, "run");
   }
   int rc = 0, bad = 0, checks_by_us = r.check && r.op != TPX_OP_READ;
-  if (r.op == TPX_OP_READ) rc = bench_buf_fill(&s->buf, &l, 1, bench_seed(&r));
-  else if (r.check) rc = bench_buf_poison(&s->buf, &l);
+  for (int k = 0; k < r.regions && rc == 0; k++) {
+    struct bench_layout lk = bench_layout_at(&l, k, r.region);
+    if (r.op == TPX_OP_READ) rc = bench_buf_fill(&s->buf, &lk, 1, bench_seed(&r));
+    else if (r.check) rc = bench_buf_poison(&s->buf, &lk);
+  }
   uint8_t m[64];
   if (rc || (rc = bench_send(s->peer, m, bench_msg_simple(m, M_READY, 0, NULL)))) return fail(s, rc, "prepare");
   double u0, s0, t0 = bench_now_ms();
@@ -160,8 +165,12 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
   for (int got_end = 0; rc == 0 && !got_end;) { /* write --check: CHK per iteration; every op: END */
     if ((rc = wait_msg(s, run_to, n, "the end of the run"))) break;
     int t = bench_msg_type(n);
-    if (t == M_CHK && r.check && r.op == TPX_OP_WRITE) rc = verify(s, &l, bench_seed(&r), &bad);
-    else if (t == M_END) got_end = 1;
+    uint64_t k = 0; /* a check names the copy of the layout (--regions) the transfer wrote */
+    if (t == M_CHK && r.check && r.op == TPX_OP_WRITE && bench_msg_get_simple(n, &k, NULL, 0) == 0 &&
+        k < (uint64_t)r.regions) {
+      struct bench_layout lk = bench_layout_at(&l, (int)k, r.region);
+      rc = verify(s, &lk, bench_seed(&r), &bad);
+    } else if (t == M_END) got_end = 1;
     else {
       snprintf(s->why, sizeof(s->why), "unexpected message %d during a run", t);
       rc = fail(s, TPX_EPROTO, "run");
