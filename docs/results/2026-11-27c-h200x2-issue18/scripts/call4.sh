@@ -1,0 +1,12 @@
+#!/bin/bash
+# Issue 18 session 3 call 4: fill_compare at 5aa86ca (cold cases verified with --check --regions), 16 shared CPUs, then own CPUs.
+set -u -o pipefail
+export PATH=$PATH:/usr/local/cuda/bin TPX_LOG=warn TPX_SOCKET_IFNAME=lo
+t0=$SECONDS
+B=build-g
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_CUDA=ON >/dev/null 2>&1 && cmake --build $B -j --target tpx-bench tpx-netbench >/dev/null 2>&1 || { echo build failed; exit 1; }
+echo "built at $((SECONDS - t0)) s"
+CLIENT_GPU=0 SERVER_GPU=1 IPERF3=$PWD/build-iperf/iperf3w ROUNDS=5 timeout 330 taskset -c 0-15 bench/fill_compare.sh $B >$OUT/fill16-cold.txt 2>&1; echo "fill16 rc=$? at $((SECONDS - t0)) s"
+grep verified $OUT/fill16-cold.txt; sed -n '/^ratios/,/^Markdown/p' $OUT/fill16-cold.txt
+CLIENT_GPU=0 SERVER_GPU=1 IPERF3=$PWD/build-iperf/iperf3w ROUNDS=3 CLIENT_CPUS=0-15 SERVER_CPUS=16-31 timeout $((570 - (SECONDS - t0))) bench/fill_compare.sh $B >$OUT/fill-own-cold.txt 2>&1; echo "own rc=$? at $((SECONDS - t0)) s"
+sed -n '/^ratios/,/^Markdown/p' $OUT/fill-own-cold.txt
