@@ -165,11 +165,16 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
   for (int got_end = 0; rc == 0 && !got_end;) { /* write --check: CHK per iteration; every op: END */
     if ((rc = wait_msg(s, run_to, n, "the end of the run"))) break;
     int t = bench_msg_type(n);
-    uint64_t k = 0; /* a check names the copy of the layout (--regions) the transfer wrote */
-    if (t == M_CHK && r.check && r.op == TPX_OP_WRITE && bench_msg_get_simple(n, &k, NULL, 0) == 0 &&
-        k < (uint64_t)r.regions) {
-      struct bench_layout lk = bench_layout_at(&l, (int)k, r.region);
-      rc = verify(s, &lk, bench_seed(&r), &bad);
+    if (t == M_CHK && r.check && r.op == TPX_OP_WRITE) {
+      uint64_t k = 0; /* the copy of the layout (--regions) the transfer wrote */
+      if (bench_msg_get_simple(n, &k, NULL, 0) != 0 || k >= (uint64_t)r.regions) {
+        snprintf(s->why, sizeof(s->why), "check of copy %llu of the layout; the run has %d",
+                 (unsigned long long)k, r.regions);
+        rc = fail(s, TPX_EPROTO, "run");
+      } else {
+        struct bench_layout lk = bench_layout_at(&l, (int)k, r.region);
+        rc = verify(s, &lk, bench_seed(&r), &bad);
+      }
     } else if (t == M_END) got_end = 1;
     else {
       snprintf(s->why, sizeof(s->why), "unexpected message %d during a run", t);
