@@ -12,7 +12,9 @@ usage: bench/timeline.py FILE... [--plot PNG] [--op N] [--label TEXT] [--sockets
            busy and bytes received per 50 us, requests in flight
   --label  title of the picture
   --sockets  per socket of that write (the median one, or --op N): bytes,
-           first and last I/O, calls, and each sendmsg's span on the sender:
+           first and last I/O, calls, busy (ms inside the calls: near
+           last - first, the thread was copying; far below, it waited for
+           bytes, room or a CPU), and each sendmsg's span on the sender:
            which sockets start late or drain last
   --wake   per process, over the whole run: time from a kick (work queued
            for a socket whose thread had none) to that socket's next I/O,
@@ -220,18 +222,19 @@ def plot(path, label, op, ini, tgt, t0, t1):
 def sockets(op, ini, tgt, t0, t1):
     ms = lambda t: (t - t0) / 1e6
     print(f"sockets of write {op} (ms from its post; {ms(t1):.3f} ms):")
-    print("  side  socket  thread     MiB   first    last  calls  sendmsg spans (start-end/MiB)")
+    print("  side  socket  thread     MiB   first    last  calls    busy  sendmsg spans (start-end/MiB)")
     for side, ev, kind in (("send", ini, "sock_tx"), ("recv", tgt, "sock_rx")):
         per = collections.defaultdict(list)
         for e in window(ev, t0, t1):
             if e[1] == kind:
                 per[e[3]].append(e)
-        start = lambda e: e[0] - e[6] if kind == "sock_tx" else e[0]
+        start = lambda e: e[0] - e[6]  # events are recorded when the call returns, with its ns
         for fd in sorted(per, key=lambda f: start(per[f][0])):
             es = per[fd]
             spans = " ".join(f"{ms(start(e)):.2f}-{ms(e[0]):.2f}/{e[5] / 2**20:.1f}" for e in es) if kind == "sock_tx" else ""
+            busy = sum(e[6] for e in es) / 1e6  # ms inside the calls (0: a trace that did not time receives)
             print(f"  {side:4s}  {fd:6d}  {es[0][2]:6d}  {sum(e[5] for e in es) / 2**20:6.2f}  {ms(start(es[0])):6.2f}"
-                  f"  {ms(es[-1][0]):6.2f}  {len(es):5d}  {spans}")
+                  f"  {ms(es[-1][0]):6.2f}  {len(es):5d}  {busy:6.2f}  {spans}")
 
 
 def wakes(procs):
@@ -243,7 +246,7 @@ def wakes(procs):
         io = collections.defaultdict(list)
         for e in ev:
             if e[1] in ("sock_tx", "sock_rx"):
-                io[e[3]].append(e[0] - e[6] if e[1] == "sock_tx" else e[0])
+                io[e[3]].append(e[0] - e[6])
         for ts in io.values():
             ts.sort()
         lat = []

@@ -28,7 +28,7 @@ enum tpx_tl_kind {
                       slot knows no op), d=bytes: copy of a received chunk to the GPU */
   TL_H2D_DONE,     /* a=channel, b=the same address, d=bytes */
   TL_SOCK_TX,      /* a=socket (fd), c=bytes written by one sendmsg, d=its ns (recorded when it returns) */
-  TL_SOCK_RX,      /* a=socket (fd), c=bytes read by one recvmsg */
+  TL_SOCK_RX,      /* a=socket (fd), c=bytes read by one recvmsg, d=its ns (recorded when it returns) */
   TL_SOCK_KICK,    /* a=socket (fd): another thread queues work for the socket and wakes its thread */
   TL_KINDS
 };

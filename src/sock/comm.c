@@ -458,6 +458,7 @@ static ssize_t read_into(int fd, const tpx_sock_part_t *p, size_t done, const st
 static ssize_t read_part(tpx_sock_conn_t *c, tpx_sock_part_t *p, char *scratch) {
   struct iovec more = {c->rhdr, TPX_WIRE_PART_BYTES};
   ssize_t n;
+  uint64_t t0 = tpx__tl_on ? tpx__now_ns() : 0;
   if (c->done_bytes < p->keep) {
     int last = p->keep == p->len;
     if (p->pages)
@@ -468,7 +469,7 @@ static ssize_t read_part(tpx_sock_conn_t *c, tpx_sock_part_t *p, char *scratch) 
     size_t want = TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH);
     n = recv(c->fd, scratch, want, MSG_DONTWAIT); /* truncated: discard the excess */
   }
-  if (n > 0) TPX_TL(TL_SOCK_RX, c->fd, 0, (uint64_t)n, 0);
+  if (n > 0) TPX_TL(TL_SOCK_RX, c->fd, 0, (uint64_t)n, tpx__now_ns() - t0);
   return n;
 }
 

@@ -45,14 +45,20 @@ python3 "$tl" "$1" --sockets --wake >"$dir/socks.txt" 2>&1 || fail "timeline.py 
 python3 - "$dir/socks.txt" <<'PY' || fail "timeline.py --sockets: $(cat "$dir/socks.txt")"
 import sys
 mib = {"send": 0.0, "recv": 0.0}
+busy = {"send": 0.0, "recv": 0.0}
 wake = 0
 for line in open(sys.argv[1]):
     f = line.split()
-    if len(f) >= 7 and f[0] in mib:
+    if len(f) >= 8 and f[0] in mib:
         mib[f[0]] += float(f[3])
+        first, last, b = float(f[4]), float(f[5]), float(f[7])
+        # time inside the calls: never longer than the socket's span (three values rounded to 0.01 ms)
+        assert 0 <= b <= last - first + 0.02, f"busy {b} ms outside {first}-{last}: {line}"
+        busy[f[0]] += b
     wake += "kicks" in line or "no kicks" in line
 for side, v in mib.items():
     assert 1.99 <= v <= 2.02, f"{side}: {v} MiB on the sockets of a 2 MiB write"
+    assert busy[side] > 0, f"{side}: no time inside the calls (each call is timed on both sides)"
 assert wake == 1, f"{wake} --wake lines for one file"
 PY
 
