@@ -184,7 +184,7 @@ run_raw() { # size inflight
 eng_pair() {
   local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid chk=() reg=() cm=${1%/*} sm=${1#*/}
   [ "$6" = 1 ] && chk=(--check)
-  [ "${7:-1}" -gt 1 ] && reg=(--regions "$7")
+  [ "$7" -gt 1 ] && reg=(--regions "$7")
   local envs=() cg=() sg=()
   [ "$2" != - ] && envs=("$2")
   [ "$cm" = cuda ] && [ -n "$cgpu" ] && cg=(--gpu "$cgpu")
@@ -210,20 +210,20 @@ eng_pair() {
 # reads the round ($r) and measure's case name ($name) for the once-per-case
 # check
 run_eng() {
-  local its="$it64"
+  local its="$it64" reg="$5"
   [ "$3" = 256M ] && its="$it256"
   if [ "$chkmode" = every ]; then
-    eng_pair "$1" "$2" "$3" "$4" "$its" 1 "${5:-1}"
+    eng_pair "$1" "$2" "$3" "$4" "$its" 1 "$reg"
     return
   fi
   case $1 in *cuda*)
     if [ "$r" = 1 ]; then # this case's bytes, verified once (a cold case: every region)
-      local nv=$((3 > ${5:-1} ? 3 : ${5:-1}))
-      eng_pair "$1" "$2" "$3" "$4" $nv 1 "${5:-1}" || return 1
-      echo "verified: $name ($nv transfers, --check$([ "${5:-1}" -gt 1 ] && echo " --regions $5"))" >>"$tmp/verified.txt"
+      local nv=$((3 > reg ? 3 : reg))
+      eng_pair "$1" "$2" "$3" "$4" $nv 1 "$reg" || return 1
+      echo "verified: $name ($nv transfers, --check$([ "$reg" -gt 1 ] && echo " --regions $reg"))" >>"$tmp/verified.txt"
     fi ;;
   esac
-  eng_pair "$1" "$2" "$3" "$4" "$its" 0 "${5:-1}"
+  eng_pair "$1" "$2" "$3" "$4" "$its" 0 "$reg"
 }
 
 measure() { # case line

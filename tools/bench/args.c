@@ -334,7 +334,7 @@ static int cross_check(struct bench_opts *o, char *err, size_t n) {
              o->latency ? "--latency" : "--op send");
     return -1;
   }
-  int nx = (o->inflight + o->regions - 1) / o->regions * o->regions; /* client.c's handles */
+  int nx = bench_layout_handles(o->inflight, o->regions);
   if (nx > BENCH_MAX_INFLIGHT) {
     snprintf(err, n, "--inflight %d with --regions %d: %d transfer handles (a multiple of the "
              "regions that covers those in flight), more than %d", o->inflight, o->regions, nx,

@@ -90,6 +90,11 @@ size_t bench_layout_server_off(const struct bench_layout *l, int i);
 size_t bench_layout_max_span(const struct bench_opts *o);
 /* The buffer of one side: --regions copies of that span; 0 on overflow. */
 size_t bench_layout_buf_bytes(const struct bench_opts *o);
+/* Transfer handles a run prepares: the smallest multiple of `regions` that
+ * covers `inflight` (handle k on copy k % regions; none reposted while in flight). */
+static inline int bench_layout_handles(int inflight, int regions) {
+  return (inflight + regions - 1) / regions * regions;
+}
 
 /* ---- buf.c ---- */
 struct bench_buf {

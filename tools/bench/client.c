@@ -245,8 +245,8 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   struct bench_layout l;
   bench_layout_init(&l, size, batch);
   int one = op == TPX_OP_SEND || o->latency; /* args.c: no --inflight or --regions for these */
-  struct bench_run_msg r = {op,       batch,    o->iters,   o->warmup,           one ? 1 : o->inflight, o->check,
-                            o->latency, size, l.stride, one ? 1 : o->regions, c->region};
+  struct bench_run_msg r = {op,   batch,    o->iters, o->warmup, one ? 1 : o->inflight, o->check, o->latency,
+                            size, l.stride, one ? 1 : o->regions, c->region};
   memset(res, 0, sizeof(*res));
   res->op = op, res->batch = batch, res->block = size, res->bytes = bench_layout_bytes(&l);
   res->iters = o->iters, res->latency = o->latency;
@@ -261,8 +261,7 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   if (rc == 0) rc = bench_send(c->peer, m, bench_msg_run(m, &r));
   if (rc == 0) rc = wait_msg(c, c->timeout_ms + (int)(bench_layout_span(&l) >> 17), &n, "the server's ready", M_READY);
   tpx_xfer_t *xs[BENCH_MAX_INFLIGHT] = {NULL}, *back = NULL;
-  /* a multiple of --regions covering those in flight (args.c: <= BENCH_MAX_INFLIGHT) */
-  int nx = (r.inflight + r.regions - 1) / r.regions * r.regions;
+  int nx = bench_layout_handles(r.inflight, r.regions); /* args.c: <= BENCH_MAX_INFLIGHT */
   if (rc == 0 && (rc = prep(c, &l, &r, xs, &back, nx)) != 0)
     snprintf(c->why, sizeof(c->why), "prepare: %s (%s)", tpx_strerror(rc), tpx_last_error());
   if (rc == 0 && c->gate && (rc = bench_gate_wait(c->gate, c->timeout_ms)) != 0)
