@@ -5,6 +5,7 @@
 #define TPX_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tpx/export.h"
@@ -48,7 +49,8 @@ typedef struct tpx_config {
                                (and CUDA-send staging per send comm) */
   /* engine */
   int num_channels;        /* TPX_NUM_CHANNELS */
-  size_t chunk_bytes;      /* TPX_CHUNK_BYTES, <= 4 MiB */
+  size_t chunk_bytes;      /* TPX_CHUNK_BYTES, <= 4 MiB; 0 = automatic ("auto", the
+                              default: per transfer, tpx_config_chunk) */
   int window;              /* TPX_WINDOW: requests in flight per comm (capped by the plugin) */
   int port_base;           /* TPX_PORT_BASE */
   int port_span;           /* TPX_PORT_SPAN: ports tried past base+gpu on EADDRINUSE */
@@ -142,6 +144,12 @@ TPX_API const tpx_config_t *tpx_config_global(void);
  * (4; 2 with at most 2 CPUs), lowered so that the comms together have no
  * more data sockets than the machine has CPUs (at least 1 each). */
 TPX_API int tpx_config_nsocks(const tpx_config_t *cfg, int comms);
+/* The chunk size of a write, read or send of `bytes` bytes over `channels`
+ * channels: cfg->chunk_bytes when set (> 0), else automatic: 512 KiB, and
+ * on machines of fewer than 4 CPUs larger chunks (up to 2 MiB, a power of
+ * two) as long as every channel still gets a whole one, since there each
+ * chunk's requests and wake-ups cost CPU the copies need (docs/CONFIG.md). */
+TPX_API size_t tpx_config_chunk(const tpx_config_t *cfg, uint64_t bytes, int channels);
 /* Print the effective configuration as a table (name, value, source). */
 TPX_API void tpx_config_print(const tpx_config_t *cfg, FILE *out);
 

@@ -104,7 +104,8 @@ void tpx_config_defaults(tpx_config_t *cfg) {
    * more only add sockets and switches (2 cores, 64 MiB through the engine,
    * medians of 6 alternating rounds: 13.1 GB/s vs 11.5 with 4). */
   if (ncpu < 4) cfg->num_channels = 2;
-  cfg->chunk_bytes = 512 * 1024;
+  /* Automatic, per transfer (tpx_config_chunk). */
+  cfg->chunk_bytes = 0;
   cfg->window = 16;
   cfg->port_base = 20000;
   cfg->port_span = 64;
@@ -178,11 +179,17 @@ int tpx__config_parse_number(const char *s, long long *out) {
 
 /* Fields whose 0 means "the default" in code (outside their range; the
  * environment leaves them unset instead). */
-static int zero_is_default(const struct var *v) { return v->off == offsetof(tpx_config_t, net_abi); }
-/* TPX_PACK_BYTES's automatic default (TPX_PACK_BYTES_AUTO; the environment
- * may name it "auto"). */
-static int is_pack_auto(const struct var *v, const char *val) {
-  return v->off == offsetof(tpx_config_t, pack_bytes) && val && strcasecmp(val, "auto") == 0;
+static int zero_is_default(const struct var *v) {
+  return v->off == offsetof(tpx_config_t, net_abi) || v->off == offsetof(tpx_config_t, chunk_bytes);
+}
+/* The automatic defaults the environment may name "auto": TPX_PACK_BYTES
+ * (TPX_PACK_BYTES_AUTO) and TPX_CHUNK_BYTES (0). 1 and *out, or 0. */
+static int auto_value(const struct var *v, const char *val, size_t *out) {
+  if (!val || strcasecmp(val, "auto") != 0) return 0;
+  if (v->off == offsetof(tpx_config_t, pack_bytes)) *out = TPX_PACK_BYTES_AUTO;
+  else if (v->off == offsetof(tpx_config_t, chunk_bytes)) *out = 0;
+  else return 0;
+  return 1;
 }
 /* The one rule for a numeric setting, from the environment or elsewhere. */
 static int parse_checked(const struct var *v, const char *val, long long *out) {
@@ -248,10 +255,7 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
     return 0;
   }
   long long n;
-  if (is_pack_auto(v, val)) {
-    *(size_t *)field = TPX_PACK_BYTES_AUTO;
-    return 0;
-  }
+  if (auto_value(v, val, (size_t *)field)) return 0;
   if (parse_checked(v, val, &n) != 0)
     return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number in [%lld, %lld]", name, val, v->lo, v->hi);
   if (v->kind == V_INT) *(int *)field = (int)n;
@@ -369,6 +373,23 @@ int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
   return fit < 1 ? 1 : fit > one ? one : fit;
 }
 
+size_t tpx__chunk_auto(uint64_t bytes, int channels, int ncpu) {
+  /* 2 cores, 64 MiB through the engine: 2 MiB chunks put a whole transfer
+   * in one window and ran 8-15% faster than 512 KiB; on 16 CPUs with GPU
+   * memory they ran 5-12% slower (finer staging overlaps better), so the
+   * larger sizes are kept to small machines (docs/BENCHMARKS.md). */
+  size_t c = TPX_CHUNK_BASE;
+  if (ncpu >= 4) return c;
+  uint64_t each = bytes / (uint64_t)(channels > 0 ? channels : 1);
+  while (c < TPX_CHUNK_SMALL_MAX && each >= 2 * (uint64_t)c) c *= 2;
+  return c;
+}
+
+size_t tpx_config_chunk(const tpx_config_t *cfg, uint64_t bytes, int channels) {
+  if (cfg != NULL && cfg->chunk_bytes > 0) return cfg->chunk_bytes;
+  return tpx__chunk_auto(bytes, channels, tpx__cpu_count());
+}
+
 static tpx_config_t global_cfg;
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -415,6 +436,9 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
     case V_SIZE:
       if (v->off == offsetof(tpx_config_t, pack_bytes) && cfg->pack_bytes == TPX_PACK_BYTES_AUTO)
         fprintf(out, "auto (the chunk size where the transport takes iovecs, else 8192)");
+      else if (v->off == offsetof(tpx_config_t, chunk_bytes) && cfg->chunk_bytes == 0)
+        fprintf(out, "auto (per transfer: %zu, up to %zu on this machine)", tpx_config_chunk(cfg, 0, 1),
+                tpx_config_chunk(cfg, UINT64_MAX, 1));
       else
         fprintf(out, "%zu", *(const size_t *)field);
       break;

@@ -5,6 +5,7 @@
 #define TPX_COMMON_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tpx/config.h"
 
@@ -24,5 +25,14 @@ int tpx__config_parse_var(const char *var, const char *val, long long *out);
 /* A name as the rendezvous keys take it (TPX_ETCD_JOB, endpoint and item
  * names): 1..cap-1 characters from [A-Za-z0-9._-], not "." or "..". 1 or 0. */
 int tpx__config_name_ok(const char *s, size_t cap);
+
+/* TPX_CHUNK_BYTES=auto (tpx_config_chunk): the chunk of every transfer, and
+ * on machines of fewer than 4 CPUs the largest, reached by transfers that
+ * give each channel at least that much. */
+#define TPX_CHUNK_BASE (512u * 1024u)
+#define TPX_CHUNK_SMALL_MAX (2u * 1024u * 1024u)
+/* The automatic chunk of a transfer of `bytes` over `channels` channels on a
+ * machine of `ncpu` CPUs. */
+size_t tpx__chunk_auto(uint64_t bytes, int channels, int ncpu);
 
 #endif

@@ -137,8 +137,9 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);
     goto fail;
   }
-  TPX_INFO("endpoint %s: transport %s, %d device(s), %d channel(s), chunk %zu, window %d, port %d, %s progress",
-           ep->name, ep->net->name, ep->ndev, c->num_channels, c->chunk_bytes, ep->window, ep->port,
+  TPX_INFO("endpoint %s: transport %s, %d device(s), %d channel(s), chunk %zu%s, window %d, port %d, %s progress",
+           ep->name, ep->net->name, ep->ndev, c->num_channels, tpx_config_chunk(c, 0, 1),
+           c->chunk_bytes ? "" : " (auto)", ep->window, ep->port,
            ep->thread_on ? "thread" : "caller");
   *out = ep;
   return 0;

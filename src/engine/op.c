@@ -57,7 +57,7 @@ struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
   if (!o) return NULL;
   o->user = 1;
   atomic_init(&o->status, TPX_EUSAGE);
-  o->chunk = (uint32_t)p->ep->cfg.chunk_bytes;
+  o->chunk = (uint32_t)tpx_config_chunk(&p->ep->cfg, 0, p->nch); /* the transfer's own once its size is known */
   return o;
 }
 

@@ -41,7 +41,7 @@ nixl_b_params_t defaultParams() {
         {"listen_host", ""},    // control listener address: "" = all interfaces
         {"poll_pause_us", "20"}, // checkXfer pauses this long on a request running > 1 ms; 0 = yield only
         {"num_channels", ""},   // "" = TPX_NUM_CHANNELS or its default (docs/CONFIG.md)
-        {"chunk_bytes", ""},    // "" = TPX_CHUNK_BYTES or 512K
+        {"chunk_bytes", ""},    // "" = TPX_CHUNK_BYTES, else auto
         {"timeout_ms", ""},     // "" = TPX_TIMEOUT_MS or 30000: a stalled transfer fails after it
         {"connect_timeout_ms", ""}, // "" = TPX_CONNECT_TIMEOUT_MS or 10000
         {"net_plugin", ""},     // "" = TPX_NET_PLUGIN or the built-in TCP transport

@@ -2,10 +2,12 @@
 """Validate a tpx-bench --json document against the schema in
 docs/BENCHMARKS.md ("tpx-bench/1"), with the json module only.
 
-usage: check_bench_json.py FILE [--runs N] [--ops write,read] [--clean] [--pairs N]
+usage: check_bench_json.py FILE [--runs N] [--ops write,read] [--clean] [--pairs N] [--cpus N]
   --runs N   exactly N runs
   --ops L    every op in L appears
   --pairs N  every run has N pairs (tpx-bench --gpus)
+  --cpus N   the chunk of every run is what the automatic size gives on N
+             CPUs (docs/CONFIG.md, TPX_CHUNK_BYTES; config chunk_bytes 0)
   --clean    no errors anywhere, every iteration ok, and (with --check in the
              document's config) every iteration verified
 """
@@ -43,6 +45,9 @@ def check_run(r, i, cfg):
             fail(f"{w}: negative {k}")
     if r["bytes"] != r["block_bytes"] * r["batch"]:
         fail(f"{w}: bytes != block_bytes x batch")
+    chunk = need(r, "chunk_bytes", int, w)
+    if not 1 <= chunk <= 4 << 20 or (cfg["chunk_bytes"] and chunk != cfg["chunk_bytes"]):
+        fail(f"{w}: chunk_bytes {chunk} (configured {cfg['chunk_bytes']})")
     if r["ok"] + r["errors"] > r["iters"] or r["checked"] > r["ok"]:
         fail(f"{w}: ok {r['ok']} + errors {r['errors']} vs iters {r['iters']}, checked {r['checked']}")
     ok = r["ok"] > 0
@@ -70,6 +75,16 @@ def check_run(r, i, cfg):
         check_pairs(r, w, cfg)
 
 
+def auto_chunk(nbytes, channels, cpus):
+    """TPX_CHUNK_BYTES=auto: 512 KiB; below 4 CPUs the largest power of two
+    up to 2 MiB that every channel gets whole."""
+    c = 512 << 10
+    each = nbytes // max(channels, 1)
+    while cpus < 4 and c < 2 << 20 and each >= 2 * c:
+        c *= 2
+    return c
+
+
 def check_pairs(r, w, cfg):
     """--gpus: one entry per pair; their iterations add up to the run's, their
     rates to its total."""
@@ -95,7 +110,7 @@ def main():
     args = sys.argv[1:]
     if not args:
         fail(__doc__)
-    path, want_runs, want_ops, clean, want_pairs = args[0], None, [], False, None
+    path, want_runs, want_ops, clean, want_pairs, cpus = args[0], None, [], False, None, None
     i = 1
     while i < len(args):
         if args[i] == "--runs":
@@ -104,6 +119,8 @@ def main():
             want_ops, i = args[i + 1].split(","), i + 2
         elif args[i] == "--pairs":
             want_pairs, i = int(args[i + 1]), i + 2
+        elif args[i] == "--cpus":
+            cpus, i = int(args[i + 1]), i + 2
         elif args[i] == "--clean":
             clean, i = True, i + 1
         else:
@@ -130,6 +147,10 @@ def main():
         if not isinstance(r, dict):
             fail(f"runs[{i}] is not an object")
         check_run(r, i, cfg)
+    for i, r in enumerate(runs):
+        if cpus is not None and r["chunk_bytes"] != auto_chunk(r["bytes"], cfg["channels"], cpus):
+            fail(f"runs[{i}]: chunk_bytes {r['chunk_bytes']}, the automatic size on {cpus} CPUs is "
+                 f"{auto_chunk(r['bytes'], cfg['channels'], cpus)}")
     if want_pairs is not None and any(len(r.get("pairs", [])) != want_pairs for r in runs):
         fail(f"not every run has {want_pairs} pairs")
     if want_runs is not None and len(runs) != want_runs:

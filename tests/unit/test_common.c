@@ -11,9 +11,11 @@
 
 #include "testutil.h"
 #include "tpx/config.h"
+#include "common/config.h"
 #include "tpx/error.h"
 #include "common/error.h"
 #include "common/ports.h"
+#include "common/util.h"
 
 static void test_strerror(void **state) {
   (void)state;
@@ -156,6 +158,43 @@ static void test_config_nsocks(void **state) {
   unsetenv("TPX_NSOCKS");
 }
 
+/* TPX_CHUNK_BYTES: automatic by default ("auto", 0), a number fixes it. */
+static void test_config_chunk(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  tpx_config_defaults(&cfg);
+  assert_int_equal(cfg.chunk_bytes, 0);
+  assert_int_equal(tpx_config_check(&cfg), 0);
+  /* 4 CPUs and more: 512 KiB whatever the transfer. */
+  assert_int_equal(tpx__chunk_auto(64u << 20, 8, 16), 512 * 1024);
+  assert_int_equal(tpx__chunk_auto(UINT64_MAX, 1, 4), 512 * 1024);
+  /* Fewer: the largest power of two from 512 KiB to 2 MiB that every
+   * channel gets whole. */
+  assert_int_equal(tpx__chunk_auto(0, 2, 2), 512 * 1024);
+  assert_int_equal(tpx__chunk_auto(1u << 20, 2, 2), 512 * 1024);
+  assert_int_equal(tpx__chunk_auto(2u << 20, 2, 2), 1u << 20);
+  assert_int_equal(tpx__chunk_auto(3u << 20, 2, 2), 1u << 20);
+  assert_int_equal(tpx__chunk_auto(4u << 20, 2, 2), 2u << 20);
+  assert_int_equal(tpx__chunk_auto(64u << 20, 2, 3), 2u << 20);
+  assert_int_equal(tpx__chunk_auto(UINT64_MAX, 1, 1), 2u << 20);
+  assert_int_equal(tpx__chunk_auto(4u << 20, 0, 2), 2u << 20); /* no channels yet: as one */
+  size_t mine = tpx_config_chunk(&cfg, 64u << 20, 2);
+  assert_int_equal(mine, tpx__chunk_auto(64u << 20, 2, tpx__cpu_count()));
+  assert_int_equal(tpx_config_chunk(NULL, 64u << 20, 2), mine);
+  cfg.chunk_bytes = 65536;
+  assert_int_equal(tpx_config_chunk(&cfg, 64u << 20, 2), 65536);
+  setenv("TPX_CHUNK_BYTES", "auto", 1);
+  assert_int_equal(tpx_config_from_env(&cfg), 0);
+  assert_int_equal(cfg.chunk_bytes, 0);
+  setenv("TPX_CHUNK_BYTES", "0", 1); /* "auto" names the default; 0 is out of range as a size */
+  assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  unsetenv("TPX_CHUNK_BYTES");
+  assert_int_equal(tpx_config_set(&cfg, "chunk_bytes", "1M"), 0);
+  assert_int_equal(tpx_config_chunk(&cfg, 64u << 20, 2), 1u << 20);
+  assert_int_equal(tpx_config_set(&cfg, "chunk_bytes", "AUTO"), 0);
+  assert_int_equal(cfg.chunk_bytes, 0);
+}
+
 /* Confined to one CPU (taskset, a cpuset), the defaults are a 1-CPU
  * machine's whatever the host has: 2 threads, 2 channels, 2 sockets for a
  * comm alone, 1 each for two comms. */
@@ -227,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_config_pack_bytes),
       cmocka_unit_test(test_config_nsocks),
+      cmocka_unit_test(test_config_chunk),
       cmocka_unit_test(test_config_affinity),
       cmocka_unit_test(test_config_set),
       cmocka_unit_test(test_bind_port),

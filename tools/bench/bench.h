@@ -120,6 +120,7 @@ int bench_phys_ok(size_t bytes); /* fits in physical memory */
 struct bench_result {
   int op, batch;
   size_t block, bytes; /* block size, bytes per transfer */
+  size_t chunk;        /* the chunk size its transfers were cut into (tpx_config_chunk) */
   int iters, ok, errors;
   double avg_us, min_us, p50_us, p99_us, p999_us, max_us;
   double gbps_gpu, gbps_total; /* 0 when no iteration succeeded */
@@ -138,6 +139,8 @@ void bench_stats(struct bench_result *r, double *t_ms, int n, int ngpus, double 
 
 /* ---- report.c ---- */
 void bench_table_header(const struct bench_opts *o, int op, const char *transport, int channels, size_t chunk);
+/* "auto" for a chunk size of 0 (tpx_config_chunk decides per transfer), else the number. */
+const char *bench_chunk_str(size_t chunk, char *buf, size_t n);
 void bench_table_row(const struct bench_result *r);
 void bench_perf_lines(const struct bench_result *r, int ngpus);
 void bench_progress(const struct bench_opts *o, const struct bench_result *r, int done, int total, int final);
@@ -152,7 +155,7 @@ struct bench_json_ctx {
   char **argv;
   const char *transport;
   int channels;
-  size_t chunk;
+  size_t chunk; /* configured: 0 = automatic */
   const char *error; /* run-wide error, or NULL */
 };
 extern FILE *bench_json_stdout;

@@ -249,6 +249,7 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
                             size, l.stride, one ? 1 : o->regions, c->region};
   memset(res, 0, sizeof(*res));
   res->op = op, res->batch = batch, res->block = size, res->bytes = bench_layout_bytes(&l);
+  res->chunk = tpx_config_chunk(&c->cfg, res->bytes, tpx_peer_num_channels(c->peer));
   res->iters = o->iters, res->latency = o->latency;
   c->why[0] = '\0';
   uint8_t m[128];
@@ -424,9 +425,10 @@ static void close_pair(struct client *c) {
 
 static void banner(const struct client *cs) {
   const struct bench_opts *o = cs[0].o;
-  printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %zu, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
+  char cb[24];
+  printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %s, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
          o->check ? "with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
-         cs[0].cfg.chunk_bytes, o->cuda ? "cuda" : "host", cs[0].gpu, tpx_peer_gpu(cs[0].peer));
+         bench_chunk_str(cs[0].cfg.chunk_bytes, cb, sizeof cb), o->cuda ? "cuda" : "host", cs[0].gpu, tpx_peer_gpu(cs[0].peer));
   if (o->multi) {
     printf(", %d pairs in this process:", o->ngpus);
     for (int i = 0; i < o->ngpus; i++) printf(" %d->%d", cs[i].gpu, tpx_peer_gpu(cs[i].peer));

@@ -57,9 +57,9 @@ static void header(FILE *f, const struct bench_json_ctx *c) {
 }
 
 static void run(FILE *f, const struct bench_result *r) {
-  fprintf(f, "    {\"op\": \"%s\", \"block_bytes\": %zu, \"batch\": %d, \"bytes\": %zu, \"iters\": %d, \"ok\": %d, "
-             "\"errors\": %d, \"checked\": %d,\n     \"time_us\": ",
-          bench_op_name(r->op), r->block, r->batch, r->bytes, r->iters, r->ok, r->errors, r->checked);
+  fprintf(f, "    {\"op\": \"%s\", \"block_bytes\": %zu, \"batch\": %d, \"bytes\": %zu, \"chunk_bytes\": %zu, "
+             "\"iters\": %d, \"ok\": %d, \"errors\": %d, \"checked\": %d,\n     \"time_us\": ",
+          bench_op_name(r->op), r->block, r->batch, r->bytes, r->chunk, r->iters, r->ok, r->errors, r->checked);
   if (r->ok) jnum(f, r->avg_us);
   else fputs("null", f);
   fputs(", \"gbps_per_gpu\": ", f);

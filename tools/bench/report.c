@@ -31,10 +31,18 @@ void bench_cpu_line(const char *who, double u0, double s0, double wall_ms, doubl
          (s1 - s0) / (bytes / 1e9), (u1 - u0 + s1 - s0) / (wall_ms * 1e-3));
 }
 
+const char *bench_chunk_str(size_t chunk, char *buf, size_t n) {
+  if (chunk == 0) return "auto";
+  snprintf(buf, n, "%zu", chunk);
+  return buf;
+}
+
 void bench_table_header(const struct bench_opts *o, int op, const char *transport, int channels, size_t chunk) {
-  printf("#\n# tpx-bench %s: %s memory, transport %s, %d channel(s), chunk %zu, %d iters (+%d warm-up), "
+  char cb[24];
+  printf("#\n# tpx-bench %s: %s memory, transport %s, %d channel(s), chunk %s, %d iters (+%d warm-up), "
          "%d in flight, %d region(s), %d GPU(s), check %s\n",
-         bench_op_name(op), o->cuda ? "cuda" : "host", transport, channels, chunk, o->iters, o->warmup, o->inflight,
+         bench_op_name(op), o->cuda ? "cuda" : "host", transport, channels, bench_chunk_str(chunk, cb, sizeof cb),
+         o->iters, o->warmup, o->inflight,
          o->regions, o->ngpus, o->check ? "every byte" : "off");
   printf("# %s; GB/s = 1e9 B/s; errors = failed iterations (excluded from the figures)\n",
          o->latency ? "times are one-way latencies (round trip / 2; read: the whole read)"

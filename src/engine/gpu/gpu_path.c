@@ -103,7 +103,7 @@ int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out) {
   }
   tpx_endpoint_t *ep = g->ep;
   int dev = ep->gpu > 0 ? ep->gpu : 0;
-  size_t len = (ep->cfg.chunk_bytes + GPU_PAGE - 1) & ~(size_t)(GPU_PAGE - 1);
+  size_t len = WIRE_MAX_CHUNK;
   struct gpu_dev *gd;
   int rc = tpx__gpu_dev_get(g, dev, &gd); /* holds the context the buffer lives in */
   void *buf = NULL;

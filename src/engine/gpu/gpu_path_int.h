@@ -123,7 +123,8 @@ struct gpu_window {
 /* gpu_mem.c */
 int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
 /* The landing region, created on first use: device memory on the
- * endpoint's GPU, one chunk large, registered like any CUDA region. An UNPACK
+ * endpoint's GPU, as large as any chunk (WIRE_MAX_CHUNK: the initiator
+ * picks each transfer's), registered like any CUDA region. An UNPACK
  * plugin never writes a receive's buffer (the bytes land in its bounce
  * pages), but a host buffer makes the GPUDirect-TCPX plugin fail the
  * receive for good (docs/UNPACK.md, "Host-memory receives"), so receives
