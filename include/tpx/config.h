@@ -93,7 +93,7 @@ typedef struct tpx_config {
                               "D2H,H2D" per direction ("sm,ce"); "" = TPX_UNPACK's way */
   size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
                               size (rounded down to a power of two) share chunks; < 2 = never;
-                              TPX_PACK_BYTES_AUTO (the default, "auto"): the chunk size when the
+                              TPX_PACK_BYTES_AUTO (the default, "auto"): the transfer's chunk when the
                               transport takes iovecs (no copies), else TPX_PACK_BYTES_RING */
   /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
   char etcd_endpoints[256]; /* TPX_ETCD_ENDPOINTS: "http://host:port[,...]"; "" = none */

@@ -435,7 +435,7 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
       break;
     case V_SIZE:
       if (v->off == offsetof(tpx_config_t, pack_bytes) && cfg->pack_bytes == TPX_PACK_BYTES_AUTO)
-        fprintf(out, "auto (the chunk size where the transport takes iovecs, else 8192)");
+        fprintf(out, "auto (the transfer's chunk where the transport takes iovecs, else 8192)");
       else if (v->off == offsetof(tpx_config_t, chunk_bytes) && cfg->chunk_bytes == 0)
         fprintf(out, "auto (per transfer: %zu, up to %zu on this machine)", tpx_config_chunk(cfg, 0, 1),
                 tpx_config_chunk(cfg, UINT64_MAX, 1));
