@@ -123,6 +123,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   /* The environment's ranges for every field (tpx_config_check), then the
    * wire's limits. */
   if ((rc = tpx_config_check(c)) != 0) goto fail;
+  ep->ncpu = tpx__cpu_count();
   if (c->num_channels > WIRE_MAX_CHANNELS || c->chunk_bytes > WIRE_MAX_CHUNK) {
     rc = tpx_err(TPX_EINVAL, "tpx_endpoint_create: configuration out of range (channels %d, chunk %zu)",
                  c->num_channels, c->chunk_bytes);
@@ -138,7 +139,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     goto fail;
   }
   TPX_INFO("endpoint %s: transport %s, %d device(s), %d channel(s), chunk %zu%s, window %d, port %d, %s progress",
-           ep->name, ep->net->name, ep->ndev, c->num_channels, tpx_config_chunk(c, 0, 1),
+           ep->name, ep->net->name, ep->ndev, c->num_channels, tpx__op_chunk(ep, 0, 1),
            c->chunk_bytes ? "" : " (auto)", ep->window, ep->port,
            ep->thread_on ? "thread" : "caller");
   *out = ep;

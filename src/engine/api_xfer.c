@@ -107,7 +107,7 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->rents[i].len = iov[i].len;
       o->total += iov[i].len;
     }
-    o->chunk = (uint32_t)tpx_config_chunk(&ep->cfg, o->total, p->nch);
+    o->chunk = (uint32_t)tpx__op_chunk(ep, o->total, p->nch);
     int k = pack_log2(p, iov, n, o->chunk);
     o->pack_max = k ? 1ull << k : 0;
     o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
@@ -145,7 +145,7 @@ static int prep_two(tpx_peer_t *p, int kind, tpx_mem_t *mem, size_t off, size_t 
     o->tag = tag;
     o->cap = len;
     o->total = len;
-    if (kind == K_SEND) o->chunk = (uint32_t)tpx_config_chunk(&ep->cfg, len, p->nch); /* a receive takes the sender's */
+    if (kind == K_SEND) o->chunk = (uint32_t)tpx__op_chunk(ep, len, p->nch); /* a receive takes the sender's */
     o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);
     tpx__op_user_link(o);
     *out = (tpx_xfer_t *)o;

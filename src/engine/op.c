@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/timeline.h"
@@ -52,12 +53,16 @@ struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
   return o;
 }
 
+size_t tpx__op_chunk(const tpx_endpoint_t *ep, uint64_t bytes, int channels) {
+  return ep->cfg.chunk_bytes ? ep->cfg.chunk_bytes : tpx__chunk_auto(bytes, channels, ep->ncpu);
+}
+
 struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
   struct op *o = op_alloc(p, kind, nents, sizeof(struct tpx_xfer), 1);
   if (!o) return NULL;
   o->user = 1;
   atomic_init(&o->status, TPX_EUSAGE);
-  o->chunk = (uint32_t)tpx_config_chunk(&p->ep->cfg, 0, p->nch); /* the transfer's own once its size is known */
+  o->chunk = (uint32_t)tpx__op_chunk(p->ep, 0, p->nch); /* the transfer's own once its size is known */
   return o;
 }
 

@@ -4,7 +4,8 @@
 # goes to stderr); doctored copies (a field missing, a wrong type, percentiles
 # out of order, a failed iteration in a --clean check, a chunk size other than
 # the configured or automatic one) are refused; the automatic chunk on one CPU
-# and a fixed --chunk show in the runs.
+# and a fixed --chunk show in the runs, the automatic one also in the
+# engine's own timeline of the chunks it sent.
 # usage: bench_json_schema.sh TPX_BENCH CHECK_BENCH_JSON_PY
 set -u
 bench=$1 check=$2
@@ -43,8 +44,14 @@ doctor 'd["config"]["chunk_bytes"] = 65536' "runs cut otherwise than the configu
 # target and receiver follow the initiator's size (every byte checked). A
 # fixed --chunk cuts every run the same.
 cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
-taskset -c "$cpu" "$bench" loopback -b 1M -e 8M -f 8 --op write,read,send --iters 3 --check --progress off \
-  --json "$dir/one.json" >"$dir/one.txt" 2>&1 || fail "one-CPU run failed: $(tail -n 3 "$dir/one.txt")"
+TPX_TIMELINE="$dir/tl" taskset -c "$cpu" "$bench" loopback -b 1M -e 8M -f 8 --op write,read,send --iters 3 --check \
+  --progress off --json "$dir/one.json" >"$dir/one.txt" 2>&1 || fail "one-CPU run failed: $(tail -n 3 "$dir/one.txt")"
+# The engine's own record of the chunks it sent (send_post: ch, op, chunk, bytes).
+python3 - "$dir"/tl.* <<'PY' || fail "one CPU: the engine did not send 512 KiB and 2 MiB chunks"
+import sys
+sizes = {int(l.split()[6]) for f in sys.argv[1:] for l in open(f) if l.split()[1:2] == ["send_post"]}
+assert {512 << 10, 2 << 20} <= sizes and max(sizes) == 2 << 20, sorted(sizes)
+PY
 python3 "$check" "$dir/one.json" --runs 6 --cpus 1 --clean || fail "one CPU: not the automatic chunks"
 python3 - "$dir/one.json" <<'PY' || fail "one CPU: the runs do not have 512 KiB and 2 MiB chunks"
 import json, sys
