@@ -63,6 +63,9 @@ doctor 'd["runs"][5]["chunk_bytes"] = 524288' "512 KiB chunks where 2 MiB are au
 "$bench" loopback --size 1M --chunk 64K --iters 2 --check --progress off --json "$dir/fixed.json" >/dev/null 2>&1 ||
   fail "--chunk 64K run failed"
 python3 "$check" "$dir/fixed.json" --runs 1 --clean || fail "--chunk 64K: refused"
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["config"]["chunk_bytes"] == 65536 and d["runs"][0]["chunk_bytes"] == 65536' \
-  "$dir/fixed.json" || fail "--chunk 64K: not 64 KiB in the document"
+python3 - "$dir/fixed.json" <<'PY' || fail "--chunk 64K: not 64 KiB in the document"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["chunk_bytes"] == 65536 and d["runs"][0]["chunk_bytes"] == 65536, d
+PY
 echo "bench_json_schema: documents valid, doctored copies refused"

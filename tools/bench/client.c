@@ -428,7 +428,8 @@ static void banner(const struct client *cs) {
   char cb[24];
   printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %s, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
          o->check ? "with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
-         bench_chunk_str(cs[0].cfg.chunk_bytes, cb, sizeof cb), o->cuda ? "cuda" : "host", cs[0].gpu, tpx_peer_gpu(cs[0].peer));
+         bench_chunk_str(cs[0].cfg.chunk_bytes, cb, sizeof cb), o->cuda ? "cuda" : "host", cs[0].gpu,
+         tpx_peer_gpu(cs[0].peer));
   if (o->multi) {
     printf(", %d pairs in this process:", o->ngpus);
     for (int i = 0; i < o->ngpus; i++) printf(" %d->%d", cs[i].gpu, tpx_peer_gpu(cs[i].peer));
