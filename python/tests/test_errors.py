@@ -18,6 +18,15 @@ def test_error_carries_code_and_detail():
         tpx.Endpoint(port=None, no_such_knob=1)
 
 
+def test_chunk_bytes_auto_or_in_range():
+    for v in ("auto", 0, "512K", 4 << 20):  # "auto" and 0: per transfer (docs/CONFIG.md)
+        with tpx.Endpoint(port=None, chunk_bytes=v):
+            pass
+    for v in (100, "8M", "big"):
+        with pytest.raises(tpx.InvalidArgument, match="TPX_CHUNK_BYTES"):
+            tpx.Endpoint(port=None, chunk_bytes=v)
+
+
 def test_unregistered_memory(pair):
     ep, peer, rem = pair
     desc = rem.call("alloc", "d", 4096, "rw")

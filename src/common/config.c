@@ -183,11 +183,13 @@ static int zero_is_default(const struct var *v) {
   return v->off == offsetof(tpx_config_t, net_abi) || v->off == offsetof(tpx_config_t, chunk_bytes);
 }
 /* The automatic defaults the environment may name "auto": TPX_PACK_BYTES
- * (TPX_PACK_BYTES_AUTO) and TPX_CHUNK_BYTES (0). 1 and *out, or 0. */
+ * (TPX_PACK_BYTES_AUTO) and TPX_CHUNK_BYTES (0, which may also be given as
+ * "0", as the field holds it). 1 and *out, or 0. */
 static int auto_value(const struct var *v, const char *val, size_t *out) {
-  if (!val || strcasecmp(val, "auto") != 0) return 0;
-  if (v->off == offsetof(tpx_config_t, pack_bytes)) *out = TPX_PACK_BYTES_AUTO;
-  else if (v->off == offsetof(tpx_config_t, chunk_bytes)) *out = 0;
+  if (!val) return 0;
+  int is_auto = strcasecmp(val, "auto") == 0;
+  if (v->off == offsetof(tpx_config_t, pack_bytes) && is_auto) *out = TPX_PACK_BYTES_AUTO;
+  else if (v->off == offsetof(tpx_config_t, chunk_bytes) && (is_auto || strcmp(val, "0") == 0)) *out = 0;
   else return 0;
   return 1;
 }

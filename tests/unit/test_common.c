@@ -186,8 +186,12 @@ static void test_config_chunk(void **state) {
   setenv("TPX_CHUNK_BYTES", "auto", 1);
   assert_int_equal(tpx_config_from_env(&cfg), 0);
   assert_int_equal(cfg.chunk_bytes, 0);
-  setenv("TPX_CHUNK_BYTES", "0", 1); /* "auto" names the default; 0 is out of range as a size */
+  setenv("TPX_CHUNK_BYTES", "0", 1); /* as the field holds it */
+  assert_int_equal(tpx_config_from_env(&cfg), 0);
+  assert_int_equal(cfg.chunk_bytes, 0);
+  setenv("TPX_CHUNK_BYTES", "4095", 1); /* below 4 KiB: refused, default kept */
   assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  assert_int_equal(cfg.chunk_bytes, 0);
   unsetenv("TPX_CHUNK_BYTES");
   assert_int_equal(tpx_config_set(&cfg, "chunk_bytes", "1M"), 0);
   assert_int_equal(tpx_config_chunk(&cfg, 64u << 20, 2), 1u << 20);
