@@ -375,7 +375,8 @@ int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
   return fit < 1 ? 1 : fit > one ? one : fit;
 }
 
-size_t tpx__chunk_auto(uint64_t bytes, int channels, int ncpu) {
+size_t tpx__config_chunk_for(const tpx_config_t *cfg, uint64_t bytes, int channels, int ncpu) {
+  if (cfg != NULL && cfg->chunk_bytes > 0) return cfg->chunk_bytes;
   /* 2 cores, 64 MiB through the engine: 2 MiB chunks put a whole transfer
    * in one window and ran 8-15% faster than 512 KiB; on 16 CPUs with GPU
    * memory they ran 5-12% slower (finer staging overlaps better), so the
@@ -388,8 +389,7 @@ size_t tpx__chunk_auto(uint64_t bytes, int channels, int ncpu) {
 }
 
 size_t tpx_config_chunk(const tpx_config_t *cfg, uint64_t bytes, int channels) {
-  if (cfg != NULL && cfg->chunk_bytes > 0) return cfg->chunk_bytes;
-  return tpx__chunk_auto(bytes, channels, tpx__cpu_count());
+  return tpx__config_chunk_for(cfg, bytes, channels, tpx__cpu_count());
 }
 
 static tpx_config_t global_cfg;

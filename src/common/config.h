@@ -31,8 +31,8 @@ int tpx__config_name_ok(const char *s, size_t cap);
  * give each channel at least that much. */
 #define TPX_CHUNK_BASE (512u * 1024u)
 #define TPX_CHUNK_SMALL_MAX (2u * 1024u * 1024u)
-/* The automatic chunk of a transfer of `bytes` over `channels` channels on a
- * machine of `ncpu` CPUs. */
-size_t tpx__chunk_auto(uint64_t bytes, int channels, int ncpu);
+/* tpx_config_chunk for a machine of `ncpu` CPUs (the engine passes the
+ * count its endpoint read at create: no syscall per transfer). */
+size_t tpx__config_chunk_for(const tpx_config_t *cfg, uint64_t bytes, int channels, int ncpu);
 
 #endif

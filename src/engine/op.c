@@ -54,7 +54,7 @@ struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
 }
 
 size_t tpx__op_chunk(const tpx_endpoint_t *ep, uint64_t bytes, int channels) {
-  return ep->cfg.chunk_bytes ? ep->cfg.chunk_bytes : tpx__chunk_auto(bytes, channels, ep->ncpu);
+  return tpx__config_chunk_for(&ep->cfg, bytes, channels, ep->ncpu);
 }
 
 struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {

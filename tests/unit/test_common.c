@@ -166,23 +166,24 @@ static void test_config_chunk(void **state) {
   assert_int_equal(cfg.chunk_bytes, 0);
   assert_int_equal(tpx_config_check(&cfg), 0);
   /* 4 CPUs and more: 512 KiB whatever the transfer. */
-  assert_int_equal(tpx__chunk_auto(64u << 20, 8, 16), 512 * 1024);
-  assert_int_equal(tpx__chunk_auto(UINT64_MAX, 1, 4), 512 * 1024);
+  assert_int_equal(tpx__config_chunk_for(NULL, 64u << 20, 8, 16), 512 * 1024);
+  assert_int_equal(tpx__config_chunk_for(NULL, UINT64_MAX, 1, 4), 512 * 1024);
   /* Fewer: the largest power of two from 512 KiB to 2 MiB that every
    * channel gets whole. */
-  assert_int_equal(tpx__chunk_auto(0, 2, 2), 512 * 1024);
-  assert_int_equal(tpx__chunk_auto(1u << 20, 2, 2), 512 * 1024);
-  assert_int_equal(tpx__chunk_auto(2u << 20, 2, 2), 1u << 20);
-  assert_int_equal(tpx__chunk_auto(3u << 20, 2, 2), 1u << 20);
-  assert_int_equal(tpx__chunk_auto(4u << 20, 2, 2), 2u << 20);
-  assert_int_equal(tpx__chunk_auto(64u << 20, 2, 3), 2u << 20);
-  assert_int_equal(tpx__chunk_auto(UINT64_MAX, 1, 1), 2u << 20);
-  assert_int_equal(tpx__chunk_auto(4u << 20, 0, 2), 2u << 20); /* no channels yet: as one */
+  assert_int_equal(tpx__config_chunk_for(NULL, 0, 2, 2), 512 * 1024);
+  assert_int_equal(tpx__config_chunk_for(NULL, 1u << 20, 2, 2), 512 * 1024);
+  assert_int_equal(tpx__config_chunk_for(NULL, 2u << 20, 2, 2), 1u << 20);
+  assert_int_equal(tpx__config_chunk_for(NULL, 3u << 20, 2, 2), 1u << 20);
+  assert_int_equal(tpx__config_chunk_for(NULL, 4u << 20, 2, 2), 2u << 20);
+  assert_int_equal(tpx__config_chunk_for(NULL, 64u << 20, 2, 3), 2u << 20);
+  assert_int_equal(tpx__config_chunk_for(NULL, UINT64_MAX, 1, 1), 2u << 20);
+  assert_int_equal(tpx__config_chunk_for(NULL, 4u << 20, 0, 2), 2u << 20); /* no channels yet: as one */
   size_t mine = tpx_config_chunk(&cfg, 64u << 20, 2);
-  assert_int_equal(mine, tpx__chunk_auto(64u << 20, 2, tpx__cpu_count()));
+  assert_int_equal(mine, tpx__config_chunk_for(NULL, 64u << 20, 2, tpx__cpu_count()));
   assert_int_equal(tpx_config_chunk(NULL, 64u << 20, 2), mine);
   cfg.chunk_bytes = 65536;
   assert_int_equal(tpx_config_chunk(&cfg, 64u << 20, 2), 65536);
+  assert_int_equal(tpx__config_chunk_for(&cfg, 64u << 20, 2, 1), 65536); /* a fixed size on any machine */
   setenv("TPX_CHUNK_BYTES", "auto", 1);
   assert_int_equal(tpx_config_from_env(&cfg), 0);
   assert_int_equal(cfg.chunk_bytes, 0);
