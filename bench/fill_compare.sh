@@ -45,6 +45,13 @@
 #   CLIENT_GPU, SERVER_GPU: the GPU of each side's GPU memory (tpx-bench
 #   --gpu; default tpx-bench's own, 0): CLIENT_GPU=0 SERVER_GPU=1 on a
 #   machine with two GPUs puts each process on its own GPU, as on two hosts
+#   MPS=1: run every process under a CUDA MPS daemon of this run's own
+#   (nvidia-cuda-mps-control, private pipe and log directories, stopped at
+#   exit). Two processes on ONE GPU, the stand-in for two hosts, otherwise
+#   take turns on it: CUDA time-slices the kernels of different processes,
+#   so one side's staging copies wait while the other side's run, which two
+#   hosts never do. Needs GPU cases (GPU=1 or a GPU found) and the GPU's
+#   compute mode Default; MPS=0 (default) leaves CUDA as it is.
 #   `taskset -c 0-15 bench/fill_compare.sh` confines every process, iperf3
 #   included, to 16 CPUs; the engine sizes its defaults by the CPUs it may use.
 #   CLIENT_CPUS, SERVER_CPUS: a CPU list (taskset -c) for each side's
@@ -67,6 +74,7 @@ scpus="${SERVER_CPUS:-}"
 iperf="${IPERF3:-iperf3}"
 cold="${COLD:-1}"
 regions="${REGIONS:-4}"
+mps="${MPS:-0}"
 base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 tb="$build/tpx-bench"
 nb="$build/tpx-netbench"
@@ -80,6 +88,7 @@ case "$rounds$it64$it256$secs$base$cgpu$sgpu" in *[!0-9]*) die "ROUNDS, ITERS64,
 [ "$rounds" -ge 1 ] || die "ROUNDS >= 1"
 case "$cold" in 0 | 1) ;; *) die "COLD: 0 or 1" ;; esac
 case "$regions" in [2-9] | 1[0-6]) ;; *) die "REGIONS: 2..16 (copies of each buffer the cold cases rotate over)" ;; esac
+case "$mps" in 0 | 1) ;; *) die "MPS: 0 or 1" ;; esac
 case "$ccpus$scpus" in *[!0-9,-]*) die "CLIENT_CPUS, SERVER_CPUS: CPU lists as taskset -c takes them (0-15,32)" ;; esac
 cpre=() spre=()
 if [ -n "$ccpus$scpus" ]; then
@@ -99,8 +108,24 @@ mkdir -p "$tmp"
 bench_name=fill_compare
 # shellcheck source=bench/procs.sh
 . "$(dirname "$0")/procs.sh"
-trap 'stop_all; [ -n "$keep" ] || rm -rf "$tmp"' EXIT
+mps_stop() {
+  if [ "$mps" = 1 ] && [ -e "$tmp/mps-pipe/control" ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; fi
+}
+trap 'stop_all; mps_stop; [ -n "$keep" ] || rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
+if [ "$mps" = 1 ]; then
+  [ "$gpu" = 1 ] || die "MPS=1: no GPU cases in this run (GPU=0, or no GPU found)"
+  command -v nvidia-cuda-mps-control >/dev/null 2>&1 || die "MPS=1: nvidia-cuda-mps-control not found"
+  export CUDA_MPS_PIPE_DIRECTORY="$tmp/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$tmp/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || die "MPS=1: the MPS control daemon did not start ($CUDA_MPS_LOG_DIRECTORY)"
+  i=0
+  until [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; do
+    i=$((i + 1))
+    [ $i -le 50 ] || die "MPS=1: no control pipe after 5 s ($CUDA_MPS_LOG_DIRECTORY)"
+    sleep 0.1
+  done
+fi
 
 # Cases: name | kind | memory | environment | size | in flight [| regions]
 cases=(
@@ -247,7 +272,7 @@ echo "machine: $(hostname), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: 
 echo "date:    $date"
 echo "tpx:     $("$tb" --version 2>/dev/null | head -n 1)"
 [ "$iperf" != none ] && echo "iperf3:  $("$iperf" --version | head -n 1)"
-echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)$([ -n "$ccpus$scpus" ] && echo "; client CPUs ${ccpus:-all}, server CPUs ${scpus:-all}")$([ "$cold" = 1 ] && echo "; cold cases: --regions $regions")"
+echo "setup:   $rounds rounds; 64 MiB x $it64, 256 MiB x $it256 per run; GPU cases: $([ "$gpu" = 1 ] && echo "yes (client GPU ${cgpu:-0}, server GPU ${sgpu:-0})" || echo no); CPUs this run may use: $(nproc)$([ -n "$ccpus$scpus" ] && echo "; client CPUs ${ccpus:-all}, server CPUs ${scpus:-all}")$([ "$cold" = 1 ] && echo "; cold cases: --regions $regions")$([ "$mps" = 1 ] && echo "; CUDA MPS on")"
 echo "checks:  $([ "$chkmode" = every ] && echo "every engine run timed with --check" || echo "timed runs without --check; each GPU case verified once (--check, 3 transfers, round 1)")"
 : >"$tmp/results.txt"
 : >"$tmp/verified.txt"

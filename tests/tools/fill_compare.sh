@@ -2,8 +2,9 @@
 # bench/fill_compare.sh end to end, one round of tiny runs (host memory, no
 # iperf3, no GPU): every case measured, its median and the ratios printed;
 # the cold cases (--regions) are measured; CLIENT_CPUS / SERVER_CPUS reach
-# the setup line; a bad CPU list, COLD or REGIONS, or a build without the
-# tools is refused with exit 2 before anything runs.
+# the setup line; a bad CPU list, COLD, REGIONS or MPS, MPS=1 without GPU
+# cases, or a build without the tools is refused with exit 2 before anything
+# runs.
 # usage: fill_compare.sh BUILD_DIR FILL_COMPARE_SH
 set -u
 build=$1 fc=$2
@@ -30,6 +31,10 @@ REGIONS=1 IPERF3=none bash "$fc" "$build" >"$dir/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q REGIONS "$dir/bad.txt" || fail "REGIONS=1 not refused: $(cat "$dir/bad.txt")"
 COLD=yes IPERF3=none bash "$fc" "$build" >"$dir/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q COLD "$dir/bad.txt" || fail "COLD=yes not refused: $(cat "$dir/bad.txt")"
+MPS=on IPERF3=none bash "$fc" "$build" >"$dir/bad.txt" 2>&1
+[ $? -eq 2 ] && grep -q "MPS: 0 or 1" "$dir/bad.txt" || fail "MPS=on not refused: $(cat "$dir/bad.txt")"
+MPS=1 GPU=0 IPERF3=none bash "$fc" "$build" >"$dir/bad.txt" 2>&1
+[ $? -eq 2 ] && grep -q "MPS=1: no GPU cases" "$dir/bad.txt" || fail "MPS=1 without GPU cases not refused: $(cat "$dir/bad.txt")"
 IPERF3=none bash "$fc" "$dir/no-build" >"$dir/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q "build first" "$dir/bad.txt" || fail "a missing build not refused: $(cat "$dir/bad.txt")"
 echo "PASS"
