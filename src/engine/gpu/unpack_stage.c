@@ -46,13 +46,14 @@ int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_wi
   return 0;
 }
 
-/* UNPACK receives into GPU memory: a completed chunk waits (deferred)
- * until it is the comm's oldest unfinished one; then it and the chunks
- * completed after it are gathered, up to UNPACK_BATCH chunks (and
+/* UNPACK receives into GPU memory: a completed chunk waits (deferred) for
+ * the comm's next poll; then the chunks completed since the last one, the
+ * oldest's or later, are gathered, up to UNPACK_BATCH chunks (and
  * UNPACK_BATCH_FRAGS entries, inside the kernel's parameter block) per
  * launch: one launch and one completion per chunk were what the receiving
- * progress thread spent its time on. (Staging's copies to the GPU, in_batch
- * in staging.c, also launch later chunks while the head's copy runs.) */
+ * progress thread spent its time on. Later chunks do not wait for the
+ * oldest's launch to finish (as staging's copies to the GPU, in_batch in
+ * staging.c); irecvConsumed still goes oldest first, each after its own. */
 #define UNPACK_BATCH 4
 #define UNPACK_BATCH_FRAGS 1024
 
@@ -155,17 +156,15 @@ int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *g
   }
   s->ucnt = cnt;
   s->busy = 1;
-  s->deferred = 1; /* launched by tpx__unpack_poll once it is the head (unpack_batch) */
+  s->deferred = 1; /* launched by the comm's next tpx__unpack_poll (unpack_batch) */
   return 0;
 }
 
 int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  if (s->deferred) { /* the head and the chunks completed after it */
-    int rc = unpack_batch(gq, s);
-    if (rc) return rc;
-    if (s->deferred) return 0;
-  }
+  int rc = unpack_batch(gq, s); /* what completed since the last pass, the head's or later */
+  if (rc) return rc;
+  if (s->deferred) return 0;
   int r = tpx__unpack_done(gq->g->devs[s->dev]->unpacker, s->ticket);
   if (r < 0) return tpx_err_quiet(r, "channel %d: unpack on GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 1) s->busy = 0;
