@@ -35,7 +35,7 @@ def need(obj, key, types, where, nullable=False):
     return v
 
 
-def check_run(r, i, cfg):
+def check_run(r, i, cfg, cpus):
     w = f"runs[{i}]"
     op = need(r, "op", str, w)
     if op not in ("write", "read", "send"):
@@ -48,6 +48,9 @@ def check_run(r, i, cfg):
     chunk = need(r, "chunk_bytes", int, w)
     if not 1 <= chunk <= 4 << 20 or (cfg["chunk_bytes"] and chunk != cfg["chunk_bytes"]):
         fail(f"{w}: chunk_bytes {chunk} (configured {cfg['chunk_bytes']})")
+    if cpus is not None and chunk != auto_chunk(r["bytes"], cfg["channels"], cpus):
+        fail(f"{w}: chunk_bytes {chunk}, the automatic size on {cpus} CPUs is "
+             f"{auto_chunk(r['bytes'], cfg['channels'], cpus)}")
     if r["ok"] + r["errors"] > r["iters"] or r["checked"] > r["ok"]:
         fail(f"{w}: ok {r['ok']} + errors {r['errors']} vs iters {r['iters']}, checked {r['checked']}")
     ok = r["ok"] > 0
@@ -146,11 +149,7 @@ def main():
     for i, r in enumerate(runs):
         if not isinstance(r, dict):
             fail(f"runs[{i}] is not an object")
-        check_run(r, i, cfg)
-    for i, r in enumerate(runs):
-        if cpus is not None and r["chunk_bytes"] != auto_chunk(r["bytes"], cfg["channels"], cpus):
-            fail(f"runs[{i}]: chunk_bytes {r['chunk_bytes']}, the automatic size on {cpus} CPUs is "
-                 f"{auto_chunk(r['bytes'], cfg['channels'], cpus)}")
+        check_run(r, i, cfg, cpus)
     if want_pairs is not None and any(len(r.get("pairs", [])) != want_pairs for r in runs):
         fail(f"not every run has {want_pairs} pairs")
     if want_runs is not None and len(runs) != want_runs:
