@@ -172,6 +172,14 @@ typedef struct tpx_net_ops {
                 void **mhandles, void **request);
   int (*irecvv)(tpx_net_t *net, void *recv_comm, const struct iovec *iov, int iovcnt, int tag,
                 void **mhandles, void **request);
+  /* Give up a connect in progress (connect returned 0 with *send_comm NULL
+   * for this handle buffer): what it holds goes now (its sockets closed) and
+   * the handle's connector state is cleared. A handle with no connect in
+   * progress is left alone (0). NULL: the transport cannot (ncclNet plugins:
+   * the ABI has no such call); the engine then keeps calling connect with the
+   * same buffer until it returns a comm, which it closes, or an error
+   * (docs/SECURITY.md, "Abandoned connects"). */
+  int (*connect_abort)(tpx_net_t *net, void *handle);
 } tpx_net_ops_t;
 
 struct tpx_net {

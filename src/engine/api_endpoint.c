@@ -15,6 +15,7 @@
 #include "common/hmac.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/abandon.h"
 #include "engine/control.h"
 #include "net/loader.h"
 #include "engine/endpoint.h"
@@ -177,6 +178,7 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   tpx__progress_thread_stop(ep);
   pthread_mutex_lock(&ep->lock);
   close_all(ep);
+  tpx__abandon_free_all(ep);
   if (ep->net) tpx__mem_free_all(ep);
   tpx__gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */
   pthread_mutex_unlock(&ep->lock);

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/abandon.h"
 #include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/endpoint.h"
@@ -23,6 +24,8 @@ int tpx__channels_alloc(struct tpx_peer *p, int n) {
     struct channel *ch = &p->ch[c];
     ch->idx = c;
     ch->dev = tpx__placement_dev(ep, c); /* round robin over the GPU's NICs */
+    ch->dial = calloc(1, sizeof(*ch->dial));
+    if (!ch->dial) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
     int rc = tpx__window_init(&ch->sq, c, 0, (uint32_t)ep->window);
     if (rc == 0) rc = tpx__window_init(&ch->rq, c, 1, (uint32_t)ep->window);
     if (rc) return rc;
@@ -55,6 +58,8 @@ void tpx__channels_trim(struct tpx_peer *p, int n) {
     struct channel *ch = &p->ch[c];
     if (ch->listen_comm) net->ops->close_listen(net, ch->listen_comm);
     ch->listen_comm = NULL;
+    free(ch->dial); /* trimmed before anything was dialled */
+    ch->dial = NULL;
     tpx__window_free(&ch->sq);
     tpx__window_free(&ch->rq);
   }
@@ -79,8 +84,10 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
     if (!ch->sq.comm) {
       void *comm = NULL;
       const uint8_t *key = tpx__auth_net_key(p);
-      int rc = key ? net->ops->connect_keyed(net, ch->dev, key, ch->peer_handle, &comm, &ch->send_dev)
-                   : net->ops->connect(net, ch->dev, ch->peer_handle, &comm, &ch->send_dev);
+      struct dial_buf *d = ch->dial;
+      int rc = key ? net->ops->connect_keyed(net, ch->dev, key, d->handle, &comm, &d->dev)
+                   : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
+      d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
       if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
         return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.120s", p->where, c, ch->dev,
                              tpx_last_error());
@@ -134,6 +141,7 @@ void tpx__channels_close(struct tpx_peer *p) {
     tpx__window_purge(p, &ch->rq);
     close_comm(p, &ch->sq);
     close_comm(p, &ch->rq);
+    if (ch->dial && ch->dial->started) tpx__abandon_connect(p, ch);
     if (ch->listen_comm) {
       int rc = net->ops->close_listen(net, ch->listen_comm);
       if (rc) TPX_WARN("peer %s channel %d: closeListen failed: %s", p->where, c, tpx_strerror(rc));

@@ -12,13 +12,22 @@
 
 struct tpx_peer;
 
+/* What the transport sees on every retry of one connect: the handle buffer
+ * and the device-handle storage, on the heap so that a connect the channel
+ * abandons keeps them where they were (abandon.h). */
+struct dial_buf {
+  uint8_t handle[TPX_NET_HANDLE_BYTES];
+  tpx_net_dev_handle_t dev;
+  int started; /* connect said "not yet": the transport holds state for this buffer */
+};
+
 struct channel {
   int idx, dev;
   struct window sq, rq;
   void *listen_comm;
   uint8_t my_handle[TPX_NET_HANDLE_BYTES];
-  uint8_t peer_handle[TPX_NET_HANDLE_BYTES]; /* stable buffer for connect retries */
-  tpx_net_dev_handle_t send_dev, recv_dev;   /* caller-owned device handle storage */
+  struct dial_buf *dial;          /* the peer's handle, connected to; NULL once given away */
+  tpx_net_dev_handle_t recv_dev;  /* caller-owned device handle storage of accept */
 };
 
 /* Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
@@ -30,7 +39,8 @@ void tpx__channels_trim(struct tpx_peer *p, int n);
 /* Transport connect/accept of every channel, retried until all are up:
  * 1 all up, 0 not yet (did: comms that came up), < 0 error. */
 int tpx__channels_connect(struct tpx_peer *p, int *did);
-/* Close every comm (their requests with them) and listen comm. */
+/* Close every comm (their requests with them) and listen comm; a connect
+ * still in progress is abandoned (abandon.h). */
 void tpx__channels_close(struct tpx_peer *p);
 /* Post and drain every window of the peer. Returns the number of state
  * changes, or < 0 with the failure's detail in tpx_last_error(). */

@@ -24,6 +24,7 @@ struct tpx_mem;
 struct window;
 struct wslot;
 struct op;
+struct abandoned;
 
 /* Receive consume stage. Host memory needs nothing (consume == NULL). The GPU
  * path plugs unpack kernels or staging copies in here: start() runs when the
@@ -83,6 +84,7 @@ struct tpx_endpoint {
   const struct consume_ops *consume; /* NULL: host memory, nothing to do */
   struct gpu_ep *gpath;    /* GPU data path (gpu/gpu_path.h); NULL: host memory only */
   struct op *xfers;        /* user transfer handles alive */
+  struct abandoned *abandoned; /* connects of closed channels still going (abandon.h) */
   struct closing_fd *closing;
   int nclosing, closing_cap;
   uint64_t inflight;       /* requests in the transport, all peers */

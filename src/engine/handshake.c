@@ -80,7 +80,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
 
 static void take_handles(struct tpx_peer *p, const struct wire_hello *h) {
   for (int c = 0; c < p->nch; c++)
-    memcpy(p->ch[c].peer_handle, h->handles + (size_t)c * TPX_NET_HANDLE_BYTES, TPX_NET_HANDLE_BYTES);
+    memcpy(p->ch[c].dial->handle, h->handles + (size_t)c * TPX_NET_HANDLE_BYTES, TPX_NET_HANDLE_BYTES);
 }
 
 void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {

@@ -49,6 +49,7 @@ static void channels_free(struct tpx_peer *p) {
   for (int c = 0; c < p->nch; c++) {
     tpx__window_free(&p->ch[c].sq);
     tpx__window_free(&p->ch[c].rq);
+    free(p->ch[c].dial);
   }
   free(p->ch);
   p->ch = NULL;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "engine/abandon.h"
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/dispatch.h"
@@ -73,6 +74,7 @@ int tpx__ep_pass(tpx_endpoint_t *ep) {
     tpx__peer_sweep(ep);
     tpx__listen_resume(ep, now);
     if (ep->nclosing) tpx__ctl_closing_step(ep, now, 0);
+    if (ep->abandoned) tpx__abandon_step(ep, now);
   }
   return did;
 }
@@ -187,7 +189,7 @@ static void *progress_main(void *arg) {
     unsigned seq = atomic_load(&ep->work_seq);
     int did = tpx__ep_pass(ep);
     int busy = ep_busy(ep);
-    int timers = ep->setups > 0 || ep->nclosing > 0 || ep->accept_resume;
+    int timers = ep->setups > 0 || ep->nclosing > 0 || ep->accept_resume || ep->abandoned;
     for (struct tpx_peer *p = ep->peers; p && !timers; p = p->next) timers = p->active != NULL;
     pthread_mutex_unlock(&ep->lock);
     if (did) {

@@ -480,6 +480,22 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   return tpx__sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, send_comm);
 }
 
+int tpx__sock_connect_abort(tpx_net_t *net, void *handle) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "connect_abort");
+  if (sn == NULL) return TPX_EINVAL;
+  if (handle == NULL) return tpx_err(TPX_EINVAL, "connect_abort: handle is NULL");
+  uint8_t *h = handle;
+  uint64_t tok = tpx__get64(h + TPX_WH_STATE);
+  if (tpx__get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC || tok == 0) return 0;
+  tpx_sock_connect_t *s = tpx__sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
+  if (s == NULL || tpx__get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY))
+    return tpx_err(TPX_EINVAL, "connect_abort: the handle carries connect state %#llx that this process does not "
+                   "know", (unsigned long long)tok);
+  TPX_DEBUG("sock: connect to %s abandoned; its %d sockets closed", s->peerstr, s->nsocks + 1);
+  connect_end(sn, s, h);
+  return 0;
+}
+
 int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm, tpx_net_dev_handle_t *send_dev) {
   return connect_any(net, dev, NULL, handle, send_comm, send_dev);
 }

@@ -372,7 +372,7 @@ static void sock_destroy(tpx_net_t *net) {
   .iflush = tpx__sock_iflush, .test = tpx__sock_test, .close_send = tpx__sock_close_send,             \
   .close_recv = tpx__sock_close_recv, .close_listen = tpx__sock_close_listen, .destroy = sock_destroy,     \
   .handle_dials = tpx__sock_handle_dials, .listen_keyed = tpx__sock_listen_keyed,                    \
-  .connect_keyed = tpx__sock_connect_keyed
+  .connect_keyed = tpx__sock_connect_keyed, .connect_abort = tpx__sock_connect_abort
 
 /* Plain and strict mode: strict comms refuse the vectored calls, and
  * caps.iov is 0 there (net/caps.c). */

@@ -468,6 +468,8 @@ int tpx__sock_hello_check(const uint8_t *h, const uint8_t *key, uint64_t nonce, 
                           int *nsocks);
 int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                      tpx_net_dev_handle_t *send_dev);
+/* Give up the connect in progress in a handle buffer (tpx/net.h). */
+int tpx__sock_connect_abort(tpx_net_t *net, void *handle);
 int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                     tpx_net_dev_handle_t *recv_dev);
 int tpx__sock_close_listen(tpx_net_t *net, void *listen_comm);

@@ -2,12 +2,18 @@
  * TPX_EREMOTE (never a hang, never SIGPIPE); a sender that closes right after
  * its last send completed never fails the receiver; closing with requests in
  * flight, and destroying with comms left open, neither crash nor leak. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "common/le.h"
 #include "sock/sock.h"
+#include "sock/wire.h"
 #include "test_sock_util.h"
 
 static void post_recv(tpx_net_t *net, void *r, void *buf, size_t len, void **req) {
@@ -191,6 +197,45 @@ static void test_destroy_with_open_objects(void **state) {
   net->ops->destroy(net);
 }
 
+/* A connect that cannot complete (a listener that never accepts, its queue
+ * full: SYNs are dropped) given up with connect_abort: its sockets close at
+ * once and the handle's connector state is cleared; a handle with none is
+ * left alone, one with state this process never wrote is refused. */
+static void test_connect_abort(void **state) {
+  (void)state;
+  tpx_net_t *net = ts_open(0, 8, 1);
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(lfd, 0), 0);
+  socklen_t sl = sizeof(sa);
+  assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+  int filler = socket(AF_INET, SOCK_STREAM, 0);
+  assert_int_equal(connect(filler, (struct sockaddr *)&sa, sizeof(sa)), 0); /* the queue is full now */
+  unsigned char h[TPX_NET_HANDLE_BYTES], real[TPX_NET_HANDLE_BYTES];
+  void *lc, *comm = NULL;
+  assert_int_equal(net->ops->listen(net, 0, real, &lc), 0);
+  memcpy(h, real, sizeof(h)); /* a handle of this transport, pointed at the blackhole */
+  memcpy(h + TPX_WH_PORT, &sa.sin_port, 2);
+  assert_int_equal(net->ops->close_listen(net, lc), 0);
+  int before = tu_count_fds();
+  for (int i = 0; i < 3; i++) assert_int_equal(net->ops->connect(net, 0, h, &comm, NULL), 0);
+  assert_null(comm);
+  assert_int_equal(tu_count_fds(), before + 9); /* 8 data sockets + 1 */
+  unsigned char forged[TPX_NET_HANDLE_BYTES];
+  memcpy(forged, h, sizeof(h));
+  forged[TPX_WH_CHECK] ^= 1;
+  assert_int_equal(net->ops->connect_abort(net, forged), TPX_EINVAL);
+  assert_int_equal(net->ops->connect_abort(net, h), 0);
+  assert_int_equal(tu_count_fds(), before);
+  assert_int_equal(tpx__get64(h + TPX_WH_STATE), 0);
+  assert_int_equal(net->ops->connect_abort(net, h), 0); /* nothing in progress: nothing to do */
+  net->ops->destroy(net);
+  close(filler);
+  close(lfd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_peer_close_pending_recv, tu_fd_setup, tu_fd_teardown),
@@ -199,6 +244,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_close_after_last_send, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_close_while_busy, tu_fd_setup, tu_fd_teardown),
       cmocka_unit_test_setup_teardown(test_destroy_with_open_objects, tu_fd_setup, tu_fd_teardown),
+      cmocka_unit_test_setup_teardown(test_connect_abort, tu_fd_setup, tu_fd_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
