@@ -34,6 +34,7 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (quiet) TPX_DEBUG("%s%s", msg, code);
   else TPX_ERROR("%s%s", msg, code);
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
+  tpx__peer_log_flush(p);
   if (tpx__peer_in_setup(p->state)) ep->setups--;
   int was_up = p->state == P_READY || p->state == P_CLOSING;
   p->state = P_DEAD;

@@ -21,7 +21,7 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
   if (o->total > c->cap) {
     tpx__op_set_errmsg(o, "peer %s: send of %llu bytes (tag %llu) is larger than the matching recv (%llu bytes)",
              p->where, (unsigned long long)o->total, (unsigned long long)o->tag, (unsigned long long)c->cap);
-    TPX_WARN("%s", o->errmsg);
+    TPX_PEER_LOG(p, PL_SEND_TRUNC, TPX_LOG_WARN, "%s", o->errmsg);
     int rc = tpx__op_send_status(p, ST_SEND, c->recv_id, TPX_ETRUNC);
     o->phase = PH_IDLE;
     tpx__op_finish(o, TPX_ETRUNC);

@@ -119,7 +119,8 @@ struct op *tpx__notif_fifo_pop_done(struct tpx_peer *p) {
     if (o->err == 0) {
       tpx__notif_deliver(p->ep, p, o->notif, o->notif_len);
     } else {
-      TPX_WARN("peer %s: notification of a failed %s dropped", p->where, tpx__op_kind_name(o->kind));
+      TPX_PEER_LOG(p, PL_NOTIF_DROPPED, TPX_LOG_WARN, "peer %s: notification of a failed %s dropped", p->where,
+                   tpx__op_kind_name(o->kind));
       unaccount(p, o->notif_len);
     }
   }

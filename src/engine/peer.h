@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine/channel.h"
+#include "engine/peer_log.h"
 #include "engine/wire.h"
 #include "tpx/endpoint.h"
 
@@ -88,6 +89,7 @@ struct tpx_peer {
   uint32_t nserve;       /* its requests we hold (internal ops) */
   uint32_t notif_n;      /* its notifications not yet popped (queued or waiting for data) */
   uint64_t notif_bytes;  /* their payload bytes */
+  struct tpx_ratelog logs[PL_KINDS]; /* repeated log lines (peer_log.h) */
   struct tpx_peer *next, *prev;
 };
 

@@ -114,7 +114,7 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     total += e.len;
     if (!bad && check_entry(ep, &e, TPX_ACCESS_WRITE, &o->ents[i]) != 0) {
       bad = 1;
-      TPX_ERROR("endpoint %s: peer %s: write %llu entry %u [0x%llx, +%llu) in region %llu is outside our "
+      TPX_PEER_LOG(p, PL_WRITE_REFUSED, TPX_LOG_ERROR, "endpoint %s: peer %s: write %llu entry %u [0x%llx, +%llu) in region %llu is outside our "
                 "writable registrations: refused, nothing written",
                 ep->name, p->where, (unsigned long long)m.id, i, (unsigned long long)e.addr,
                 (unsigned long long)e.len, (unsigned long long)e.region);
@@ -155,7 +155,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   for (uint32_t i = 0; i < m.n; i++) {
     tpx__wire_entry_at(m.entries, i, &e);
     if (check_entry(ep, &e, TPX_ACCESS_READ, &o->ents[i]) != 0) {
-      TPX_ERROR("endpoint %s: peer %s: read %llu entry %u [0x%llx, +%llu) in region %llu is outside our "
+      TPX_PEER_LOG(p, PL_READ_REFUSED, TPX_LOG_ERROR, "endpoint %s: peer %s: read %llu entry %u [0x%llx, +%llu) in region %llu is outside our "
                 "readable registrations: refused",
                 ep->name, p->where, (unsigned long long)m.id, i, (unsigned long long)e.addr,
                 (unsigned long long)e.len, (unsigned long long)e.region);

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/hmac.h"
 #include "common/log.h"
+#include "common/ratelog.h"
 #include "common/ports.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
@@ -102,7 +103,22 @@ typedef struct tpx__sock_listen {
   int keyed;     /* listen_keyed: hellos must prove key */
   int taken;     /* keyed: its one comm was accepted; later hellos are refused */
   uint8_t key[TPX_NET_KEY_BYTES];
+  struct tpx_ratelog dropped; /* connections refused or timed out: logged rate-limited */
 } tpx_sock_listen_t;
+
+static void dropped_summary(const tpx_sock_listen_t *l, uint64_t n, const char *when) {
+  if (n) TPX_WARN("sock: listen comm %s: %llu more connections dropped %s (rate-limited)", l->addr,
+                  (unsigned long long)n, when);
+}
+
+/* A connection to l is refused or dropped: 1 to log it in full, else it is
+ * counted (common/ratelog.h). */
+static int drop_log_ok(tpx_sock_listen_t *l) {
+  uint64_t n = 0;
+  int v = tpx__ratelog(&l->dropped, tpx__now_ns(), &n);
+  if (v == TPX_RATELOG_SUMMARY) dropped_summary(l, n, "since the last summary");
+  return v == TPX_RATELOG_FULL;
+}
 
 static void group_close(struct group *g) {
   for (int i = 0; i <= g->nsocks; i++)
@@ -111,6 +127,7 @@ static void group_close(struct group *g) {
 
 void tpx__sock_listen_free(void *obj) {
   tpx_sock_listen_t *l = obj;
+  dropped_summary(l, tpx__ratelog_flush(&l->dropped), "before it closed");
   if (l->fd >= 0) close(l->fd);
   for (int i = 0; i < l->npend; i++)
     close(l->pend[i].fd);
@@ -527,8 +544,9 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
     char ps[64];
     tpx__sock_addr_str(&sa, ps, sizeof(ps));
     if (l->npend >= MAX_PENDING) {
-      TPX_WARN("sock: listen comm %s: %d connections without a hello; dropping one from %s",
-               l->addr, l->npend, ps);
+      if (drop_log_ok(l))
+        TPX_WARN("sock: listen comm %s: %d connections without a hello; dropping one from %s",
+                 l->addr, l->npend, ps);
       close(fd);
       continue;
     }
@@ -536,7 +554,8 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
       int cap = l->cap_pend ? 2 * l->cap_pend : 16;
       struct pending_sock *p = realloc(l->pend, (size_t)cap * sizeof(*p));
       if (p == NULL) {
-        TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr, ps);
+        if (drop_log_ok(l))
+          TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr, ps);
         close(fd);
         continue;
       }
@@ -603,7 +622,7 @@ int tpx__sock_hello_check(const uint8_t *h, const uint8_t *key, uint64_t nonce, 
 }
 
 /* Why a hello was refused, once, where it is decided. */
-static void hello_refused(const tpx_sock_listen_t *l, const struct pending_sock *p, int v) {
+static void hello_refused(tpx_sock_listen_t *l, const struct pending_sock *p, int v) {
   const uint8_t *h = p->hello;
   unsigned len = tpx__get16(h + 6);
   const char *why = "";
@@ -630,13 +649,14 @@ static void hello_refused(const tpx_sock_listen_t *l, const struct pending_sock 
     why = buf;
     break;
   }
-  TPX_WARN("sock: listen comm %s: rejected a connection from %s: %s", l->addr, p->peer, why);
+  if (drop_log_ok(l))
+    TPX_WARN("sock: listen comm %s: rejected a connection from %s: %s", l->addr, p->peer, why);
 }
 
 /* The hello's first 8 bytes (magic, version, length), as soon as they are
  * there: a hello of the wrong kind for this listen comm (keyed or not) is
  * refused at once, not at the connect timeout. 0 = fine so far. */
-static int hello_head(const tpx_sock_listen_t *l, const struct pending_sock *p) {
+static int hello_head(tpx_sock_listen_t *l, const struct pending_sock *p) {
   int v = tpx__sock_hello_head(p->hello, l->keyed);
   if (v) hello_refused(l, p, v);
   return v ? -1 : 0;
@@ -655,14 +675,16 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   }
   struct group *g = group_for(l, comm_id, nsocks, p->deadline);
   if (g == NULL) {
-    TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr,
-             p->peer);
+    if (drop_log_ok(l))
+      TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr,
+               p->peer);
     return -1;
   }
   if (g->nsocks != nsocks || g->fds[index] >= 0) {
-    TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of comm %016llx is a"
-             " duplicate or disagrees on nsocks (%d vs %d)",
-             l->addr, p->peer, index, (unsigned long long)comm_id, nsocks, g->nsocks);
+    if (drop_log_ok(l))
+      TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of comm %016llx is a"
+               " duplicate or disagrees on nsocks (%d vs %d)",
+               l->addr, p->peer, index, (unsigned long long)comm_id, nsocks, g->nsocks);
     return -1;
   }
   g->fds[index] = p->fd;
@@ -694,9 +716,10 @@ static void read_hellos(tpx_sock_listen_t *l) {
       continue;
     }
     if (now > p->deadline) {
-      TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %zu hello bytes before the"
-               " connect timeout; dropped",
-               l->addr, p->peer, p->got, hello_want(l));
+      if (drop_log_ok(l))
+        TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %zu hello bytes before the"
+                 " connect timeout; dropped",
+                 l->addr, p->peer, p->got, hello_want(l));
       pend_drop(l, i, 1);
       continue;
     }
@@ -705,9 +728,10 @@ static void read_hellos(tpx_sock_listen_t *l) {
   for (int i = 0; i < l->ngroups;) {
     struct group *g = &l->groups[i];
     if (g->have <= g->nsocks && now > g->deadline) {
-      TPX_WARN("sock: listen comm %s: comm %016llx from %s has %d of %d sockets after the connect"
-               " timeout; dropped",
-               l->addr, (unsigned long long)g->comm_id, g->peer, g->have, g->nsocks + 1);
+      if (drop_log_ok(l))
+        TPX_WARN("sock: listen comm %s: comm %016llx from %s has %d of %d sockets after the connect"
+                 " timeout; dropped",
+                 l->addr, (unsigned long long)g->comm_id, g->peer, g->have, g->nsocks + 1);
       group_close(g);
       l->groups[i] = l->groups[--l->ngroups];
       continue;

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "eng.h"
 #include "engine/endpoint.h"
@@ -208,10 +209,145 @@ static void test_attack_dangling_connects_plugin(void **state) {
   eng_res_settled(&base, 64 << 10);
 }
 
+/* ---- log volume per hostile request ----------------------------------------- */
+
+/* stderr (where the log goes) into a file, for counting. */
+typedef struct capture {
+  int saved, fd;
+} capture_t;
+
+static void capture_start(capture_t *c) {
+  char path[] = "/tmp/tpx-exhaustion-log-XXXXXX";
+  c->fd = mkstemp(path);
+  assert_true(c->fd >= 0);
+  unlink(path);
+  fflush(stderr);
+  c->saved = dup(2);
+  assert_true(c->saved >= 0);
+  assert_int_equal(dup2(c->fd, 2), 2);
+}
+
+/* Stop; the text (NUL-terminated, caller frees) and its length. */
+static char *capture_stop(capture_t *c, size_t *len) {
+  fflush(stderr);
+  assert_int_equal(dup2(c->saved, 2), 2);
+  close(c->saved);
+  off_t n = lseek(c->fd, 0, SEEK_END);
+  assert_true(n >= 0);
+  char *text = malloc((size_t)n + 1);
+  assert_non_null(text);
+  assert_int_equal(pread(c->fd, text, (size_t)n, 0), n);
+  text[n] = 0;
+  close(c->fd);
+  *len = (size_t)n;
+  return text;
+}
+
+/* Lines containing `what` in full, and the sum of the counts that the
+ * summaries naming `kind` report (the number before "more"). */
+static int lines_with(const char *text, const char *what, const char *kind, unsigned long long *summarised) {
+  int n = 0;
+  *summarised = 0;
+  for (const char *l = text; l && *l;) {
+    const char *e = strchr(l, '\n');
+    size_t len = e ? (size_t)(e - l) : strlen(l);
+    char line[2048];
+    snprintf(line, sizeof(line), "%.*s", (int)(len < sizeof(line) ? len : sizeof(line) - 1), l);
+    char *m = strstr(line, " more ");
+    if (m && strstr(line, "rate-limited") && strstr(line, kind)) {
+      while (m > line && m[-1] >= '0' && m[-1] <= '9') m--;
+      *summarised += strtoull(m, NULL, 10);
+    } else if (strstr(line, what)) {
+      n++;
+    }
+    l = e ? e + 1 : NULL;
+  }
+  return n;
+}
+
+/* A descriptor of b's region naming a region id that does not exist, so
+ * that every access through it is refused by the target. */
+static tpx_rmem_t *unknown_region(const eng_buf_t *b) {
+  uint8_t blob[TPX_MD_MAX];
+  size_t bl;
+  assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
+  struct md_info md;
+  assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
+  md.region ^= 0x5a5a5a5a5a5aull;
+  assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);
+  tpx_rmem_t *r;
+  assert_int_equal(tpx_load_remote_md(blob, bl, &r), 0);
+  return r;
+}
+
+/* Each refused WRITE logged one ERROR line (and one more for its dropped
+ * notification): 100,000 one-byte refused writes (6.1 MB on the wire)
+ * made 22.3 MB of log. Now repeated lines of one kind from one peer are
+ * rate-limited: a few in full, then counted, and the count is logged when
+ * the peer ends. */
+static void test_attack_log_amplification(void **state) {
+  (void)state;
+  enum { N = 20000, BATCH = 200 };
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  eng_res_t base;
+  eng_res_now(&base);
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  eng_buf_t src, dst;
+  eng_buf(P.a, 4096, 0, &src);
+  eng_buf(P.b, 4096, TPX_ACCESS_WRITE, &dst);
+  tpx_rmem_t *bad = unknown_region(&dst);
+  int level = tpx__log_level;
+  tpx__log_level = TPX_LOG_WARN; /* the default level: refusals are ERROR, dropped notifications WARN */
+  capture_t cap;
+  capture_start(&cap);
+  static tpx_xfer_t *x[BATCH];
+  for (int i = 0; i < N; i += BATCH) {
+    for (int k = 0; k < BATCH; k++) assert_int_equal(tpx_write(P.ab, src.mem, 0, bad, 0, 1, "n", 1, &x[k]), 0);
+    for (int k = 0; k < BATCH; k++) {
+      assert_int_equal(tpx_xfer_wait(x[k], 20000), TPX_EACCES);
+      tpx_xfer_free(x[k]);
+    }
+  }
+  size_t during = 0;
+  char *t1 = capture_stop(&cap, &during);
+  capture_start(&cap);
+  tpx_peer_close(P.ba); /* the peer ends: what was counted is logged */
+  P.ba = NULL;
+  for (int i = 0; i < 500 && tpx_peer_status(P.ab) == 0; i++) usleep(10000);
+  size_t after = 0;
+  char *t2 = capture_stop(&cap, &after);
+  tpx__log_level = level;
+  unsigned long long w1 = 0, w2 = 0, n1 = 0, n2 = 0;
+  int wfull = lines_with(t1, "outside our writable registrations", "refused writes", &w1) +
+              lines_with(t2, "outside our writable registrations", "refused writes", &w2);
+  int nfull = lines_with(t1, "notification of a failed", "dropped notifications", &n1) +
+              lines_with(t2, "notification of a failed", "dropped notifications", &n2);
+  print_message("log amplification: %d refused one-byte writes with notifications: %zu log bytes during "
+                "(%.3f per request), %zu when the peer ended; refusals: %d lines, %llu counted; dropped "
+                "notifications: %d lines, %llu counted\n",
+                N, during, (double)during / N, after, wfull, w1 + w2, nfull, n1 + n2);
+  assert_true(during < 16 * 1024); /* was about 220 bytes per request */
+  assert_true(after < 4 * 1024);
+  assert_true(wfull <= 5 && nfull <= 5);
+  /* nothing is lost: every refusal is either its own line or counted in a summary */
+  assert_int_equal(wfull + w1 + w2, N);
+  assert_int_equal(nfull + n1 + n2, N);
+  free(t1);
+  free(t2);
+  tpx_rmem_free(bad);
+  eng_buf_free(&src);
+  eng_buf_free(&dst);
+  eng_pair_close(&P);
+  eng_res_settled(&base, 64 << 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_dangling_connects),
       cmocka_unit_test(test_attack_dangling_connects_plugin),
+      cmocka_unit_test(test_attack_log_amplification),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
