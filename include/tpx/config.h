@@ -69,7 +69,8 @@ typedef struct tpx_config {
   size_t max_preauth_bytes; /* TPX_MAX_PREAUTH_BYTES: largest frame before the handshake */
   int max_peers;           /* TPX_MAX_PEERS: peers (in setup or connected) per endpoint */
   int max_notifs;          /* TPX_MAX_NOTIFS: notifications of one peer not yet popped */
-  size_t max_notif_bytes;  /* TPX_MAX_NOTIF_BYTES: their payload bytes */
+  size_t max_notif_bytes;  /* TPX_MAX_NOTIF_BYTES: what they cost (payload + bookkeeping) */
+  size_t max_ep_notif_bytes; /* TPX_MAX_EP_NOTIF_BYTES: the same for all peers of the endpoint */
   int max_ctl_queue;       /* TPX_MAX_CTL_QUEUE: a peer's requests queued or being served */
   size_t max_ctl_out_bytes; /* TPX_MAX_CTL_OUT_BYTES: control bytes waiting for a peer to read them */
   /* shared-key authentication (docs/SECURITY.md): set by TPX_AUTH_KEY, TPX_AUTH_KEY_FILE or

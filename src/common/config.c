@@ -62,6 +62,7 @@ static const struct var vars[] = {
     {"TPX_MAX_PEERS", NULL, V_INT, F(max_peers), 1, 1 << 20},
     {"TPX_MAX_NOTIFS", NULL, V_INT, F(max_notifs), 1, 1 << 24},
     {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
+    {"TPX_MAX_EP_NOTIF_BYTES", NULL, V_SIZE, F(max_ep_notif_bytes), 65536, 1LL << 40},
     {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
     {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
     {"TPX_AUTH_KEY", NULL, V_KEY, F(auth_key), 0, 0},
@@ -130,6 +131,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->max_peers = 1024;
   cfg->max_notifs = 4096;
   cfg->max_notif_bytes = 4u << 20;
+  cfg->max_ep_notif_bytes = 64u << 20;
   cfg->max_ctl_queue = 16384;
   cfg->max_ctl_out_bytes = 64u << 20;
   cfg->progress_spin_us = 0; /* napping: see docs/BENCHMARKS.md for the comparison */

@@ -41,10 +41,13 @@ struct closing_fd {
   uint64_t deadline;
 };
 
-struct notif_node {
+struct notif_node { /* allocated for its payload only (notif.c) */
   struct notif_node *next;
   struct tpx_peer *owner; /* counted in owner->notif_n until popped */
-  tpx_notif_t n;
+  tpx_peer_t *peer;       /* tpx_notif_t's fields */
+  char peer_name[TPX_NAME_MAX];
+  uint32_t len;
+  unsigned char msg[];
 };
 
 struct tpx_endpoint {
@@ -76,6 +79,7 @@ struct tpx_endpoint {
   int acceptq_n, acceptq_cap;
   struct notif_node *notif_head, *notif_tail;
   int notif_n;
+  uint64_t notif_bytes; /* what the peers' notifications not popped cost (notif.h), all peers */
   struct tpx_mem *mems;
   struct tpx_mem **mem_tab; /* open addressing by id */
   uint32_t mem_tab_cap, mem_tab_n;

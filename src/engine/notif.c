@@ -1,4 +1,5 @@
 /* Notifications (notif.h): where a notification waits for its data. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,26 +7,77 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/endpoint.h"
+#include "engine/fail.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 
+/* What a held notification costs: its node with the payload, and the
+ * allocator's header. A notification waiting in the FIFO for its data is
+ * charged the same from its arrival. */
+#define MALLOC_OVERHEAD 16
+
+uint64_t tpx__notif_cost(uint32_t len) { return offsetof(struct notif_node, msg) + len + MALLOC_OVERHEAD; }
+
+static void account(struct tpx_peer *p, uint32_t len) {
+  uint64_t c = tpx__notif_cost(len);
+  p->notif_n++;
+  p->notif_bytes += c;
+  p->ep->notif_bytes += c;
+}
+
 /* A notification of p stops being pending (popped, dropped, purged). */
 static void unaccount(struct tpx_peer *p, uint32_t len) {
+  uint64_t c = tpx__notif_cost(len);
   p->notif_n--;
-  p->notif_bytes -= len;
+  p->notif_bytes -= c;
+  p->ep->notif_bytes -= c;
+}
+
+/* The peer whose notifications cost the most (dead ones too: what they left
+ * is held until popped). */
+static struct tpx_peer *noisiest(tpx_endpoint_t *ep) {
+  struct tpx_peer *m = NULL;
+  for (struct tpx_peer *q = ep->peers; q; q = q->next)
+    if (q->notif_bytes && (!m || q->notif_bytes > m->notif_bytes)) m = q;
+  return m;
+}
+
+/* The endpoint's bound (TPX_MAX_EP_NOTIF_BYTES): past it the noisiest peer
+ * goes with its notifications, unless p itself would then be the noisiest. */
+static int ep_room(struct tpx_peer *p, uint64_t c) {
+  tpx_endpoint_t *ep = p->ep;
+  size_t max = ep->cfg.max_ep_notif_bytes;
+  while (ep->notif_bytes + c > max) {
+    struct tpx_peer *q = noisiest(ep);
+    if (!q || q == p || q->notif_bytes <= p->notif_bytes + c)
+      return tpx_err_quiet(TPX_EAGAIN, "peer %s: the endpoint holds %llu bytes of notifications not popped "
+                           "(TPX_MAX_EP_NOTIF_BYTES=%zu) and this peer the most (%llu); dropped", p->where,
+                           (unsigned long long)ep->notif_bytes, max, (unsigned long long)p->notif_bytes + c);
+    tpx__peer_fail(q, TPX_EAGAIN, "peer %s: its notifications not popped (%llu bytes) were the endpoint's largest "
+                   "share when it reached TPX_MAX_EP_NOTIF_BYTES=%zu; dropped with them", q->where,
+                   (unsigned long long)q->notif_bytes, max);
+    tpx__notif_forget_peer(ep, q);
+    if (q->notif_bytes) /* still held by its requests in flight: they go with it, not now */
+      return tpx_err_quiet(TPX_EAGAIN, "peer %s: the endpoint holds %llu bytes of notifications not popped "
+                           "(TPX_MAX_EP_NOTIF_BYTES=%zu); dropped", p->where, (unsigned long long)ep->notif_bytes,
+                           max);
+  }
+  return 0;
 }
 
 int tpx__notif_admit(struct tpx_peer *p, uint32_t len) {
   const tpx_config_t *c = &p->ep->cfg;
-  if (p->notif_n < (uint32_t)c->max_notifs && p->notif_bytes + len <= c->max_notif_bytes) return 0;
-  return tpx_err_quiet(TPX_EAGAIN, "peer %s: %u notifications (%llu bytes) not popped yet "
-                       "(TPX_MAX_NOTIFS=%d, TPX_MAX_NOTIF_BYTES=%zu); dropped", p->where, p->notif_n,
-                       (unsigned long long)p->notif_bytes, c->max_notifs, c->max_notif_bytes);
+  uint64_t cost = tpx__notif_cost(len);
+  if (p->notif_n >= (uint32_t)c->max_notifs || p->notif_bytes + cost > c->max_notif_bytes)
+    return tpx_err_quiet(TPX_EAGAIN, "peer %s: %u notifications (%llu bytes with their bookkeeping) not popped "
+                         "yet (TPX_MAX_NOTIFS=%d, TPX_MAX_NOTIF_BYTES=%zu); dropped", p->where, p->notif_n,
+                         (unsigned long long)p->notif_bytes, c->max_notifs, c->max_notif_bytes);
+  return ep_room(p, cost);
 }
 
 void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
-  struct notif_node *n = malloc(sizeof(*n));
+  struct notif_node *n = malloc(offsetof(struct notif_node, msg) + len);
   if (!n) {
     TPX_ERROR("endpoint %s: out of memory: notification from %s lost", ep->name, p->where);
     unaccount(p, len);
@@ -33,10 +85,10 @@ void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *m
   }
   n->next = NULL;
   n->owner = p;
-  n->n.peer = p;
-  snprintf(n->n.peer_name, sizeof(n->n.peer_name), "%s", p->name);
-  n->n.len = len;
-  if (len) memcpy(n->n.msg, msg, len);
+  n->peer = p;
+  snprintf(n->peer_name, sizeof(n->peer_name), "%s", p->name);
+  n->len = len;
+  if (len) memcpy(n->msg, msg, len);
   if (ep->notif_tail) ep->notif_tail->next = n;
   else ep->notif_head = n;
   ep->notif_tail = n;
@@ -45,8 +97,7 @@ void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *m
 }
 
 void tpx__notif_arrive(struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
-  p->notif_n++;
-  p->notif_bytes += len;
+  account(p, len);
   tpx__notif_deliver(p->ep, p, msg, len);
 }
 
@@ -56,8 +107,11 @@ int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
   ep->notif_head = n->next;
   if (!ep->notif_head) ep->notif_tail = NULL;
   ep->notif_n--;
-  if (n->owner) unaccount(n->owner, n->n.len);
-  memcpy(out, &n->n, offsetof(tpx_notif_t, msg) + n->n.len);
+  if (n->owner) unaccount(n->owner, n->len);
+  out->peer = n->peer;
+  memcpy(out->peer_name, n->peer_name, sizeof(out->peer_name));
+  out->len = n->len;
+  if (n->len) memcpy(out->msg, n->msg, n->len);
   free(n);
   return 1;
 }
@@ -73,7 +127,7 @@ void tpx__notif_forget_peer(tpx_endpoint_t *ep, struct tpx_peer *p) {
     }
     *pp = n->next;
     ep->notif_n--;
-    unaccount(p, n->n.len);
+    unaccount(p, n->len);
     free(n);
   }
   ep->notif_tail = last;
@@ -91,10 +145,7 @@ void tpx__notif_queue_free(tpx_endpoint_t *ep) {
 
 void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o) {
   o->in_fifo = 1;
-  if (o->has_notif) {
-    p->notif_n++;
-    p->notif_bytes += o->notif_len;
-  }
+  if (o->has_notif) account(p, o->notif_len);
   tpx__op_queue_push(&p->fifo_head, &p->fifo_tail, o);
 }
 

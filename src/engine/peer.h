@@ -88,7 +88,7 @@ struct tpx_peer {
   /* bounds on what the peer makes us hold (docs/SECURITY.md) */
   uint32_t nserve;       /* its requests we hold (internal ops) */
   uint32_t notif_n;      /* its notifications not yet popped (queued or waiting for data) */
-  uint64_t notif_bytes;  /* their payload bytes */
+  uint64_t notif_bytes;  /* what they cost: payload and bookkeeping (notif.h) */
   struct tpx_ratelog logs[PL_KINDS]; /* repeated log lines (peer_log.h) */
   struct tpx_peer *next, *prev;
 };

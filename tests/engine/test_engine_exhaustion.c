@@ -15,6 +15,8 @@
 #include "common/util.h"
 #include "eng.h"
 #include "engine/endpoint.h"
+#include "engine/notif.h"
+#include "engine/peer.h"
 #include "engine/wire.h"
 #include "sock/wire.h"
 
@@ -343,11 +345,112 @@ static void test_attack_log_amplification(void **state) {
   eng_res_settled(&base, 64 << 10);
 }
 
+/* ---- notification memory per endpoint --------------------------------------- */
+
+/* Bytes queued in a's control stream to its peer not yet sent. */
+static size_t unsent(tpx_endpoint_t *a, tpx_peer_t *p) {
+  pthread_mutex_lock(&a->lock);
+  size_t n = p->out.len - p->out_off;
+  pthread_mutex_unlock(&a->lock);
+  return n;
+}
+
+static uint64_t ep_notif_bytes(tpx_endpoint_t *ep) {
+  pthread_mutex_lock(&ep->lock);
+  uint64_t n = ep->notif_bytes;
+  pthread_mutex_unlock(&ep->lock);
+  return n;
+}
+
+/* Until peer i is dropped, it sends notifications in rounds of `batch`, and
+ * each round waits until its bytes left the sender (so that what is held is
+ * the server's, not the sender's queue). Returns those sent. */
+static int notif_rounds(tpx_endpoint_t *a, tpx_peer_t **ab, int n, int per_peer, int batch, size_t len,
+                        tpx_endpoint_t *b, uint64_t *peak) {
+  static uint8_t msg[TPX_NOTIF_MAX];
+  int sent = 0;
+  for (int done = 0; done < per_peer; done += batch) {
+    int alive = 0;
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < batch && tpx_peer_status(ab[i]) == 0; k++) sent += tpx_notify(ab[i], msg, len) == 0;
+    for (int i = 0; i < n; i++) {
+      for (int t = 0; t < 500 && tpx_peer_status(ab[i]) == 0 && unsent(a, ab[i]) > 0; t++) usleep(1000);
+      alive += tpx_peer_status(ab[i]) == 0;
+    }
+    uint64_t held = ep_notif_bytes(b);
+    if (held > *peak) *peak = held;
+    if (!alive) break;
+  }
+  return sent;
+}
+
+/* 100 peers each holding 4,095 empty notifications took the server to
+ * 1.76 GB: the bound was per peer and counted payload only (an empty one
+ * counted 0 and cost 4.2 KiB). Now each is charged what it costs and the
+ * endpoint has its own bound; at it the noisiest peer goes, and a new peer's
+ * notification still gets through. */
+static void test_attack_notif_memory_many_peers(void **state) {
+  (void)state;
+  enum { NP = 16, PER_PEER = 3600, BATCH = 100, LEN = 1000 };
+  const size_t max = 4u << 20;
+  tpx_config_t cfg, cb;
+  eng_cfg(&cfg);
+  cb = cfg;
+  cb.max_ep_notif_bytes = max;
+  eng_res_t base;
+  eng_res_now(&base);
+  tpx_endpoint_t *a = eng_ep_open(&cfg, "noisy"), *b = eng_ep_open(&cb, "server");
+  tpx_peer_t *ab[NP], *ba[NP];
+  for (int i = 0; i < NP; i++) eng_connect(a, b, &ab[i], &ba[i]);
+  eng_res_t before;
+  eng_res_now(&before);
+  uint64_t peak = 0;
+  int sent = notif_rounds(a, ab, NP, PER_PEER, BATCH, LEN, b, &peak);
+  eng_res_t after;
+  eng_res_now(&after);
+  int dropped = 0;
+  for (int i = 0; i < NP; i++) dropped += tpx_peer_status(ba[i]) == TPX_EAGAIN;
+  print_message("notification memory: %d peers sent %d notifications of %d bytes (%.1f MB charged if held); "
+                "held at most %.2f MB (TPX_MAX_EP_NOTIF_BYTES %.2f MB), RSS %+ld KiB, %d peers dropped\n",
+                NP, sent, LEN, sent * (double)tpx__notif_cost(LEN) / 1e6, peak / 1e6, max / 1e6,
+                after.rss_kb - before.rss_kb, dropped);
+  assert_true(sent * tpx__notif_cost(LEN) > 3 * max); /* the attack was worth 3x the bound */
+  assert_true(peak <= max);
+  assert_true(ep_notif_bytes(b) <= max);
+  assert_true(dropped > 0);
+  assert_true(after.rss_kb - before.rss_kb < (long)(max >> 10) + 24 * 1024);
+  /* a peer that comes now is not the one dropped */
+  tpx_endpoint_t *c = eng_ep_open(&cfg, "newcomer");
+  tpx_peer_t *cb2, *bc;
+  eng_connect(c, b, &cb2, &bc);
+  assert_int_equal(tpx_notify(cb2, "hello", 5), 0);
+  tpx_notif_t n;
+  int found = 0;
+  for (int i = 0; i < NP * PER_PEER + 1 && !found; i++) {
+    if (tpx_wait_notif(b, 10000, &n) != 1) break;
+    found = n.peer == bc && n.len == 5 && memcmp(n.msg, "hello", 5) == 0;
+  }
+  assert_true(found);
+  assert_int_equal(tpx_peer_status(bc), 0);
+  tpx_peer_close(cb2);
+  tpx_peer_close(bc);
+  for (int i = 0; i < NP; i++) {
+    tpx_peer_close(ab[i]);
+    tpx_peer_close(ba[i]);
+  }
+  assert_int_equal(ep_notif_bytes(b), 0);
+  tpx_endpoint_destroy(c);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  eng_res_settled(&base, 64 << 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_dangling_connects),
       cmocka_unit_test(test_attack_dangling_connects_plugin),
       cmocka_unit_test(test_attack_log_amplification),
+      cmocka_unit_test(test_attack_notif_memory_many_peers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

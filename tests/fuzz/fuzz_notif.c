@@ -11,8 +11,9 @@
  * Checked against a model: the application pops exactly the notifications
  * of finished, successful requests and standalone ones, in arrival order,
  * with their bytes; none is popped before the data of a write ahead of it
- * landed; the peer's counts (notif_n, notif_bytes) are what it holds and
- * never exceed the limits; forgetting the peer leaves nothing of it. */
+ * landed; the peer's counts (notif_n, notif_bytes: each charged
+ * tpx__notif_cost) and the endpoint's are what it holds and never exceed
+ * the limits; forgetting the peer leaves nothing of it. */
 #include "engine/endpoint.h"
 #include "engine/notif.h"
 #include "engine/op.h"
@@ -58,7 +59,7 @@ static void push_op(struct tpx_peer *p, struct model *m, int kind, const uint8_t
   if (len) memcpy(o->notif, msg, len);
   tpx__notif_fifo_push(p, o);
   m->ops[(m->oh + m->on++) % MAX_MODEL] = o;
-  if (with) m->held_n++, m->held_bytes += len;
+  if (with) m->held_n++, m->held_bytes += tpx__notif_cost(len);
 }
 
 static void free_op(struct op *o) {
@@ -84,7 +85,7 @@ static void finish_head(struct tpx_peer *p, struct model *m, int err) {
       if (o->err == 0)
         deliver(m, o->notif, o->notif_len);
       else
-        m->held_n--, m->held_bytes -= o->notif_len;
+        m->held_n--, m->held_bytes -= tpx__notif_cost(o->notif_len);
     }
     free_op(o);
   }
@@ -102,7 +103,7 @@ static void pop_one(tpx_endpoint_t *ep, struct model *m) {
   m->qh = (m->qh + 1) % MAX_MODEL;
   m->qn--;
   m->held_n--;
-  m->held_bytes -= e->len;
+  m->held_bytes -= tpx__notif_cost(e->len);
 }
 
 /* The peer is dropped: its FIFO goes (nothing delivered), then its queue. */
@@ -133,7 +134,7 @@ static void on_frame(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, st
     return;
   }
   if (!p->fifo_head) {
-    m->held_n++, m->held_bytes += n.len;
+    m->held_n++, m->held_bytes += tpx__notif_cost(n.len);
     tpx__notif_arrive(p, n.msg, n.len);
     deliver(m, n.msg, n.len);
   } else {
@@ -162,7 +163,7 @@ static void step(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, struct
   case 4: pop_one(ep, m); break;
   default: forget(ep, p, m); break;
   }
-  FUZZ_CHECK(p->notif_n == m->held_n && p->notif_bytes == m->held_bytes);
+  FUZZ_CHECK(p->notif_n == m->held_n && p->notif_bytes == m->held_bytes && ep->notif_bytes == m->held_bytes);
   FUZZ_CHECK(p->notif_n <= (uint32_t)ep->cfg.max_notifs &&
              p->notif_bytes <= ep->cfg.max_notif_bytes);
   FUZZ_CHECK(ep->notif_n == m->qn);
