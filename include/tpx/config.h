@@ -66,6 +66,7 @@ typedef struct tpx_config {
                               name besides its control connection's address; "*" = any */
   int max_dials;           /* TPX_MAX_DIALS: transport connections one peer's handles may ask for */
   int max_unauth;          /* TPX_MAX_UNAUTH: incoming control connections before their HELLO */
+  int max_unauth_per_source; /* TPX_MAX_UNAUTH_PER_SOURCE: of those, from one address (IPv6: /64) */
   size_t max_preauth_bytes; /* TPX_MAX_PREAUTH_BYTES: largest frame before the handshake */
   int max_peers;           /* TPX_MAX_PEERS: peers (in setup or connected) per endpoint */
   int max_notifs;          /* TPX_MAX_NOTIFS: notifications of one peer not yet popped */

@@ -58,6 +58,7 @@ static const struct var vars[] = {
     {"TPX_ALLOW_DIAL", NULL, V_STR, F(allow_dial), 0, 0},
     {"TPX_MAX_DIALS", NULL, V_INT, F(max_dials), 1, 64 * 65},
     {"TPX_MAX_UNAUTH", NULL, V_INT, F(max_unauth), 1, 65536},
+    {"TPX_MAX_UNAUTH_PER_SOURCE", NULL, V_INT, F(max_unauth_per_source), 1, 65536},
     {"TPX_MAX_PREAUTH_BYTES", NULL, V_SIZE, F(max_preauth_bytes), 16384, 1 << 20},
     {"TPX_MAX_PEERS", NULL, V_INT, F(max_peers), 1, 1 << 20},
     {"TPX_MAX_NOTIFS", NULL, V_INT, F(max_notifs), 1, 1 << 24},
@@ -127,6 +128,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
    * holds TPX_NOTIF_MAX bytes). */
   cfg->max_dials = 272;
   cfg->max_unauth = 64;
+  cfg->max_unauth_per_source = 16;
   cfg->max_preauth_bytes = 16384;
   cfg->max_peers = 1024;
   cfg->max_notifs = 4096;

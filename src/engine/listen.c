@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/ports.h"
+#include "engine/admit.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
 #include "engine/listen.h"
@@ -87,7 +88,7 @@ void tpx__listen_fmt_addr(const struct sockaddr *sa, char *out, size_t cap) {
   }
 }
 
-/* Log refused connections at most once per second, with a count. */
+/* Log refused (or evicted) connections at most once per second, with a count. */
 #define ACCEPT_LOG_NS 1000000000ull
 /* Out of fds: the listener stays readable, so stop watching it this long. */
 #define ACCEPT_PAUSE_NS 100000000ull
@@ -96,7 +97,7 @@ static void refused(tpx_endpoint_t *ep, const char *why) {
   uint64_t now = tpx__now_ns();
   ep->accept_refused++;
   if (now < ep->accept_log_next) return;
-  TPX_WARN("endpoint %s: %llu control connection(s) refused in the last second: %s", ep->name,
+  TPX_WARN("endpoint %s: %llu control connection(s) refused or evicted in the last second: %s", ep->name,
            (unsigned long long)ep->accept_refused, why);
   ep->accept_refused = 0;
   ep->accept_log_next = now + ACCEPT_LOG_NS;
@@ -112,20 +113,6 @@ void tpx__listen_resume(tpx_endpoint_t *ep, uint64_t now) {
   if (!ep->accept_resume || now < ep->accept_resume) return;
   ep->accept_resume = 0;
   listen_watch(ep, EPOLLIN);
-}
-
-/* A new connection may be held: unauthenticated ones and peers are bounded
- * (TPX_MAX_UNAUTH, TPX_MAX_PEERS); past them it is closed at once. */
-static int admit(tpx_endpoint_t *ep) {
-  if (tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth) {
-    refused(ep, "too many connections without a handshake (TPX_MAX_UNAUTH)");
-    return 0;
-  }
-  if (tpx__peer_count_live(ep, 0) >= ep->cfg.max_peers) {
-    refused(ep, "too many peers (TPX_MAX_PEERS)");
-    return 0;
-  }
-  return 1;
 }
 
 static void accept_failed(tpx_endpoint_t *ep, int e) {
@@ -149,18 +136,25 @@ int tpx__listen_accept(tpx_endpoint_t *ep) {
       break;
     }
     did++;
-    if (!admit(ep)) {
+    struct tpx_src src;
+    tpx__src_of((struct sockaddr *)&sa, &src);
+    const char *why;
+    int ok = tpx__admit(ep, &src, &why);
+    if (why) refused(ep, why);
+    if (!ok) {
       close(fd);
       continue;
     }
     tpx__ctl_set_nodelay(fd);
     char where[96];
     tpx__listen_fmt_addr((struct sockaddr *)&sa, where, sizeof(where));
-    if (!tpx__peer_new(ep, fd, 1, where)) {
+    struct tpx_peer *p = tpx__peer_new(ep, fd, 1, where);
+    if (!p) {
       close(fd);
       TPX_WARN("endpoint %s: out of memory for incoming peer %s", ep->name, where);
       continue;
     }
+    p->src = src;
     TPX_DEBUG("endpoint %s: control connection from %s", ep->name, where);
   }
   return did;

@@ -10,9 +10,8 @@
 #include "tpx/endpoint.h"
 
 int tpx__listen_open(tpx_endpoint_t *ep, const char *host, int port_req);
-/* Accept what is pending (bounded per call; past TPX_MAX_UNAUTH /
- * TPX_MAX_PEERS a connection is closed at once; EMFILE/ENFILE pause the
- * listener). Returns connections taken. */
+/* Accept what is pending (bounded per call; admission: admit.h;
+ * EMFILE/ENFILE pause the listener). Returns connections taken. */
 int tpx__listen_accept(tpx_endpoint_t *ep);
 /* The listener paused after EMFILE/ENFILE is watched again once its time
  * is up (called from the periodic scan). */

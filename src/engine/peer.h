@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "engine/admit.h"
 #include "engine/channel.h"
 #include "engine/peer_log.h"
 #include "engine/wire.h"
@@ -46,6 +47,7 @@ struct tpx_peer {
   int err;
   char errmsg[200];
   int incoming;
+  struct tpx_src src; /* incoming: where it came from (admit.h) */
   int listed;     /* in ep->peers */
   int ever_ready; /* reached P_READY once (else a failed incoming one is swept) */
   int in_acceptq;

@@ -5,6 +5,8 @@
  * transfers, and the server is back at its baseline once the attack stops. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,12 +447,116 @@ static void test_attack_notif_memory_many_peers(void **state) {
   eng_res_settled(&base, 64 << 10);
 }
 
+/* ---- pre-handshake slots ------------------------------------------------------ */
+
+/* Connections that never say anything, opened from 127.0.0.<first..first+nsrc)
+ * in turn for as long as `stop` is 0 (and at most 20 s), each kept open
+ * until KEEP newer ones exist. */
+typedef struct flood {
+  int port, first, nsrc;
+  atomic_int stop;
+  atomic_int opened;
+  pthread_t thr;
+} flood_t;
+
+static int connect_from(int port, int src) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)src)};
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void *flood_main(void *arg) {
+  enum { KEEP = 128 };
+  flood_t *f = arg;
+  int fds[KEEP], n = 0;
+  uint64_t end = tpx__now_ns() + 20000000000ull;
+  for (int i = 0; !atomic_load(&f->stop) && tpx__now_ns() < end; i++) {
+    if (n >= KEEP && fds[n % KEEP] >= 0) close(fds[n % KEEP]);
+    fds[n % KEEP] = connect_from(f->port, f->first + i % f->nsrc);
+    if (fds[n % KEEP] >= 0) atomic_fetch_add(&f->opened, 1);
+    n++;
+    if (i % 16 == 15) usleep(1000); /* a steady stream, not a CPU hog */
+  }
+  for (int i = 0; i < (n < KEEP ? n : KEEP); i++)
+    if (fds[i] >= 0) close(fds[i]);
+  return NULL;
+}
+
+static int unauth_now(tpx_endpoint_t *ep) {
+  pthread_mutex_lock(&ep->lock);
+  int n = tpx__peer_count_live(ep, 1);
+  pthread_mutex_unlock(&ep->lock);
+  return n;
+}
+
+/* TPX_MAX_UNAUTH connections that never finished their HELLO, re-opened as
+ * each timed out, made every tpx_connect fail for as long as the attacker
+ * went on. Now one source holds at most its share, and when the slots are
+ * all taken (many sources) the oldest of the largest source makes room for
+ * the new connection: a legitimate peer connects and transfers while the
+ * flood runs, with a key too (the key handshake holds the same slots). */
+static void unauth_slots(int keyed) {
+  enum { MAX = 16, SHARE = 4 };
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  cfg.max_unauth = MAX;
+  cfg.max_unauth_per_source = SHARE;
+  if (keyed) assert_int_equal(tpx_config_set_auth_key(&cfg, "exhaustion-test-key-0123456789", 30), 0);
+  eng_res_t base;
+  eng_res_now(&base);
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  int port = tpx_endpoint_port(P.b);
+  struct {
+    int first, nsrc;
+    const char *what;
+  } phases[] = {{2, 1, "one source"}, {2, 2 * MAX / SHARE, "many sources, slots full"}};
+  for (int ph = 0; ph < 2; ph++) {
+    flood_t f = {.port = port, .first = phases[ph].first, .nsrc = phases[ph].nsrc};
+    assert_int_equal(pthread_create(&f.thr, NULL, flood_main, &f), 0);
+    int want = ph == 0 ? SHARE : MAX, held = 0;
+    for (int i = 0; i < 1000 && (held = unauth_now(P.b)) < want; i++) usleep(5000);
+    assert_int_equal(held, want); /* one source gets its share; many fill every slot */
+    for (int k = 0; k < 3; k++) legit_transfer(P.a, P.b, 100 + (uint32_t)k); /* during the flood */
+    print_message("pre-handshake flood (%s%s): %d connections opened, %d held at most; a peer connected and "
+                  "transferred 3 times meanwhile\n", phases[ph].what, keyed ? ", with a key" : "",
+                  atomic_load(&f.opened), unauth_now(P.b));
+    atomic_store(&f.stop, 1);
+    pthread_join(f.thr, NULL);
+    assert_true(unauth_now(P.b) <= want);
+  }
+  for (int i = 0; i < 500 && unauth_now(P.b) > 0; i++) usleep(10000); /* the closes are seen */
+  assert_int_equal(unauth_now(P.b), 0);
+  assert_int_equal(tpx_peer_status(P.ab), 0);
+  eng_pair_close(&P);
+  eng_res_settled(&base, 64 << 10);
+}
+
+static void test_attack_unauth_slots(void **state) {
+  (void)state;
+  unauth_slots(0);
+}
+
+static void test_attack_unauth_slots_keyed(void **state) {
+  (void)state;
+  unauth_slots(1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_dangling_connects),
       cmocka_unit_test(test_attack_dangling_connects_plugin),
       cmocka_unit_test(test_attack_log_amplification),
       cmocka_unit_test(test_attack_notif_memory_many_peers),
+      cmocka_unit_test(test_attack_unauth_slots),
+      cmocka_unit_test(test_attack_unauth_slots_keyed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

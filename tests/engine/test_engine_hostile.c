@@ -201,6 +201,7 @@ static void test_attack_preauth_memory(void **state) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.max_unauth = N; /* all of them get as far as a buffer */
+  cfg.max_unauth_per_source = N;
   eng_res_t base;
   eng_res_now(&base);
   eng_pair_t P;
@@ -243,6 +244,7 @@ static void test_attack_unauth_flood(void **state) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.max_unauth = MAX;
+  cfg.max_unauth_per_source = MAX; /* one source may fill the pool: past it, a new one is closed */
   eng_res_t base;
   eng_res_now(&base);
   eng_pair_t P;
@@ -349,6 +351,7 @@ static void test_attack_fd_exhaustion_no_spin(void **state) {
   (void)state;
   tpx_config_t cfg;
   eng_cfg(&cfg);
+  cfg.max_unauth_per_source = cfg.max_unauth; /* the clients and the peer after them share 127.0.0.1 */
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   int port = tpx_endpoint_port(P.b);
