@@ -539,15 +539,6 @@ int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
 
 /* ---- comm creation and teardown ----------------------------------------------- */
 
-int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
-  tpx_sock_net_t *sn = tpx__sock_net_of(net, "comm_gpu");
-  if (sn == NULL) return TPX_EINVAL;
-  int kind = TPX_SK_NONE;
-  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
-  if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV)) return TPX_EINVAL;
-  return m->gpu_bound;
-}
-
 int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                        int *fds, const char *peer, tpx_sock_comm_t **out) {
   int n = nsocks + 1;
