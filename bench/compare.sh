@@ -333,9 +333,9 @@ run_rawlat() { # size: one-way latency, median of 2000 ping-pongs
 
 # One tpx-bench pair: memory environment size inflight iters check(0/1) regions opts
 eng_pair() {
-  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid chk=() reg=() sz=() cm=${1%/*} sm=${1#*/} envs=() cg=() sg=() opts=()
+  local s="$tmp/eng-s.log" c="$tmp/eng-c.log" spid chk=() regopt=() sz=() cm=${1%/*} sm=${1#*/} envs=() cg=() sg=() opts=()
   [ "$6" = 1 ] && chk=(--check)
-  [ "$7" -gt 1 ] && reg=(--regions "$7")
+  [ "$7" -gt 1 ] && regopt=(--regions "$7")
   [ "$3" != - ] && sz=(--size "$3")
   [ "$2" != - ] && read -r -a envs <<<"$2"
   read -r -a opts <<<"$8"
@@ -346,7 +346,7 @@ eng_pair() {
   pids=$spid
   wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
   timeout 300 env "${envs[@]}" "${cpre[@]}" "$tb" client 127.0.0.1 --port "$port_base" --mem "$cm" "${cg[@]}" "${sz[@]}" \
-    --inflight "$4" --iters "$5" --progress off "${chk[@]}" "${reg[@]}" "${opts[@]}" >"$c" 2>&1 ||
+    --inflight "$4" --iters "$5" --progress off "${chk[@]}" "${regopt[@]}" "${opts[@]}" >"$c" 2>&1 ||
     { bad "tpx-bench client failed" "$c" "$s"; return 1; }
   wait "$spid" || { bad "tpx-bench server failed" "$s"; return 1; }
   pids=""

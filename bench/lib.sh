@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154
 # What the bench/ shell scripts share, sourced (bash). A script sets
 # `bench_name` (its name, for messages) before sourcing, and `tmp` (a folder
 # for logs) before it measures.
