@@ -6,7 +6,8 @@
 # GPU cases, or a build without the tools is refused with exit 2 before
 # anything runs. Set cpu: the latency cases and their ratio. A case added by
 # CASES is measured; OLD= measures each case with both builds and prints the
-# new / old ratio; an unknown set is refused.
+# new / old ratio; GPU cases (through a stand-in tpx-bench) are verified once
+# and reach each side's GPU; an unknown set is refused.
 # usage: bench_compare.sh BUILD_DIR COMPARE_SH
 set -u
 build=$1 fc=$2
@@ -51,6 +52,27 @@ grep -q "write 4K latency / raw 4K latency *[0-9].*target <= 1.5" "$dir/cpu.txt"
 ROUNDS=1 ITERS64=2 IPERF3=none OLD=$build ONLY='^contig 4M$' timeout 60 bash "$fc" kv "$build" >"$dir/ab.txt" 2>&1 ||
   fail "compare.sh kv with OLD failed: $(tail -n 5 "$dir/ab.txt")"
 grep -q "contig 4M \[new\] / contig 4M \[old\] *[0-9]" "$dir/ab.txt" || fail "no new / old ratio: $(cat "$dir/ab.txt")"
+
+# The GPU cases' logic without a GPU: a tpx-bench stand-in that turns GPU
+# memory into host memory and drops --gpu; each GPU case is verified once
+# (--check) and measured, CLIENT_GPU / SERVER_GPU reach the commands.
+mkdir "$dir/fake"
+{
+  echo '#!/bin/bash'
+  echo 'args=()'
+  echo 'while [ $# -gt 0 ]; do'
+  echo '  case $1 in --gpu) echo "gpu $2" >>"$(dirname "$0")/gpus"; shift 2; continue ;; cuda) args+=(host) ;; *) args+=("$1") ;; esac'
+  echo '  shift'
+  echo 'done'
+  echo "exec \"$build/tpx-bench\" \"\${args[@]}\""
+} >"$dir/fake/tpx-bench"
+chmod +x "$dir/fake/tpx-bench"
+ln -s "$build/tpx-netbench" "$dir/fake/tpx-netbench"
+ROUNDS=1 ITERS64=2 IPERF3=none GPU=1 CLIENT_GPU=0 SERVER_GPU=1 ONLY='^(host|staging) 64M x1$' timeout 60 \
+  bash "$fc" fill "$dir/fake" >"$dir/gpu.txt" 2>&1 || fail "compare.sh fill with GPU cases failed: $(tail -n 5 "$dir/gpu.txt")"
+grep -q "^verified: staging 64M x1 (3 transfers, --check)" "$dir/gpu.txt" || fail "GPU case not verified: $(cat "$dir/gpu.txt")"
+grep -q "staging 64M x1 / host 64M x1 *[0-9].*target >= 0.9" "$dir/gpu.txt" || fail "no GPU / host ratio: $(cat "$dir/gpu.txt")"
+grep -q "gpu 0" "$dir/fake/gpus" && grep -q "gpu 1" "$dir/fake/gpus" || fail "CLIENT_GPU / SERVER_GPU not passed"
 
 IPERF3=none bash "$fc" nosuchset "$build" >"$dir/bad.txt" 2>&1
 [ $? -eq 2 ] && grep -q "usage" "$dir/bad.txt" || fail "an unknown set not refused: $(cat "$dir/bad.txt")"
