@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the CPU of a transfer goes, per byte (issue 18): for each case, a
+# Where the CPU of a transfer goes, per byte: for each case, a
 # long tpx-bench write between two processes over 127.0.0.1, and while it
 # runs, `perf record` of both processes for SECONDS; the bytes moved in that
 # window are read from the loopback device's counters. Prints per case the
@@ -10,7 +10,7 @@
 # Why: it tells a byte that costs more to copy (memory that is not in the
 # caches) from a transfer that waits. A 64 MiB host buffer that every
 # iteration reuses stays in a large last-level cache; GPU staging memory is
-# written or read by DMA every time (docs/BENCHMARKS.md).
+# written or read by DMA every time (docs/notes/gpu-vs-host-memory.md).
 #
 # usage: bench/copy_cost.sh [BUILD_DIR]    (default ./build; needs tpx-bench,
 #        perf with permission to profile these processes, python3)
@@ -27,7 +27,9 @@ rounds="${ROUNDS:-2}"
 secs="${SECONDS_PER:-3}"
 freq="${FREQ:-999}"
 port="${PORT:-$((27000 + ($$ % 50) * 10))}"
-die() { echo "copy_cost: $*" >&2; exit 2; }
+bench_name=copy_cost
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 [ -x "$tb" ] || die "$tb not found; build first"
 command -v "$perf" >/dev/null 2>&1 || die "$perf not found (PERF=path)"
 command -v python3 >/dev/null 2>&1 || die "python3 not installed"
@@ -40,9 +42,6 @@ if [ -z "${CASES:-}" ]; then
 fi
 export TPX_SOCKET_IFNAME="${TPX_SOCKET_IFNAME:-lo}"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/copycost.XXXXXX")
-bench_name=copy_cost
-# shellcheck source=bench/procs.sh
-. "$(dirname "$0")/procs.sh"
 trap 'stop_all; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What two processes on one GPU get from staging copies (issue 18): pinned
+# What two processes on one GPU get from staging copies: pinned
 # host <-> GPU copies in 512 KiB pieces on 4 streams, by SM kernel and by
 # copy engine (bench/copy_share.cu), each way alone, then one process copying
 # host-to-device while another copies device-to-host, as the receiving and

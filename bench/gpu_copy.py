@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pinned host <-> GPU copy bandwidth with PyTorch (bench/mem_probe.sh):
+"""Pinned host <-> GPU copy bandwidth with PyTorch (bench/compare.sh mem):
 256 MiB copies on one stream for SECONDS, 1e9 B/s.
 
   gpu_copy.py d2h|h2d SECONDS

@@ -12,7 +12,7 @@
 #   bench/gpu_engine_compare.sh [--build DIR] [--out DIR] [--set final|sweep|sockets|quick|host]
 #                               [--no-nccl] [--iters N]
 #
-# --set final (default): the configurations reported in docs/BENCHMARKS.md;
+# --set final (default): the configurations docs/BENCHMARKS.md reports;
 # sweep: more channel / thread / chunk variants; sockets: automatic data
 # sockets per channel vs explicit TPX_NSOCKS; quick: two short runs;
 # host: host memory only (checks the script on a machine without GPUs).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# GPU sweep for docs/BENCHMARKS.md (issue 13): GPU memory through the engine,
+# Bandwidth by size with GPU memory: GPU memory through the engine,
 # GPU0 -> GPU1 in two processes over loopback (one GPU: both ends on GPU 0),
 # every byte of every iteration checked:
 #   engine   tpx-bench -b 4K -e 256M -f 2 --op write,read,send --mem cuda --check

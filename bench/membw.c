@@ -1,4 +1,4 @@
-/* Host memory copy bandwidth with N threads (bench/mem_probe.sh): each
+/* Host memory copy bandwidth with N threads (bench/compare.sh mem): each
  * thread copies its own SIZE-byte buffer into another for SECONDS; prints
  * the total bytes copied per second (1e9 B/s). A reference for what the
  * kernel's socket copies on loopback can reach on the same machine.

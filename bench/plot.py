@@ -1,10 +1,13 @@
 #!/usr/bin/python3
-"""Plots for docs/BENCHMARKS.md from a bench/sweep_compare.sh output folder.
+"""Plots of bandwidth by size, from a `LOGS=DIR bench/compare.sh sweep` folder
+(its results.txt.csv: medians of cases "write SIZE", "raw SIZE", "iperf3
+SIZE", "kv BLOCKxBATCH", ...) or a bench/gpu_sweep.sh one (tpx-bench --json
+files engine.json, kv.json, nccl-*.json).
 
-usage: bench/plot.py OUT_DIR [--to DIR]
+usage: bench/plot.py DIR [--to DIR]
   bw_vs_size.{png,svg}: GB/s against message size: the engine's write, read
-      and send (tpx-bench --json), the raw transport (tpx-netbench) and one
-      iperf3 stream, measured in the same run
+      and send, the raw transport (tpx-netbench) and one iperf3 stream (or
+      NCCL send/recv), measured in the same run
   kv_sweep.{png,svg}: GB/s of one vectored write of BATCH blocks against the
       block size, a line per batch (tpx-bench --block-size x --batch)
 
@@ -51,6 +54,41 @@ def save(fig, to, name):
         fig.savefig(p, dpi=110, bbox_inches="tight")
         print(f"plot: {p}")
     plt.close(fig)
+
+
+def from_csv(d, to):
+    """compare.sh sweep: one median per case."""
+    med = {r["case"]: float(r["median"]) for r in csv.DictReader(open(os.path.join(d, "results.txt.csv")))}
+    series, kv = {}, {}
+    for name, v in med.items():
+        what, _, arg = name.rpartition(" ")
+        if what == "kv":
+            b, n = arg.split("x")
+            kv.setdefault(int(n), []).append((int(b), v))
+        elif arg.isdigit():
+            series.setdefault(what, []).append((int(arg), v))
+    title = machine_of_csv(d)
+    for name, lines, xlabel in (("bw_vs_size", series, "message size (bytes)"),
+                                ("kv_sweep", {f"batch {n}": p for n, p in sorted(kv.items())}, "block size (bytes)")):
+        if not lines:
+            continue
+        fig, ax = plt.subplots(figsize=(8, 4.8))
+        xs_all = set()
+        for label, pts in lines.items():
+            xs, ys = zip(*sorted(pts))
+            xs_all.update(xs)
+            ax.plot(xs, ys, "o-", ms=4, label=str(label))
+        size_axis(ax, sorted(xs_all))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("GB/s (1e9 B/s)")
+        ax.set_title(f"host memory over loopback, one transfer in flight\n{title}", fontsize=9)
+        ax.legend(fontsize=8)
+        save(fig, to, name)
+
+
+def machine_of_csv(d):
+    p = os.path.join(d, "machine.txt")
+    return open(p).read().strip().replace("\n", "; ") if os.path.exists(p) else ""
 
 
 def bw_vs_size(d, to):
@@ -118,6 +156,9 @@ def main():
     d = sys.argv[1]
     to = sys.argv[sys.argv.index("--to") + 1] if "--to" in sys.argv else d
     os.makedirs(to, exist_ok=True)
+    if os.path.exists(os.path.join(d, "results.txt.csv")):
+        from_csv(d, to)
+        return
     bw_vs_size(d, to)
     kv_sweep(d, to)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Two builds side by side on what a post costs and what it must not cost
-(issue 11): prep+post through the C API (tpx-postbench) and through NIXL's
+"""Two builds side by side on what a post costs and what it must not cost:
+prep+post through the C API (tpx-postbench) and through NIXL's
 Python agent (bench/nixl_bench.py), 4 KiB round trips (tpx-bench --latency;
 NIXL 4 KiB WRITE), 64 MiB throughput (tpx-bench loopback; NIXL 64 MiB WRITE
 and READ). Builds alternate within each round (the first one swaps every

@@ -2,7 +2,7 @@
  * nccl-tests (-b/-e/-f) and in nixlbench's KV-cache pattern (--batch blocks
  * of --block-size in one vectored request), reported as a table, [PERF]
  * lines and --json. `tpx-bench --help` lists the options; docs/API.md
- * describes the tool and docs/BENCHMARKS.md the JSON schema.
+ * describes the tool and its JSON schema.
  *
  *   tpx-bench server [--port P] [--host ADDR] [--forever]
  *   tpx-bench client HOST [--port P] [options]

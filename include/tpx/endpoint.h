@@ -64,8 +64,6 @@ TPX_API void tpx_endpoint_destroy(tpx_endpoint_t *ep);
 /* The control port actually bound (after EADDRINUSE retries); 0 if not listening. */
 TPX_API int tpx_endpoint_port(const tpx_endpoint_t *ep);
 TPX_API const char *tpx_endpoint_name(const tpx_endpoint_t *ep);
-/* The endpoint's copy of the configuration. */
-TPX_API const tpx_config_t *tpx_endpoint_config(const tpx_endpoint_t *ep);
 /* Name of the transport in use ("tpx", "GPUDirectTCPX_v7", ...). */
 TPX_API const char *tpx_endpoint_transport(const tpx_endpoint_t *ep);
 

@@ -52,8 +52,6 @@ TPX_API int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *desc, tpx
  * if a peer still uses it after that. Once it returned 0 nothing writes into
  * the memory any more (docs/SECURITY.md). */
 TPX_API int tpx_mem_deregister(tpx_mem_t *mem);
-TPX_API void *tpx_mem_addr(const tpx_mem_t *mem);
-TPX_API size_t tpx_mem_len(const tpx_mem_t *mem);
 
 /* Serialise the public descriptor into buf (cap >= TPX_MD_MAX is always enough). */
 TPX_API int tpx_mem_get_public_data(const tpx_mem_t *mem, void *buf, size_t cap, size_t *len);

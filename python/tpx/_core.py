@@ -58,7 +58,7 @@ def _ms(timeout: Timeout) -> int:
 
 
 # The calls on the per-transfer path, bound once (attribute lookups cost
-# as much as the calls themselves: docs/BENCHMARKS.md, Python).
+# as much as the calls themselves: docs/notes/python-vs-c.md).
 _xfer_post, _xfer_test, _xfer_wait = lib.tpx_xfer_post, lib.tpx_xfer_test, lib.tpx_xfer_wait
 _xfer_run = lib.tpx_xfer_run
 _fast = _lib.speedups()  # the compiled fast path for run / wait_notif, or None

@@ -5,7 +5,7 @@
  * bind(), so this module links against nothing but Python. Built by
  * `pip install` when a compiler and Python's headers are there (setup.py,
  * optional) and by CMake for the tests; without it the package uses ctypes
- * for these calls too (docs/BENCHMARKS.md has both). */
+ * for these calls too (docs/notes/python-vs-c.md compares both). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

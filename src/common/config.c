@@ -84,27 +84,26 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->log_level = TPX_LOG_WARN;
   /* Built-in transport. 8 I/O threads per device, shared by all its comms:
-   * in one process the two ends of a loopback comm share the pool, and 4
-   * threads left each thread carrying a send and a receive socket (7.97 GB/s
-   * at 64 MiB on a 32-core H200 host vs 13.56 with 8, docs/BENCHMARKS.md);
-   * idle threads sleep, and on 2 cores 4 vs 8 threads measured the same.
-   * Data sockets per comm: 0 = automatic, see tpx_config_nsocks. */
+   * in one process the two ends of a loopback comm share the pool, and with
+   * fewer threads each one carries a send and a receive socket, which
+   * serialises them; idle threads sleep, so the spare ones cost nothing
+   * (docs/notes/transport-defaults.md). Data sockets per comm: 0 =
+   * automatic, see tpx_config_nsocks. */
   cfg->nsocks = 0;
   cfg->nthreads = 8;
-  /* Many-core hosts: GPU0 -> GPU1 through the engine on 2x H200 (32 cores)
-   * ran 15-19 GB/s with 4 channels / 8 threads and 22-27 GB/s with 8 / 16
-   * (docs/BENCHMARKS.md); the extra threads sleep when idle. */
+  /* Many-core hosts: twice the channels and threads keep more sockets
+   * streaming at once, which a GPU-to-GPU transfer needs to fill the link;
+   * the extra threads sleep when idle. */
   int ncpu = tpx__cpu_count(); /* >= 1 */
   if (ncpu >= 16) cfg->nthreads = 16;
-  /* Small machines: 2 threads per CPU below 4 CPUs (2 cores, loopback,
-   * 64 MiB: 2 sockets / 4 threads 12.3 GB/s vs 9.3 with 4 / 8). */
+  /* Small machines: 2 threads per CPU below 4 CPUs, enough for a sending
+   * and a receiving thread per CPU and no more to switch between. */
   if (ncpu < 4) cfg->nthreads = 2 * ncpu;
   /* Unpack mode: 16 requests of the recommended <= 4 MiB chunks fit at once. */
   cfg->sock_bounce_bytes = 64u << 20;
   cfg->num_channels = ncpu >= 16 ? 8 : 4;
   /* Below 4 CPUs 2 channels: their data sockets already keep every CPU busy,
-   * more only add sockets and switches (2 cores, 64 MiB through the engine,
-   * medians of 6 alternating rounds: 13.1 GB/s vs 11.5 with 4). */
+   * more only add sockets and switches. */
   if (ncpu < 4) cfg->num_channels = 2;
   /* Automatic, per transfer (tpx_config_chunk). */
   cfg->chunk_bytes = 0;
@@ -120,7 +119,7 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   /* Decided per transfer (engine/api_xfer.c): packed chunks through the
    * pack ring cost a copy on each side, more than they save at 16 KiB and
    * above; through one vectored request (caps.iov) they cost none
-   * (docs/BENCHMARKS.md). */
+   * (docs/notes/small-blocks.md). */
   cfg->pack_bytes = TPX_PACK_BYTES_AUTO;
   /* Hostile-peer bounds (docs/SECURITY.md). Dials: 8 channels x (16 data
    * sockets + 1) fit twice. Pre-handshake frames: a HELLO of 64 channels is
@@ -136,7 +135,9 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   cfg->max_ep_notif_bytes = 64u << 20;
   cfg->max_ctl_queue = 16384;
   cfg->max_ctl_out_bytes = 64u << 20;
-  cfg->progress_spin_us = 0; /* napping: see docs/BENCHMARKS.md for the comparison */
+  /* Napping: spinning takes CPUs from the transport's I/O threads
+   * (docs/notes/progress-thread-idle.md). */
+  cfg->progress_spin_us = 0;
   /* Rendezvous: a lookup waits 10 s for its peer to publish; what this
    * process published outlives it by at most 10 s. */
   cfg->etcd_timeout_ms = 10000;
@@ -366,10 +367,9 @@ int tpx_config_check(const tpx_config_t *cfg) {
  * carrying one peer's traffic (the engine's channels) get no more sockets
  * together than there are CPUs: a chunk goes whole to one socket anyway, so
  * the channels are the parallelism, and sockets beyond what the CPUs can
- * serve only take turns. 2 cores, 64 MiB through the engine, medians of 6
- * alternating rounds: 2 channels x 1 socket 13.1 GB/s vs 11.7 with 2 x 2;
- * 32 cores, GPU0 -> GPU1: 8 x 4 21.5/32.6 GB/s vs 18.0/22.3 with 8 x 1
- * (64/256 MiB; docs/BENCHMARKS.md). */
+ * serve only take turns. Bounding by the CPUs rather than a fixed 1 per
+ * channel keeps 4 per channel where the cores can serve them
+ * (docs/notes/transport-defaults.md). */
 int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
   if (cfg != NULL && cfg->nsocks > 0) return cfg->nsocks;
   int ncpu = tpx__cpu_count(); /* >= 1 */
@@ -381,10 +381,11 @@ int tpx_config_nsocks(const tpx_config_t *cfg, int comms) {
 
 size_t tpx__config_chunk_for(const tpx_config_t *cfg, uint64_t bytes, int channels, int ncpu) {
   if (cfg != NULL && cfg->chunk_bytes > 0) return cfg->chunk_bytes;
-  /* 2 cores, 64 MiB through the engine: 2 MiB chunks put a whole transfer
-   * in one window and ran 8-15% faster than 512 KiB; on 16 CPUs with GPU
-   * memory they ran 5-12% slower (finer staging overlaps better), so the
-   * larger sizes are kept to small machines (docs/BENCHMARKS.md). */
+  /* Below 4 CPUs larger chunks put a whole transfer in the windows at once,
+   * so the target never waits for a CPU to re-post receives; with more CPUs
+   * and GPU memory finer chunks overlap the staging copies with the wire
+   * better, so the larger sizes are kept to small machines
+   * (docs/notes/chunk-size.md). */
   size_t c = TPX_CHUNK_BASE;
   if (ncpu >= 4) return c;
   uint64_t each = bytes / (uint64_t)(channels > 0 ? channels : 1);

@@ -35,12 +35,6 @@ void tpx__ring_take(tpx_ring_t *r, const tpx_ring_span_t *sp) {
   r->alloc_pos = sp->end;
 }
 
-int tpx__ring_alloc(tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
-  int rc = tpx__ring_fit(r, len, sp);
-  if (rc == 1) tpx__ring_take(r, sp);
-  return rc;
-}
-
 void tpx__ring_release(tpx_ring_t *r, uint64_t end) {
   if (end > r->free_pos && end <= r->alloc_pos) r->free_pos = end;
 }

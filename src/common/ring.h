@@ -47,9 +47,6 @@ int tpx__ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
  * other takes are not). */
 void tpx__ring_take(tpx_ring_t *r, const tpx_ring_span_t *sp);
 
-/* tpx__ring_fit, then tpx__ring_take when it fits; returns what fit returned. */
-int tpx__ring_alloc(tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
-
 /* Give back everything allocated up to position `end` (an allocation's
  * span.end, released in allocation order). Positions at or below what was
  * already released, or beyond what was allocated, change nothing. */

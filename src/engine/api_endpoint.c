@@ -198,7 +198,6 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
 
 int tpx_endpoint_port(const tpx_endpoint_t *ep) { return ep ? ep->port : 0; }
 const char *tpx_endpoint_name(const tpx_endpoint_t *ep) { return ep ? ep->name : ""; }
-const tpx_config_t *tpx_endpoint_config(const tpx_endpoint_t *ep) { return ep ? &ep->cfg : NULL; }
 const char *tpx_endpoint_transport(const tpx_endpoint_t *ep) { return ep && ep->net ? ep->net->name : ""; }
 
 int tpx_progress(tpx_endpoint_t *ep) {

@@ -76,8 +76,6 @@ int tpx_mem_deregister(tpx_mem_t *m) {
   return 0;
 }
 
-void *tpx_mem_addr(const tpx_mem_t *m) { return m ? m->base : NULL; }
-size_t tpx_mem_len(const tpx_mem_t *m) { return m ? m->len : 0; }
 
 int tpx_mem_get_public_data(const tpx_mem_t *m, void *buf, size_t cap, size_t *len) {
   if (!m || !buf || !len) return tpx_err(TPX_EINVAL, "tpx_mem_get_public_data: NULL argument");

@@ -94,7 +94,3 @@ void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, 
   skip_empty(ents, n, c);
   tpx__plan_advance(ents, n, chunk, c, idx);
 }
-
-void tpx__plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c) {
-  tpx__plan_seek_packed(ents, n, chunk, 0, idx, c);
-}

@@ -41,9 +41,8 @@ struct cursor {
 /* Number of chunks, or UINT64_MAX on overflow. */
 uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk);
 uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax);
-/* Position c at chunk index `idx` (idx < nchunks) of the plain plan. */
-void tpx__plan_seek(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t idx, struct cursor *c);
-/* The same for either plan. */
+/* Position c at chunk index `idx` (idx < nchunks) of the plain plan (pmax 0)
+ * or the packed one. */
 void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
                            struct cursor *c);
 /* Advance c by k chunks. Returns 0 if it ran past the last chunk. */

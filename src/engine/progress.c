@@ -106,7 +106,7 @@ static void ep_sleep(tpx_endpoint_t *ep, uint64_t timeout_ns, unsigned seq) {
 
 /* Below 4 CPUs the progress thread naps at once: with requests in flight
  * the transport's threads need every CPU, and a waiting caller drives
- * progress itself for short answers (docs/BENCHMARKS.md). */
+ * progress itself for short answers (docs/notes/progress-thread-idle.md). */
 static int few_cpus(void) {
   static _Atomic int v = -1; /* every endpoint's thread may ask first: same answer */
   int x = atomic_load_explicit(&v, memory_order_relaxed);

@@ -281,8 +281,8 @@ static int drain(struct tpx_peer *p, struct window *q, window_done_fn done) {
 /* Sends staged from GPU memory: at most this many posts per comm and pass.
  * Each post starts the next staging copy, and those finish about as fast as
  * the loop launches them, so without a bound one comm posts its whole window
- * while every other comm's sockets wait for their first chunk (timelines in
- * docs/BENCHMARKS.md, "Every channel starts at once"). */
+ * while every other comm's sockets wait for their first chunk
+ * (docs/notes/gpu-vs-host-memory.md). */
 #define STAGED_POSTS_PER_PASS 4
 
 int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {

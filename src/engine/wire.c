@@ -270,11 +270,6 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   return rc;
 }
 
-int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
-                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
-                const struct iovec *iov, int niov) {
-  return tpx__wire_put_rw_plan(b, type, id, first_ch, chunk, e, n, notif, notif_len, iov, niov, 0);
-}
 int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                           const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                           const struct iovec *iov, int niov, int pack_log2) {

@@ -163,11 +163,9 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
 /* type MSG_WRITE or MSG_READ; entries given as an array; notif NULL: none,
  * non-NULL with notif_len 0: an empty notification. WRITE: iov non-NULL
  * carries the data inline. READ: iov must be NULL; niov != 0 says an inline
- * answer is welcome. */
-int tpx__wire_put_rw(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
-                const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
-                const struct iovec *iov, int niov);
-/* The same with the packed plan when pack_log2 is not 0 (1..WIRE_MAX_PACK_LOG2). */
+ * answer is welcome.
+ * pack_log2: 0 for the plain plan, else the packed plan's piece limit
+ * (1..WIRE_MAX_PACK_LOG2). */
 int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                           const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                           const struct iovec *iov, int niov, int pack_log2);

@@ -119,8 +119,8 @@ nixl_status_t Engine::postXfer(const nixl_xfer_op_t &, const nixl_meta_dlist_t &
 // the poller runnable (a CPU's worth of time on a 2-CPU machine), so a
 // request running longer than kPauseAfter pauses poll_pause_us_: a short,
 // bounded wait that only a long transfer sees (a pause can oversleep on a
-// busy virtual machine: after 100 us, 4 KiB round trips of 40 us became
-// 120-600 us; docs/NIXL.md, docs/BENCHMARKS.md).
+// busy virtual machine, so pausing sooner would slow short round trips;
+// docs/notes/nixl-backend.md).
 static constexpr auto kPauseAfter = std::chrono::milliseconds(1);
 
 nixl_status_t Engine::checkXfer(nixlBackendReqH *handle) const {

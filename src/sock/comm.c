@@ -539,15 +539,6 @@ int tpx__sock_conn_progress(tpx_sock_conn_t *c, void *scratch) {
 
 /* ---- comm creation and teardown ----------------------------------------------- */
 
-int tpx__sock_comm_gpu(tpx_net_t *net, void *comm) {
-  tpx_sock_net_t *sn = tpx__sock_net_of(net, "comm_gpu");
-  if (sn == NULL) return TPX_EINVAL;
-  int kind = TPX_SK_NONE;
-  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
-  if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV)) return TPX_EINVAL;
-  return m->gpu_bound;
-}
-
 int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                        int *fds, const char *peer, tpx_sock_comm_t **out) {
   int n = nsocks + 1;
@@ -1122,8 +1113,7 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
      * keep a core from the I/O threads on a small machine: give it up now and
      * then. Only rarely: NCCL's proxy thread, the engine and our tools yield
      * or nap themselves when nothing progressed, and a yield here on every
-     * miss (as before) doubled their context switches (measured on 2 cores:
-     * raw 64 MiB 10.2 -> 13.4 GB/s, engine 6.9 -> 7.8 GB/s without it). */
+     * miss doubles their context switches. */
     if (yield) sched_yield();
     /* TCPX: rc 2 while the peer is gone and the data may still be arriving. */
     if (closed)

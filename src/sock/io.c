@@ -27,9 +27,8 @@
 
 /* Bounded spin after activity before sleeping: catches the next post of a
  * back-to-back stream without a wake-up (several us each), costs at most this
- * much CPU per burst. Only when the process has CPUs to spare: measured on a
- * loaded 2-core machine, a 20 us spin made 8-byte ping-pong 2-4x slower
- * (spinning threads took the cores the working ones needed). */
+ * much CPU per burst. Only when the process has CPUs to spare: on a small
+ * machine spinning threads take the cores the working ones need. */
 #define TPX_SOCK_SPIN_NS 20000ull
 #define TPX_SOCK_SPIN_MIN_CPUS_PER_THREAD 4
 #define TPX_SOCK_EVENTS 64
@@ -335,12 +334,9 @@ static tpx_sock_io_t *pick_locked(tpx_sock_pool_t *p, int kind) {
 /* With few CPUs (p->pair), the two ends of a comm whose peer is in this
  * process (a loopback pair: same comm id, other kind) share threads, socket
  * by socket: the thread that sends a part then reads it while it is still in
- * its core's cache, and no other thread has to be woken for it. Measured on
- * 2 cores (loopback, 64 MiB, medians of 5-6 alternating rounds): raw 13.6 ->
- * 14.1 GB/s with 4 threads and 6.7 -> 14.7 with 2 (unpaired, 2 threads put
- * each socket's ends on different threads), engine 9.5 -> 9.9. With many
- * CPUs the two ends keep separate threads: their copies run on two cores at
- * once (not measured there with pairing). */
+ * its core's cache, and no other thread has to be woken for it
+ * (docs/notes/transport-defaults.md). With many CPUs the two ends keep
+ * separate threads: their copies run on two cores at once. */
 void tpx__sock_pool_place(tpx_sock_pool_t *p, tpx_sock_comm_t *m) {
   pthread_mutex_lock(&p->mu);
   tpx_sock_comm_t *peer = NULL;

@@ -382,10 +382,6 @@ typedef struct tpx_sock_comm {
 
 /* Build a comm from connected sockets (fds[0] control); takes the fds (closed
  * on failure too). Returns its token in *out. */
-/* For tests: the CUDA device a send or recv comm was bound to when it was
- * made (gpu_bound), or < 0 (no GPU, not unpack mode, or not a comm). */
-int tpx__sock_comm_gpu(tpx_net_t *net, void *comm);
-
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
                          int *fds, const char *peer, void **out);
 /* The comm alone (tpx__sock_comm_create's first step): its sockets are

@@ -92,9 +92,9 @@ static void test_rw(void **state) {
   (void)state;
   struct wire_entry e[3] = {{1, 0x1000, 10}, {2, 0x2000, 0}, {3, 0xffff000000000000ull, 1ull << 40}};
   struct wbuf b = {0};
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0), 0);
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0), 0); /* empty notif */
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0, 0), 0); /* empty notif */
   struct wire_frame f;
   long n = tpx__wire_frame_parse(b.p, b.len, &f);
   assert_true(n > 0);
@@ -114,14 +114,18 @@ static void test_rw(void **state) {
   assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.has_notif && m.notif_len == 0 && m.n == 0);
   /* bounds: too many entries / chunk size / notification size */
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0, NULL, 0), TPX_EINVAL);
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1, NULL, 0), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0,
+                                         NULL, 0, 0),
+                   TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1,
+                                         NULL, 0, 0),
+                   TPX_EINVAL);
   struct wbuf c = {0};
-  assert_int_equal(tpx__wire_put_rw(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0, 0), 0);
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
   c.len = 0;
-  assert_int_equal(tpx__wire_put_rw(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0, 0), 0);
   tpx__put32(c.p + WIRE_HDR_BYTES + 14, 1000); /* claims 1000 entries, carries 1 */
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
@@ -195,7 +199,7 @@ static void test_inline(void **state) {
   struct wire_send s = {1, 11, 0, 4096, 1, NULL};
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
   struct wire_entry e[2] = {{1, 100, 6}, {1, 200, 5}};
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0), 0);
   struct wire_read_data rd = {3, 0, 1, 11, NULL};
   assert_int_equal(tpx__wire_put_read_data(&b, &rd, iov, 2), 0);
   size_t off = 0;
@@ -218,8 +222,8 @@ static void test_inline(void **state) {
   s.len = 12;
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), TPX_EINVAL);
   e[1].len = 6;
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2), TPX_EINVAL);
-  assert_int_equal(tpx__wire_put_rw(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1, 0), TPX_EINVAL);
   b.len = 0;
   s.len = 11;
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
@@ -288,7 +292,7 @@ static void test_plan(void **state) {
       uint64_t idx = tpx__plan_first_idx(c, first, nch);
       if (idx >= k) continue;
       struct cursor cur;
-      tpx__plan_seek(e, n, chunk, idx, &cur);
+      tpx__plan_seek_packed(e, n, chunk, 0, idx, &cur);
       for (;;) {
         assert_true(cur.idx < k);
         assert_int_equal((first + cur.idx) % nch, c); /* round robin from first */

@@ -70,9 +70,9 @@ static void ctl_frames(void) {
   FRAME("cts", tpx__wire_put_cts(b, &cts));
   FRAME("send_inline", tpx__wire_put_send(b, &snd, &small, 1));
   FRAME("send_chunks", tpx__wire_put_send(b, &snd_ch, NULL, 0));
-  FRAME("write_inline", tpx__wire_put_rw(b, MSG_WRITE, 21, 0, 4096, e, 3, "done", 4, &iov, 1));
+  FRAME("write_inline", tpx__wire_put_rw_plan(b, MSG_WRITE, 21, 0, 4096, e, 3, "done", 4, &iov, 1, 0));
   FRAME("write_packed", tpx__wire_put_rw_plan(b, MSG_WRITE, 22, 5, 4096, e, 3, "", 0, NULL, 0, 12));
-  FRAME("read", tpx__wire_put_rw(b, MSG_READ, 23, 0, 1024, e, 2, NULL, 0, NULL, 1));
+  FRAME("read", tpx__wire_put_rw_plan(b, MSG_READ, 23, 0, 1024, e, 2, NULL, 0, NULL, 1, 0));
   FRAME("read_packed", tpx__wire_put_rw_plan(b, MSG_READ, 24, 0, 8192, e, 3, "n", 1, NULL, 0, 13));
   FRAME("read_data_inline", tpx__wire_put_read_data(b, &rd, &small, 1));
   FRAME("read_data_chunks", tpx__wire_put_read_data(b, &rd_ch, NULL, 0));

@@ -46,6 +46,17 @@ struct pair {
   tpx_peer_t *ab, *ba;
 };
 
+/* The CUDA device a send or recv comm of the built-in transport was bound to
+ * when it was made, or < 0 (no GPU, not unpack mode, or not a comm). */
+static int comm_gpu(tpx_net_t *net, void *comm) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "comm_gpu");
+  if (sn == NULL) return TPX_EINVAL;
+  int kind = TPX_SK_NONE;
+  tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
+  if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV)) return TPX_EINVAL;
+  return m->gpu_bound;
+}
+
 static void unpack_cfg(tpx_config_t *cfg, int timeout_ms) {
   tpx_config_from_env(cfg);
   cfg->sock_unpack = 1;
@@ -124,11 +135,11 @@ static void part_bind(int n) {
     CHECK(np_g.wrong[k] == 0, "%s: %d of %d calls ran on GPU %d, want %d", kind[k], np_g.wrong[k],
           np_g.calls[k], np_g.seen[k], gb);
   }
-  CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]) == gb,
+  CHECK(comm_gpu(base, np_g.comm[NP_ACCEPT]) == gb,
         "recv comm (bounce pool) on GPU %d, want %d",
-        tpx__sock_comm_gpu(base, np_g.comm[NP_ACCEPT]), gb);
-  CHECK(tpx__sock_comm_gpu(base, np_g.comm[NP_CONNECT]) == gb, "send comm on GPU %d, want %d",
-        tpx__sock_comm_gpu(base, np_g.comm[NP_CONNECT]), gb);
+        comm_gpu(base, np_g.comm[NP_ACCEPT]), gb);
+  CHECK(comm_gpu(base, np_g.comm[NP_CONNECT]) == gb, "send comm on GPU %d, want %d",
+        comm_gpu(base, np_g.comm[NP_CONNECT]), gb);
   int cur = -1;
   CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 0,
         "the caller's device is %d after the calls, want 0", cur);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tpx-bench and tpx-netbench refuse every bad argument with exit status 2 and
-# a message that names the argument and the value (issue 13's list first).
+# a message that names the argument and the value (the sweep and KV-pattern options first).
 # usage: bench_cli.sh TPX_BENCH TPX_NETBENCH
 set -u
 bench=$1 netbench=$2

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tpx-bench --json against the schema (docs/BENCHMARKS.md): a real document
+# tpx-bench --json against the schema (docs/API.md): a real document
 # passes check_bench_json.py, to a file and on stdout (--json -: the table then
 # goes to stderr); doctored copies (a field missing, a wrong type, percentiles
 # out of order, a failed iteration in a --clean check, a chunk size other than

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Validate a tpx-bench --json document against the schema in
-docs/BENCHMARKS.md ("tpx-bench/1"), with the json module only.
+docs/API.md ("tpx-bench/1"), with the json module only.
 
 usage: check_bench_json.py FILE [--runs N] [--ops write,read] [--clean] [--pairs N] [--cpus N]
   --runs N   exactly N runs

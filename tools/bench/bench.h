@@ -9,7 +9,7 @@
  *   client.c  the client side: the sweep, one run per (op, batch, size)
  *   stats.c   per-run statistics (percentiles, GB/s)
  *   report.c  the table, the [PERF]/[CHECK]/[CPU] lines, the progress line
- *   json.c    --json output (schema: docs/BENCHMARKS.md)
+ *   json.c    --json output (schema: docs/API.md)
  *   tpx-bench.c (tools/) main: modes, signals, loopback */
 #ifndef TPX_TOOLS_BENCH_H
 #define TPX_TOOLS_BENCH_H

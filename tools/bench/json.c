@@ -1,6 +1,6 @@
 /* --json: the whole sweep as one JSON document, written when the sweep ends
  * (also after a failure, with "error" set). The schema ("tpx-bench/1") is in
- * docs/BENCHMARKS.md; tests/tools/check_bench_json.py validates it. */
+ * docs/API.md; tests/tools/check_bench_json.py validates it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

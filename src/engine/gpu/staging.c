@@ -25,8 +25,8 @@
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
 /* SM staging copies: up to this many chunks of a comm per launch, one
  * completion for them all. The progress thread's launches and event queries
- * were what held the posts back at the start of a GPU transfer
- * (docs/BENCHMARKS.md, "Two GPUs, one per process"). */
+ * are what hold the posts back at the start of a GPU transfer
+ * (docs/notes/gpu-vs-host-memory.md). */
 #define COPY_BATCH 4
 
 static int arena_setup(struct gpu_window *gq, int dev) {
@@ -103,9 +103,9 @@ void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
  * TPX_STAGING_COPY=sm (the default with TPX_UNPACK=kernel): SM copies
  * through the GPU's unpacker, up to COPY_BATCH chunks per launch, each a
  * fragment whose kernel reads or writes the pinned arena through its
- * mapping (measured on two H200s: copy-engine copies of 512 KiB chunks, one
- * cudaMemcpyAsync each, cost about 0.7 ms more per 64 MiB transfer, both
- * sides together; docs/GPU.md). ce: one cudaMemcpyAsync per chunk on a
+ * mapping (one copy-engine copy per 512 KiB chunk costs more per transfer
+ * than the batched launches; docs/notes/gpu-vs-host-memory.md). ce: one
+ * cudaMemcpyAsync per chunk on a
  * persistent stream of the copy direction with a pooled event. */
 
 /* One copy-engine copy: 0 queued (*ev), < 0 error. */

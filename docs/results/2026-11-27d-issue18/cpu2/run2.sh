@@ -1,2 +1,0 @@
-cases=("raw" "def" "chunk2M|TPX_CHUNK_BYTES=2097152" "chunk4M|TPX_CHUNK_BYTES=4194304" "c4w8|TPX_CHUNK_BYTES=4194304|TPX_WINDOW=8")
-source x/ab2.sh
