@@ -17,6 +17,7 @@
 #include "tpx/config.h"
 #include "tpx/error.h"
 #include "tpx/net.h"
+#include "tpx/tcpx.h"
 #include "tpx/topo.h"
 #include "version.h"
 

@@ -8,7 +8,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/abandon.h"
-#include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
@@ -45,7 +44,7 @@ void tpx__abandon_connect(struct tpx_peer *p, struct channel *ch) {
              ch->idx);
     return;
   }
-  const uint8_t *key = tpx__auth_net_key(p);
+  const uint8_t *key = p->net_key;
   a->keyed = key != NULL;
   if (key) memcpy(a->key, key, sizeof(a->key));
   a->dial = ch->dial; /* the transport's buffer stays where it was */

@@ -1,6 +1,6 @@
 /* The public transfer API (include/tpx/xfer.h): prepare, post, test, wait
  * and free transfer handles, and the one-shot helpers. A post sends the
- * control message that starts the transfer (msg.c, target.c and match.c
+ * control message that starts the transfer (initiator.c, target.c and match.c
  * handle the other side) and queues its chunks on the windows (start.c:
  * larger transfers start in the progress pass instead). */
 #include <stdio.h>

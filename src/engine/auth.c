@@ -34,7 +34,13 @@ static int derive_session_key(struct tpx_peer *p) {
   static const char label[] = "tpx-p2p data key";
   _Static_assert(TPX_MAC_BYTES == TPX_NET_KEY_BYTES, "the session key is one HMAC-SHA256");
   int rc = transcript_mac(p, label, sizeof(label), 0, p->auth_skey);
-  if (rc == 0) p->auth = PEER_AUTH_OK;
+  if (rc == 0) {
+    const tpx_net_ops_t *o = p->ep->net->ops;
+    p->auth = PEER_AUTH_OK;
+    /* Handed to the channels: their data sockets prove it where the
+     * transport takes keys (otherwise its sockets are its own). */
+    p->net_key = o->listen_keyed && o->connect_keyed ? p->auth_skey : NULL;
+  }
   return rc;
 }
 
@@ -130,10 +136,4 @@ int tpx__auth_hello_ok(struct tpx_peer *p) {
               p->auth == PEER_AUTH_NONE
                   ? "this endpoint requires a key (TPX_AUTH_KEY) and the peer sent no proof"
                   : "hello before the proof");
-}
-
-const uint8_t *tpx__auth_net_key(const struct tpx_peer *p) {
-  const tpx_net_ops_t *o = p->ep->net->ops;
-  if (p->auth != PEER_AUTH_OK || !o->listen_keyed || !o->connect_keyed) return NULL;
-  return p->auth_skey;
 }

@@ -30,8 +30,5 @@ int tpx__auth_on_frame(struct tpx_peer *p, const struct wire_frame *f);
 /* Acceptor, HELLO arrived: 0 when it may be taken (the proof was good, or
  * this endpoint has no key); else the peer failed (TPX_EAUTH). */
 int tpx__auth_hello_ok(struct tpx_peer *p);
-/* The session key for listen_keyed / connect_keyed, or NULL: no key, or a
- * transport whose sockets are its own (then plain listen / connect). */
-const uint8_t *tpx__auth_net_key(const struct tpx_peer *p);
 
 #endif

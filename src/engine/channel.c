@@ -6,7 +6,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/abandon.h"
-#include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
@@ -40,7 +39,7 @@ int tpx__channels_listen(struct tpx_peer *p, int from, int to) {
   for (int c = from; c < to && rc == 0; c++) {
     struct channel *ch = &p->ch[c];
     memset(ch->my_handle, 0, sizeof(ch->my_handle));
-    const uint8_t *key = tpx__auth_net_key(p); /* data sockets bound to the session (auth.h) */
+    const uint8_t *key = p->net_key; /* data sockets bound to the session (auth.c hands it over) */
     rc = key ? net->ops->listen_keyed(net, ch->dev, key, ch->my_handle, &ch->listen_comm)
              : net->ops->listen(net, ch->dev, ch->my_handle, &ch->listen_comm);
     if (rc) rc = tpx_err_quiet(rc, "peer %s channel %d: listen on net device %d failed", p->where, c, ch->dev);
@@ -58,10 +57,7 @@ void tpx__channels_trim(struct tpx_peer *p, int n) {
     struct channel *ch = &p->ch[c];
     if (ch->listen_comm) net->ops->close_listen(net, ch->listen_comm);
     ch->listen_comm = NULL;
-    free(ch->dial); /* trimmed before anything was dialled */
-    ch->dial = NULL;
-    tpx__window_free(&ch->sq);
-    tpx__window_free(&ch->rq);
+    tpx__peer_channel_free(ch); /* trimmed before anything was dialled */
   }
   p->nch = n;
 }
@@ -83,7 +79,7 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
     struct channel *ch = &p->ch[c];
     if (!ch->sq.comm) {
       void *comm = NULL;
-      const uint8_t *key = tpx__auth_net_key(p);
+      const uint8_t *key = p->net_key;
       struct dial_buf *d = ch->dial;
       int rc = key ? net->ops->connect_keyed(net, ch->dev, key, d->handle, &comm, &d->dev)
                    : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);

@@ -19,9 +19,9 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   case MSG_SEND: return tpx__match_on_send(p, f);
   case MSG_WRITE: return tpx__target_on_write(p, f);
   case MSG_READ: return tpx__target_on_read(p, f);
-  case MSG_READ_DATA: return tpx__msg_on_read_data(p, f);
-  case MSG_STATUS: return tpx__msg_on_status(p, f);
-  case MSG_NOTIF: return tpx__msg_on_notif(p, f);
+  case MSG_READ_DATA: return tpx__initiator_on_read_data(p, f);
+  case MSG_STATUS: return tpx__initiator_on_status(p, f);
+  case MSG_NOTIF: return tpx__initiator_on_notif(p, f);
   default:
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
     return TPX_EPROTO;

@@ -1,5 +1,5 @@
 /* The incoming control stream: read events, frames parsed and routed by
- * the peer's state (handshake.c during setup, msg.c once ready). */
+ * the peer's state (handshake.c during setup, initiator.c, target.c and match.c once ready). */
 #ifndef TPX_ENGINE_DISPATCH_H
 #define TPX_ENGINE_DISPATCH_H
 

@@ -54,6 +54,18 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
 
 void tpx__peer_fail_last(struct tpx_peer *p, int err) { tpx__peer_fail(p, err, "%s", tpx_last_error()); }
 
+int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id) {
+  tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s for unknown or finished transfer id %llu", p->where, what,
+                 (unsigned long long)id);
+  return TPX_EPROTO;
+}
+
+int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv) {
+  int rc = tpx__op_start_data(o, first_ch, is_recv);
+  if (rc) tpx__peer_fail_last(p, rc);
+  return rc;
+}
+
 void tpx__peer_shutdown(struct tpx_peer *p, int err) {
   tpx__peer_fail(p, err, "peer %s: closed locally", p->where);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 struct tpx_peer;
+struct op;
 
 /* Fail the peer (no-op when already dead): log, tell the remote why, close
  * the control socket and the comms, fail every op. */
@@ -13,6 +14,12 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) __attribu
 /* The same, with the detail tpx_err_quiet recorded (the usual way to pass a
  * lower layer's error up). */
 void tpx__peer_fail_last(struct tpx_peer *p, int err);
+/* A message named an id that is not one of ours in the right state: the
+ * peer fails (TPX_EPROTO), which is returned. */
+int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id);
+/* An accepted transfer's data phase starts (tpx__op_start_data); when it
+ * cannot, the peer fails with why. Returns that error, or 0. */
+int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
 /* Graceful close by the user. */
 void tpx__peer_shutdown(struct tpx_peer *p, int err);
 /* The remote said goodbye or closed: finish what is in flight, fail what

@@ -47,7 +47,7 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
     tpx__peer_fail_last(p, rc);
     return;
   }
-  (void)tpx__msg_start_data(p, o, first, 0);
+  (void)tpx__peer_start_data(p, o, first, 0);
 }
 
 int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
@@ -118,7 +118,7 @@ int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
     return rc;
   }
   struct op *o = tpx__id_lookup(p, m.recv_id);
-  if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR) return tpx__msg_proto_err(p, "send", m.recv_id);
+  if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR) return tpx__peer_fail_proto(p, "send", m.recv_id);
   if (m.len > o->cap) {
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: send of %llu bytes into a recv of %llu", p->where,
               (unsigned long long)m.len, (unsigned long long)o->cap);
@@ -134,5 +134,5 @@ int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
     return 0;
   }
   o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);
-  return tpx__msg_start_data(p, o, m.first_ch, 1);
+  return tpx__peer_start_data(p, o, m.first_ch, 1);
 }

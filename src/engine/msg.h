@@ -1,4 +1,4 @@
-/* Handlers of the messages a ready peer sends (msg.c, target.c, match.c;
+/* Handlers of the messages a ready peer sends (initiator.c, target.c, match.c;
  * dispatch.c routes to them). Each returns 0, or the error it failed the
  * peer with. */
 #ifndef TPX_ENGINE_MSG_H
@@ -11,13 +11,10 @@ struct op;
 struct wire_frame;
 struct cts_entry;
 
-int tpx__msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__msg_on_notif(struct tpx_peer *p, const struct wire_frame *f);
-/* An id the peer named is not one of ours in the right state. */
-int tpx__msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id);
-/* tpx__op_start_data, failing the peer when that fails. */
-int tpx__msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
+/* initiator.c */
+int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__initiator_on_notif(struct tpx_peer *p, const struct wire_frame *f);
 
 /* target.c */
 int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f);

@@ -7,7 +7,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/endpoint.h"
-#include "engine/fail.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
@@ -32,48 +31,6 @@ static void unaccount(struct tpx_peer *p, uint32_t len) {
   p->notif_n--;
   p->notif_bytes -= c;
   p->ep->notif_bytes -= c;
-}
-
-/* The peer whose notifications cost the most (dead ones too: what they left
- * is held until popped). */
-static struct tpx_peer *noisiest(tpx_endpoint_t *ep) {
-  struct tpx_peer *m = NULL;
-  for (struct tpx_peer *q = ep->peers; q; q = q->next)
-    if (q->notif_bytes && (!m || q->notif_bytes > m->notif_bytes)) m = q;
-  return m;
-}
-
-/* The endpoint's bound (TPX_MAX_EP_NOTIF_BYTES): past it the noisiest peer
- * goes with its notifications, unless p itself would then be the noisiest. */
-static int ep_room(struct tpx_peer *p, uint64_t c) {
-  tpx_endpoint_t *ep = p->ep;
-  size_t max = ep->cfg.max_ep_notif_bytes;
-  while (ep->notif_bytes + c > max) {
-    struct tpx_peer *q = noisiest(ep);
-    if (!q || q == p || q->notif_bytes <= p->notif_bytes + c)
-      return tpx_err_quiet(TPX_EAGAIN, "peer %s: the endpoint holds %llu bytes of notifications not popped "
-                           "(TPX_MAX_EP_NOTIF_BYTES=%zu) and this peer the most (%llu); dropped", p->where,
-                           (unsigned long long)ep->notif_bytes, max, (unsigned long long)p->notif_bytes + c);
-    tpx__peer_fail(q, TPX_EAGAIN, "peer %s: its notifications not popped (%llu bytes) were the endpoint's largest "
-                   "share when it reached TPX_MAX_EP_NOTIF_BYTES=%zu; dropped with them", q->where,
-                   (unsigned long long)q->notif_bytes, max);
-    tpx__notif_forget_peer(ep, q);
-    if (q->notif_bytes) /* still held by its requests in flight: they go with it, not now */
-      return tpx_err_quiet(TPX_EAGAIN, "peer %s: the endpoint holds %llu bytes of notifications not popped "
-                           "(TPX_MAX_EP_NOTIF_BYTES=%zu); dropped", p->where, (unsigned long long)ep->notif_bytes,
-                           max);
-  }
-  return 0;
-}
-
-int tpx__notif_admit(struct tpx_peer *p, uint32_t len) {
-  const tpx_config_t *c = &p->ep->cfg;
-  uint64_t cost = tpx__notif_cost(len);
-  if (p->notif_n >= (uint32_t)c->max_notifs || p->notif_bytes + cost > c->max_notif_bytes)
-    return tpx_err_quiet(TPX_EAGAIN, "peer %s: %u notifications (%llu bytes with their bookkeeping) not popped "
-                         "yet (TPX_MAX_NOTIFS=%d, TPX_MAX_NOTIF_BYTES=%zu); dropped", p->where, p->notif_n,
-                         (unsigned long long)p->notif_bytes, c->max_notifs, c->max_notif_bytes);
-  return ep_room(p, cost);
 }
 
 void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len) {

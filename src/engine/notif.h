@@ -13,15 +13,6 @@
 struct tpx_peer;
 struct op;
 
-/* Pending notifications are bounded per peer (TPX_MAX_NOTIFS, _BYTES) and
- * per endpoint (TPX_MAX_EP_NOTIF_BYTES), each charged tpx__notif_cost:
- * may one more of len bytes be held? 0, or TPX_EAGAIN (tpx_err_quiet
- * detail); the caller drops the peer. At the endpoint's bound the peer
- * holding the most is dropped instead (its notifications not popped
- * discarded), unless that would be p. A notification counts from its
- * arrival (tpx__notif_arrive, or entering the FIFO with its op) until it is
- * popped, dropped, or its peer is freed. */
-int tpx__notif_admit(struct tpx_peer *p, uint32_t len);
 /* What one held notification of len payload bytes is charged. */
 uint64_t tpx__notif_cost(uint32_t len);
 /* A standalone notification with nothing before it: counted, queued. */

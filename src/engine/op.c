@@ -139,27 +139,6 @@ static void active_del(struct tpx_peer *p, struct op *o) {
   o->next = o->prev = NULL;
 }
 
-/* ---- peer queues ---- */
-void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o) {
-  o->qnext = NULL;
-  if (*tail) (*tail)->qnext = o;
-  else *head = o;
-  *tail = o;
-}
-
-void tpx__op_queue_remove(struct op **head, struct op **tail, struct op *o) {
-  struct op **pp = head, *prev = NULL;
-  while (*pp && *pp != o) {
-    prev = *pp;
-    pp = &(*pp)->qnext;
-  }
-  if (*pp) {
-    *pp = o->qnext;
-    if (*tail == o) *tail = prev;
-  }
-  o->qnext = NULL;
-}
-
 /* ---- completion ---- */
 void tpx__op_finish(struct op *o, int status) {
   struct tpx_peer *p = o->peer;
@@ -222,11 +201,11 @@ uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
   return f;
 }
 
-/* Every chunk is through: a write waits for the target's acknowledgement,
- * an incoming write sends it (target.c decided to accept it). */
+/* Every chunk is through: a write waits for the target's acknowledgement;
+ * an incoming request is answered by the side that accepted it (o->landed). */
 static int op_data_done(struct op *o) {
   struct tpx_peer *p = o->peer;
-  int rc = 0;
+  if (o->landed) return o->landed(o);
   switch (o->kind) {
   case K_WRITE:
     if (o->acked) tpx__op_finish(o, o->ack_status);
@@ -236,14 +215,9 @@ static int op_data_done(struct op *o) {
       o->deadline = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
     }
     break;
-  case K_IN_WRITE:
-    TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
-    if (!o->discard) rc = tpx__op_send_status(p, ST_WRITE, o->id, 0);
-    tpx__op_finish(o, o->discard ? TPX_EACCES : 0);
-    break;
   default: tpx__op_finish(o, 0); break;
   }
-  return rc;
+  return 0;
 }
 
 int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {

@@ -57,6 +57,9 @@ struct op {
   int acked;
   int ack_status;
   int discard;              /* incoming write refused: drain through the pack ring, dropped */
+  /* Set by the side that accepted an incoming request: what it answers once
+   * every chunk is in (target.c: a write's acknowledgement). Finishes o. */
+  int (*landed)(struct op *o);
   uint64_t deadline;        /* for control waits (ack, read data) */
   /* notification */
   uint8_t *notif;
@@ -111,9 +114,27 @@ void tpx__op_active_add(struct tpx_peer *p, struct op *o);
 
 /* A peer queue linked through qnext (deferred starts, unmatched sends,
  * incoming FIFO): append o at the tail; take o out wherever it is (no-op
- * when it is not there). */
-void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o);
-void tpx__op_queue_remove(struct op **head, struct op **tail, struct op *o);
+ * when it is not there). Inline, as part of the type: the files below op.c
+ * that keep such queues (notif.c) call nothing in it. */
+static inline void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o) {
+  o->qnext = NULL;
+  if (*tail) (*tail)->qnext = o;
+  else *head = o;
+  *tail = o;
+}
+
+static inline void tpx__op_queue_remove(struct op **head, struct op **tail, struct op *o) {
+  struct op **pp = head, *prev = NULL;
+  while (*pp && *pp != o) {
+    prev = *pp;
+    pp = &(*pp)->qnext;
+  }
+  if (*pp) {
+    *pp = o->qnext;
+    if (*tail == o) *tail = prev;
+  }
+  o->qnext = NULL;
+}
 
 /* Round-robin start channel for the next transfer of nchunks chunks. */
 uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks);

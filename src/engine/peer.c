@@ -45,12 +45,15 @@ void tpx__peer_unlist(struct tpx_peer *p) {
   p->listed = 0;
 }
 
+void tpx__peer_channel_free(struct channel *ch) {
+  free(ch->dial);
+  ch->dial = NULL;
+  tpx__window_free(&ch->sq);
+  tpx__window_free(&ch->rq);
+}
+
 static void channels_free(struct tpx_peer *p) {
-  for (int c = 0; c < p->nch; c++) {
-    tpx__window_free(&p->ch[c].sq);
-    tpx__window_free(&p->ch[c].rq);
-    free(p->ch[c].dial);
-  }
+  for (int c = 0; c < p->nch; c++) tpx__peer_channel_free(&p->ch[c]);
   free(p->ch);
   p->ch = NULL;
 }

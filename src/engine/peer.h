@@ -65,6 +65,10 @@ struct tpx_peer {
   int auth; /* enum peer_auth: the acceptor answered the challenge; both proofs checked */
   uint8_t auth_nc[WIRE_AUTH_NONCE], auth_ns[WIRE_AUTH_NONCE]; /* the connector's and acceptor's nonces */
   uint8_t auth_skey[TPX_NET_KEY_BYTES];                       /* session key (PEER_AUTH_OK) */
+  /* What the channels pass to listen_keyed / connect_keyed: auth_skey, set by
+   * auth.c once both proofs are checked and the transport takes keys; NULL
+   * otherwise (no key, or a transport whose sockets are its own). */
+  const uint8_t *net_key;
   struct wbuf out;
   size_t out_off;
   uint8_t *in;
@@ -100,6 +104,9 @@ struct tpx_peer *tpx__peer_new(tpx_endpoint_t *ep, int fd, int incoming, const c
 void tpx__peer_unlist(struct tpx_peer *p);
 /* Drop one reference; the last one frees the peer, which must be dead. */
 void tpx__peer_release(struct tpx_peer *p);
+/* The one teardown of a channel's memory (its windows, its dial buffer): the
+ * peer's last reference, and channels trimmed at setup (channel.c). */
+void tpx__peer_channel_free(struct channel *ch);
 /* Another request of the peer may be held (TPX_MAX_CTL_QUEUE): 0, or
  * TPX_EAGAIN with tpx_err_quiet detail; the caller drops the peer. */
 int tpx__peer_admit(struct tpx_peer *p, const char *what);

@@ -1,5 +1,5 @@
 /* Starting posted transfers (start.h): the control message that starts a
- * transfer (msg.c, target.c and match.c handle the other side), its chunks
+ * transfer (initiator.c, target.c and match.c handle the other side), its chunks
  * queued on the windows (op.c), and the peer's queue of posted transfers
  * whose start was left to the progress pass. */
 #include <sys/uio.h>

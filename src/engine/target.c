@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "engine/control.h"
+#include "engine/admit.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/inline_data.h"
@@ -51,7 +52,7 @@ static int packed_ok(struct tpx_peer *p, const struct op *o, const char *what) {
 /* Bounds on what one more request makes us hold (docs/SECURITY.md). */
 static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) {
   int rc = tpx__peer_admit(p, what);
-  if (rc == 0 && m->has_notif) rc = tpx__notif_admit(p, m->notif_len);
+  if (rc == 0 && m->has_notif) rc = tpx__admit_notif(p, m->notif_len);
   if (rc) tpx__peer_fail_last(p, rc);
   return rc;
 }
@@ -95,12 +96,25 @@ static int plan_request(struct tpx_peer *p, struct op *o, const struct wire_rw *
   return 0;
 }
 
+/* Every chunk of an incoming write is in: acknowledge it, unless it was
+ * refused when it arrived (tpx__target_on_write sent the refusal then, and
+ * its data was drained). A write is answered exactly once. */
+static int write_landed(struct op *o) {
+  struct tpx_peer *p = o->peer;
+  int rc = 0;
+  TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
+  if (!o->discard) rc = tpx__op_send_status(p, ST_WRITE, o->id, 0);
+  tpx__op_finish(o, o->discard ? TPX_EACCES : 0);
+  return rc;
+}
+
 int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
   struct wire_rw m;
   int rc;
   struct op *o = new_request(p, f, K_IN_WRITE, "write", &m, &rc);
   if (!o) return rc;
+  o->landed = write_landed;
   uint64_t total = 0;
   int bad = 0;
   struct wire_entry e;
@@ -142,7 +156,7 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__peer_fail_last(p, rc);
     return rc;
   }
-  return tpx__msg_start_data(p, o, m.first_ch, 1);
+  return tpx__peer_start_data(p, o, m.first_ch, 1);
 }
 
 int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
@@ -185,6 +199,6 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   }
   tpx__op_active_add(p, o);
   if (o->has_notif) tpx__notif_fifo_push(p, o);
-  return tpx__msg_start_data(p, o, first, 0);
+  return tpx__peer_start_data(p, o, first, 0);
 }
 

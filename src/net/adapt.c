@@ -15,10 +15,13 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net/loader.h"
+#include "tcpx/contract.h"
 #include "tcpx/plugin_env.h"
 
 /* The caller's device-handle storage starts with the ncclNetDeviceHandle
  * layout, so the plugin can fill it in place. */
+/* The TCPX receive contract's device-handle version is the ABI's UNPACK one. */
+_Static_assert(TPX_TCPX_DEV_VERSION == NCCLNET_DEVICE_UNPACK_VERSION, "ncclNet UNPACK version");
 _Static_assert(sizeof(tpx_net_dev_handle_t) == 512, "device handle storage is 512 bytes");
 _Static_assert(_Alignof(tpx_net_dev_handle_t) >= 16, "device handle storage is 16-aligned");
 _Static_assert(offsetof(tpx_net_dev_handle_t, type) ==

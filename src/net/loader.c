@@ -17,7 +17,9 @@
 #include "net/caps.h"
 #include "net/loader.h"
 #include "tpx/config.h"
+#include "tcpx/plugin_env.h"
 #include "tpx/net.h"
+#include "tpx/tcpx.h"
 
 /* ---- plugin logs -> our levels ---------------------------------------------- */
 
@@ -284,4 +286,12 @@ int tpx_net_open(const char *spec, tpx_net_t **out) {
 void tpx_net_close(tpx_net_t *net) {
   if (net == NULL) return;
   if (net->ops && net->ops->destroy) net->ops->destroy(net);
+}
+
+/* The plugin is known by its name or file; the built-in transport emulates it
+ * in unpack mode. */
+int tpx_net_is_tcpx(const tpx_net_t *net) {
+  if (net == NULL) return 0;
+  if (net->caps.builtin) return net->caps.unpack;
+  return tpx__tcpx_env_is_plugin(net->name, tpx_net_plugin_file(net));
 }

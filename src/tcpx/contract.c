@@ -7,13 +7,12 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "net/abi.h"
 #include "tpx/net.h"
 
-/* The contract's version is the one the public API and the ncclNet ABI name. */
+/* The contract's version is the one the public API names (the ncclNet ABI's
+ * is checked where the ABI is adapted, net/adapt.c). */
 _Static_assert(TPX_TCPX_DEV_VERSION == TPX_NET_UNPACK_VERSION, "public UNPACK version");
 _Static_assert(TPX_TCPX_MAX_REQUESTS == TPX_NET_TCPX_MAX_REQUESTS, "public TCPX request limit (tpx_net_caps_t)");
-_Static_assert(TPX_TCPX_DEV_VERSION == NCCLNET_DEVICE_UNPACK_VERSION, "ncclNet UNPACK version");
 /* The caller-owned storage holds the ncclNetDeviceHandle fields. */
 _Static_assert(sizeof(tpx_net_dev_handle_t) >= 512, "device-handle storage of 512 bytes");
 

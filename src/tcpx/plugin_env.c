@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "tpx/net.h"
+#include "tpx/tcpx.h"
 
 struct var {
   const char *name;
@@ -91,12 +91,6 @@ int tpx_net_tcpx_env(int i, tpx_net_env_t *r) {
   r->set_by_us = (set_mask >> i) & 1u;
   r->danger = danger(&vars[i], r->value);
   return 0;
-}
-
-int tpx_net_is_tcpx(const tpx_net_t *net) {
-  if (net == NULL) return 0;
-  if (net->caps.builtin) return net->caps.unpack;
-  return tpx__tcpx_env_is_plugin(net->name, tpx_net_plugin_file(net));
 }
 
 long tpx__tcpx_env_chunk(void) {

@@ -18,7 +18,7 @@ int tpx__tcpx_env_is_plugin(const char *name, const char *file);
  * were set. Not thread-safe against concurrent getenv (call it at open). */
 int tpx__tcpx_env_apply(const char *who);
 
-/* The public view of the variables (tpx_net_tcpx_env, include/tpx/net.h)
+/* The public view of the variables (tpx_net_tcpx_env, include/tpx/tcpx.h)
  * is implemented in plugin_env.c too. */
 
 /* NCCL_DYNAMIC_CHUNK_SIZE as the plugin reads it: unset = 0 (its parameter

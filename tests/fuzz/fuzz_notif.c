@@ -1,10 +1,10 @@
-/* Notifications (src/engine/notif.c, and msg.c's handling of MSG_NOTIF): a
+/* Notifications (src/engine/notif.c, and initiator.c's handling of MSG_NOTIF): a
  * peer's standalone notifications, as control frames from the input, and
  * its incoming writes carrying notifications, finished in order or failed,
  * while the application pops the endpoint's queue. Each step is chosen by
  * the input; the frames are decoded by tpx__wire_get_notif and admitted by
- * tpx__notif_admit under small limits (TPX_MAX_NOTIFS 1..16,
- * TPX_MAX_NOTIF_BYTES up to 16 KiB), as msg.c and target.c do (a refusal
+ * tpx__admit_notif under small limits (TPX_MAX_NOTIFS 1..16,
+ * TPX_MAX_NOTIF_BYTES up to 16 KiB), as initiator.c and target.c do (a refusal
  * drops the peer there; here the harness forgets the peer's queue and goes
  * on).
  *
@@ -14,6 +14,7 @@
  * landed; the peer's counts (notif_n, notif_bytes: each charged
  * tpx__notif_cost) and the endpoint's are what it holds and never exceed
  * the limits; forgetting the peer leaves nothing of it. */
+#include "engine/admit.h"
 #include "engine/endpoint.h"
 #include "engine/notif.h"
 #include "engine/op.h"
@@ -118,7 +119,7 @@ static void forget(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m) {
   memset(m, 0, sizeof(*m));
 }
 
-/* A standalone notification frame from the input, as msg.c takes it. */
+/* A standalone notification frame from the input, as initiator.c takes it. */
 static void on_frame(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, struct fuzz_in *in) {
   size_t got;
   const uint8_t *b =
@@ -129,7 +130,7 @@ static void on_frame(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, st
     return;
   struct wire_notif n;
   if (tpx__wire_get_notif(&f, &n) != 0) return;
-  if (tpx__notif_admit(p, n.len) != 0) {
+  if (tpx__admit_notif(p, n.len) != 0) {
     forget(ep, p, m);
     return;
   }
@@ -151,7 +152,7 @@ static void step(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, struct
     const uint8_t *b = fuzz_bytes(in, fuzz_u16(in) % (TPX_NOTIF_MAX + 1), &got);
     int with = op & 8;
     if (m->on == MAX_MODEL - 1 || m->qn + m->on >= MAX_MODEL - 1) break;
-    if (with && tpx__notif_admit(p, (uint32_t)got) != 0) {
+    if (with && tpx__admit_notif(p, (uint32_t)got) != 0) {
       forget(ep, p, m);
       break;
     }

@@ -11,6 +11,7 @@
 #include "net/adapt.h"
 #include "net/loader.h"
 #include "test_loader_util.h"
+#include "tpx/tcpx.h"
 
 static void assert_error_mentions(const char *what) {
   if (strstr(tpx_last_error(), what) == NULL)

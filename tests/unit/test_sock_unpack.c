@@ -23,6 +23,7 @@
 #include "tcpx/contract.h"
 #include "tcpx/plugin_env.h"
 #include "test_sock_util.h"
+#include "tpx/tcpx.h"
 
 #define PAGE 4096u
 #define MAXMSG TPX_SOCK_UNPACK_MAX_MSG

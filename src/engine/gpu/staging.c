@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/timeline.h"
@@ -37,7 +38,7 @@ static int arena_setup(struct gpu_window *gq, int dev) {
    * chunk (the peer's size may differ from ours) twice. */
   tpx_endpoint_t *ep = gq->g->ep;
   uint64_t sz = ep->cfg.staging_bytes;
-  uint64_t win = (uint64_t)ep->window * tpx__op_chunk(ep, 0, 1) * (gq->is_recv ? 1 : 2);
+  uint64_t win = (uint64_t)ep->window * tpx__config_chunk_for(&ep->cfg, 0, 1, ep->ncpu) * (gq->is_recv ? 1 : 2);
   if (sz < win) sz = win < (256ull << 20) ? win : (256ull << 20);
   if (sz < 2ull * WIRE_MAX_CHUNK) sz = 2ull * WIRE_MAX_CHUNK;
   if (sz > ARENA_MAX) sz = ARENA_MAX;

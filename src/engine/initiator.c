@@ -1,15 +1,15 @@
-/* Handlers of incoming messages about our own transfers (a read's data, a
- * status for one of our ids, a standalone notification), and what every
- * handler shares. The peer's one-sided requests are target.c's, two-sided
- * matching is match.c's; dispatch.c routes frames to all three. A handler
- * that finds the peer lying or broken fails it (fail.c) with the reason,
- * which is logged there, once. */
+/* The initiator's side: messages about our own transfers (a read's data, a
+ * status for one of our ids, a standalone notification). The peer's
+ * one-sided requests are target.c's, two-sided matching is match.c's;
+ * dispatch.c routes frames to all three. A handler that finds the peer lying
+ * or broken fails it (fail.c) with the reason, which is logged there, once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/admit.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/inline_data.h"
@@ -18,20 +18,8 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-int tpx__msg_proto_err(struct tpx_peer *p, const char *what, uint64_t id) {
-  tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s for unknown or finished transfer id %llu", p->where, what,
-            (unsigned long long)id);
-  return TPX_EPROTO;
-}
-
-int tpx__msg_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv) {
-  int rc = tpx__op_start_data(o, first_ch, is_recv);
-  if (rc) tpx__peer_fail_last(p, rc);
-  return rc;
-}
-
 /* The target accepted our read: data follows on the channels, or here. */
-int tpx__msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_read_data m;
   if ((rc = tpx__wire_get_read_data(f, &m))) {
@@ -39,7 +27,7 @@ int tpx__msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
     return rc;
   }
   struct op *o = tpx__id_lookup(p, m.id);
-  if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR) return tpx__msg_proto_err(p, "read data", m.id);
+  if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR) return tpx__peer_fail_proto(p, "read data", m.id);
   if (m.inl) {
     if (m.inl_len != o->total) {
       tpx__peer_fail(p, TPX_EPROTO, "peer %s: read %llu answered with %llu bytes, expected %llu", p->where,
@@ -50,12 +38,12 @@ int tpx__msg_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__op_finish(o, 0);
     return 0;
   }
-  return tpx__msg_start_data(p, o, m.first_ch, 1);
+  return tpx__peer_start_data(p, o, m.first_ch, 1);
 }
 
 /* Completion or refusal of one of our ids: a write's acknowledgement, a
  * refused read, a send too large for its recv. */
-int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_status m;
   if ((rc = tpx__wire_get_status(f, &m))) {
@@ -65,7 +53,7 @@ int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
   struct op *o = tpx__id_lookup(p, m.id);
   if (m.what == ST_WRITE) {
     if (!o || o->kind != K_WRITE || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || o->acked)
-      return tpx__msg_proto_err(p, "write acknowledgement", m.id);
+      return tpx__peer_fail_proto(p, "write acknowledgement", m.id);
     TPX_TRACE("peer %s: write %llu acknowledged (status %d)", p->where, (unsigned long long)m.id, m.status);
     o->acked = 1;
     o->ack_status = m.status;
@@ -77,14 +65,14 @@ int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
   }
   if (m.what == ST_READ) {
     if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR || m.status == 0)
-      return tpx__msg_proto_err(p, "read refusal", m.id);
+      return tpx__peer_fail_proto(p, "read refusal", m.id);
     tpx__op_set_errmsg(o, "peer %s refused read %llu: %s (outside its registrations "
              "or their access rights)", p->where, (unsigned long long)m.id, tpx_strerror(m.status));
     tpx__op_finish(o, m.status);
     return 0;
   }
   if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR || m.status == 0)
-    return tpx__msg_proto_err(p, "send refusal", m.id);
+    return tpx__peer_fail_proto(p, "send refusal", m.id);
   tpx__op_set_errmsg(o, "peer %s: matching send did not fit this recv of %llu bytes: %s",
            p->where, (unsigned long long)o->cap, tpx_strerror(m.status));
   tpx__op_finish(o, m.status);
@@ -92,14 +80,14 @@ int tpx__msg_on_status(struct tpx_peer *p, const struct wire_frame *f) {
 }
 
 /* A standalone notification waits behind incoming writes still landing. */
-int tpx__msg_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__initiator_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
   int rc;
   struct wire_notif m;
   if ((rc = tpx__wire_get_notif(f, &m))) {
     tpx__peer_fail(p, rc, "peer %s: bad notification", p->where);
     return rc;
   }
-  if ((rc = tpx__notif_admit(p, m.len)) != 0 || (p->fifo_head && (rc = tpx__peer_admit(p, "notification")) != 0)) {
+  if ((rc = tpx__admit_notif(p, m.len)) != 0 || (p->fifo_head && (rc = tpx__peer_admit(p, "notification")) != 0)) {
     tpx__peer_fail_last(p, rc);
     return rc;
   }
