@@ -10,6 +10,7 @@ cache written --repeat times into fresh scattered blocks of decode's pool:
   nixl         NIXL's Python agent, backends=["TPX"], as vLLM's NixlConnector
   nccl-socket  torch.distributed NCCL send/recv over NCCL's Socket transport
                (NCCL_NET=Socket, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1: TCP)
+  nccl-socket-4x4  the same with NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
   nccl-tpx     the same over our libnccl-net-tpx.so (--plugin)
 
 NCCL moves the same blocks the way a NCCL-based KV connector does: gathered
@@ -104,7 +105,8 @@ class NcclPrefill:
         self.dist.destroy_process_group()
 
 
-TRANSPORTS = dict(ds.TRANSPORTS, **{"nccl-socket": (NcclPrefill, NcclDecode), "nccl-tpx": (NcclPrefill, NcclDecode)})
+TRANSPORTS = dict(ds.TRANSPORTS, **{t: (NcclPrefill, NcclDecode) for t in ("nccl-socket", "nccl-socket-4x4", "nccl-tpx")})
+NCCL_NET = {"nccl-socket": "socket", "nccl-socket-4x4": "socket-4x4", "nccl-tpx": "tpx"}
 
 
 def pct(v, q):
@@ -116,14 +118,15 @@ def bench_transport(t, args, out):
     from nccl_with_tpx import free_port, transport_env
     saved = dict(os.environ)
     if t.startswith("nccl"):
-        os.environ.update(transport_env("socket" if t == "nccl-socket" else "tpx", args.plugin))
+        os.environ.update(transport_env(NCCL_NET[t], args.plugin))
+        os.environ.setdefault("TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING", "false")
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     a = ds.parse(["--transport", t if t in ds.TRANSPORTS else "tpx"] + args.model_args)
     a.transport = t
     a.gpus = args.gpus
     t0 = time.monotonic()
     try:
-        ok, rows, errors = ds.run(a, TRANSPORTS, report=lambda s: None)
+        ok, rows, errors = ds.run(a, TRANSPORTS, report=lambda s: print(s) if "DIFFER" in s else None)
     finally:
         os.environ.clear()
         os.environ.update(saved)

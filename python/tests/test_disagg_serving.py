@@ -66,7 +66,7 @@ def test_decode_continues_token_for_token(name, layout):
     lines = [s for s in p.stdout.splitlines() if s.startswith("req")]
     assert len(lines) == 3, out
     for s in lines:
-        assert "tokens 16/16 equal, first-step logits bitwise equal" in s, s
+        assert "cache bytes equal, tokens 16/16 equal, first-step logits bitwise equal" in s, s
     assert p.stdout.rstrip().endswith("ok"), out
 
 
