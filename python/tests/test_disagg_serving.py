@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(bool(_gpu_reason()), reason=_gpu_reason() or "")
 
 
 def transport(name):
-    reason = _nixl_reason() if name == "nixl" else ""
+    reason = _gpu_reason() or (_nixl_reason() if name == "nixl" else "")
     return pytest.param(name, marks=pytest.mark.skipif(bool(reason), reason=reason), id=name)
 
 
