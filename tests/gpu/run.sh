@@ -7,7 +7,9 @@
 #   chunks 4 KiB..4 MiB) -> receives into GPU memory on a CUDA-capable
 #   transport (iflush) -> the built-in transport's unpack mode on the GPU
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
-#   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh).
+#   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
+#   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
+#   NIXL/TPX (python/tests/test_disagg_serving.py).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
 #
@@ -19,11 +21,13 @@
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
-#               flush sockunpack gputcpx memcheck_engine python gpubench
+#               flush sockunpack gputcpx memcheck_engine python gpubench disagg
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
 #   BENCH_ARGS  more gpu_engine_compare.sh arguments (e.g. --no-nccl)
+#   NIXL_PREFIX a NIXL built by scripts/build-testdeps.sh --cuda: the disagg
+#               step then also runs through NIXL/TPX (else those cases skip)
 #
 # Adding a step: write a function step_<name> below and append <name> to
 # ALL_STEPS; build its target in TARGETS. Keep the number of log files small
@@ -33,9 +37,10 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench"
+ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench disagg"
 STEPS=${STEPS:-$ALL_STEPS}
 TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
+[ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -135,16 +140,22 @@ step_memcheck_engine() {
 # The Python package's pytest suite with CUDA memory on both sides (torch
 # tensors when torch is installed, else cudaMalloc through ctypes), then the
 # 64 MiB CUDA-tensor write benchmark through tpx next to tpx-bench.
-step_python() {
-  # PYTHON, else the first of Debian's and PATH's python3 that has pytest and
-  # numpy (GPU images keep them, and torch, in a virtual environment on PATH).
+# PYTHON, else the first of Debian's and PATH's python3 that imports $1
+# (GPU images keep pytest, numpy, torch in a virtual environment on PATH).
+find_python() {
   local py=${PYTHON:-} c
   if [ -z "$py" ]; then
     for c in /usr/bin/python3 "$(command -v python3 || true)"; do
-      [ -n "$c" ] && [ -x "$c" ] && "$c" -c "import pytest, numpy" 2>/dev/null && { py=$c; break; }
+      [ -n "$c" ] && [ -x "$c" ] && "$c" -c "import $1" 2>/dev/null && { py=$c; break; }
     done
     py=${py:-python3}
   fi
+  echo "$py"
+}
+
+step_python() {
+  local py
+  py=$(find_python "pytest, numpy")
   if ! "$py" -c "import pytest, numpy" 2>/dev/null; then
     note "FAIL  python ($py lacks pytest or numpy: apt-get install python3-pytest python3-numpy)"
     failed=1
@@ -153,7 +164,8 @@ step_python() {
   # the compiled fast path when Python's headers are there (else ctypes alone)
   cmake --build "$BUILD" --target tpx_py_speedups >>"$LOGS/build.log" 2>&1 || true
   run_step python 400 env TPX_PY_MEM=cuda TPX_LIBRARY="$BUILD/libtpx.so" PYTHONPATH="$ROOT/python:$BUILD/python" \
-    PYTHONDONTWRITEBYTECODE=1 TPX_SOCKET_IFNAME=lo "$py" -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+    PYTHONDONTWRITEBYTECODE=1 TPX_SOCKET_IFNAME=lo "$py" -m pytest -q -p no:cacheprovider "$ROOT/python/tests" \
+    --ignore "$ROOT/python/tests/test_disagg_serving.py"
   local gpus=0,0
   [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && gpus=0,1
   run_step python_bench 300 env TPX_LIBRARY="$BUILD/libtpx.so" PYTHONPATH="$ROOT/python:$BUILD/python" \
@@ -173,6 +185,27 @@ step_gpubench() {
   run_step gpubench 400 "$ROOT/bench/gpu_engine_compare.sh" --build "$BUILD" --out "$LOGS/gpubench" \
     --set "${BENCH_SET:-final}" ${BENCH_ARGS:-}
   [ -f "$LOGS/gpubench/summary.txt" ] && cat "$LOGS/gpubench/summary.txt" >>"$SUMMARY"
+}
+
+# A Llama-shaped model's KV cache from a prefill process (GPU 0) into scattered
+# blocks of a decode process's paged pool (GPU 1, or GPU 0 alone), through tpx
+# and NIXL/TPX: same greedy tokens and bitwise first-step logits as prefill's
+# own continuation; a peer killed mid-transfer is an error within
+# TPX_TIMEOUT_MS, never a token.
+step_disagg() {
+  local py env=()
+  py=$(find_python "pytest, numpy, torch, transformers")
+  if [ -n "${NIXL_PREFIX:-}" ] && [ -f "$NIXL_PREFIX/env.sh" ] && [ -f "$BUILD/nixl-plugins/libplugin_TPX.so" ]; then
+    # shellcheck disable=SC1091
+    env=(PYTHONPATH="$ROOT/python:$BUILD/python:$(. "$NIXL_PREFIX/env.sh" && echo "$PYTHONPATH")"
+      LD_LIBRARY_PATH="$(. "$NIXL_PREFIX/env.sh" && echo "$LD_LIBRARY_PATH")"
+      NIXL_PLUGIN_DIR="$BUILD/nixl-plugins")
+  else
+    env=(PYTHONPATH="$ROOT/python:$BUILD/python")
+    note "      disagg: no NIXL (NIXL_PREFIX unset or the plugin not built): NIXL cases skip"
+  fi
+  run_step disagg 600 env TPX_LIBRARY="$BUILD/libtpx.so" "${env[@]}" PYTHONDONTWRITEBYTECODE=1 \
+    TPX_SOCKET_IFNAME=lo "$py" -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests/test_disagg_serving.py"
 }
 
 step_bench() {
