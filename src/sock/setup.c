@@ -798,7 +798,7 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
   tpx__sock_ready_refresh(sn, mark_ready);
   int io = atomic_exchange(&l->ready, 0);
   if (io) accept_new(sn, l);
-  read_hellos(l, io);
+  if (io || l->npend || l->ngroups) read_hellos(l, io);
   for (int i = 0; i < l->ngroups; i++) {
     struct group *g = &l->groups[i];
     if (g->have != g->nsocks + 1) continue;
