@@ -294,6 +294,9 @@ static void test_attack_log_amplification(void **state) {
   enum { N = 20000, BATCH = 200 };
   tpx_config_t cfg;
   eng_cfg(&cfg);
+  /* the default level (refusals are ERROR, dropped notifications WARN), set while no thread logs */
+  int level = tpx__log_level;
+  tpx__log_level = TPX_LOG_WARN;
   eng_res_t base;
   eng_res_now(&base);
   eng_pair_t P;
@@ -302,8 +305,6 @@ static void test_attack_log_amplification(void **state) {
   eng_buf(P.a, 4096, 0, &src);
   eng_buf(P.b, 4096, TPX_ACCESS_WRITE, &dst);
   tpx_rmem_t *bad = unknown_region(&dst);
-  int level = tpx__log_level;
-  tpx__log_level = TPX_LOG_WARN; /* the default level: refusals are ERROR, dropped notifications WARN */
   capture_t cap;
   capture_start(&cap);
   static tpx_xfer_t *x[BATCH];
@@ -322,7 +323,6 @@ static void test_attack_log_amplification(void **state) {
   for (int i = 0; i < 500 && tpx_peer_status(P.ab) == 0; i++) usleep(10000);
   size_t after = 0;
   char *t2 = capture_stop(&cap, &after);
-  tpx__log_level = level;
   unsigned long long w1 = 0, w2 = 0, n1 = 0, n2 = 0;
   int wfull = lines_with(t1, "outside our writable registrations", "refused writes", &w1) +
               lines_with(t2, "outside our writable registrations", "refused writes", &w2);
@@ -344,6 +344,7 @@ static void test_attack_log_amplification(void **state) {
   eng_buf_free(&src);
   eng_buf_free(&dst);
   eng_pair_close(&P);
+  tpx__log_level = level;
   eng_res_settled(&base, 64 << 10);
 }
 
