@@ -315,6 +315,13 @@ static void test_attack_log_amplification(void **state) {
       tpx_xfer_free(x[k]);
     }
   }
+  for (int i = 0; i < 500; i++) { /* the server finished every refused write (its notification dropped) */
+    pthread_mutex_lock(&P.b->lock);
+    int busy = P.ba->fifo_head != NULL;
+    pthread_mutex_unlock(&P.b->lock);
+    if (!busy) break;
+    usleep(10000);
+  }
   size_t during = 0;
   char *t1 = capture_stop(&cap, &during);
   capture_start(&cap);
@@ -421,7 +428,11 @@ static void test_attack_notif_memory_many_peers(void **state) {
   assert_true(peak <= max);
   assert_true(ep_notif_bytes(b) <= max);
   assert_true(dropped > 0);
+#if defined(__SANITIZE_ADDRESS__)
+  print_message("(RSS not checked under ASan: its quarantine keeps freed notifications resident)\n");
+#else
   assert_true(after.rss_kb - before.rss_kb < (long)(max >> 10) + 24 * 1024);
+#endif
   /* a peer that comes now is not the one dropped */
   tpx_endpoint_t *c = eng_ep_open(&cfg, "newcomer");
   tpx_peer_t *cb2, *bc;
