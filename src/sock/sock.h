@@ -9,6 +9,8 @@
  *   sock.c     open/destroy, devices, properties, regMr, the ops table
  *   setup.c    listen, connect, accept (never block; state kept in the handle
  *              buffer / the listen comm)
+ *   ready.c    one epoll set over the sockets in setup, so that accept reads
+ *              only the listen comms with something to read
  *   io.c       the per-device pool of epoll I/O threads
  *   comm.c     comms, requests, isend/irecv/test, close, per-socket progress
  *   iov.c      vectored requests (isendv / irecvv): checks, copies, slices
