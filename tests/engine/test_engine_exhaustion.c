@@ -108,11 +108,16 @@ enum { DANGLE_CH = 4, DANGLE_NSOCKS = 64, DANGLE_CONNS = DANGLE_CH * (DANGLE_NSO
  * it may be dialled there), then `end`: 0 closes the control connection as
  * soon as the server is dialling, 1 waits for the server's setup deadline.
  * The server's fds must be back at `base` within the setup deadline. */
-static void dangle_once(int port, const blackhole_t *b, int base, int end, int timeout_ms) {
+static int dangle_hello(int port, const blackhole_t *b) {
   static uint8_t hs[DANGLE_CH * TPX_NET_HANDLE_BYTES];
   for (int c = 0; c < DANGLE_CH; c++) mk_handle(hs + c * TPX_NET_HANDLE_BYTES, b->port, DANGLE_NSOCKS);
   int fd = eng_raw_connect(port);
   send_hello(fd, hs, DANGLE_CH);
+  return fd;
+}
+
+static void dangle_once(int port, const blackhole_t *b, int base, int end, int timeout_ms) {
+  int fd = dangle_hello(port, b);
   int up = fds_wait(base + DANGLE_CONNS, 1, 5000); /* the server dials every socket */
   if (up < base + DANGLE_CONNS) fail_msg("the server dialled only %d sockets", up - base);
   uint64_t t0 = tpx__now_ns();
@@ -146,25 +151,26 @@ static void legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, uint32_t seed) 
  * had dialled stayed open until the endpoint was destroyed (8 -> 73 fds per
  * HELLO; with a low fd limit two HELLOs starved the listener). Now the
  * channel's close gives the connects up. */
+/* The server of these attacks: DANGLE_CH channels, a short setup deadline. */
+static void dangle_pair(eng_pair_t *P, tpx_config_t *cfg, int setup_ms) {
+  eng_cfg(cfg);
+  cfg->num_channels = DANGLE_CH;
+  cfg->connect_timeout_ms = setup_ms;
+  eng_pair_open(P, cfg);
+}
+
 static void test_attack_dangling_connects(void **state) {
   (void)state;
   enum { ROUNDS = 25 };
-  tpx_config_t cfg;
-  eng_cfg(&cfg);
-  cfg.num_channels = DANGLE_CH;
-  cfg.connect_timeout_ms = 1500;
   eng_res_t base;
   eng_res_now(&base);
+  tpx_config_t cfg;
   eng_pair_t P;
-  eng_pair_open(&P, &cfg);
+  dangle_pair(&P, &cfg, 1500);
   blackhole_t b;
   blackhole_open(&b);
   int port = tpx_endpoint_port(P.b), fd0 = fds_now();
-  /* the first round shows the connects really never complete */
-  static uint8_t hs[DANGLE_CH * TPX_NET_HANDLE_BYTES];
-  for (int c = 0; c < DANGLE_CH; c++) mk_handle(hs + c * TPX_NET_HANDLE_BYTES, b.port, DANGLE_NSOCKS);
-  int fd = eng_raw_connect(port);
-  send_hello(fd, hs, DANGLE_CH);
+  int fd = dangle_hello(port, &b); /* the first round shows the connects really never complete */
   fds_wait(fd0 + DANGLE_CONNS, 1, 5000);
   int syn = syn_sent_to(b.port);
   print_message("dangling connects: %d in SYN_SENT towards the blackhole\n", syn);
@@ -188,14 +194,11 @@ static void test_attack_dangling_connects(void **state) {
  * left. */
 static void test_attack_dangling_connects_plugin(void **state) {
   (void)state;
-  tpx_config_t cfg;
-  eng_cfg(&cfg);
-  cfg.num_channels = DANGLE_CH;
-  cfg.connect_timeout_ms = 1000;
   eng_res_t base;
   eng_res_now(&base);
+  tpx_config_t cfg;
   eng_pair_t P;
-  eng_pair_open(&P, &cfg);
+  dangle_pair(&P, &cfg, 1000);
   static eng_proxy_t plain = {0}; /* every call through, no connect_abort */
   eng_proxy_install(P.b, &plain);
   assert_null(P.b->net->ops->connect_abort);
