@@ -24,6 +24,10 @@
  *    reference result), which the engine drives internally and no public call
  *    reaches; and cuda/gpu.h for its pinned and device buffers.
  *
+ *  - tpx-setup-load: engine/wire.h and sock/wire.h, to write HELLOs and
+ *    transport handles by hand as a peer that never finishes its setup
+ *    would (docs/SECURITY.md, "Setup-time CPU"), and common/le.h.
+ *
  * tpx-info needs none of it (tpx/net.h is public). */
 #ifndef TPX_TOOLS_INTERNAL_H
 #define TPX_TOOLS_INTERNAL_H

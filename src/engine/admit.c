@@ -62,20 +62,21 @@ int tpx__admit(tpx_endpoint_t *ep, const struct tpx_src *s, const char **why) {
     *why = "its source holds its share of the connections without a handshake (TPX_MAX_UNAUTH_PER_SOURCE)";
     return 0;
   }
-  if (tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth) {
-    struct tpx_peer *v = victim(ep);
-    if (!v) {
-      *why = "too many connections without a handshake (TPX_MAX_UNAUTH)";
-      return 0;
-    }
+  int full = tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth;
+  struct tpx_peer *v = full ? victim(ep) : NULL;
+  if (full && !v) {
+    *why = "too many connections without a handshake (TPX_MAX_UNAUTH)";
+    return 0;
+  }
+  if (tpx__peer_count_live(ep, 0) - (v != NULL) >= ep->cfg.max_peers) { /* nobody evicted for nothing */
+    *why = "too many peers (TPX_MAX_PEERS)";
+    return 0;
+  }
+  if (v) {
     /* quiet (ECANCELED): an attacker's evictions are counted in one line a second, not one each */
     tpx__peer_fail(v, TPX_ECANCELED, "peer %s: evicted before its handshake: every slot was taken "
                    "(TPX_MAX_UNAUTH) and it was the oldest of the source holding the most", v->where);
     *why = "the oldest connection without a handshake evicted for a new one (TPX_MAX_UNAUTH)";
-  }
-  if (tpx__peer_count_live(ep, 0) >= ep->cfg.max_peers) {
-    *why = "too many peers (TPX_MAX_PEERS)";
-    return 0;
   }
   return 1;
 }

@@ -162,13 +162,28 @@ static int became_ready(struct tpx_peer *p) {
   return 1;
 }
 
-int tpx__handshake_step(struct tpx_peer *p, int *did) {
+/* A peer whose transport connect/accept found nothing new is asked again
+ * after a wait that doubles from SETUP_WAIT_MIN_NS up to SETUP_WAIT_MAX_NS
+ * (any progress resets it): peers stuck in setup (a HELLO whose side never
+ * connects back) cost the progress thread a bounded number of steps each,
+ * not one per pass; a setup that moves is stepped every pass. */
+#define SETUP_WAIT_MIN_NS 100000ull    /* 100 us */
+#define SETUP_WAIT_MAX_NS 16000000ull  /* 16 ms */
+
+static void setup_wait(struct tpx_peer *p, int moved, uint64_t now) {
+  uint64_t w = p->setup_wait ? 2 * p->setup_wait : SETUP_WAIT_MIN_NS;
+  p->setup_wait = moved ? 0 : w < SETUP_WAIT_MAX_NS ? w : SETUP_WAIT_MAX_NS;
+  p->setup_next = now + p->setup_wait;
+}
+
+int tpx__handshake_step(struct tpx_peer *p, int *did, uint64_t now) {
   *did = 0;
-  if (p->state != P_NET_SETUP) return 0;
+  if (p->state != P_NET_SETUP || now < p->setup_next) return 0;
   int rc = tpx__channels_connect(p, did);
   if (rc < 0) {
     tpx__peer_fail_last(p, rc);
     return -1;
   }
+  setup_wait(p, *did > 0, now);
   return rc == 1 ? became_ready(p) : 0;
 }

@@ -5,6 +5,8 @@
 #ifndef TPX_ENGINE_HANDSHAKE_H
 #define TPX_ENGINE_HANDSHAKE_H
 
+#include <stdint.h>
+
 struct tpx_peer;
 struct wire_frame;
 
@@ -14,9 +16,10 @@ void tpx__handshake_connected(struct tpx_peer *p);
 void tpx__handshake_on_auth(struct tpx_peer *p, const struct wire_frame *f);
 void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f);
 void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f);
-/* P_NET_SETUP: drive connect/accept. 1: the peer became ready (frames that
- * arrived meanwhile are waiting to be parsed), 0: progress or not yet (did
- * counts comms that came up), < 0: failed. */
-int tpx__handshake_step(struct tpx_peer *p, int *did);
+/* P_NET_SETUP: drive connect/accept (unless a step that found nothing new
+ * asked to wait until later than now: handshake.c). 1: the peer became ready
+ * (frames that arrived meanwhile are waiting to be parsed), 0: progress or
+ * not yet (did counts comms that came up), < 0: failed. */
+int tpx__handshake_step(struct tpx_peer *p, int *did, uint64_t now);
 
 #endif

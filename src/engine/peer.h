@@ -76,6 +76,7 @@ struct tpx_peer {
   int nch;
   struct channel *ch;
   uint64_t setup_deadline;
+  uint64_t setup_next, setup_wait; /* transport setup: next step, and the wait before it (handshake.c) */
   /* P_CLOSING because the control connection ended: when requests are still
    * in the transport at this time and none completed since, fail the peer
    * (a plugin may never complete nor fail them: TCPX's rc 2). */

@@ -29,11 +29,11 @@
  * and the progress thread stands aside. */
 #define WAIT_SPIN_NS 50000ull
 
-static int peer_pass(struct tpx_peer *p) {
+static int peer_pass(struct tpx_peer *p, uint64_t now) {
   int did = 0;
   if (p->state == P_NET_SETUP) {
     int n = 0;
-    if (tpx__handshake_step(p, &n) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */
+    if (tpx__handshake_step(p, &n, now) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */
     did += n;
   }
   if (p->start_head) did += tpx__start_deferred(p); /* posts that left their start to us */
@@ -66,8 +66,8 @@ int tpx__ep_pass(tpx_endpoint_t *ep) {
       did += tpx__dispatch_event((struct tpx_peer *)ptr, evs[i].events);
     }
   }
-  for (struct tpx_peer *p = ep->peers; p; p = p->next) did += peer_pass(p);
   uint64_t now = tpx__now_ns();
+  for (struct tpx_peer *p = ep->peers; p; p = p->next) did += peer_pass(p, now);
   if (now >= ep->next_deadline_scan) {
     ep->next_deadline_scan = now + 1000000ull;
     for (struct tpx_peer *p = ep->peers; p; p = p->next) tpx__peer_deadlines(p, now);

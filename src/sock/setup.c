@@ -104,7 +104,11 @@ typedef struct tpx__sock_listen {
   int taken;     /* keyed: its one comm was accepted; later hellos are refused */
   uint8_t key[TPX_NET_KEY_BYTES];
   struct tpx_ratelog dropped; /* connections refused or timed out: logged rate-limited */
+  tpx_sock_ready_t *rd;       /* the net's setup readiness (ready.c) */
+  _Atomic int ready;          /* a socket of it was readable at the last refresh (or it is new) */
 } tpx_sock_listen_t;
+
+static void mark_ready(void *listen) { atomic_store(&((tpx_sock_listen_t *)listen)->ready, 1); }
 
 static void dropped_summary(const tpx_sock_listen_t *l, uint64_t n, const char *when) {
   if (n) TPX_WARN("sock: listen comm %s: %llu more connections dropped %s (rate-limited)", l->addr,
@@ -200,10 +204,18 @@ static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   /* As the plugin's listen (tcpxNewListenComm: flow steering follows it). */
   l->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
   tpx__sock_addr_str(&sa, l->addr, sizeof(l->addr));
+  l->rd = &sn->ready;
+  atomic_store(&l->ready, 1);
   l->token = tpx__sock_reg_add(&sn->reg, TPX_SK_LISTEN, l);
   if (l->token == 0) {
     tpx__sock_listen_free(l);
     return tpx_err(TPX_ENOMEM, "listen: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+  }
+  if (tpx__sock_ready_watch(&sn->ready, fd, l->token) != 0) {
+    int rc = tpx_err(TPX_ESYSTEM, "listen on %s: %s", l->addr, tpx_last_error());
+    tpx__sock_reg_del(&sn->reg, l->token);
+    tpx__sock_listen_free(l);
+    return rc;
   }
   fill_handle(handle, &sa, sn->cfg.nsocks, l->nonce, l->keyed);
   TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm%s", l->addr, d->name,
@@ -237,11 +249,13 @@ int tpx__sock_close_listen(tpx_net_t *net, void *listen_comm) {
   int rc = 0;
   tpx_sock_listen_t *l = listen_get(sn, listen_comm, "closeListen", &rc);
   if (l == NULL) return rc;
-  tpx__sock_reg_del(&sn->reg, l->token);
   if (l->npend + l->ngroups > 0)
     TPX_DEBUG("sock: closing listen comm %s with %d unidentified and %d incomplete connections",
               l->addr, l->npend, l->ngroups);
+  pthread_mutex_lock(&sn->ready.mu); /* a refresh in another thread may be marking it */
+  tpx__sock_reg_del(&sn->reg, l->token);
   tpx__sock_listen_free(l);
+  pthread_mutex_unlock(&sn->ready.mu);
   return 0;
 }
 
@@ -525,12 +539,16 @@ int tpx__sock_connect_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *h
 
 /* ---- accept ----------------------------------------------------------------------- */
 
+/* A connection leaves the pending list: closed, or filed in its group (it
+ * is then not watched any more: it is read again only as part of a comm). */
 static void pend_drop(tpx_sock_listen_t *l, int i, int close_fd) {
   if (close_fd) close(l->pend[i].fd);
+  else tpx__sock_ready_unwatch(l->rd, l->pend[i].fd);
   l->pend[i] = l->pend[--l->npend];
 }
 
 static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
+  atomic_store(&l->ready, 1); /* unless the queue is found empty below: more may wait */
   for (int k = 0; k < ACCEPTS_PER_CALL; k++) {
     struct sockaddr_storage sa;
     socklen_t sl = sizeof(sa);
@@ -539,6 +557,8 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)
         TPX_WARN("sock: accept on %s: %s", l->addr, strerror(errno));
+      else
+        atomic_store(&l->ready, 0); /* until a refresh sees the listen socket readable */
       return;
     }
     char ps[64];
@@ -563,6 +583,12 @@ static void accept_new(tpx_sock_net_t *sn, tpx_sock_listen_t *l) {
       l->cap_pend = cap;
     }
     (void)set_nodelay(fd);
+    if (tpx__sock_ready_watch(l->rd, fd, l->token) != 0) {
+      if (drop_log_ok(l))
+        TPX_WARN("sock: listen comm %s: %s; dropping a connection from %s", l->addr, tpx_last_error(), ps);
+      close(fd);
+      continue;
+    }
     struct pending_sock *p = &l->pend[l->npend++];
     memset(p, 0, sizeof(*p));
     p->fd = fd;
@@ -693,28 +719,41 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   return 0;
 }
 
-static void read_hellos(tpx_sock_listen_t *l) {
-  uint64_t now = tpx__now_ns();
-  for (int i = 0; i < l->npend;) {
-    struct pending_sock *p = &l->pend[i];
+enum { PEND_WAIT = 0, PEND_GONE };
+
+/* Read what pending connection i has: PEND_GONE when it left the list
+ * (filed, refused, or it went away), else PEND_WAIT. */
+static int pend_read(tpx_sock_listen_t *l, int i) {
+  struct pending_sock *p = &l->pend[i];
+  for (;;) { /* the same socket again while bytes come: more may be there */
     ssize_t n = recv(p->fd, p->hello + p->got, hello_want(l) - p->got, MSG_DONTWAIT);
-    if (n > 0) {
-      p->got += (size_t)n;
-      if (p->got >= 8 && hello_head(l, p) != 0) {
-        pend_drop(l, i, 1);
-        continue;
-      }
-      if (p->got < hello_want(l)) continue; /* same socket again: more may be there */
-      int filed = hello_file(l, p) == 0;
-      pend_drop(l, i, !filed);
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (n <= 0) {
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return PEND_WAIT;
       TPX_DEBUG("sock: listen comm %s: connection from %s went away before its hello (%s)", l->addr,
                 p->peer, n == 0 ? "closed" : strerror(errno));
       pend_drop(l, i, 1);
-      continue;
+      return PEND_GONE;
     }
+    p->got += (size_t)n;
+    if (p->got >= 8 && hello_head(l, p) != 0) {
+      pend_drop(l, i, 1);
+      return PEND_GONE;
+    }
+    if (p->got == hello_want(l)) {
+      int filed = hello_file(l, p) == 0;
+      pend_drop(l, i, !filed);
+      return PEND_GONE;
+    }
+  }
+}
+
+/* io: a socket of l was readable (its pending connections are read); the
+ * deadlines are checked either way, with no system call. */
+static void read_hellos(tpx_sock_listen_t *l, int io) {
+  uint64_t now = tpx__now_ns();
+  for (int i = 0; i < l->npend;) {
+    if (io && pend_read(l, i) == PEND_GONE) continue;
+    struct pending_sock *p = &l->pend[i];
     if (now > p->deadline) {
       if (drop_log_ok(l))
         TPX_WARN("sock: listen comm %s: connection from %s sent %zu of %zu hello bytes before the"
@@ -756,8 +795,10 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                    "accept on %s: unpack mode (UNPACK device) needs the caller's device-handle"
                    " storage (tpx_net_dev_handle_t, 512 bytes), got NULL",
                    l->addr);
-  accept_new(sn, l);
-  read_hellos(l);
+  tpx__sock_ready_refresh(sn, mark_ready);
+  int io = atomic_exchange(&l->ready, 0);
+  if (io) accept_new(sn, l);
+  if (io || l->npend || l->ngroups) read_hellos(l, io);
   for (int i = 0; i < l->ngroups; i++) {
     struct group *g = &l->groups[i];
     if (g->have != g->nsocks + 1) continue;

@@ -360,6 +360,7 @@ static void sock_destroy(tpx_net_t *net) {
     d->pool = NULL;
     pthread_mutex_destroy(&d->pool_mu);
   }
+  tpx__sock_ready_fini(&sn->ready);
   tpx__sock_reg_fini(&sn->reg);
   free(sn);
 }
@@ -407,7 +408,8 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
   sn->cfg.nsocks = tpx_config_nsocks(cfg, 1);
   atomic_store(&sn->rng, tpx__random_u64());
   tpx__sock_reg_init(&sn->reg, (uint32_t)tpx__sock_random(sn) | 0x100u);
-  int rc = discover(sn);
+  int rc = tpx__sock_ready_init(&sn->ready);
+  if (rc == 0 && (rc = discover(sn)) != 0) tpx__sock_ready_fini(&sn->ready);
   if (rc != 0) {
     tpx__sock_reg_fini(&sn->reg);
     free(sn);

@@ -9,6 +9,8 @@
  *   sock.c     open/destroy, devices, properties, regMr, the ops table
  *   setup.c    listen, connect, accept (never block; state kept in the handle
  *              buffer / the listen comm)
+ *   ready.c    one epoll set over the sockets in setup, so that accept reads
+ *              only the listen comms with something to read
  *   io.c       the per-device pool of epoll I/O threads
  *   comm.c     comms, requests, isend/irecv/test, close, per-socket progress
  *   iov.c      vectored requests (isendv / irecvv): checks, copies, slices
@@ -162,12 +164,32 @@ typedef struct tpx_sock_dev {
   int pool_refs;
 } tpx_sock_dev_t;
 
+/* ---- setup readiness (ready.c) --------------------------------------------- */
+
+/* One epoll set per net over the listen sockets and the accepted
+ * connections owing their hello (data: the listen comm's token). */
+typedef struct tpx_sock_ready {
+  pthread_mutex_t mu; /* refresh, and freeing a listen comm */
+  int ep;
+  _Atomic uint64_t polled; /* last refresh */
+} tpx_sock_ready_t;
+
+typedef struct tpx_sock_net tpx_sock_net_t;
+int tpx__sock_ready_init(tpx_sock_ready_t *r);
+void tpx__sock_ready_fini(tpx_sock_ready_t *r);
+int tpx__sock_ready_watch(tpx_sock_ready_t *r, int fd, uint64_t token);
+void tpx__sock_ready_unwatch(tpx_sock_ready_t *r, int fd);
+/* Mark (mark(listen comm)) every listen comm with a readable socket, unless
+ * a refresh ran less than 100 us ago or runs in another thread now. */
+void tpx__sock_ready_refresh(tpx_sock_net_t *sn, void (*mark)(void *listen));
+
 typedef struct tpx_sock_net {
   tpx_net_t pub; /* pub.impl == this */
   tpx_config_t cfg;
   int ndev;
   tpx_sock_dev_t devs[TPX_SOCK_MAX_DEVS];
   tpx_sock_reg_t reg;
+  tpx_sock_ready_t ready; /* setup readiness (ready.c) */
   _Atomic uint64_t rng; /* comm ids, nonces */
   int unpack;           /* unpack mode (cfg.sock_unpack) */
   int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
