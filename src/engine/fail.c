@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "common/util.h"
 #include "engine/channel.h"
 #include "engine/control.h"
@@ -19,7 +20,7 @@
 
 void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (p->state == P_DEAD) return;
-  char msg[200];
+  char msg[320];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -86,14 +87,21 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
   if (tpx__peer_in_setup(p->state)) {
     if (now > p->setup_deadline) {
       int c = 0;
-      if (p->state == P_NET_SETUP)
+      char why[300] = "";
+      if (p->state == P_NET_SETUP) {
         while (c < p->nch && p->ch[c].sq.comm && p->ch[c].rq.comm) c++;
-      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)",
+        tpx__channels_setup_why(p, c, why, sizeof(why)); /* what its connect went through */
+      } else if (p->state == P_CONNECTING && p->dial.failed) {
+        char causes[256];
+        tpx__retry_causes(&p->dial, causes, sizeof(causes));
+        snprintf(why, sizeof(why), "failed attempts: %s", causes);
+      }
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)%s%.300s",
                 p->where, p->ep->cfg.connect_timeout_ms,
                 p->state == P_CONNECTING ? "control connect" :
                 p->state == P_NET_SETUP ? "transport connect/accept" : "handshake",
                 p->state == P_NET_SETUP ? ", channel " : ", state ",
-                p->state == P_NET_SETUP ? c : p->state);
+                p->state == P_NET_SETUP ? c : p->state, why[0] ? ": " : "", why);
     }
     return;
   }

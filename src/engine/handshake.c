@@ -16,6 +16,7 @@
 #include "engine/fail.h"
 #include "engine/handshake.h"
 #include "engine/peer.h"
+#include "engine/redial.h"
 #include "net/caps.h"
 
 static int send_hello(struct tpx_peer *p, int ack) {
@@ -51,7 +52,7 @@ void tpx__handshake_connected(struct tpx_peer *p) {
   socklen_t sl = sizeof(soerr);
   if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) soerr = errno;
   if (soerr) {
-    tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(soerr));
+    tpx__redial_failed(p, soerr); /* another attempt, or the peer fails */
     return;
   }
   tpx__ctl_epoll_set(ep, p, EPOLLIN);

@@ -6,7 +6,9 @@
 #define TPX_ENGINE_PEER_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
+#include "common/retry.h"
 #include "engine/channel.h"
 #include "engine/wire.h"
 #include "tpx/endpoint.h"
@@ -43,7 +45,7 @@ struct tpx_peer {
   int refs;
   int state;
   int err;
-  char errmsg[200];
+  char errmsg[320];
   int incoming;
   int listed;     /* in ep->peers */
   int ever_ready; /* reached P_READY once (else a failed incoming one is swept) */
@@ -69,6 +71,11 @@ struct tpx_peer {
   int nch;
   struct channel *ch;
   uint64_t setup_deadline;
+  /* we dialled: the control connect's address and its attempts (redial.h) */
+  struct sockaddr_storage dial_sa;
+  socklen_t dial_len;
+  int dial_retries;
+  struct tpx_retry dial;
   /* P_CLOSING because the control connection ended: when requests are still
    * in the transport at this time and none completed since, fail the peer
    * (a plugin may never complete nor fail them: TCPX's rc 2). */

@@ -302,10 +302,13 @@ static void test_ports(void **state) {
   blob[0] ^= 0xff;
   tpx_peer_t *bad;
   assert_int_equal(tpx_load_remote_conn_info(c, blob, bl, &bad), TPX_EPROTO);
-  /* nobody listening */
-  assert_true(tpx_connect(c, "127.0.0.1", base + 7, &bad) < 0);
   tpx_peer_close(pc);
   tpx_peer_close(pe);
+  tpx_endpoint_destroy(c);
+  /* nobody listening (retries off: test_sock_retry and test_engine_retry cover them) */
+  cfg.socket_retry_cnt = 0;
+  assert_int_equal(tpx_endpoint_create(&q, &c), 0);
+  assert_true(tpx_connect(c, "127.0.0.1", base + 7, &bad) < 0);
   tpx_endpoint_destroy(c);
   tpx_endpoint_destroy(e1);
   tpx_endpoint_destroy(e2);

@@ -133,7 +133,8 @@ static tpx_net_t *net_probe_wrap(tpx_net_t *base, int (*device)(void), int want)
                      np_reg,      np_dereg,      np_isend,      np_irecv,        np_iflush,
                      np_test,     np_close_send, np_close_recv, np_close_listen, np_dmr,
                      np_consumed, np_destroy, np_dials, NULL, NULL, /* no keyed listen/connect */
-                     NULL,        NULL};                                /* no iovecs */
+                     NULL,        NULL,                                 /* no iovecs */
+                     NULL};                                             /* no connect_abort */
   if (!base->ops->handle_dials) o.handle_dials = NULL;
   if (!base->ops->iflush) o.iflush = NULL;
   if (!base->ops->get_device_mr) o.get_device_mr = NULL;
