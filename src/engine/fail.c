@@ -18,6 +18,26 @@
  * without one chunk completing (docs/A3HIGH.md, "A dead peer"). */
 #define EOF_GRACE_MS 500
 
+/* What the peer is told: our message without its own name in front (it
+ * names us itself) nor the code's name at the end (the frame carries the
+ * code); to a peer not authenticated while we have a key, only "refused"
+ * (docs/SECURITY.md). */
+static const char *told(const struct tpx_peer *p, const char *msg, int err, char *buf, size_t cap) {
+  if (p->ep->cfg.auth_key_len && p->auth != PEER_AUTH_OK) return "refused";
+  size_t wl = strlen(p->where);
+  if (strncmp(msg, "peer ", 5) == 0 && strncmp(msg + 5, p->where, wl) == 0) {
+    msg += 5 + wl;
+    if (*msg == ':') msg++;
+    while (*msg == ' ') msg++;
+  }
+  char tail[64];
+  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
+  size_t ml = strlen(msg), tl = strlen(tail);
+  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) ml -= tl;
+  snprintf(buf, cap, "%.*s", (int)ml, msg);
+  return buf;
+}
+
 void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (p->state == P_DEAD) return;
   char msg[320];
@@ -41,7 +61,8 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   p->err = err;
   /* Tell the peer why, unless it is the one that went away. */
   if (p->fd >= 0 && !p->eof && err != TPX_ECLOSED && err != TPX_ECANCELED) {
-    (void)tpx__wire_put_error(&p->out, err, msg);
+    char text[sizeof(msg)];
+    (void)tpx__wire_put_error(&p->out, err, told(p, msg, err, text, sizeof(text)));
   } else if (p->fd >= 0 && !p->eof && err == TPX_ECANCELED && was_up && !p->bye_sent) {
     (void)tpx__wire_put_bye(&p->out);
     p->bye_sent = 1;

@@ -115,17 +115,17 @@ void tpx__listen_resume(tpx_endpoint_t *ep, uint64_t now) {
 }
 
 /* A new connection may be held: unauthenticated ones and peers are bounded
- * (TPX_MAX_UNAUTH, TPX_MAX_PEERS); past them it is closed at once. */
-static int admit(tpx_endpoint_t *ep) {
-  if (tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth) {
-    refused(ep, "too many connections without a handshake (TPX_MAX_UNAUTH)");
-    return 0;
-  }
-  if (tpx__peer_count_live(ep, 0) >= ep->cfg.max_peers) {
-    refused(ep, "too many peers (TPX_MAX_PEERS)");
-    return 0;
-  }
-  return 1;
+ * (TPX_MAX_UNAUTH, TPX_MAX_PEERS); past them it is told why and closed at once. */
+static int admit(tpx_endpoint_t *ep, int fd) {
+  const char *why = NULL;
+  if (tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth)
+    why = "too many connections without a handshake (TPX_MAX_UNAUTH)";
+  else if (tpx__peer_count_live(ep, 0) >= ep->cfg.max_peers)
+    why = "too many peers (TPX_MAX_PEERS)";
+  if (!why) return 1;
+  refused(ep, why);
+  tpx__ctl_refuse(ep, fd, TPX_EAGAIN, why);
+  return 0;
 }
 
 static void accept_failed(tpx_endpoint_t *ep, int e) {
@@ -149,10 +149,7 @@ int tpx__listen_accept(tpx_endpoint_t *ep) {
       break;
     }
     did++;
-    if (!admit(ep)) {
-      close(fd);
-      continue;
-    }
+    if (!admit(ep, fd)) continue; /* closed */
     tpx__ctl_set_nodelay(fd);
     char where[96];
     tpx__listen_fmt_addr((struct sockaddr *)&sa, where, sizeof(where));

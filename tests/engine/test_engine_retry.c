@@ -10,9 +10,12 @@
  *   channels, checked byte for byte: 100 of 100 must succeed;
  * - late listener: B creates its endpoint 200 ms after A started
  *   connecting (refused meanwhile): A's tpx_connect succeeds;
- * - lasting outage: A's route to the second link is gone for good: A's
- *   tpx_connect fails at TPX_CONNECT_TIMEOUT_MS, not before, naming the
- *   cause of the data connect's attempts.
+ * - lasting outage: A's route to the second link is gone: A's tpx_connect
+ *   fails at TPX_CONNECT_TIMEOUT_MS, not before, naming the cause of the
+ *   data connect's attempts;
+ * - failure told: B's route to A's second link is gone and B does not
+ *   retry: B's data connect fails at once, and A's tpx_connect names B's
+ *   reason (channel, net device, address, cause), long before A's deadline.
  * Needs root and iproute2; skipped otherwise. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -236,6 +239,54 @@ static void outage_a(struct side *s) {
   CK(s->tag, strstr(tpx_last_error(), "Network is unreachable (attempts 1-") != NULL, "cause not named");
   say(s, 'd');
   close_ep(s);
+  CK(s->tag, nn_ip(1, "route add 198.18.2.0/24 dev %s src %s", topo.ifname[0][1], topo.addr[0][1]) == 0,
+     "route add");
+}
+
+/* ---- B's data connect fails at once: A's error names B's reason ---- */
+
+static void told_a(struct side *s) {
+  open_ep(s, 20000); /* B's report, not this deadline, must end it */
+  CK(s->tag, hear(s) == 'r', "B not ready");
+  tpx_peer_t *peer = NULL;
+  double t0 = now_ms();
+  int rc = tpx_connect(s->ep, topo.addr[1][0], s->port, &peer);
+  double took = now_ms() - t0;
+  printf("[retry A] B's data connect fails: %s after %.0f ms: %s\n", tpx_strerror(rc), took, tpx_last_error());
+  CK(s->tag, rc == TPX_EREMOTE, "connect: %s", tpx_strerror(rc));
+  CK(s->tag, strstr(tpx_last_error(), "peer nsB (198.18.1.2:") != NULL, "peer not named");
+  CK(s->tag, strstr(tpx_last_error(), "reported: channel 1: connect on net device 1 failed: connect to 198.18.2.1:"),
+     "channel, device and address not named");
+  CK(s->tag, strstr(tpx_last_error(), "Network is unreachable") != NULL, "cause not named");
+  CK(s->tag, took < 15000, "told after %.0f ms: a deadline, not the report", took);
+  say(s, 'd');
+  close_ep(s);
+}
+
+static void told_b(struct side *s) {
+  s->buf = aligned_alloc(4096, XFER);
+  CK(s->tag, s->buf != NULL, "out of memory");
+  tpx_config_t cfg; /* as open_ep, without retries: the first failure decides */
+  eng_cfg(&cfg);
+  snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=%s,%s", topo.ifname[1][0], topo.ifname[1][1]);
+  cfg.num_channels = NCH;
+  cfg.socket_retry_cnt = 0;
+  snprintf(cfg.allow_dial, sizeof(cfg.allow_dial), "198.18.0.0/15");
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = &cfg;
+  p.name = "nsB";
+  p.listen_host = topo.addr[1][0];
+  p.port = s->port;
+  CK(s->tag, tpx_endpoint_create(&p, &s->ep) == 0, "endpoint create");
+  tpx_mem_desc_t d = {s->buf, XFER, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
+  CK(s->tag, tpx_mem_register(s->ep, &d, &s->mem) == 0, "register");
+  CK(s->tag, nn_ip(1, "route del 198.18.2.0/24 dev %s", topo.ifname[1][1]) == 0, "route del");
+  say(s, 'r');
+  CK(s->tag, hear(s) == 'd', "A did not finish");
+  tpx_peer_t *peer = NULL;
+  CK(s->tag, tpx_accept(s->ep, 0, &peer) == TPX_ETIMEDOUT, "a peer came out of accept");
+  close_ep(s);
 }
 
 static void outage_b(struct side *s) {
@@ -346,13 +397,19 @@ static void test_lasting_outage(void **state) {
   if (skip_all) skip();
   run_sides(41103, outage_a, outage_b);
 }
+static void test_failure_told(void **state) {
+  (void)state;
+  if (skip_all) skip();
+  run_sides(41104, told_a, told_b);
+}
 
 int main(void) {
   atexit(cleanup_at_exit);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_late_listener),
       cmocka_unit_test(test_flap_reconnect),
-      cmocka_unit_test(test_lasting_outage), /* last: it removes a route */
+      cmocka_unit_test(test_lasting_outage),
+      cmocka_unit_test(test_failure_told), /* last: it removes a route for good */
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
