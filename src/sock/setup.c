@@ -8,7 +8,9 @@
  * that does not speak our hello (wire.h) is closed and logged; the listen
  * comm keeps working. connect completes without waiting for accept: the
  * hello goes one way only. A keyed listen comm (listen_keyed) takes only
- * hellos that prove its session key (wire.h), and one comm. */
+ * hellos that prove its session key (wire.h), and one comm. A socket whose
+ * connect fails with a transient error (common/retry.h) is tried again
+ * after a pause, within the retry count and the connect timeout. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
