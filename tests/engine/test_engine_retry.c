@@ -78,9 +78,11 @@ static char hear(struct side *s) {
   return c;
 }
 
-static void open_ep(struct side *s, int timeout_ms) {
+/* retries: TPX_SOCKET_RETRY_CNT, or -1 for the default. */
+static void open_ep(struct side *s, int timeout_ms, int retries) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
+  if (retries >= 0) cfg.socket_retry_cnt = retries;
   snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=%s,%s", topo.ifname[s->me][0], topo.ifname[s->me][1]);
   cfg.num_channels = NCH;
   cfg.connect_timeout_ms = timeout_ms;
@@ -127,7 +129,7 @@ static void *bring_up_later(void *arg) {
 static void flap_a(struct side *s) {
   const char *dev = topo.ifname[0][1];
   int ok = 0;
-  open_ep(s, 10000);
+  open_ep(s, 10000, -1);
   CK(s->tag, hear(s) == 'r', "B not ready");
   for (int i = 0; i < FLAPS; i++) {
     CK(s->tag, nn_link_set(dev, 0) == 0, "set %s down", dev);
@@ -165,7 +167,7 @@ static void flap_a(struct side *s) {
 }
 
 static void flap_b(struct side *s) {
-  open_ep(s, 10000);
+  open_ep(s, 10000, -1);
   say(s, 'r');
   for (int i = 0; i < FLAPS; i++) {
     tpx_peer_t *peer = NULL;
@@ -190,7 +192,7 @@ static void flap_b(struct side *s) {
 /* ---- late listener ---- */
 
 static void late_a(struct side *s) {
-  open_ep(s, 10000);
+  open_ep(s, 10000, -1);
   double t0 = now_ms();
   say(s, 'c'); /* B starts its 200 ms now */
   tpx_peer_t *peer = NULL;
@@ -209,7 +211,7 @@ static void late_a(struct side *s) {
 static void late_b(struct side *s) {
   CK(s->tag, hear(s) == 'c', "A never started");
   usleep(200000); /* the listener appears 200 ms after A began (a stimulus, not a check) */
-  open_ep(s, 10000);
+  open_ep(s, 10000, -1);
   tpx_peer_t *peer = NULL;
   int rc = tpx_accept(s->ep, STEP_MS, &peer);
   CK(s->tag, rc == 0, "accept: %s", tpx_strerror(rc));
@@ -224,7 +226,7 @@ static void late_b(struct side *s) {
 /* ---- lasting outage ---- */
 
 static void outage_a(struct side *s) {
-  open_ep(s, OUTAGE_TIMEOUT_MS);
+  open_ep(s, OUTAGE_TIMEOUT_MS, -1);
   CK(s->tag, hear(s) == 'r', "B not ready");
   /* The second link's route goes for good: its data connect meets ENETUNREACH. */
   CK(s->tag, nn_ip(1, "route del 198.18.2.0/24 dev %s", topo.ifname[0][1]) == 0, "route del");
@@ -246,7 +248,7 @@ static void outage_a(struct side *s) {
 /* ---- B's data connect fails at once: A's error names B's reason ---- */
 
 static void told_a(struct side *s) {
-  open_ep(s, 20000); /* B's report, not this deadline, must end it */
+  open_ep(s, 20000, -1); /* B's report, not this deadline, must end it */
   CK(s->tag, hear(s) == 'r', "B not ready");
   tpx_peer_t *peer = NULL;
   double t0 = now_ms();
@@ -264,23 +266,7 @@ static void told_a(struct side *s) {
 }
 
 static void told_b(struct side *s) {
-  s->buf = aligned_alloc(4096, XFER);
-  CK(s->tag, s->buf != NULL, "out of memory");
-  tpx_config_t cfg; /* as open_ep, without retries: the first failure decides */
-  eng_cfg(&cfg);
-  snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=%s,%s", topo.ifname[1][0], topo.ifname[1][1]);
-  cfg.num_channels = NCH;
-  cfg.socket_retry_cnt = 0;
-  snprintf(cfg.allow_dial, sizeof(cfg.allow_dial), "198.18.0.0/15");
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = &cfg;
-  p.name = "nsB";
-  p.listen_host = topo.addr[1][0];
-  p.port = s->port;
-  CK(s->tag, tpx_endpoint_create(&p, &s->ep) == 0, "endpoint create");
-  tpx_mem_desc_t d = {s->buf, XFER, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
-  CK(s->tag, tpx_mem_register(s->ep, &d, &s->mem) == 0, "register");
+  open_ep(s, 20000, 0); /* no retries: the first failure decides */
   CK(s->tag, nn_ip(1, "route del 198.18.2.0/24 dev %s", topo.ifname[1][1]) == 0, "route del");
   say(s, 'r');
   CK(s->tag, hear(s) == 'd', "A did not finish");
@@ -290,7 +276,7 @@ static void told_b(struct side *s) {
 }
 
 static void outage_b(struct side *s) {
-  open_ep(s, 4 * OUTAGE_TIMEOUT_MS); /* A's deadline decides */
+  open_ep(s, 4 * OUTAGE_TIMEOUT_MS, -1); /* A's deadline decides */
   say(s, 'r');
   CK(s->tag, hear(s) == 'd', "A did not finish");
   tpx_peer_t *peer = NULL;

@@ -43,13 +43,18 @@ static void handle_for(tpx_net_t *net, int port, unsigned char *h) {
   memcpy(h + TPX_WH_PORT, &p, 2);
 }
 
-static tpx_net_t *open_retry(int retries, int sleep_ms, int timeout_ms) {
+/* The transport with these retry settings, a held port and a handle to it. */
+static tpx_net_t *open_retry(int retries, int sleep_ms, int timeout_ms, int *held, unsigned char *h) {
   tpx_config_t cfg;
   ts_cfg(&cfg, 0, 2, 1);
   cfg.socket_retry_cnt = retries;
   cfg.socket_retry_sleep_msec = sleep_ms;
   cfg.connect_timeout_ms = timeout_ms;
-  return ts_open_cfg(&cfg);
+  tpx_net_t *net = ts_open_cfg(&cfg);
+  int port;
+  *held = held_port(&port);
+  handle_for(net, port, h);
+  return net;
 }
 
 /* Calls connect with the same buffer until it ends (bounded by limit_ms). */
@@ -66,10 +71,9 @@ static int connect_until_end(tpx_net_t *net, unsigned char *h, void **c, int lim
 static void test_refused_until_deadline(void **state) {
   (void)state;
   int fds = tu_count_fds();
-  tpx_net_t *net = open_retry(1000, 20, 600);
-  int port, held = held_port(&port);
+  int held;
   unsigned char h[TPX_NET_HANDLE_BYTES];
-  handle_for(net, port, h);
+  tpx_net_t *net = open_retry(1000, 20, 600, &held, h);
   void *c = NULL;
   uint64_t t0 = tpx__now_ns();
   int rc = connect_until_end(net, h, &c, 20000);
@@ -88,10 +92,9 @@ static void test_refused_until_deadline(void **state) {
 
 static void test_listener_appears(void **state) {
   (void)state;
-  tpx_net_t *net = open_retry(1000, 20, 10000);
-  int port, fd = held_port(&port);
+  int fd;
   unsigned char h[TPX_NET_HANDLE_BYTES];
-  handle_for(net, port, h);
+  tpx_net_t *net = open_retry(1000, 20, 10000, &fd, h);
   void *c = NULL;
   uint64_t t0 = tpx__now_ns();
   assert_int_equal(net->ops->connect(net, 0, h, &c, NULL), 0); /* refused: retries pending */
@@ -119,10 +122,9 @@ static void test_listener_appears(void **state) {
 
 static void test_retry_count(void **state) {
   (void)state;
-  tpx_net_t *net = open_retry(2, 1, 60000);
-  int port, held = held_port(&port);
+  int held;
   unsigned char h[TPX_NET_HANDLE_BYTES];
-  handle_for(net, port, h);
+  tpx_net_t *net = open_retry(2, 1, 60000, &held, h);
   void *c = NULL;
   int rc = connect_until_end(net, h, &c, 20000);
   print_message("two retries: %s: %s\n", tpx_strerror(rc), tpx_last_error());
