@@ -193,6 +193,7 @@ static void flap_b(struct side *s) {
 
 static void late_a(struct side *s) {
   open_ep(s, 10000, -1);
+  CK(s->tag, hear(s) == 'r', "B not ready"); /* B is ready to time its 200 ms */
   double t0 = now_ms();
   say(s, 'c'); /* B starts its 200 ms now */
   tpx_peer_t *peer = NULL;
@@ -209,6 +210,7 @@ static void late_a(struct side *s) {
 }
 
 static void late_b(struct side *s) {
+  say(s, 'r');
   CK(s->tag, hear(s) == 'c', "A never started");
   usleep(200000); /* the listener appears 200 ms after A began (a stimulus, not a check) */
   open_ep(s, 10000, -1);
