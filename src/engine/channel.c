@@ -91,7 +91,7 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
                    : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
       d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
       if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
-        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.120s", p->where, c, ch->dev,
+        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s", p->where, c, ch->dev,
                              tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
       if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
       if (comm) ++*did;
@@ -102,7 +102,7 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
       tpx__err_clear();
       int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
       if (rc) /* the transport's reason stays in the message, as for connect */
-        return tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.120s", p->where, c, ch->dev,
+        return tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s", p->where, c, ch->dev,
                              tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
       if (!comm) {
         all = 0;

@@ -28,30 +28,20 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   }
 }
 
-/* The peer's reason for failing the connection: its text is the peer's
- * claim, shown as such, with anything not printable replaced. */
-static void on_error(struct tpx_peer *p, struct wire_error *e) {
-  for (char *c = e->msg; *c; c++)
-    if (*c < 0x20 || *c > 0x7e) *c = '?';
-  int code = e->code < 0 && e->code >= TPX_EUNKNOWN ? e->code : TPX_EREMOTE;
-  tpx__peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code, "peer %s reported: %s",
-                 p->where, e->msg);
-}
-
 /* Transport setup: frames wait until we are ready, an ERROR does not. 1 when
  * one failed the peer. */
 static int setup_error(struct tpx_peer *p) {
   struct wire_error e;
   size_t at;
   if (p->state != P_NET_SETUP || tpx__wire_find_error(p->in, p->in_len, &e, &at) != 1) return 0;
-  on_error(p, &e);
+  tpx__peer_fail_reported(p, &e);
   return 1;
 }
 
 static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   if (f->type == MSG_ERROR) {
     struct wire_error e;
-    if (tpx__wire_get_error(f, &e) == 0) on_error(p, &e);
+    if (tpx__wire_get_error(f, &e) == 0) tpx__peer_fail_reported(p, &e);
     else tpx__peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
     return;
   }

@@ -47,13 +47,15 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   va_end(ap);
   tpx_endpoint_t *ep = p->ep;
   int quiet = (err == TPX_ECLOSED || err == TPX_ECANCELED);
-  /* A detail taken from tpx_last_error() already ends with the code's name. */
+  /* A detail taken from tpx_last_error() already ends with the code's name,
+   * once per layer that recorded it: it is kept once, in the log only (the
+   * caller's own error adds it again). */
   char tail[64];
   snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
   size_t ml = strlen(msg), tl = strlen(tail);
-  const char *code = ml >= tl && strcmp(msg + ml - tl, tail) == 0 ? "" : tail;
-  if (quiet) TPX_DEBUG("%s%s", msg, code);
-  else TPX_ERROR("%s%s", msg, code);
+  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) msg[ml -= tl] = '\0';
+  if (quiet) TPX_DEBUG("%s%s", msg, tail);
+  else TPX_ERROR("%s%s", msg, tail);
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
   if (tpx__peer_in_setup(p->state)) ep->setups--;
   int was_up = p->state == P_READY || p->state == P_CLOSING;
@@ -74,6 +76,14 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
 }
 
 void tpx__peer_fail_last(struct tpx_peer *p, int err) { tpx__peer_fail(p, err, "%s", tpx_last_error()); }
+
+void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e) {
+  for (char *c = e->msg; *c; c++)
+    if (*c < 0x20 || *c > 0x7e) *c = '?';
+  int code = e->code < 0 && e->code >= TPX_EUNKNOWN ? e->code : TPX_EREMOTE;
+  tpx__peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code, "peer %s reported: %s",
+                 p->where, e->msg);
+}
 
 void tpx__peer_shutdown(struct tpx_peer *p, int err) {
   tpx__peer_fail(p, err, "peer %s: closed locally", p->where);

@@ -13,6 +13,9 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) __attribu
 /* The same, with the detail tpx_err_quiet recorded (the usual way to pass a
  * lower layer's error up). */
 void tpx__peer_fail_last(struct tpx_peer *p, int err);
+/* The peer's ERROR (its reason for failing the connection): its text is the
+ * peer's claim, shown as its report, anything not printable replaced. */
+void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e);
 /* Graceful close by the user. */
 void tpx__peer_shutdown(struct tpx_peer *p, int err);
 /* The remote said goodbye or closed: finish what is in flight, fail what

@@ -163,12 +163,30 @@ static int became_ready(struct tpx_peer *p) {
   return 1;
 }
 
+/* Our transport connect or accept failed during setup: when the peer
+ * failed the setup first (its close reset our connects), its reason is
+ * already on the control connection, and is the one to report. 1 when it
+ * was (the peer failed with it). */
+static int peer_reported(struct tpx_peer *p) {
+  for (int i = 0; i < 16 && p->fd >= 0 && tpx__ctl_read(p) > 0; i++) {
+  }
+  struct wire_error e;
+  size_t at;
+  if (tpx__wire_find_error(p->in, p->in_len, &e, &at) == 1) {
+    tpx__peer_fail_reported(p, &e);
+    return 1;
+  }
+  return 0;
+}
+
 int tpx__handshake_step(struct tpx_peer *p, int *did) {
   *did = 0;
   if (p->state != P_NET_SETUP) return 0;
   int rc = tpx__channels_connect(p, did);
   if (rc < 0) {
-    tpx__peer_fail_last(p, rc);
+    char own[512]; /* reading the control connection may record other details */
+    snprintf(own, sizeof(own), "%s", tpx_last_error());
+    if (!peer_reported(p)) tpx__peer_fail(p, rc, "%s", own);
     return -1;
   }
   return rc == 1 ? became_ready(p) : 0;
