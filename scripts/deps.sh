@@ -17,6 +17,8 @@ if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs autoconf automake libtool"
   # libFuzzer (make fuzz, part of make check): clang and its runtimes.
   pkgs="$pkgs clang libclang-rt-14-dev"
+  # scripts/ci-repeat.sh --load keeps the CPUs busy with it.
+  pkgs="$pkgs stress-ng"
 elif [ "${1:-}" = "--bench" ]; then
   pkgs="$pkgs iperf3 python3 python3-matplotlib"
 fi

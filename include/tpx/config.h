@@ -105,6 +105,12 @@ typedef struct tpx_config {
   /* diagnostics */
   char timeline[256];      /* TPX_TIMELINE: record the data path's events, written to
                               <timeline>.<pid> at exit (process-wide: read once, at load) */
+  /* connection setup on transient errors (docs/RELIABILITY.md, "Connection setup") */
+  int socket_retry_cnt;    /* TPX_SOCKET_RETRY_CNT: connect retries after an attempt failed with
+                              EHOSTUNREACH, ENETUNREACH, ECONNREFUSED or ETIMEDOUT (0 = none);
+                              TPX_CONNECT_TIMEOUT_MS still bounds them */
+  int socket_retry_sleep_msec; /* TPX_SOCKET_RETRY_SLEEP_MSEC: pause before retry k is k times this,
+                              at most max(1000, this) ms */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

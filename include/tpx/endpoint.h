@@ -74,8 +74,13 @@ TPX_API int tpx_progress(tpx_endpoint_t *ep);
 /* Connection info: an opaque, serialisable blob (name, identity, addresses,
  * port) that a remote process passes to tpx_load_remote_conn_info. */
 TPX_API int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len);
-/* Connect to the endpoint the blob describes (tries its addresses in order).
- * Blocks until the peer is ready or cfg->connect_timeout_ms passed. */
+/* Connect to the endpoint the blob describes (tries its addresses in order;
+ * only the last one's transient errors are retried).
+ * Blocks until the peer is ready or cfg->connect_timeout_ms passed. Connects
+ * failing with EHOSTUNREACH, ENETUNREACH, ECONNREFUSED or ETIMEDOUT are
+ * retried within that time (cfg->socket_retry_cnt); a setup failure the
+ * peer decided comes back with its code and "peer NAME (ADDR) reported:
+ * REASON" in tpx_last_error() (docs/RELIABILITY.md, "Connection setup"). */
 TPX_API int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len,
                                       tpx_peer_t **peer);
 /* Connect to host:port (numeric address or name). Blocks like the above. */

@@ -178,7 +178,9 @@ typedef struct tpx_net_ops {
    * progress is left alone (0). NULL: the transport cannot (ncclNet plugins:
    * the ABI has no such call); the engine then keeps calling connect with the
    * same buffer until it returns a comm, which it closes, or an error
-   * (docs/SECURITY.md, "Abandoned connects"). */
+   * (docs/SECURITY.md, "Abandoned connects"). A connect that had retried
+   * (docs/RELIABILITY.md, "Connection setup") leaves its attempts' causes
+   * in tpx_last_error(). */
   int (*connect_abort)(tpx_net_t *net, void *handle);
 } tpx_net_ops_t;
 

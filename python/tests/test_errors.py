@@ -150,8 +150,17 @@ def test_registration_errors(ep):
 
 
 def test_connect_errors(ep):
-    with pytest.raises(tpx.Error):
-        ep.connect("127.0.0.1", 1)  # nothing listens there
+    # Nothing listens there: refused connects are retried until the connect
+    # timeout (docs/RELIABILITY.md, "Connection setup"); without retries the
+    # first refusal ends it.
+    with tpx.Endpoint(port=None, listen_host="127.0.0.1", connect_timeout_ms=400) as short:
+        t0 = time.monotonic()
+        with pytest.raises(tpx.Error, match="Connection refused"):
+            short.connect("127.0.0.1", 1)
+        assert time.monotonic() - t0 >= 0.4
+    with tpx.Endpoint(port=None, listen_host="127.0.0.1", socket_retry_cnt=0) as once:
+        with pytest.raises(tpx.Error, match="Connection refused"):
+            once.connect("127.0.0.1", 1)
     with pytest.raises(tpx.ProtocolError):
         ep.connect(b"not a conn info")
     with pytest.raises(tpx.InvalidArgument):

@@ -78,6 +78,9 @@ static const struct var vars[] = {
     {"TPX_ETCD_TIMEOUT_MS", NULL, V_INT, F(etcd_timeout_ms), 1, 86400000},
     {"TPX_ETCD_TTL_S", NULL, V_INT, F(etcd_ttl_s), 2, 3600},
     {"TPX_TIMELINE", NULL, V_STR, F(timeline), 0, 0},
+    /* connection setup on transient errors (common/retry.h) */
+    {"TPX_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_CNT", V_INT, F(socket_retry_cnt), 0, 10000},
+    {"TPX_SOCKET_RETRY_SLEEP_MSEC", "NCCL_SOCKET_RETRY_SLEEP_MSEC", V_INT, F(socket_retry_sleep_msec), 1, 60000},
 };
 
 void tpx_config_defaults(tpx_config_t *cfg) {
@@ -142,6 +145,9 @@ void tpx_config_defaults(tpx_config_t *cfg) {
    * process published outlives it by at most 10 s. */
   cfg->etcd_timeout_ms = 10000;
   cfg->etcd_ttl_s = 10;
+  /* NCCL's socket retry defaults; TPX_CONNECT_TIMEOUT_MS (10 s) ends them first. */
+  cfg->socket_retry_cnt = 34;
+  cfg->socket_retry_sleep_msec = 100;
 }
 
 int tpx__config_name_ok(const char *s, size_t cap) {

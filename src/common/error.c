@@ -40,6 +40,8 @@ const char *tpx_strerror(int err) {
 
 const char *tpx_last_error(void) { return last_error; }
 
+void tpx__err_clear(void) { last_error[0] = '\0'; }
+
 int tpx_to_nccl(int err) {
   if (err == 0) return 0;
   if (err <= -1 && err >= -7) return -err;

@@ -12,6 +12,9 @@ int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt,
 #define tpx_err(code, ...) tpx__err_at((code), 0, __FILE__, __LINE__, __VA_ARGS__)
 #define tpx_err_quiet(code, ...) tpx__err_at((code), 1, __FILE__, __LINE__, __VA_ARGS__)
 
+/* Forget the recorded detail: a call that may record one can be told apart. */
+void tpx__err_clear(void);
+
 /* A quiet error from below becomes a failure here, where it is decided:
  * log the recorded detail once (warn) and return the code. */
 int tpx__err_surface_at(int err, const char *file, int line);

@@ -23,6 +23,7 @@
 #include "engine/listen.h"
 #include "engine/peer.h"
 #include "engine/progress.h"
+#include "engine/redial.h"
 
 /* ---- connect / accept ---- */
 static int peer_settled(tpx_endpoint_t *ep, void *arg) {
@@ -31,7 +32,9 @@ static int peer_settled(tpx_endpoint_t *ep, void *arg) {
   return p->state == P_READY || p->state == P_DEAD || p->state == P_CLOSING;
 }
 
-static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **out) {
+/* retries: the control connect rides out transient errors (redial.h);
+ * without, its first failure ends it (one of several addresses to try). */
+static int connect_one(tpx_endpoint_t *ep, const char *host, int port, int retries, tpx_peer_t **out) {
   pthread_mutex_lock(&ep->lock);
   int live = tpx__peer_count_live(ep, 0);
   pthread_mutex_unlock(&ep->lock);
@@ -43,29 +46,21 @@ static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_
   struct addrinfo *ai = NULL;
   int g = getaddrinfo(host, portstr, &hints, &ai);
   if (g != 0 || !ai) return tpx_err(TPX_ENOENT, "tpx_connect: cannot resolve %s: %s", host, gai_strerror(g));
-  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
+  if (ai->ai_addrlen > sizeof(struct sockaddr_storage)) {
     freeaddrinfo(ai);
-    return tpx_err(TPX_ESYSTEM, "tpx_connect: socket: %s", strerror(errno));
+    return tpx_err(TPX_EINVAL, "tpx_connect: %s: address too long", host);
   }
-  tpx__ctl_set_nodelay(fd);
-  tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
   char where[96];
   tpx__listen_fmt_addr(ai->ai_addr, where, sizeof(where));
-  int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
-  int e = errno;
-  freeaddrinfo(ai);
-  if (r != 0 && e != EINPROGRESS) {
-    close(fd);
-    return tpx_err(TPX_ECLOSED, "tpx_connect: %s: %s", where, strerror(e));
-  }
   pthread_mutex_lock(&ep->lock);
-  struct tpx_peer *p = tpx__peer_new(ep, fd, 0, where);
+  struct tpx_peer *p = tpx__peer_new(ep, -1, 0, where);
   if (!p) {
     pthread_mutex_unlock(&ep->lock);
-    close(fd);
+    freeaddrinfo(ai);
     return tpx_err(TPX_ENOMEM, "tpx_connect: out of memory");
   }
+  tpx__redial_start(p, ai->ai_addr, ai->ai_addrlen, retries);
+  freeaddrinfo(ai);
   tpx__ep_wake(ep);
   uint64_t deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.connect_timeout_ms) + 50000000ull;
   tpx__ep_wait(ep, peer_settled, p, deadline);
@@ -85,7 +80,7 @@ static int connect_one(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_
 int tpx_connect(tpx_endpoint_t *ep, const char *host, int port, tpx_peer_t **out) {
   if (!ep || !host || !out || port <= 0 || port > 65535) return tpx_err(TPX_EINVAL, "tpx_connect: bad argument");
   *out = NULL;
-  return connect_one(ep, host, port, out);
+  return connect_one(ep, host, port, 1, out);
 }
 
 static int acceptq_ready(tpx_endpoint_t *ep, void *arg) {
@@ -181,7 +176,7 @@ int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, 
   int rc = tpx__conn_info_decode(blob, len, &ci);
   if (rc) return tpx_err_surface(rc);
   for (int i = 0; i < ci.naddr; i++) {
-    rc = connect_one(ep, ci.addr[i], ci.port, out);
+    rc = connect_one(ep, ci.addr[i], ci.port, i == ci.naddr - 1, out);
     if (rc == 0) {
       if ((*out)->uuid != ci.uuid) {
         tpx_peer_close(*out);

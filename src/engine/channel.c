@@ -1,5 +1,6 @@
 /* A peer's channels (channel.h): allocation, transport listen, connect and
  * accept, close, and data progress through their windows. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,20 +82,24 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
       void *comm = NULL;
       const uint8_t *key = p->net_key;
       struct dial_buf *d = ch->dial;
+      tpx__err_clear(); /* a failure names the transport's reason, or only its code */
       int rc = key ? net->ops->connect_keyed(net, ch->dev, key, d->handle, &comm, &d->dev)
                    : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
       d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
       if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
-        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.120s", p->where, c, ch->dev,
-                             tpx_last_error());
+        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s", p->where, c, ch->dev,
+                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
       if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
       if (comm) ++*did;
       else all = 0;
     }
     if (!ch->rq.comm) {
       void *comm = NULL;
+      tpx__err_clear();
       int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
-      if (rc) return tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed", p->where, c, ch->dev);
+      if (rc) /* the transport's reason stays in the message, as for connect */
+        return tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s", p->where, c, ch->dev,
+                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
       if (!comm) {
         all = 0;
         continue;
@@ -116,6 +121,23 @@ int tpx__channels_connect(struct tpx_peer *p, int *did) {
   if (rc == 0) rc = channels_connect_pass(p, did);
   tpx__gpu_bind_leave(&b);
   return rc;
+}
+
+void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap) {
+  tpx_net_t *net = p->ep->net;
+  why[0] = '\0';
+  while (c < p->nch && !(p->ch[c].dial && p->ch[c].dial->started)) c++;
+  if (c >= p->nch || !net->ops->connect_abort) return;
+  struct channel *ch = &p->ch[c];
+  tpx__err_clear();
+  int rc = net->ops->connect_abort(net, ch->dial->handle);
+  ch->dial->started = 0;
+  if (rc != 0 || !tpx_last_error()[0]) return;
+  char tail[64]; /* the code's name the detail ends with: the caller names its own */
+  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(TPX_ETIMEDOUT));
+  size_t n = strlen(tpx_last_error()), t = strlen(tail);
+  if (n >= t && strcmp(tpx_last_error() + n - t, tail) == 0) n -= t;
+  snprintf(why, cap, "channel %d: %.*s", c, (int)n, tpx_last_error());
 }
 
 static void close_comm(struct tpx_peer *p, struct window *q) {

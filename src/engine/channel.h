@@ -39,6 +39,10 @@ void tpx__channels_trim(struct tpx_peer *p, int n);
 /* Transport connect/accept of every channel, retried until all are up:
  * 1 all up, 0 not yet (did: comms that came up), < 0 error. */
 int tpx__channels_connect(struct tpx_peer *p, int *did);
+/* Setup ran out of time with channel c not up: the first connect still in
+ * progress from channel c on is given up now, and what the transport says it went through
+ * (failed attempts, net.h connect_abort) goes to why ("" when nothing). */
+void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap);
 /* Close every comm (their requests with them) and listen comm; a connect
  * still in progress is abandoned (abandon.h). */
 void tpx__channels_close(struct tpx_peer *p);

@@ -23,6 +23,16 @@ int tpx__ctl_set_nodelay(int fd) {
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void tpx__ctl_refuse(tpx_endpoint_t *ep, int fd, int code, const char *why) {
+  struct wbuf b = {0};
+  if (tpx__wire_put_error(&b, code, ep->cfg.auth_key_len ? "refused" : why) == 0) {
+    ssize_t n = send(fd, b.p, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n; /* a fresh socket's buffer takes it; if not, the connector sees only the close */
+  }
+  tpx__wbuf_free(&b);
+  close(fd);
+}
+
 void tpx__ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events) {
   if (p->fd < 0) {
     p->ev = 0;

@@ -26,5 +26,9 @@ void tpx__ctl_drop(struct tpx_peer *p, int graceful);
 /* Lingering closes: step them (force: close all now). */
 void tpx__ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force);
 int tpx__ctl_set_nodelay(int fd);
+/* A connection refused before it became a peer (limits): one ERROR frame
+ * saying why, sent without waiting (best effort), then closed. With a key
+ * the text is only "refused": the connector is not authenticated. */
+void tpx__ctl_refuse(tpx_endpoint_t *ep, int fd, int code, const char *why);
 
 #endif

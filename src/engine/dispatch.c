@@ -28,16 +28,21 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   }
 }
 
+/* Transport setup: frames wait until we are ready, an ERROR does not. 1 when
+ * one failed the peer. */
+static int setup_error(struct tpx_peer *p) {
+  struct wire_error e;
+  size_t at;
+  if (p->state != P_NET_SETUP || tpx__wire_find_error(p->in, p->in_len, &e, &at) != 1) return 0;
+  tpx__peer_fail_reported(p, &e);
+  return 1;
+}
+
 static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   if (f->type == MSG_ERROR) {
     struct wire_error e;
-    if (tpx__wire_get_error(f, &e) == 0) {
-      int code = e.code < 0 && e.code >= TPX_EUNKNOWN ? e.code : TPX_EREMOTE;
-      tpx__peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code,
-                "peer %s reported: %s", p->where, e.msg);
-    } else {
-      tpx__peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
-    }
+    if (tpx__wire_get_error(f, &e) == 0) tpx__peer_fail_reported(p, &e);
+    else tpx__peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
     return;
   }
   switch (p->state) {
@@ -79,6 +84,7 @@ static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
 int tpx__dispatch_parse(struct tpx_peer *p) {
   size_t off = 0;
   int did = 0;
+  if (setup_error(p)) return 1;
   while (p->state != P_DEAD && p->state != P_NET_SETUP && p->state != P_CONNECTING) {
     struct wire_frame f;
     long n = tpx__wire_frame_parse(p->in + off, p->in_len - off, &f);
@@ -117,6 +123,7 @@ static int read_all(struct tpx_peer *p) {
       tpx__peer_fail_last(p, r);
       return -1;
     }
+    if (setup_error(p)) return did + 1; /* its reason came before its close */
     if (p->in_len > 0 && p->state != P_DEAD)
       TPX_DEBUG("peer %s: %zu unparsed control bytes at close", p->where, p->in_len);
     char why[64];

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "common/util.h"
 #include "engine/channel.h"
 #include "engine/control.h"
@@ -17,22 +18,44 @@
  * without one chunk completing (docs/A3HIGH.md, "A dead peer"). */
 #define EOF_GRACE_MS 500
 
+/* What the peer is told: our message without its own name in front (it
+ * names us itself) nor the code's name at the end (the frame carries the
+ * code); to a peer not authenticated while we have a key, only "refused"
+ * (docs/SECURITY.md). */
+static const char *told(const struct tpx_peer *p, const char *msg, int err, char *buf, size_t cap) {
+  if (p->ep->cfg.auth_key_len && p->auth != PEER_AUTH_OK) return "refused";
+  size_t wl = strlen(p->where);
+  if (strncmp(msg, "peer ", 5) == 0 && strncmp(msg + 5, p->where, wl) == 0) {
+    msg += 5 + wl;
+    if (*msg == ':') msg++;
+    while (*msg == ' ') msg++;
+  }
+  char tail[64];
+  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
+  size_t ml = strlen(msg), tl = strlen(tail);
+  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) ml -= tl;
+  snprintf(buf, cap, "%.*s", (int)ml, msg);
+  return buf;
+}
+
 void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   if (p->state == P_DEAD) return;
-  char msg[200];
+  char msg[320];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   tpx_endpoint_t *ep = p->ep;
   int quiet = (err == TPX_ECLOSED || err == TPX_ECANCELED);
-  /* A detail taken from tpx_last_error() already ends with the code's name. */
+  /* A detail taken from tpx_last_error() already ends with the code's name,
+   * once per layer that recorded it: it is kept once, in the log only (the
+   * caller's own error adds it again). */
   char tail[64];
   snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
   size_t ml = strlen(msg), tl = strlen(tail);
-  const char *code = ml >= tl && strcmp(msg + ml - tl, tail) == 0 ? "" : tail;
-  if (quiet) TPX_DEBUG("%s%s", msg, code);
-  else TPX_ERROR("%s%s", msg, code);
+  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) msg[ml -= tl] = '\0';
+  if (quiet) TPX_DEBUG("%s%s", msg, tail);
+  else TPX_ERROR("%s%s", msg, tail);
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
   tpx__peer_log_flush(p);
   if (tpx__peer_in_setup(p->state)) ep->setups--;
@@ -41,7 +64,8 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   p->err = err;
   /* Tell the peer why, unless it is the one that went away. */
   if (p->fd >= 0 && !p->eof && err != TPX_ECLOSED && err != TPX_ECANCELED) {
-    (void)tpx__wire_put_error(&p->out, err, msg);
+    char text[sizeof(msg)];
+    (void)tpx__wire_put_error(&p->out, err, told(p, msg, err, text, sizeof(text)));
   } else if (p->fd >= 0 && !p->eof && err == TPX_ECANCELED && was_up && !p->bye_sent) {
     (void)tpx__wire_put_bye(&p->out);
     p->bye_sent = 1;
@@ -64,6 +88,14 @@ int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, in
   int rc = tpx__op_start_data(o, first_ch, is_recv);
   if (rc) tpx__peer_fail_last(p, rc);
   return rc;
+}
+
+void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e) {
+  for (char *c = e->msg; *c; c++)
+    if (*c < 0x20 || *c > 0x7e) *c = '?';
+  int code = e->code < 0 && e->code >= TPX_EUNKNOWN ? e->code : TPX_EREMOTE;
+  tpx__peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code, "peer %s reported: %s",
+                 p->where, e->msg);
 }
 
 void tpx__peer_shutdown(struct tpx_peer *p, int err) {
@@ -99,14 +131,21 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
   if (tpx__peer_in_setup(p->state)) {
     if (now > p->setup_deadline) {
       int c = 0;
-      if (p->state == P_NET_SETUP)
+      char why[300] = "";
+      if (p->state == P_NET_SETUP) {
         while (c < p->nch && p->ch[c].sq.comm && p->ch[c].rq.comm) c++;
-      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)",
+        tpx__channels_setup_why(p, c, why, sizeof(why)); /* what its connect went through */
+      } else if (p->state == P_CONNECTING && p->dial.failed) {
+        char causes[256];
+        tpx__retry_causes(&p->dial, causes, sizeof(causes));
+        snprintf(why, sizeof(why), "failed attempts: %s", causes);
+      }
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)%s%.300s",
                 p->where, p->ep->cfg.connect_timeout_ms,
                 p->state == P_CONNECTING ? "control connect" :
                 p->state == P_NET_SETUP ? "transport connect/accept" : "handshake",
                 p->state == P_NET_SETUP ? ", channel " : ", state ",
-                p->state == P_NET_SETUP ? c : p->state);
+                p->state == P_NET_SETUP ? c : p->state, why[0] ? ": " : "", why);
     }
     return;
   }

@@ -20,6 +20,9 @@ int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id);
 /* An accepted transfer's data phase starts (tpx__op_start_data); when it
  * cannot, the peer fails with why. Returns that error, or 0. */
 int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
+/* The peer's ERROR (its reason for failing the connection): its text is the
+ * peer's claim, shown as its report, anything not printable replaced. */
+void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e);
 /* Graceful close by the user. */
 void tpx__peer_shutdown(struct tpx_peer *p, int err);
 /* The remote said goodbye or closed: finish what is in flight, fail what

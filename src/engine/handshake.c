@@ -16,6 +16,7 @@
 #include "engine/fail.h"
 #include "engine/handshake.h"
 #include "engine/peer.h"
+#include "engine/redial.h"
 #include "net/caps.h"
 
 static int send_hello(struct tpx_peer *p, int ack) {
@@ -51,7 +52,7 @@ void tpx__handshake_connected(struct tpx_peer *p) {
   socklen_t sl = sizeof(soerr);
   if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) soerr = errno;
   if (soerr) {
-    tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(soerr));
+    tpx__redial_failed(p, soerr); /* another attempt, or the peer fails */
     return;
   }
   tpx__ctl_epoll_set(ep, p, EPOLLIN);
@@ -176,12 +177,30 @@ static void setup_wait(struct tpx_peer *p, int moved, uint64_t now) {
   p->setup_next = now + p->setup_wait;
 }
 
+/* Our transport connect or accept failed during setup: when the peer
+ * failed the setup first (its close reset our connects), its reason is
+ * already on the control connection, and is the one to report. 1 when it
+ * was (the peer failed with it). */
+static int peer_reported(struct tpx_peer *p) {
+  for (int i = 0; i < 16 && p->fd >= 0 && tpx__ctl_read(p) > 0; i++) {
+  }
+  struct wire_error e;
+  size_t at;
+  if (tpx__wire_find_error(p->in, p->in_len, &e, &at) == 1) {
+    tpx__peer_fail_reported(p, &e);
+    return 1;
+  }
+  return 0;
+}
+
 int tpx__handshake_step(struct tpx_peer *p, int *did, uint64_t now) {
   *did = 0;
   if (p->state != P_NET_SETUP || now < p->setup_next) return 0;
   int rc = tpx__channels_connect(p, did);
   if (rc < 0) {
-    tpx__peer_fail_last(p, rc);
+    char own[512]; /* reading the control connection may record other details */
+    snprintf(own, sizeof(own), "%s", tpx_last_error());
+    if (!peer_reported(p)) tpx__peer_fail(p, rc, "%s", own);
     return -1;
   }
   setup_wait(p, *did > 0, now);

@@ -142,7 +142,8 @@ int tpx__listen_accept(tpx_endpoint_t *ep) {
     int ok = tpx__admit(ep, &src, &why);
     if (why) refused(ep, why);
     if (!ok) {
-      close(fd);
+      if (why) tpx__ctl_refuse(ep, fd, TPX_EAGAIN, why);
+      else close(fd);
       continue;
     }
     tpx__ctl_set_nodelay(fd);

@@ -6,8 +6,10 @@
 #define TPX_ENGINE_PEER_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "engine/admit.h"
+#include "common/retry.h"
 #include "engine/channel.h"
 #include "engine/peer_log.h"
 #include "engine/wire.h"
@@ -45,7 +47,7 @@ struct tpx_peer {
   int refs;
   int state;
   int err;
-  char errmsg[200];
+  char errmsg[320];
   int incoming;
   struct tpx_src src; /* incoming: where it came from (admit.h) */
   int listed;     /* in ep->peers */
@@ -77,6 +79,11 @@ struct tpx_peer {
   struct channel *ch;
   uint64_t setup_deadline;
   uint64_t setup_next, setup_wait; /* transport setup: next step, and the wait before it (handshake.c) */
+  /* we dialled: the control connect's address and its attempts (redial.h) */
+  struct sockaddr_storage dial_sa;
+  socklen_t dial_len;
+  int dial_retries;
+  struct tpx_retry dial;
   /* P_CLOSING because the control connection ended: when requests are still
    * in the transport at this time and none completed since, fail the peer
    * (a plugin may never complete nor fail them: TCPX's rc 2). */

@@ -22,6 +22,7 @@
 #include "engine/peer.h"
 #include "engine/placement.h"
 #include "engine/progress.h"
+#include "engine/redial.h"
 #include "engine/start.h"
 
 /* Blocking waits with a progress thread spin this long before sleeping on
@@ -31,6 +32,7 @@
 
 static int peer_pass(struct tpx_peer *p, uint64_t now) {
   int did = 0;
+  if (p->state == P_CONNECTING && p->fd < 0) did += tpx__redial_step(p, tpx__now_ns()); /* after its pause */
   if (p->state == P_NET_SETUP) {
     int n = 0;
     if (tpx__handshake_step(p, &n, now) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */

@@ -220,6 +220,22 @@ int tpx__wire_get_error(const struct wire_frame *f, struct wire_error *m) {
   return rd_done(&r, "error");
 }
 
+int tpx__wire_find_error(const uint8_t *buf, size_t len, struct wire_error *e, size_t *at) {
+  size_t off = 0;
+  while (off < len) {
+    struct wire_frame f;
+    long n = tpx__wire_frame_parse(buf + off, len - off, &f);
+    if (n <= 0) return (int)n;
+    if (f.type == MSG_ERROR) {
+      int rc = tpx__wire_get_error(&f, e);
+      if (rc == 0) *at = off;
+      return rc == 0 ? 1 : rc;
+    }
+    off += (size_t)n;
+  }
+  return 0;
+}
+
 int tpx__wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
   size_t s = frame_begin(b, MSG_CTS);
   wb_u64(b, m->recv_id);

@@ -34,7 +34,8 @@
 enum wire_type {
   MSG_HELLO = 1,     /* connector -> acceptor: identity, channels, its listen handles */
   MSG_HELLO_ACK = 2, /* acceptor -> connector: same, channel count agreed */
-  MSG_ERROR = 3,     /* fatal for the connection: code + text, then close */
+  MSG_ERROR = 3,     /* fatal for the connection: code + text, then close; read even during
+                        transport setup (a setup failure's reason, docs/RELIABILITY.md) */
   MSG_CTS = 4,       /* receiver posted a recv: id, tag, capacity */
   MSG_SEND = 5,      /* sender matched a CTS: data follows on the channels */
   MSG_WRITE = 6,     /* one-sided write: entries (+notif); data follows */
@@ -186,6 +187,12 @@ int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
 int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
 int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
+/* During transport setup the frames a peer sends once it is ready wait
+ * unread, but its reason for failing the setup must not: the first whole
+ * MSG_ERROR among the whole frames at the start of buf, decoded into e.
+ * 1 found (*at: its offset), 0 none yet, < 0 the stream is malformed before
+ * one (TPX_EPROTO / TPX_EVERSION, as tpx__wire_frame_parse). */
+int tpx__wire_find_error(const uint8_t *buf, size_t len, struct wire_error *e, size_t *at);
 
 /* Blobs handed to applications (same byte order, own magic). */
 #define BLOB_CONN_MAGIC 0x49585054u /* "TPXI" */

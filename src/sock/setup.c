@@ -8,7 +8,9 @@
  * that does not speak our hello (wire.h) is closed and logged; the listen
  * comm keeps working. connect completes without waiting for accept: the
  * hello goes one way only. A keyed listen comm (listen_keyed) takes only
- * hellos that prove its session key (wire.h), and one comm. */
+ * hellos that prove its session key (wire.h), and one comm. A socket whose
+ * connect fails with a transient error (common/retry.h) is tried again
+ * after a pause, within the retry count and the connect timeout. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "common/ports.h"
+#include "common/retry.h"
 #include "common/util.h"
 #include "cuda/gpu.h"
 #include "sock/sock.h"
@@ -261,7 +264,7 @@ int tpx__sock_close_listen(tpx_net_t *net, void *listen_comm) {
 
 /* ---- connect ---------------------------------------------------------------------- */
 
-enum { CS_CONNECTING = 0, CS_HELLO, CS_DONE };
+enum { CS_CONNECTING = 0, CS_HELLO, CS_DONE, CS_RETRY /* waiting for retry.next_ns */ };
 
 typedef struct tpx__sock_connect {
   uint64_t token;
@@ -273,6 +276,7 @@ typedef struct tpx__sock_connect {
   int fds[TPX_SOCK_MAX_NSOCKS + 1];
   uint8_t st[TPX_SOCK_MAX_NSOCKS + 1];
   uint8_t off[TPX_SOCK_MAX_NSOCKS + 1];
+  struct tpx_retry retry; /* failed attempts of any of its sockets (common/retry.h) */
   int has_key;   /* connect_keyed: retries must give the same key */
   uint8_t key[TPX_NET_KEY_BYTES];
   int hello_len; /* TPX_WIRE_HELLO_KEYED_BYTES when the handle asked for a MAC */
@@ -342,6 +346,73 @@ static int build_hellos(tpx_sock_connect_t *s, int keyed) {
   return 0;
 }
 
+/* Socket i's next attempt: a fresh non-blocking socket and its connect.
+ * 0 = connecting (or connected); > 0 = connect failed at once with that
+ * errno (the caller decides on a retry); < 0 = a local failure. */
+static int sock_open(tpx_sock_connect_t *s, int i) {
+  int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return tpx_err(TPX_ESYSTEM, "connect to %s: socket: %s", s->peerstr, strerror(errno));
+  s->fds[i] = fd;
+  s->off[i] = 0;
+  tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
+  if (set_nodelay(fd) != 0)
+    return tpx_err(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
+  if (connect(fd, (struct sockaddr *)&s->peer, tpx__sock_addr_len(&s->peer)) == 0) {
+    s->st[i] = CS_HELLO;
+  } else if (errno == EINPROGRESS || errno == EINTR) {
+    s->st[i] = CS_CONNECTING;
+  } else {
+    return errno;
+  }
+  return 0;
+}
+
+/* Socket i's attempt failed with errno e: a transient error (a link just
+ * back up, a listener not there yet) is retried after a pause, within the
+ * retry count and the connect timeout; anything else fails the connect. */
+static int sock_failed(tpx_sock_net_t *sn, tpx_sock_connect_t *s, int i, int e) {
+  close(s->fds[i]);
+  s->fds[i] = -1;
+  uint64_t now = tpx__now_ns();
+  int joined = 0; /* sockets failing together wait for one retry round */
+  for (int j = 0; j <= s->nsocks; j++)
+    joined |= j != i && s->st[j] == CS_RETRY && s->retry.next_ns > now;
+  if (joined && tpx__retry_transient(e)) {
+    s->st[i] = CS_RETRY;
+    return 0;
+  }
+  if (tpx__retry_failed(&s->retry, e, sn->cfg.socket_retry_cnt, sn->cfg.socket_retry_sleep_msec, now)) {
+    s->st[i] = CS_RETRY;
+    if (s->retry.next_ns >= s->deadline) s->retry.next_ns = UINT64_MAX; /* it fails at the deadline, not before */
+    if (s->retry.next_ns == UINT64_MAX)
+      TPX_DEBUG("sock: connect to %s (socket %d of %d): %s; no time for retry %d before the connect timeout",
+                s->peerstr, i, s->nsocks + 1, strerror(e), s->retry.failed);
+    else
+      TPX_DEBUG("sock: connect to %s (socket %d of %d): %s; retry %d in %llu ms", s->peerstr, i, s->nsocks + 1,
+                strerror(e), s->retry.failed, (unsigned long long)((s->retry.next_ns - now) / 1000000ull));
+    return 0;
+  }
+  char causes[256];
+  tpx__retry_causes(&s->retry, causes, sizeof(causes));
+  int code = tpx__retry_transient(e) ? TPX_EREMOTE : TPX_ESYSTEM;
+  if (s->retry.failed == 1)
+    return tpx_err(code, "connect to %s (socket %d of %d): %s", s->peerstr, i, s->nsocks + 1, strerror(e));
+  return tpx_err(code, "connect to %s (socket %d of %d): %s after %d attempts (TPX_SOCKET_RETRY_CNT=%d): %s",
+                 s->peerstr, i, s->nsocks + 1, strerror(e), s->retry.failed, sn->cfg.socket_retry_cnt, causes);
+}
+
+/* Sockets waiting for their retry whose pause is over: their next attempt. */
+static int sock_retry_due(tpx_sock_net_t *sn, tpx_sock_connect_t *s) {
+  if (tpx__now_ns() < s->retry.next_ns) return 0;
+  for (int i = 0; i <= s->nsocks; i++) {
+    if (s->st[i] != CS_RETRY) continue;
+    int e = sock_open(s, i);
+    if (e < 0) return e;
+    if (e > 0 && (e = sock_failed(sn, s, i, e)) != 0) return e;
+  }
+  return 0;
+}
+
 static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t *key, tpx_sock_connect_t **out) {
   int fam = tpx__get16(h + TPX_WH_FAMILY);
   int nsocks = tpx__get16(h + TPX_WH_NSOCKS);
@@ -369,27 +440,8 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   if (key) memcpy(s->key, key, TPX_NET_KEY_BYTES);
   int rc = build_hellos(s, keyed);
   for (int i = 0; i <= nsocks && rc == 0; i++) {
-    int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      rc = tpx_err(TPX_ESYSTEM, "connect to %s: socket: %s", s->peerstr, strerror(errno));
-      break;
-    }
-    s->fds[i] = fd;
-    tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
-    if (set_nodelay(fd) != 0) {
-      rc = tpx_err(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
-      break;
-    }
-    if (connect(fd, (struct sockaddr *)&s->peer, tpx__sock_addr_len(&s->peer)) == 0) {
-      s->st[i] = CS_HELLO;
-    } else if (errno == EINPROGRESS || errno == EINTR) {
-      s->st[i] = CS_CONNECTING;
-    } else {
-      int e = errno;
-      rc = tpx_err(e == ECONNREFUSED || e == ENETUNREACH || e == EHOSTUNREACH ? TPX_EREMOTE
-                                                                              : TPX_ESYSTEM,
-                   "connect to %s (socket %d of %d): %s", s->peerstr, i, nsocks + 1, strerror(e));
-    }
+    rc = sock_open(s, i);
+    if (rc > 0) rc = sock_failed(sn, s, i, rc);
   }
   if (rc == 0) {
     s->token = tpx__sock_reg_add(&sn->reg, TPX_SK_CONNECT, s);
@@ -408,9 +460,11 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
 
 /* One non-blocking pass. 1 = all sockets connected and hellos sent, 0 = not
  * yet, < 0 = failed. */
-static int connect_step(tpx_sock_connect_t *s) {
+static int connect_step(tpx_sock_net_t *sn, tpx_sock_connect_t *s) {
   struct pollfd pfd[TPX_SOCK_MAX_NSOCKS + 1];
   int idx[TPX_SOCK_MAX_NSOCKS + 1], np = 0;
+  int rc = sock_retry_due(sn, s);
+  if (rc) return rc;
   for (int i = 0; i <= s->nsocks; i++) {
     if (s->st[i] != CS_CONNECTING) continue;
     pfd[np].fd = s->fds[i];
@@ -427,9 +481,10 @@ static int connect_step(tpx_sock_connect_t *s) {
       int i = idx[k], err = 0;
       socklen_t el = sizeof(err);
       if (getsockopt(s->fds[i], SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
-      if (err != 0)
-        return tpx_err(TPX_EREMOTE, "connect to %s (socket %d of %d): %s", s->peerstr, i,
-                       s->nsocks + 1, strerror(err));
+      if (err != 0) {
+        if ((rc = sock_failed(sn, s, i, err)) != 0) return rc;
+        continue;
+      }
       s->st[i] = CS_HELLO;
     }
   }
@@ -447,9 +502,13 @@ static int connect_step(tpx_sock_connect_t *s) {
     if (s->st[i] == CS_DONE) done++;
   }
   if (done == s->nsocks + 1) return 1;
-  if (tpx__now_ns() > s->deadline)
-    return tpx_err(TPX_ETIMEDOUT, "connect to %s: %d of %d sockets up after the connect timeout",
-                   s->peerstr, done, s->nsocks + 1);
+  if (tpx__now_ns() > s->deadline) {
+    char causes[256];
+    tpx__retry_causes(&s->retry, causes, sizeof(causes));
+    return tpx_err(TPX_ETIMEDOUT, "connect to %s: %d of %d sockets up after the connect timeout (%d ms)%s%s",
+                   s->peerstr, done, s->nsocks + 1, sn->cfg.connect_timeout_ms,
+                   s->retry.failed ? "; failed attempts: " : "", causes);
+  }
   return 0;
 }
 
@@ -491,7 +550,7 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
     if (s->has_key != (key != NULL) || (key && !tpx__mac_equal(key, s->key, TPX_NET_KEY_BYTES)))
       return tpx_err(TPX_EINVAL, "connect: retried with another session key than it started with");
   }
-  rc = connect_step(s);
+  rc = connect_step(sn, s);
   if (rc == 0) return 0;
   if (rc < 0) {
     connect_end(sn, s, h);
@@ -523,6 +582,11 @@ int tpx__sock_connect_abort(tpx_net_t *net, void *handle) {
     return tpx_err(TPX_EINVAL, "connect_abort: the handle carries connect state %#llx that this process does not "
                    "know", (unsigned long long)tok);
   TPX_DEBUG("sock: connect to %s abandoned; its %d sockets closed", s->peerstr, s->nsocks + 1);
+  if (s->retry.failed) { /* what it had been through, for the caller's report (net.h) */
+    char causes[256];
+    tpx__retry_causes(&s->retry, causes, sizeof(causes));
+    (void)tpx_err_quiet(TPX_ETIMEDOUT, "connect to %s: failed attempts: %s", s->peerstr, causes);
+  }
   connect_end(sn, s, h);
   return 0;
 }

@@ -87,7 +87,9 @@ static void expect_auth_error(int fd, const char *why) {
   struct wire_error e;
   assert_int_equal(tpx__wire_get_error(&f, &e), 0);
   if (e.code != TPX_EAUTH) fail_msg("%s: error %d (%s), not TPX_EAUTH", why, e.code, e.msg);
-  if (!strstr(e.msg, why)) fail_msg("error '%s' does not say '%s'", e.msg, why);
+  /* An unauthenticated peer learns only that it was refused; why (the
+   * reason named here) stays in the acceptor's log. */
+  if (strcmp(e.msg, "refused") != 0) fail_msg("%s: error '%s' says more than 'refused'", why, e.msg);
   assert_int_equal((size_t)n, got); /* nothing after it */
 }
 
@@ -180,7 +182,8 @@ static void test_auth_key_one_side(void **state) {
   for (int keyed_connector = 0; keyed_connector < 2; keyed_connector++) {
     tpx_endpoint_t *a = eng_ep_open(keyed_connector ? &ck : &cn, "A"),
                    *b = eng_ep_open(keyed_connector ? &cn : &ck, "B");
-    connect_refused(a, b, keyed_connector ? "this endpoint has none" : "requires a key");
+    /* A keyed endpoint tells an unauthenticated connector only "refused". */
+    connect_refused(a, b, keyed_connector ? "this endpoint has none" : "reported: refused");
   }
 }
 
@@ -360,7 +363,7 @@ static void test_auth_forged_acceptor(void **state) {
       assert_int_equal(f.type, MSG_ERROR); /* no response to its own challenge */
       assert_int_equal(tpx__wire_get_error(&f, &e), 0);
       assert_int_equal(e.code, TPX_EAUTH);
-      assert_non_null(strstr(e.msg, "reflection"));
+      assert_string_equal(e.msg, "refused"); /* the reason (reflection) is ours alone */
     }
     free(A);
   }

@@ -237,7 +237,8 @@ static void test_attack_preauth_memory(void **state) {
 }
 
 /* Idle connections that never say HELLO are bounded (TPX_MAX_UNAUTH): past
- * the bound a new one is closed at once; once they go, peers connect. */
+ * the bound a new one is told why (an ERROR naming the limit) and closed at
+ * once; once they go, peers connect. */
 static void test_attack_unauth_flood(void **state) {
   (void)state;
   enum { MAX = 8 };
@@ -260,8 +261,15 @@ static void test_attack_unauth_flood(void **state) {
     sleep_ms(10);
   }
   int extra = eng_raw_connect(port);
-  uint8_t buf[64];
-  assert_int_equal(eng_read_to_eof(extra, buf, sizeof(buf)), 0); /* closed at once */
+  uint8_t buf[512];
+  size_t got = eng_read_to_eof(extra, buf, sizeof(buf)); /* told why, closed at once */
+  struct wire_frame f;
+  struct wire_error e;
+  assert_int_equal(tpx__wire_frame_parse(buf, got, &f), (long)got);
+  assert_int_equal(f.type, MSG_ERROR);
+  assert_int_equal(tpx__wire_get_error(&f, &e), 0);
+  assert_int_equal(e.code, TPX_EAGAIN);
+  assert_non_null(strstr(e.msg, "TPX_MAX_UNAUTH"));
   close(extra);
   for (int i = 0; i < MAX; i++) close(fds[i]);
   for (int i = 0; i < 300; i++) { /* their closes are seen */

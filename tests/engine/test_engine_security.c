@@ -302,11 +302,23 @@ static void test_ports(void **state) {
   blob[0] ^= 0xff;
   tpx_peer_t *bad;
   assert_int_equal(tpx_load_remote_conn_info(c, blob, bl, &bad), TPX_EPROTO);
-  /* nobody listening */
-  assert_true(tpx_connect(c, "127.0.0.1", base + 7, &bad) < 0);
   tpx_peer_close(pc);
   tpx_peer_close(pe);
   tpx_endpoint_destroy(c);
+  /* Nobody listening: a port held by a socket that does not listen (any
+   * free port could be taken by another test meanwhile). Retries off:
+   * test_sock_retry and test_engine_retry cover them. */
+  int held = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in hs = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t hl = sizeof(hs);
+  assert_int_equal(bind(held, (struct sockaddr *)&hs, sizeof(hs)), 0);
+  assert_int_equal(getsockname(held, (struct sockaddr *)&hs, &hl), 0);
+  cfg.socket_retry_cnt = 0;
+  assert_int_equal(tpx_endpoint_create(&q, &c), 0);
+  assert_int_equal(tpx_connect(c, "127.0.0.1", ntohs(hs.sin_port), &bad), TPX_ECLOSED);
+  if (!strstr(tpx_last_error(), "Connection refused")) fail_msg("'%s'", tpx_last_error());
+  tpx_endpoint_destroy(c);
+  close(held);
   tpx_endpoint_destroy(e1);
   tpx_endpoint_destroy(e2);
 }

@@ -8,7 +8,9 @@
  * (src/engine/plan.c, with the target's bounds on the entries): the chunks
  * of its plan, plain or packed, must cover every byte of every entry once,
  * in order, each at most `chunk` bytes, and seeking to a chunk must land
- * where walking to it does. */
+ * where walking to it does. The stream is also searched as transport setup
+ * reads it (tpx__wire_find_error: only an ERROR is read ahead of frames
+ * that wait), which must find exactly the first ERROR after whole frames. */
 #include <string.h>
 
 #include "engine/op.h"
@@ -201,8 +203,30 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
 
 static void fuzz_setup(void) {}
 
+/* The ERROR read ahead during transport setup (tpx__wire_find_error): found
+ * only at a frame boundary after whole frames that are not errors, itself
+ * a whole ERROR frame that decodes to the same code and text. */
+static void find_error(const uint8_t *data, size_t size) {
+  struct wire_error e;
+  size_t at = 0, off = 0;
+  int r = tpx__wire_find_error(data, size, &e, &at);
+  FUZZ_CHECK(r == 1 || r == 0 || r == TPX_EPROTO || r == TPX_EVERSION);
+  if (r != 1) return;
+  FUZZ_CHECK(at < size && memchr(e.msg, 0, sizeof(e.msg)) != NULL);
+  struct wire_frame f;
+  while (off < at) {
+    long n = tpx__wire_frame_parse(data + off, size - off, &f);
+    FUZZ_CHECK(n > 0 && f.type != MSG_ERROR);
+    off += (size_t)n;
+  }
+  FUZZ_CHECK(off == at && tpx__wire_frame_parse(data + at, size - at, &f) > 0 && f.type == MSG_ERROR);
+  struct wire_error again;
+  FUZZ_CHECK(tpx__wire_get_error(&f, &again) == 0 && again.code == e.code && strcmp(again.msg, e.msg) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t off = 0;
+  find_error(data, size);
   while (off < size) {
     struct wire_frame f;
     long n = tpx__wire_frame_parse(data + off, size - off, &f);

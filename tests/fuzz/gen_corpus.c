@@ -54,7 +54,7 @@ static void ctl_frames(void) {
     const char *name;
     int rc;
     struct wbuf b;
-  } f[17];
+  } f[19];
   int n = 0;
 #define FRAME(nm, call)                                                                            \
   do {                                                                                             \
@@ -67,6 +67,8 @@ static void ctl_frames(void) {
   FRAME("hello", tpx__wire_put_hello(b, 0, &h));
   FRAME("hello_ack", tpx__wire_put_hello(b, 1, &h));
   FRAME("error", tpx__wire_put_error(b, TPX_EPROTO, "you lied"));
+  FRAME("error_setup", tpx__wire_put_error(b, TPX_EINTERNAL, "channel 0: accept on net device 0 failed: internal error"));
+  FRAME("error_refused", tpx__wire_put_error(b, TPX_EAUTH, "refused"));
   FRAME("cts", tpx__wire_put_cts(b, &cts));
   FRAME("send_inline", tpx__wire_put_send(b, &snd, &small, 1));
   FRAME("send_chunks", tpx__wire_put_send(b, &snd_ch, NULL, 0));

@@ -50,7 +50,10 @@ static void test_open_args(void **state) {
 
 static void test_setup_args(void **state) {
   (void)state;
-  tpx_net_t *net = ts_open(0, 2, 1);
+  tpx_config_t cfg;
+  ts_cfg(&cfg, 0, 2, 1);
+  cfg.socket_retry_cnt = 0; /* a refused connect fails at once (retries: test_sock_retry) */
+  tpx_net_t *net = ts_open_cfg(&cfg);
   unsigned char h[TPX_NET_HANDLE_BYTES];
   void *lc = NULL, *c = NULL;
   assert_int_equal(net->ops->listen(net, 1, h, &lc), TPX_EINVAL);
