@@ -89,7 +89,7 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
         (void)tpx__wire_put_error(&p->out, TPX_EVERSION, "protocol version mismatch");
       }
       tpx__peer_fail(p, (int)n, "peer %s: %s; connection dropped", p->where, tpx_last_error());
-      return -1;
+      return (int)n;
     }
     on_frame(p, &f);
     off += (size_t)n;
@@ -110,12 +110,13 @@ static int read_all(struct tpx_peer *p) {
     if (r == 0) return did;
     if (r > 0) {
       did++;
-      if (tpx__dispatch_parse(p) < 0) return -1;
+      int rc = tpx__dispatch_parse(p);
+      if (rc < 0) return rc;
       continue;
     }
     if (r != TPX_ECLOSED) {
       tpx__peer_fail_last(p, r);
-      return -1;
+      return r;
     }
     if (p->in_len > 0 && p->state != P_DEAD)
       TPX_DEBUG("peer %s: %zu unparsed control bytes at close", p->where, p->in_len);

@@ -149,7 +149,7 @@ static int became_ready(struct tpx_peer *p) {
       struct tpx_peer **q = realloc(ep->acceptq, (size_t)ncap * sizeof(*q));
       if (!q) {
         tpx__peer_fail(p, TPX_ENOMEM, "peer %s: accept queue: out of memory", p->where);
-        return -1;
+        return TPX_ENOMEM;
       }
       ep->acceptq = q;
       ep->acceptq_cap = ncap;
@@ -168,7 +168,7 @@ int tpx__handshake_step(struct tpx_peer *p, int *did) {
   int rc = tpx__channels_connect(p, did);
   if (rc < 0) {
     tpx__peer_fail_last(p, rc);
-    return -1;
+    return rc;
   }
   return rc == 1 ? became_ready(p) : 0;
 }

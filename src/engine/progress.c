@@ -23,6 +23,7 @@
 #include "engine/placement.h"
 #include "engine/progress.h"
 #include "engine/start.h"
+#include "tpx/error.h"
 
 /* Blocking waits with a progress thread spin this long before sleeping on
  * the condition variable; while they spin they drive progress themselves
@@ -205,7 +206,7 @@ static void *progress_main(void *arg) {
 }
 
 int tpx__progress_thread_start(tpx_endpoint_t *ep) {
-  if (pthread_create(&ep->thread, NULL, progress_main, ep) != 0) return -1;
+  if (pthread_create(&ep->thread, NULL, progress_main, ep) != 0) return TPX_ESYSTEM;
   ep->thread_on = 1;
   (void)pthread_setname_np(ep->thread, "tpx-progress"); /* top -H, gdb: a name only, never an error */
   return 0;

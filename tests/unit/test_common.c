@@ -1,6 +1,7 @@
 /* Error codes, configuration parsing. */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "common/config.h"
 #include "tpx/error.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/ports.h"
 #include "common/util.h"
 
@@ -23,6 +25,69 @@ static void test_strerror(void **state) {
   assert_string_equal(tpx_strerror(TPX_ETRUNC), "message truncated");
   assert_string_equal(tpx_strerror(-999), "unknown error");
   assert_string_equal(tpx_strerror(5), "unknown error");
+}
+
+/* Every code the public header defines has its own text and an ncclResult_t,
+ * and nothing past the sentinel is a code: what an internal path returns is
+ * one of these (tests/abi/check_errors.py keeps bare numbers out of src/). */
+static void test_error_codes(void **state) {
+  (void)state;
+  for (int e = TPX_ECUDA; e > TPX_EUNKNOWN; e--) {
+    assert_string_not_equal(tpx_strerror(e), "unknown error");
+    for (int f = TPX_ECUDA; f > e; f--) assert_string_not_equal(tpx_strerror(e), tpx_strerror(f));
+    int r = tpx_to_nccl(e);
+    assert_true(r >= 1 && r <= 7);
+  }
+  assert_string_equal(tpx_strerror(TPX_EUNKNOWN), "unknown error");
+  assert_string_equal(tpx_strerror(TPX_EUNKNOWN - 1), "unknown error");
+}
+
+/* A refused setting is reported once per process however often the
+ * environment is read (tpx_config_global, then once per endpoint a tool
+ * makes); another value of it is reported again. */
+static int count_in(const char *path, const char *what) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, what)) n++;
+  fclose(f);
+  return n;
+}
+
+static void test_config_warn_once(void **state) {
+  (void)state;
+  char path[] = "/tmp/tpx_warn_onceXXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(fd, 2), 2);
+  int level = tpx__log_level; /* the suite runs at TPX_LOG=error */
+  tpx__log_level = TPX_LOG_WARN;
+  tpx_config_t cfg;
+  setenv("TPX_NUM_CHANNELS", "abc", 1);
+  for (int i = 0; i < 4; i++) assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  setenv("TPX_NUM_CHANNELS", "xyz", 1);
+  for (int i = 0; i < 3; i++) assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  setenv("TPX_AUTH_KEY", "short", 1);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+    assert_true(cfg.auth_error[0] != '\0'); /* refused every time, reported once */
+  }
+  unsetenv("TPX_AUTH_KEY");
+  unsetenv("TPX_NUM_CHANNELS");
+  fflush(stderr);
+  tpx__log_level = level;
+  assert_int_equal(dup2(saved, 2), 2);
+  close(saved);
+  close(fd);
+  assert_int_equal(count_in(path, "TPX_NUM_CHANNELS=abc"), 1);
+  assert_int_equal(count_in(path, "TPX_NUM_CHANNELS=xyz"), 1);
+  assert_int_equal(count_in(path, "TPX_AUTH_KEY"), 1);
+  unlink(path);
 }
 
 static void test_nccl_mapping(void **state) {
@@ -265,6 +330,8 @@ static void test_bind_port(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
+      cmocka_unit_test(test_error_codes),
+      cmocka_unit_test(test_config_warn_once),
       cmocka_unit_test(test_nccl_mapping),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
