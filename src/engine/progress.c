@@ -34,7 +34,10 @@ static int peer_pass(struct tpx_peer *p) {
   int did = 0;
   if (p->state == P_NET_SETUP) {
     int n = 0;
-    if (tpx__handshake_step(p, &n) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */
+    if (tpx__handshake_step(p, &n) == 1) { /* frames that came during setup */
+      int f = tpx__dispatch_parse(p);
+      did += f < 0 ? 0 : 1 + f; /* < 0: the peer failed (a code, not a count) */
+    }
     did += n;
   }
   if (p->start_head) did += tpx__start_deferred(p); /* posts that left their start to us */
