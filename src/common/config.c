@@ -316,14 +316,18 @@ size_t tpx_config_size(void) { return sizeof(tpx_config_t); }
 /* Each refused value is reported once per process: the environment is read
  * by tpx_config_global and again by every tpx_config_from_env (a tool makes
  * one per endpoint), and the same refusal each time only repeats itself. A
- * variable given another value later is reported again. */
+ * variable given another value later, or the same one after a good one, is
+ * reported again. */
 static pthread_mutex_t reported_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t reported[sizeof(vars) / sizeof(vars[0]) + 1]; /* hash of the value; 0 none */
 
 static int first_report(size_t row, const char *val) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (const char *c = val; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-  h |= 1; /* never 0 */
+  uint64_t h = 0;
+  if (val != NULL) { /* NULL: the value was taken, forget the refusal */
+    h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = val; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    h |= 1; /* never 0 */
+  }
   pthread_mutex_lock(&reported_mu);
   int first = reported[row] != h;
   reported[row] = h;
@@ -353,7 +357,10 @@ int tpx_config_from_env(tpx_config_t *cfg) {
       val = getenv(name);
     }
     if (val == NULL || val[0] == '\0') continue;
-    if (apply(cfg, v, name, val) == 0) continue;
+    if (apply(cfg, v, name, val) == 0) {
+      (void)first_report(i, NULL);
+      continue;
+    }
     rc = TPX_EINVAL;
     int report = first_report(i, val);
     if (v->kind == V_KEY || v->kind == V_KEYFILE) key_refused(cfg, tpx_last_error(), report);
