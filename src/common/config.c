@@ -87,6 +87,12 @@ static const struct var vars[] = {
     {"TPX_TIMELINE", NULL, V_STR, F(timeline), 0, 0, T_TESTING},
 };
 
+/* Settings retired once their experiment was answered (docs/CONFIG.md,
+ * "Retired"): a value set is reported, once, as ignored. */
+static const char *const retired[] = {"TPX_STAGING_COPY"};
+#define NVARS (sizeof(vars) / sizeof(vars[0]))
+#define NRETIRED (sizeof(retired) / sizeof(retired[0]))
+
 void tpx_config_defaults(tpx_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->log_level = TPX_LOG_WARN;
@@ -319,7 +325,9 @@ size_t tpx_config_size(void) { return sizeof(tpx_config_t); }
  * variable given another value later, or the same one after a good one, is
  * reported again. */
 static pthread_mutex_t reported_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t reported[sizeof(vars) / sizeof(vars[0]) + 1]; /* hash of the value; 0 none */
+/* Per row of vars, then per retired name, then both keys set: the hash of
+ * the value last reported; 0 none. */
+static uint64_t reported[NVARS + NRETIRED + 1];
 
 static int first_report(size_t row, const char *val) {
   uint64_t h = 0;
@@ -369,8 +377,13 @@ int tpx_config_from_env(tpx_config_t *cfg) {
   const char *k = getenv("TPX_AUTH_KEY"), *kf = getenv("TPX_AUTH_KEY_FILE");
   if (k && k[0] && kf && kf[0]) {
     key_refused(cfg, "config: both TPX_AUTH_KEY and TPX_AUTH_KEY_FILE are set: set one",
-                first_report(sizeof(vars) / sizeof(vars[0]), "both"));
+                first_report(NVARS + NRETIRED, "both"));
     rc = TPX_EINVAL;
+  }
+  for (size_t i = 0; i < NRETIRED; i++) {
+    const char *val = getenv(retired[i]);
+    if (val && val[0] && first_report(NVARS + i, val))
+      TPX_WARN("config: %s=%s: the setting is retired and ignored (docs/CONFIG.md, \"Retired\")", retired[i], val);
   }
   return rc;
 }

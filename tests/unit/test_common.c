@@ -70,6 +70,13 @@ static void test_config_warn_once(void **state) {
   assert_int_equal(tu_log_capture_end(&c, "TPX_AUTH_KEY"), 1);
   unsetenv("TPX_AUTH_KEY");
   unsetenv("TPX_NUM_CHANNELS");
+  /* A retired setting: ignored (nothing refused), said once. */
+  tu_log_capture_start(&c);
+  setenv("TPX_STAGING_COPY", "sm,ce", 1);
+  for (int i = 0; i < 3; i++) assert_int_equal(tpx_config_from_env(&cfg), 0);
+  assert_int_equal(tu_log_capture_end(&c, "TPX_STAGING_COPY=sm,ce: the setting is retired"), 1);
+  unsetenv("TPX_STAGING_COPY");
+  assert_int_equal(tpx_config_set(&cfg, "TPX_STAGING_COPY", "sm"), TPX_ENOENT);
 }
 
 static void test_nccl_mapping(void **state) {
