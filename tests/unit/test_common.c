@@ -94,6 +94,27 @@ static void test_last_error(void **state) {
   assert_non_null(strstr(tpx_last_error(), "invalid argument"));
 }
 
+/* Once where decided: a quiet record is logged by the first surface, and
+ * neither a second surface nor one after tpx_err logs it again; a code
+ * nothing recorded after a logged failure is logged with its own text. */
+static void test_err_surface_once(void **state) {
+  (void)state;
+  tu_log_capture_t c;
+  tu_log_capture_start(&c);
+  assert_int_equal(tpx_err_quiet(TPX_ECLOSED, "gadget %d fell over", 3), TPX_ECLOSED);
+  assert_int_equal(tpx_err_surface(TPX_ECLOSED), TPX_ECLOSED);
+  assert_int_equal(tpx_err_surface(TPX_ECLOSED), TPX_ECLOSED);
+  assert_int_equal(tu_log_capture_end(&c, "gadget 3 fell over"), 1);
+  tu_log_capture_start(&c);
+  assert_int_equal(tpx_err(TPX_EINVAL, "sprocket %d is bent", 4), TPX_EINVAL);
+  assert_int_equal(tpx_err_surface(TPX_EINVAL), TPX_EINVAL);
+  assert_int_equal(tu_log_capture_end(&c, "sprocket 4 is bent"), 1);
+  tu_log_capture_start(&c);
+  assert_int_equal(tpx_err_surface(TPX_EAUTH), TPX_EAUTH);
+  assert_int_equal(tu_log_capture_end(&c, tpx_strerror(TPX_EAUTH)), 1);
+  assert_int_equal(tpx_err_surface(0), 0);
+}
+
 static void test_config_env(void **state) {
   (void)state;
   tpx_config_t cfg, def;
@@ -321,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_strerror),
       cmocka_unit_test(test_error_codes),
       cmocka_unit_test(test_config_warn_once),
+      cmocka_unit_test(test_err_surface_once),
       cmocka_unit_test(test_nccl_mapping),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),
