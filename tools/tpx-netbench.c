@@ -93,7 +93,7 @@ static void bad_arg(const char *fmt, ...) {
 #define CHECK(call, what)                                                                          \
   do {                                                                                             \
     int rc_ = (call);                                                                              \
-    if (rc_ != 0) die("%s: rc %d (%s)", what, rc_, tpx_strerror(rc_));                             \
+    if (rc_ != 0) die("%s: rc %d (%s): %s", what, rc_, tpx_strerror(rc_), tpx_last_error());        \
   } while (0)
 
 /* A cheap verifiable pattern: word k of buffer `seed`. */

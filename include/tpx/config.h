@@ -90,9 +90,6 @@ typedef struct tpx_config {
                               pass finds nothing done with requests in flight; > 0 = it keeps
                               polling (yielding between passes) for this long after the last
                               progress, then blocks as when idle (NCCL's proxy style) */
-  char staging_copy[16];   /* TPX_STAGING_COPY: how GPU memory is copied to and from host staging:
-                              "sm" (SM copies through the pinned mapping), "ce" (copy engine), or
-                              "D2H,H2D" per direction ("sm,ce"); "" = TPX_UNPACK's way */
   size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
                               size (rounded down to a power of two) share chunks; < 2 = never;
                               TPX_PACK_BYTES_AUTO (the default, "auto"): the transfer's chunk when the
@@ -116,8 +113,8 @@ typedef struct tpx_config {
 /* Defaults only; never reads the environment. */
 TPX_API void tpx_config_defaults(tpx_config_t *cfg);
 
-/* Defaults, then the environment. A malformed value is reported (warn) and the
- * default kept; returns TPX_EINVAL in that case, 0 otherwise (cfg usable
+/* Defaults, then the environment. A malformed value is reported (warn, once
+ * per process for each value) and the default kept; returns TPX_EINVAL in that case, 0 otherwise (cfg usable
  * either way). */
 TPX_API int tpx_config_from_env(tpx_config_t *cfg);
 
@@ -158,7 +155,9 @@ TPX_API int tpx_config_nsocks(const tpx_config_t *cfg, int comms);
  * two) as long as every channel still gets a whole one, since there each
  * chunk's requests and wake-ups cost CPU the copies need (docs/CONFIG.md). */
 TPX_API size_t tpx_config_chunk(const tpx_config_t *cfg, uint64_t bytes, int channels);
-/* Print the effective configuration as a table (name, value, source). */
+/* Print the effective configuration as a table (name, value, synonym): the
+ * values that differ from the defaults first, then the defaults, each part
+ * in docs/CONFIG.md's order of tiers. */
 TPX_API void tpx_config_print(const tpx_config_t *cfg, FILE *out);
 
 #ifdef __cplusplus

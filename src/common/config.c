@@ -22,6 +22,13 @@
 #include "tpx/error.h"
 
 enum var_kind { V_INT, V_SIZE, V_STR, V_LOG, V_MAP, V_NAME, V_KEY, V_KEYFILE };
+/* Who needs a setting (docs/CONFIG.md has one section per tier, in this
+ * order; tests/abi/check_config_doc.py holds the two together): everyday
+ * (every deployment may set it), tuning (performance, with measured
+ * defaults), limits (bounds against hostile peers), testing (emulation,
+ * diagnostics and the baselines of comparisons). T_NONE: a row without a
+ * tier, which the check refuses. */
+enum var_tier { T_NONE, T_EVERYDAY, T_TUNING, T_LIMITS, T_TESTING, T_COUNT };
 
 struct var {
   const char *name;
@@ -30,58 +37,64 @@ struct var {
   size_t off;
   size_t cap; /* V_STR: buffer size */
   long long lo, hi; /* V_INT/V_SIZE bounds, inclusive */
+  enum var_tier tier;
 };
 
 #define F(field) offsetof(tpx_config_t, field), sizeof(((tpx_config_t *)0)->field)
 
 static const struct var vars[] = {
-    {"TPX_LOG", NULL, V_LOG, F(log_level), 0, 0},
-    {"TPX_NET_PLUGIN", NULL, V_STR, F(net_plugin), 0, 0},
-    {"TPX_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", V_STR, F(socket_ifname), 0, 0},
-    {"TPX_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", V_STR, F(socket_family), 0, 0},
-    {"TPX_NSOCKS", NULL, V_INT, F(nsocks), 0, 64},
-    {"TPX_NTHREADS", NULL, V_INT, F(nthreads), 1, 64},
-    {"TPX_SOCK_STRICT", NULL, V_INT, F(sock_strict), 0, 1},
-    {"TPX_SOCK_UNPACK", NULL, V_INT, F(sock_unpack), 0, 1},
-    {"TPX_SOCK_BOUNCE_BYTES", NULL, V_SIZE, F(sock_bounce_bytes), 8LL << 20, 4LL << 30},
-    {"TPX_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", V_INT, F(num_channels), 1, 64},
-    {"TPX_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", V_SIZE, F(chunk_bytes), 4096, 4 << 20},
-    {"TPX_WINDOW", NULL, V_INT, F(window), 1, 1024},
-    {"TPX_PORT_BASE", "UCCL_TCPX_BOOTSTRAP_PORT_BASE", V_INT, F(port_base), 0, 65535},
-    {"TPX_PORT_SPAN", NULL, V_INT, F(port_span), 1, 4096},
-    {"TPX_TIMEOUT_MS", NULL, V_INT, F(timeout_ms), 1, 86400000},
-    {"TPX_CONNECT_TIMEOUT_MS", NULL, V_INT, F(connect_timeout_ms), 1, 86400000},
-    {"TPX_UNPACK", "UCCL_TCPX_UNPACK_IMPL", V_STR, F(unpack), 0, 0},
-    {"TPX_PROGRESS_THREAD", NULL, V_INT, F(progress_thread), 0, 1},
-    {"TPX_STAGING_BYTES", NULL, V_SIZE, F(staging_bytes), 4096, 1LL << 34},
-    {"TPX_INLINE_BYTES", NULL, V_SIZE, F(inline_bytes), 0, 65536},
-    {"TPX_ALLOW_DIAL", NULL, V_STR, F(allow_dial), 0, 0},
-    {"TPX_MAX_DIALS", NULL, V_INT, F(max_dials), 1, 64 * 65},
-    {"TPX_MAX_UNAUTH", NULL, V_INT, F(max_unauth), 1, 65536},
-    {"TPX_MAX_UNAUTH_PER_SOURCE", NULL, V_INT, F(max_unauth_per_source), 1, 65536},
-    {"TPX_MAX_PREAUTH_BYTES", NULL, V_SIZE, F(max_preauth_bytes), 16384, 1 << 20},
-    {"TPX_MAX_PEERS", NULL, V_INT, F(max_peers), 1, 1 << 20},
-    {"TPX_MAX_NOTIFS", NULL, V_INT, F(max_notifs), 1, 1 << 24},
-    {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36},
-    {"TPX_MAX_EP_NOTIF_BYTES", NULL, V_SIZE, F(max_ep_notif_bytes), 65536, 1LL << 40},
-    {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24},
-    {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36},
-    {"TPX_AUTH_KEY", NULL, V_KEY, F(auth_key), 0, 0},
-    {"TPX_AUTH_KEY_FILE", NULL, V_KEYFILE, F(auth_key_file), 0, 0},
-    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12},
-    {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0},
-    {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000},
-    {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20},
-    {"TPX_STAGING_COPY", NULL, V_STR, F(staging_copy), 0, 0},
-    {"TPX_ETCD_ENDPOINTS", NULL, V_STR, F(etcd_endpoints), 0, 0},
-    {"TPX_ETCD_JOB", NULL, V_NAME, F(etcd_job), 0, 0},
-    {"TPX_ETCD_TIMEOUT_MS", NULL, V_INT, F(etcd_timeout_ms), 1, 86400000},
-    {"TPX_ETCD_TTL_S", NULL, V_INT, F(etcd_ttl_s), 2, 3600},
-    {"TPX_TIMELINE", NULL, V_STR, F(timeline), 0, 0},
+    {"TPX_LOG", NULL, V_LOG, F(log_level), 0, 0, T_EVERYDAY},
+    {"TPX_NET_PLUGIN", NULL, V_STR, F(net_plugin), 0, 0, T_EVERYDAY},
+    {"TPX_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", V_STR, F(socket_ifname), 0, 0, T_EVERYDAY},
+    {"TPX_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", V_STR, F(socket_family), 0, 0, T_TUNING},
+    {"TPX_NSOCKS", NULL, V_INT, F(nsocks), 0, 64, T_TUNING},
+    {"TPX_NTHREADS", NULL, V_INT, F(nthreads), 1, 64, T_TUNING},
+    {"TPX_SOCK_STRICT", NULL, V_INT, F(sock_strict), 0, 1, T_TESTING},
+    {"TPX_SOCK_UNPACK", NULL, V_INT, F(sock_unpack), 0, 1, T_TESTING},
+    {"TPX_SOCK_BOUNCE_BYTES", NULL, V_SIZE, F(sock_bounce_bytes), 8LL << 20, 4LL << 30, T_TUNING},
+    {"TPX_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", V_INT, F(num_channels), 1, 64, T_TUNING},
+    {"TPX_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", V_SIZE, F(chunk_bytes), 4096, 4 << 20, T_TUNING},
+    {"TPX_WINDOW", NULL, V_INT, F(window), 1, 1024, T_TUNING},
+    {"TPX_PORT_BASE", "UCCL_TCPX_BOOTSTRAP_PORT_BASE", V_INT, F(port_base), 0, 65535, T_EVERYDAY},
+    {"TPX_PORT_SPAN", NULL, V_INT, F(port_span), 1, 4096, T_TUNING},
+    {"TPX_TIMEOUT_MS", NULL, V_INT, F(timeout_ms), 1, 86400000, T_TUNING},
+    {"TPX_CONNECT_TIMEOUT_MS", NULL, V_INT, F(connect_timeout_ms), 1, 86400000, T_TUNING},
+    {"TPX_UNPACK", "UCCL_TCPX_UNPACK_IMPL", V_STR, F(unpack), 0, 0, T_TUNING},
+    {"TPX_PROGRESS_THREAD", NULL, V_INT, F(progress_thread), 0, 1, T_TUNING},
+    {"TPX_STAGING_BYTES", NULL, V_SIZE, F(staging_bytes), 4096, 1LL << 34, T_TUNING},
+    {"TPX_INLINE_BYTES", NULL, V_SIZE, F(inline_bytes), 0, 65536, T_TUNING},
+    {"TPX_ALLOW_DIAL", NULL, V_STR, F(allow_dial), 0, 0, T_LIMITS},
+    {"TPX_MAX_DIALS", NULL, V_INT, F(max_dials), 1, 64 * 65, T_LIMITS},
+    {"TPX_MAX_UNAUTH", NULL, V_INT, F(max_unauth), 1, 65536, T_LIMITS},
+    {"TPX_MAX_UNAUTH_PER_SOURCE", NULL, V_INT, F(max_unauth_per_source), 1, 65536, T_LIMITS},
+    {"TPX_MAX_PREAUTH_BYTES", NULL, V_SIZE, F(max_preauth_bytes), 16384, 1 << 20, T_LIMITS},
+    {"TPX_MAX_PEERS", NULL, V_INT, F(max_peers), 1, 1 << 20, T_LIMITS},
+    {"TPX_MAX_NOTIFS", NULL, V_INT, F(max_notifs), 1, 1 << 24, T_LIMITS},
+    {"TPX_MAX_NOTIF_BYTES", NULL, V_SIZE, F(max_notif_bytes), 4096, 1LL << 36, T_LIMITS},
+    {"TPX_MAX_EP_NOTIF_BYTES", NULL, V_SIZE, F(max_ep_notif_bytes), 65536, 1LL << 40, T_LIMITS},
+    {"TPX_MAX_CTL_QUEUE", NULL, V_INT, F(max_ctl_queue), 64, 1 << 24, T_LIMITS},
+    {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36, T_LIMITS},
+    {"TPX_AUTH_KEY", NULL, V_KEY, F(auth_key), 0, 0, T_EVERYDAY},
+    {"TPX_AUTH_KEY_FILE", NULL, V_KEYFILE, F(auth_key_file), 0, 0, T_EVERYDAY},
+    {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12, T_TESTING},
+    {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0, T_EVERYDAY},
+    {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000, T_TESTING},
+    {"TPX_PACK_BYTES", NULL, V_SIZE, F(pack_bytes), 0, 4 << 20, T_TESTING},
+    {"TPX_ETCD_ENDPOINTS", NULL, V_STR, F(etcd_endpoints), 0, 0, T_EVERYDAY},
+    {"TPX_ETCD_JOB", NULL, V_NAME, F(etcd_job), 0, 0, T_EVERYDAY},
+    {"TPX_ETCD_TIMEOUT_MS", NULL, V_INT, F(etcd_timeout_ms), 1, 86400000, T_TUNING},
+    {"TPX_ETCD_TTL_S", NULL, V_INT, F(etcd_ttl_s), 2, 3600, T_TUNING},
+    {"TPX_TIMELINE", NULL, V_STR, F(timeline), 0, 0, T_TESTING},
     /* connection setup on transient errors (common/retry.h) */
-    {"TPX_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_CNT", V_INT, F(socket_retry_cnt), 0, 10000},
-    {"TPX_SOCKET_RETRY_SLEEP_MSEC", "NCCL_SOCKET_RETRY_SLEEP_MSEC", V_INT, F(socket_retry_sleep_msec), 1, 60000},
+    {"TPX_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_CNT", V_INT, F(socket_retry_cnt), 0, 10000, T_TUNING},
+    {"TPX_SOCKET_RETRY_SLEEP_MSEC", "NCCL_SOCKET_RETRY_SLEEP_MSEC", V_INT, F(socket_retry_sleep_msec), 1, 60000, T_TUNING},
 };
+
+/* Settings retired once their experiment was answered (docs/CONFIG.md,
+ * "Retired"): a value set is reported, once, as ignored. */
+static const char *const retired[] = {"TPX_STAGING_COPY"};
+#define NVARS (sizeof(vars) / sizeof(vars[0]))
+#define NRETIRED (sizeof(retired) / sizeof(retired[0]))
 
 void tpx_config_defaults(tpx_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
@@ -169,7 +182,7 @@ static int parse_log_level(const char *s, int *out) {
       return 0;
     }
   }
-  return -1;
+  return TPX_EINVAL;
 }
 
 /* Accepts plain integers and K/M/G suffixes (binary). */
@@ -177,13 +190,13 @@ int tpx__config_parse_number(const char *s, long long *out) {
   char *end = NULL;
   errno = 0;
   long long v = strtoll(s, &end, 0);
-  if (errno != 0 || end == s) return -1;
+  if (errno != 0 || end == s) return TPX_EINVAL;
   long long mul = 1;
   if (*end == 'k' || *end == 'K') mul = 1LL << 10, end++;
   else if (*end == 'm' || *end == 'M') mul = 1LL << 20, end++;
   else if (*end == 'g' || *end == 'G') mul = 1LL << 30, end++;
-  if (*end != '\0') return -1;
-  if (v > INT64_MAX / mul || v < INT64_MIN / mul) return -1;
+  if (*end != '\0') return TPX_EINVAL;
+  if (v > INT64_MAX / mul || v < INT64_MIN / mul) return TPX_EINVAL;
   *out = v * mul;
   return 0;
 }
@@ -207,7 +220,7 @@ static int auto_value(const struct var *v, const char *val, size_t *out) {
 /* The one rule for a numeric setting, from the environment or elsewhere. */
 static int parse_checked(const struct var *v, const char *val, long long *out) {
   long long n;
-  if (tpx__config_parse_number(val, &n) != 0 || n < v->lo || n > v->hi) return -1;
+  if (tpx__config_parse_number(val, &n) != 0 || n < v->lo || n > v->hi) return TPX_EINVAL;
   *out = n;
   return 0;
 }
@@ -312,14 +325,38 @@ int tpx_config_set(tpx_config_t *cfg, const char *key, const char *value) {
 
 size_t tpx_config_size(void) { return sizeof(tpx_config_t); }
 
+/* Each refused value is reported once per process: the environment is read
+ * by tpx_config_global and again by every tpx_config_from_env (a tool makes
+ * one per endpoint), and the same refusal each time only repeats itself. A
+ * variable given another value later, or the same one after a good one, is
+ * reported again. */
+static pthread_mutex_t reported_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Per row of vars, then per retired name, then both keys set: the hash of
+ * the value last reported; 0 none. */
+static uint64_t reported[NVARS + NRETIRED + 1];
+
+static int first_report(size_t row, const char *val) {
+  uint64_t h = 0;
+  if (val != NULL) { /* NULL: the value was taken, forget the refusal */
+    h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = val; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    h |= 1; /* never 0 */
+  }
+  pthread_mutex_lock(&reported_mu);
+  int first = reported[row] != h;
+  reported[row] = h;
+  pthread_mutex_unlock(&reported_mu);
+  return first;
+}
+
 /* A key the environment asked for but that was refused must not leave the
  * endpoints running without one: the reason stays in cfg->auth_error and
  * tpx_config_check refuses the configuration. */
-static void key_refused(tpx_config_t *cfg, const char *why) {
+static void key_refused(tpx_config_t *cfg, const char *why, int report) {
   tpx__cleanse(cfg->auth_key, sizeof(cfg->auth_key));
   cfg->auth_key_len = 0;
   snprintf(cfg->auth_error, sizeof(cfg->auth_error), "%s", why);
-  TPX_ERROR("%s; endpoints will refuse to start", why);
+  if (report) TPX_ERROR("%s; endpoints will refuse to start", why);
 }
 
 int tpx_config_from_env(tpx_config_t *cfg) {
@@ -334,15 +371,25 @@ int tpx_config_from_env(tpx_config_t *cfg) {
       val = getenv(name);
     }
     if (val == NULL || val[0] == '\0') continue;
-    if (apply(cfg, v, name, val) == 0) continue;
+    if (apply(cfg, v, name, val) == 0) {
+      (void)first_report(i, NULL);
+      continue;
+    }
     rc = TPX_EINVAL;
-    if (v->kind == V_KEY || v->kind == V_KEYFILE) key_refused(cfg, tpx_last_error());
-    else TPX_WARN("%s; ignored", tpx_last_error());
+    int report = first_report(i, val);
+    if (v->kind == V_KEY || v->kind == V_KEYFILE) key_refused(cfg, tpx_last_error(), report);
+    else if (report) TPX_WARN("%s; ignored", tpx_last_error());
   }
   const char *k = getenv("TPX_AUTH_KEY"), *kf = getenv("TPX_AUTH_KEY_FILE");
   if (k && k[0] && kf && kf[0]) {
-    key_refused(cfg, "config: both TPX_AUTH_KEY and TPX_AUTH_KEY_FILE are set: set one");
+    key_refused(cfg, "config: both TPX_AUTH_KEY and TPX_AUTH_KEY_FILE are set: set one",
+                first_report(NVARS + NRETIRED, "both"));
     rc = TPX_EINVAL;
+  }
+  for (size_t i = 0; i < NRETIRED; i++) {
+    const char *val = getenv(retired[i]);
+    if (val && val[0] && first_report(NVARS + i, val))
+      TPX_WARN("config: %s=%s: the setting is retired and ignored (docs/CONFIG.md, \"Retired\")", retired[i], val);
   }
   return rc;
 }
@@ -417,46 +464,77 @@ const tpx_config_t *tpx_config_global(void) {
   return &global_cfg;
 }
 
-void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
+/* Whether cfg's field for v differs from the default (the key: whether one
+ * is set or was refused). */
+static int is_set(const tpx_config_t *cfg, const tpx_config_t *def, const struct var *v) {
+  const char *a = (const char *)cfg + v->off, *b = (const char *)def + v->off;
+  switch (v->kind) {
+  case V_KEY: return cfg->auth_key_len != 0 || cfg->auth_error[0] != '\0';
+  case V_STR:
+  case V_NAME:
+  case V_MAP:
+  case V_KEYFILE: return strncmp(a, b, v->cap) != 0;
+  default: return memcmp(a, b, v->cap) != 0;
+  }
+}
+
+static void print_row(const tpx_config_t *cfg, const struct var *v, FILE *out) {
   static const char *levels[] = {"none", "error", "warn", "info", "debug", "trace"};
-  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const struct var *v = &vars[i];
-    const char *field = (const char *)cfg + v->off;
-    fprintf(out, "%-24s ", v->name);
-    switch (v->kind) {
-    case V_STR:
-    case V_NAME:
-    case V_MAP:
-    case V_KEYFILE: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
-    case V_KEY: /* the key itself is never printed */
-      if (cfg->auth_error[0]) fprintf(out, "(refused: endpoints will not start)");
-      else if (cfg->auth_key_len) fprintf(out, "(set, %zu bytes)", cfg->auth_key_len);
-      else fprintf(out, "(unset: peers are not authenticated)");
-      break;
-    case V_LOG: {
-      int l = *(const int *)field;
-      fprintf(out, "%s", l >= 0 && l <= 5 ? levels[l] : "?");
-      break;
+  const char *field = (const char *)cfg + v->off;
+  fprintf(out, "%-24s ", v->name);
+  switch (v->kind) {
+  case V_STR:
+  case V_NAME:
+  case V_MAP:
+  case V_KEYFILE: fprintf(out, "%s", field[0] ? field : "(unset)"); break;
+  case V_KEY: /* the key itself is never printed */
+    if (cfg->auth_error[0]) fprintf(out, "(refused: endpoints will not start)");
+    else if (cfg->auth_key_len) fprintf(out, "(set, %zu bytes)", cfg->auth_key_len);
+    else fprintf(out, "(unset: peers are not authenticated)");
+    break;
+  case V_LOG: {
+    int l = *(const int *)field;
+    fprintf(out, "%s", l >= 0 && l <= 5 ? levels[l] : "?");
+    break;
+  }
+  case V_INT:
+    fprintf(out, "%d", *(const int *)field);
+    if (v->off == offsetof(tpx_config_t, net_abi) && cfg->net_abi == 0)
+      fprintf(out, " (automatic: the highest the plugin exports)");
+    if (v->off == offsetof(tpx_config_t, nsocks) && cfg->nsocks == 0)
+      fprintf(out, " (automatic: %d for one comm, %d per comm of an endpoint's %d channels)",
+              tpx_config_nsocks(cfg, 1), tpx_config_nsocks(cfg, cfg->num_channels), cfg->num_channels);
+    break;
+  case V_SIZE:
+    if (v->off == offsetof(tpx_config_t, pack_bytes) && cfg->pack_bytes == TPX_PACK_BYTES_AUTO)
+      fprintf(out, "auto (the transfer's chunk where the transport takes iovecs, else 8192)");
+    else if (v->off == offsetof(tpx_config_t, chunk_bytes) && cfg->chunk_bytes == 0)
+      fprintf(out, "auto (per transfer: %zu, up to %zu on this machine)", tpx_config_chunk(cfg, 0, 1),
+              tpx_config_chunk(cfg, UINT64_MAX, 1));
+    else
+      fprintf(out, "%zu", *(const size_t *)field);
+    break;
+  }
+  if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);
+  fputc('\n', out);
+}
+
+/* What was set first (the values that differ from the defaults), then the
+ * defaults; each part in the tiers' order (everyday first). */
+void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
+  tpx_config_t def;
+  tpx_config_defaults(&def);
+  size_t n = sizeof(vars) / sizeof(vars[0]), shown = 0;
+  for (int set = 1; set >= 0; set--) {
+    for (int t = T_EVERYDAY; t <= T_COUNT; t++) {
+      for (size_t i = 0; i < n; i++) {
+        const struct var *v = &vars[i];
+        int tier = v->tier > T_NONE && v->tier < T_COUNT ? (int)v->tier : T_COUNT; /* untiered last */
+        if (tier != t || is_set(cfg, &def, v) != set) continue;
+        if (shown++ == 0 && set) fprintf(out, "# set (not the default)\n");
+        print_row(cfg, v, out);
+      }
     }
-    case V_INT:
-      fprintf(out, "%d", *(const int *)field);
-      if (v->off == offsetof(tpx_config_t, net_abi) && cfg->net_abi == 0)
-        fprintf(out, " (automatic: the highest the plugin exports)");
-      if (v->off == offsetof(tpx_config_t, nsocks) && cfg->nsocks == 0)
-        fprintf(out, " (automatic: %d for one comm, %d per comm of an endpoint's %d channels)",
-                tpx_config_nsocks(cfg, 1), tpx_config_nsocks(cfg, cfg->num_channels), cfg->num_channels);
-      break;
-    case V_SIZE:
-      if (v->off == offsetof(tpx_config_t, pack_bytes) && cfg->pack_bytes == TPX_PACK_BYTES_AUTO)
-        fprintf(out, "auto (the transfer's chunk where the transport takes iovecs, else 8192)");
-      else if (v->off == offsetof(tpx_config_t, chunk_bytes) && cfg->chunk_bytes == 0)
-        fprintf(out, "auto (per transfer: %zu, up to %zu on this machine)", tpx_config_chunk(cfg, 0, 1),
-                tpx_config_chunk(cfg, UINT64_MAX, 1));
-      else
-        fprintf(out, "%zu", *(const size_t *)field);
-      break;
-    }
-    if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);
-    fputc('\n', out);
+    if (set && shown) fprintf(out, "# defaults\n");
   }
 }

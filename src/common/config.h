@@ -10,7 +10,7 @@
 #include "tpx/config.h"
 
 /* A number as the environment reads it: an integer (strtoll, base 0) with an
- * optional K/M/G suffix (binary); overflow refused. 0, or -1. */
+ * optional K/M/G suffix (binary); overflow refused. 0, or TPX_EINVAL. */
 int tpx__config_parse_number(const char *s, long long *out);
 
 /* [lo, hi] of the numeric variable `var` (e.g. "TPX_CHUNK_BYTES"); TPX_EINVAL

@@ -6,6 +6,9 @@
 #include "common/log.h"
 
 static _Thread_local char last_error[512];
+/* Its code, and whether it was logged already: a failure is logged once, by
+ * the first tpx_err or tpx_err_surface that sees it. */
+static _Thread_local int last_code, last_logged;
 
 static const char *const messages[] = {
     [0] = "success",
@@ -69,12 +72,21 @@ int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt,
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   snprintf(last_error, sizeof(last_error), "%s (%s)", msg, tpx_strerror(err));
+  last_code = err;
+  last_logged = !quiet;
   if (quiet) TPX_LOG_AT(TPX_LOG_DEBUG, "%s", last_error);
   else if (TPX_LOG_WARN <= tpx__log_level) tpx__log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
   return err;
 }
 
 int tpx__err_surface_at(int err, const char *file, int line) {
-  if (err < 0 && TPX_LOG_WARN <= tpx__log_level) tpx__log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
+  if (err >= 0 || (last_logged && err == last_code)) return err;
+  /* Unlogged detail is this failure's (its code may have been mapped on the
+   * way up); after a logged one, a new code nothing recorded gets its text. */
+  int detail = !last_logged && last_error[0];
+  last_code = err;
+  last_logged = 1;
+  if (TPX_LOG_WARN <= tpx__log_level)
+    tpx__log_emit(TPX_LOG_WARN, file, line, "%s", detail ? last_error : tpx_strerror(err));
   return err;
 }

@@ -16,7 +16,11 @@ int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt,
 void tpx__err_clear(void);
 
 /* A quiet error from below becomes a failure here, where it is decided:
- * log the recorded detail once (warn) and return the code. */
+ * log the recorded detail (warn) unless a tpx_err or an earlier surface on
+ * this thread logged it already, and return the code. The rule: lower layers
+ * (sock/, net/, cuda/, tcpx/, topo/) record with tpx_err_quiet and return;
+ * the engine (tpx__peer_fail, its API calls), the NCCL plugin's table and
+ * the tools log, once. */
 int tpx__err_surface_at(int err, const char *file, int line);
 #define tpx_err_surface(code) tpx__err_surface_at((code), __FILE__, __LINE__)
 

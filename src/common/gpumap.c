@@ -20,13 +20,13 @@ static void trim(const char **a, const char **b) {
 /* A GPU index 0..63 filling exactly [a, b). */
 static int gpu_index(const char *a, const char *b, int *out) {
   trim(&a, &b);
-  if (a == b || b - a > 2) return -1;
+  if (a == b || b - a > 2) return TPX_EINVAL;
   int v = 0;
   for (const char *c = a; c < b; c++) {
-    if (!isdigit((unsigned char)*c)) return -1;
+    if (!isdigit((unsigned char)*c)) return TPX_EINVAL;
     v = v * 10 + (*c - '0');
   }
-  if (v >= TPX_GPUMAP_MAX_GPUS) return -1;
+  if (v >= TPX_GPUMAP_MAX_GPUS) return TPX_EINVAL;
   *out = v;
   return 0;
 }

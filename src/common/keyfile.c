@@ -49,7 +49,7 @@ static int read_upto(int fd, uint8_t *buf, size_t cap, size_t *got) {
   while (*got < cap) {
     ssize_t n = read(fd, buf + *got, cap - *got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
+    if (n < 0) return TPX_ESYSTEM;
     if (n == 0) break;
     *got += (size_t)n;
   }

@@ -1,6 +1,8 @@
 /* Byte-ring arithmetic; the policy is described in ring.h. */
 #include "common/ring.h"
 
+#include "tpx/error.h"
+
 void tpx__ring_init(tpx_ring_t *r, uint64_t size, uint64_t align) {
   if (align == 0) align = 1;
   r->align = align;
@@ -9,9 +11,9 @@ void tpx__ring_init(tpx_ring_t *r, uint64_t size, uint64_t align) {
 }
 
 int tpx__ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp) {
-  if (len > r->size) return -1; /* also keeps the rounding below from wrapping */
+  if (len > r->size) return TPX_EINVAL; /* also keeps the rounding below from wrapping */
   uint64_t need = (len + r->align - 1) & ~(r->align - 1);
-  if (need > r->size) return -1;
+  if (need > r->size) return TPX_EINVAL;
   uint64_t pos = r->alloc_pos;
   if (need > 0) {
     if (pos == r->free_pos) {

@@ -39,8 +39,8 @@ typedef struct tpx_ring_span {
 void tpx__ring_init(tpx_ring_t *r, uint64_t size, uint64_t align);
 
 /* Where `len` bytes would go now, without taking them: 1 with *sp set; 0 no
- * room until earlier allocations are released; -1 never (len rounded up to
- * align exceeds the ring). */
+ * room until earlier allocations are released; TPX_EINVAL never (len
+ * rounded up to align exceeds the ring). */
 int tpx__ring_fit(const tpx_ring_t *r, uint64_t len, tpx_ring_span_t *sp);
 
 /* Take the span the last tpx__ring_fit gave (releases in between are fine,

@@ -39,7 +39,7 @@ int tpx__gpu_release(int dev) { (void)dev; return nosup("tpx__gpu_release"); }
 int tpx__gpu_ctx_refs(int dev) { (void)dev; return 0; }
 int tpx__gpu_ctx_retained(void) { return 0; }
 int tpx__gpu_set_device(int dev) { (void)dev; return nosup("tpx__gpu_set_device"); }
-int tpx__gpu_current_device(void) { return -1; }
+int tpx__gpu_current_device(void) { return TPX_GPU_NONE; }
 int tpx__gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
   (void)dev;
   if (g) {
@@ -96,7 +96,7 @@ int tpx__gpu_stream_create(int dev, tpx_gpu_stream_t **s) {
 }
 void tpx__gpu_stream_destroy(tpx_gpu_stream_t *s) { (void)s; }
 int tpx__gpu_stream_sync(tpx_gpu_stream_t *s) { (void)s; return nosup("tpx__gpu_stream_sync"); }
-int tpx__gpu_stream_dev(const tpx_gpu_stream_t *s) { (void)s; return -1; }
+int tpx__gpu_stream_dev(const tpx_gpu_stream_t *s) { (void)s; return TPX_GPU_NONE; }
 void *tpx__gpu_stream_handle(const tpx_gpu_stream_t *s) { (void)s; return NULL; }
 int tpx__gpu_memcpy_async(tpx_gpu_stream_t *s, void *dst, const void *src, size_t bytes) {
   (void)s; (void)dst; (void)src; (void)bytes;
@@ -176,11 +176,11 @@ static const char *cu_str(CUresult r) {
 
 static int cuda_fail(cudaError_t e, const char *what, int dev) {
   int code = (e == cudaErrorMemoryAllocation) ? TPX_ENOMEM : TPX_ECUDA;
-  return tpx_err(code, "%s on GPU %d: %s (%s)", what, dev, cudaGetErrorName(e), cudaGetErrorString(e));
+  return tpx_err_quiet(code, "%s on GPU %d: %s (%s)", what, dev, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 static int cu_fail(CUresult r, const char *what, int dev) {
-  return tpx_err(TPX_ECUDA, "%s on GPU %d: driver error %d (%s)", what, dev, (int)r, cu_str(r));
+  return tpx_err_quiet(TPX_ECUDA, "%s on GPU %d: driver error %d (%s)", what, dev, (int)r, cu_str(r));
 }
 
 static int get_entry(const char *name, void **fn) {
@@ -190,7 +190,7 @@ static int get_entry(const char *name, void **fn) {
   if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
     snprintf(G.why, sizeof G.why, "driver entry point %s unavailable (%s)", name,
              e != cudaSuccess ? cudaGetErrorName(e) : "symbol not found");
-    return -1;
+    return TPX_ENOSYM;
   }
   return 0;
 }
@@ -231,15 +231,15 @@ static int gpu_ndev(void) {
 
 static int check_dev(int dev) {
   int n = gpu_ndev();
-  if (n == 0) return tpx_err(TPX_ENOTSUP, "GPU %d: %s", dev, G.why);
-  if (dev < 0 || dev >= n) return tpx_err(TPX_EINVAL, "GPU %d: no such device (%d present)", dev, n);
+  if (n == 0) return tpx_err_quiet(TPX_ENOTSUP, "GPU %d: %s", dev, G.why);
+  if (dev < 0 || dev >= n) return tpx_err_quiet(TPX_EINVAL, "GPU %d: no such device (%d present)", dev, n);
   return 0;
 }
 
 static CUcontext ctx_of(int dev) { return __atomic_load_n(&G.ctx[dev], __ATOMIC_ACQUIRE); }
 
 int tpx__gpu_device_count(int *n) {
-  if (!n) return tpx_err(TPX_EINVAL, "tpx__gpu_device_count: NULL");
+  if (!n) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_device_count: NULL");
   *n = gpu_ndev();
   /* Not an error (a GPU-less host), but say why for tpx_last_error(). */
   if (*n == 0) (void)tpx_err_quiet(TPX_ENOTSUP, "%s", G.why);
@@ -247,7 +247,7 @@ int tpx__gpu_device_count(int *n) {
 }
 
 int tpx__gpu_pci_bus_id(int dev, char *buf, size_t len) {
-  if (!buf || len < 13) return tpx_err(TPX_EINVAL, "tpx__gpu_pci_bus_id: buffer too small");
+  if (!buf || len < 13) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_pci_bus_id: buffer too small");
   buf[0] = '\0';
   int rc = check_dev(dev);
   if (rc) return rc;
@@ -285,7 +285,7 @@ int tpx__gpu_release(int dev) {
   pthread_mutex_lock(&G.mu);
   if (G.refs[dev] <= 0) {
     pthread_mutex_unlock(&G.mu);
-    return tpx_err(TPX_EUSAGE, "GPU %d: release without a matching retain", dev);
+    return tpx_err_quiet(TPX_EUSAGE, "GPU %d: release without a matching retain", dev);
   }
   rc = 0;
   if (--G.refs[dev] == 0) {
@@ -322,7 +322,7 @@ int tpx__gpu_guard_enter(int dev, tpx_gpu_guard_t *g) {
   int rc = check_dev(dev);
   if (rc) return rc;
   CUcontext want = ctx_of(dev);
-  if (!want) return tpx_err(TPX_EUSAGE, "GPU %d: context used before tpx__gpu_retain", dev);
+  if (!want) return tpx_err_quiet(TPX_EUSAGE, "GPU %d: context used before tpx__gpu_retain", dev);
   CUcontext cur = NULL;
   CUresult r = G.cuCtxGetCurrent(&cur);
   if (r != CUDA_SUCCESS) return cu_fail(r, "cuCtxGetCurrent", dev);
@@ -342,9 +342,9 @@ void tpx__gpu_guard_leave(tpx_gpu_guard_t *g) {
 }
 
 int tpx__gpu_current_device(void) {
-  if (gpu_ndev() == 0) return -1;
+  if (gpu_ndev() == 0) return TPX_GPU_NONE;
   int d = -1;
-  return cudaGetDevice(&d) == cudaSuccess ? d : -1;
+  return cudaGetDevice(&d) == cudaSuccess ? d : TPX_GPU_NONE;
 }
 
 int tpx__gpu_set_device(int dev) {
@@ -355,7 +355,7 @@ int tpx__gpu_set_device(int dev) {
 /* ---- pointers ---- */
 
 int tpx__gpu_ptr_query(const void *p, tpx_gpu_ptr_info_t *info) {
-  if (!info) return tpx_err(TPX_EINVAL, "tpx__gpu_ptr_query: NULL info");
+  if (!info) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_ptr_query: NULL info");
   info->mem = TPX_GPU_MEM_HOST;
   info->dev = -1;
   info->base = NULL;
@@ -407,7 +407,7 @@ bool tpx__gpu_is_device_ptr(const void *p, int *dev) {
   if (rc_) return rc_
 
 int tpx__gpu_malloc(int dev, size_t bytes, void **p) {
-  if (!p || bytes == 0) return tpx_err(TPX_EINVAL, "tpx__gpu_malloc: %zu bytes", bytes);
+  if (!p || bytes == 0) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_malloc: %zu bytes", bytes);
   *p = NULL;
   WITH_CTX(dev);
   cudaError_t e = cudaMalloc(p, bytes);
@@ -424,7 +424,7 @@ int tpx__gpu_free(int dev, void *p) {
 }
 
 int tpx__gpu_host_alloc(int dev, size_t bytes, void **host) {
-  if (!host || bytes == 0) return tpx_err(TPX_EINVAL, "tpx__gpu_host_alloc: %zu bytes", bytes);
+  if (!host || bytes == 0) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_host_alloc: %zu bytes", bytes);
   *host = NULL;
   WITH_CTX(dev);
   cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -441,7 +441,7 @@ int tpx__gpu_host_free(int dev, void *host) {
 }
 
 int tpx__gpu_host_register(int dev, void *host, size_t bytes) {
-  if (!host || bytes == 0) return tpx_err(TPX_EINVAL, "tpx__gpu_host_register: %zu bytes", bytes);
+  if (!host || bytes == 0) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_host_register: %zu bytes", bytes);
   WITH_CTX(dev);
   cudaError_t e = cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
   tpx__gpu_guard_leave(&g_);
@@ -449,7 +449,7 @@ int tpx__gpu_host_register(int dev, void *host, size_t bytes) {
 }
 
 int tpx__gpu_host_unregister(int dev, void *host) {
-  if (!host) return tpx_err(TPX_EINVAL, "tpx__gpu_host_unregister: NULL");
+  if (!host) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_host_unregister: NULL");
   WITH_CTX(dev);
   cudaError_t e = cudaHostUnregister(host);
   tpx__gpu_guard_leave(&g_);
@@ -457,7 +457,7 @@ int tpx__gpu_host_unregister(int dev, void *host) {
 }
 
 int tpx__gpu_host_dev_ptr(int dev, void *host, void **dptr) {
-  if (!host || !dptr) return tpx_err(TPX_EINVAL, "tpx__gpu_host_dev_ptr: NULL");
+  if (!host || !dptr) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_host_dev_ptr: NULL");
   *dptr = NULL;
   WITH_CTX(dev);
   cudaError_t e = cudaHostGetDevicePointer(dptr, host, 0);
@@ -467,7 +467,7 @@ int tpx__gpu_host_dev_ptr(int dev, void *host, void **dptr) {
 
 int tpx__gpu_memcpy(int dev, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return 0;
-  if (!dst || !src) return tpx_err(TPX_EINVAL, "tpx__gpu_memcpy: NULL");
+  if (!dst || !src) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_memcpy: NULL");
   WITH_CTX(dev);
   cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
   tpx__gpu_guard_leave(&g_);
@@ -476,7 +476,7 @@ int tpx__gpu_memcpy(int dev, void *dst, const void *src, size_t bytes) {
 
 int tpx__gpu_memset(int dev, void *dst, int value, size_t bytes) {
   if (bytes == 0) return 0;
-  if (!dst) return tpx_err(TPX_EINVAL, "tpx__gpu_memset: NULL");
+  if (!dst) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_memset: NULL");
   WITH_CTX(dev);
   cudaError_t e = cudaMemset(dst, value, bytes);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
@@ -492,14 +492,14 @@ struct tpx_gpu_stream {
 };
 
 int tpx__gpu_stream_create(int dev, tpx_gpu_stream_t **out) {
-  if (!out) return tpx_err(TPX_EINVAL, "tpx__gpu_stream_create: NULL");
+  if (!out) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_stream_create: NULL");
   *out = NULL;
   int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
   tpx_gpu_stream_t *s = calloc(1, sizeof *s);
   if (!s) {
     tpx__gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "tpx__gpu_stream_create");
+    return tpx_err_quiet(TPX_ENOMEM, "tpx__gpu_stream_create");
   }
   s->dev = dev;
   tpx_gpu_guard_t g;
@@ -533,20 +533,20 @@ void tpx__gpu_stream_destroy(tpx_gpu_stream_t *s) {
 }
 
 int tpx__gpu_stream_sync(tpx_gpu_stream_t *s) {
-  if (!s) return tpx_err(TPX_EINVAL, "tpx__gpu_stream_sync: NULL");
+  if (!s) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_stream_sync: NULL");
   WITH_CTX(s->dev);
   cudaError_t e = cudaStreamSynchronize(s->s);
   tpx__gpu_guard_leave(&g_);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaStreamSynchronize", s->dev);
 }
 
-int tpx__gpu_stream_dev(const tpx_gpu_stream_t *s) { return s ? s->dev : -1; }
+int tpx__gpu_stream_dev(const tpx_gpu_stream_t *s) { return s ? s->dev : TPX_GPU_NONE; }
 void *tpx__gpu_stream_handle(const tpx_gpu_stream_t *s) { return s ? (void *)s->s : NULL; }
 
 int tpx__gpu_memcpy_async(tpx_gpu_stream_t *s, void *dst, const void *src, size_t bytes) {
-  if (!s) return tpx_err(TPX_EINVAL, "tpx__gpu_memcpy_async: NULL stream");
+  if (!s) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_memcpy_async: NULL stream");
   if (bytes == 0) return 0;
-  if (!dst || !src) return tpx_err(TPX_EINVAL, "tpx__gpu_memcpy_async: NULL");
+  if (!dst || !src) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_memcpy_async: NULL");
   WITH_CTX(s->dev);
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->s);
   tpx__gpu_guard_leave(&g_);
@@ -571,7 +571,7 @@ struct tpx_gpu_evpool {
 
 static int event_new(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
   tpx_gpu_event_t *ev = calloc(1, sizeof *ev);
-  if (!ev) return tpx_err(TPX_ENOMEM, "gpu %d: event", p->dev);
+  if (!ev) return tpx_err_quiet(TPX_ENOMEM, "gpu %d: event", p->dev);
   ev->dev = p->dev;
   WITH_CTX(p->dev);
   cudaError_t e = cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
@@ -595,14 +595,14 @@ static void event_free(tpx_gpu_event_t *ev) {
 }
 
 int tpx__gpu_evpool_create(int dev, int prealloc, tpx_gpu_evpool_t **out) {
-  if (!out || prealloc < 0) return tpx_err(TPX_EINVAL, "tpx__gpu_evpool_create");
+  if (!out || prealloc < 0) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_evpool_create");
   *out = NULL;
   int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
   tpx_gpu_evpool_t *p = calloc(1, sizeof *p);
   if (!p) {
     tpx__gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "tpx__gpu_evpool_create");
+    return tpx_err_quiet(TPX_ENOMEM, "tpx__gpu_evpool_create");
   }
   p->dev = dev;
   pthread_mutex_init(&p->mu, NULL);
@@ -635,7 +635,7 @@ void tpx__gpu_evpool_destroy(tpx_gpu_evpool_t *p) {
 }
 
 int tpx__gpu_event_get(tpx_gpu_evpool_t *p, tpx_gpu_event_t **out) {
-  if (!p || !out) return tpx_err(TPX_EINVAL, "tpx__gpu_event_get: NULL");
+  if (!p || !out) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_event_get: NULL");
   pthread_mutex_lock(&p->mu);
   tpx_gpu_event_t *ev = p->free;
   if (ev) {
@@ -682,9 +682,9 @@ int tpx__gpu_evpool_taken(const tpx_gpu_evpool_t *p) {
 }
 
 int tpx__gpu_event_record(tpx_gpu_event_t *ev, tpx_gpu_stream_t *s) {
-  if (!ev || !s) return tpx_err(TPX_EINVAL, "tpx__gpu_event_record: NULL");
+  if (!ev || !s) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_event_record: NULL");
   if (ev->dev != s->dev)
-    return tpx_err(TPX_EINVAL, "event of GPU %d recorded on a stream of GPU %d", ev->dev, s->dev);
+    return tpx_err_quiet(TPX_EINVAL, "event of GPU %d recorded on a stream of GPU %d", ev->dev, s->dev);
   WITH_CTX(s->dev);
   cudaError_t e = cudaEventRecord(ev->e, s->s);
   tpx__gpu_guard_leave(&g_);
@@ -692,7 +692,7 @@ int tpx__gpu_event_record(tpx_gpu_event_t *ev, tpx_gpu_stream_t *s) {
 }
 
 int tpx__gpu_event_query(tpx_gpu_event_t *ev) {
-  if (!ev) return tpx_err(TPX_EINVAL, "tpx__gpu_event_query: NULL");
+  if (!ev) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_event_query: NULL");
   WITH_CTX(ev->dev);
   cudaError_t e = cudaEventQuery(ev->e);
   tpx__gpu_guard_leave(&g_);
@@ -702,7 +702,7 @@ int tpx__gpu_event_query(tpx_gpu_event_t *ev) {
 }
 
 int tpx__gpu_event_sync(tpx_gpu_event_t *ev) {
-  if (!ev) return tpx_err(TPX_EINVAL, "tpx__gpu_event_sync: NULL");
+  if (!ev) return tpx_err_quiet(TPX_EINVAL, "tpx__gpu_event_sync: NULL");
   WITH_CTX(ev->dev);
   cudaError_t e = cudaEventSynchronize(ev->e);
   tpx__gpu_guard_leave(&g_);

@@ -34,6 +34,8 @@ extern "C" {
 #endif
 
 #define TPX_GPU_MAX_DEVICES 64
+/* "No GPU": a device index the calls below return when there is none. */
+#define TPX_GPU_NONE (-1)
 
 /* ---- availability ---- */
 

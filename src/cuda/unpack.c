@@ -71,7 +71,7 @@ void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {
 }
 int tpx__unpack_device(const tpx_unpacker_t *u) {
   (void)u;
-  return -1;
+  return TPX_GPU_NONE;
 }
 void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   (void)u;
@@ -130,7 +130,7 @@ struct tpx_unpacker {
 };
 
 static int cuda_fail(cudaError_t e, const char *what, int dev) {
-  return tpx_err(e == cudaErrorMemoryAllocation ? TPX_ENOMEM : TPX_ECUDA, "unpack on GPU %d: %s: %s (%s)",
+  return tpx_err_quiet(e == cudaErrorMemoryAllocation ? TPX_ENOMEM : TPX_ECUDA, "unpack on GPU %d: %s: %s (%s)",
                  dev, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
@@ -172,7 +172,7 @@ static int alloc_mode_buffers(tpx_unpacker_t *u) {
     if (!rc && o.desc == TPX_UNPACK_DESC_COPY) rc = tpx__gpu_malloc(dev, ring_bytes, (void **)&u->desc_dev);
     if (!rc && o.desc == TPX_UNPACK_DESC_PARAM) {
       u->param = aligned_alloc(16, TPX_UNPACK_PARAM_MAX * sizeof(tpx_unpack_meta_t));
-      if (!u->param) rc = tpx_err(TPX_ENOMEM, "unpack on GPU %d: parameter block", dev);
+      if (!u->param) rc = tpx_err_quiet(TPX_ENOMEM, "unpack on GPU %d: parameter block", dev);
       else memset(u->param, 0, TPX_UNPACK_PARAM_MAX * sizeof(tpx_unpack_meta_t));
     }
   } else if (o.mode == TPX_UNPACK_D2D) {
@@ -180,7 +180,7 @@ static int alloc_mode_buffers(tpx_unpacker_t *u) {
     u->b_dst = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_dst);
     u->b_src = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_src);
     u->b_len = calloc(o.max_frags ? o.max_frags : 1, sizeof *u->b_len);
-    if (!u->b_dst || !u->b_src || !u->b_len) rc = tpx_err(TPX_ENOMEM, "unpack on GPU %d: batch arrays", dev);
+    if (!u->b_dst || !u->b_src || !u->b_len) rc = tpx_err_quiet(TPX_ENOMEM, "unpack on GPU %d: batch arrays", dev);
   } else {
     rc = tpx__gpu_host_alloc(dev, o.host_stage_bytes, (void **)&u->host_stage);
     if (!rc) u->host_stage_bytes = o.host_stage_bytes;
@@ -206,7 +206,7 @@ static int resolve_opts(int dev, const tpx_unpack_opts_t *opts, tpx_unpack_opts_
       o.desc > TPX_UNPACK_DESC_PARAM || o.threads % 32 || o.threads > TPX_UNPACK_KERNEL_MAX_THREADS ||
       o.max_frags > (1u << 24) || o.max_inflight > 4096 || o.nstreams < 1 ||
       o.nstreams > TPX_UNPACK_MAX_STREAMS)
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "unpack on GPU %d: bad options (mode %d desc %d threads %d frags %u inflight %u streams %d)",
                    dev, o.mode, o.desc, o.threads, o.max_frags, o.max_inflight, o.nstreams);
   *out = o;
@@ -214,7 +214,7 @@ static int resolve_opts(int dev, const tpx_unpack_opts_t *opts, tpx_unpack_opts_
 }
 
 int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t **out) {
-  if (!out) return tpx_err(TPX_EINVAL, "tpx__unpacker_create: NULL");
+  if (!out) return tpx_err_quiet(TPX_EINVAL, "tpx__unpacker_create: NULL");
   *out = NULL;
   tpx_unpack_opts_t o;
   int rc = resolve_opts(dev, opts, &o);
@@ -229,7 +229,7 @@ int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t 
     free(u);
     free(ring);
     tpx__gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "unpack on GPU %d", dev);
+    return tpx_err_quiet(TPX_ENOMEM, "unpack on GPU %d", dev);
   }
   u->dev = dev;
   u->o = o;
@@ -336,7 +336,7 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
     entries = slot;
     desc = u->stage_dev + (slot - u->stage);
   } else if (!desc) {
-    return tpx_err(TPX_EINVAL, "unpack on GPU %d: direct descriptors need chunk.meta_dev", u->dev);
+    return tpx_err_quiet(TPX_EINVAL, "unpack on GPU %d: direct descriptors need chunk.meta_dev", u->dev);
   }
   uint32_t max_len = 0;
   uint64_t total = 0;
@@ -472,11 +472,11 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStrea
 }
 
 int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
-  if (!u || !c || !ticket) return tpx_err(TPX_EINVAL, "tpx__unpack_submit: NULL");
+  if (!u || !c || !ticket) return tpx_err_quiet(TPX_EINVAL, "tpx__unpack_submit: NULL");
   if (c->cnt > u->o.max_frags)
-    return tpx_err(TPX_EINVAL, "unpack on GPU %d: %u entries > %u per chunk", u->dev, c->cnt, u->o.max_frags);
+    return tpx_err_quiet(TPX_EINVAL, "unpack on GPU %d: %u entries > %u per chunk", u->dev, c->cnt, u->o.max_frags);
   if (c->cnt && (!c->meta || !c->bounce || !c->dst))
-    return tpx_err(TPX_EINVAL, "unpack on GPU %d: NULL metadata or buffer", u->dev);
+    return tpx_err_quiet(TPX_EINVAL, "unpack on GPU %d: NULL metadata or buffer", u->dev);
   pthread_mutex_lock(&u->mu);
   int rc = u->failed;
   if (rc) goto out;
@@ -521,11 +521,11 @@ out:
 }
 
 int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
-  if (!u) return tpx_err(TPX_EINVAL, "tpx__unpack_done: NULL");
+  if (!u) return tpx_err_quiet(TPX_EINVAL, "tpx__unpack_done: NULL");
   pthread_mutex_lock(&u->mu);
   int rc;
   if (ticket >= u->next_ticket)
-    rc = tpx_err(TPX_EINVAL, "unpack on GPU %d: unknown ticket %llu (next %llu)", u->dev,
+    rc = tpx_err_quiet(TPX_EINVAL, "unpack on GPU %d: unknown ticket %llu (next %llu)", u->dev,
                  (unsigned long long)ticket, (unsigned long long)u->next_ticket);
   else
     rc = poll_ticket(u, ticket);
@@ -540,7 +540,7 @@ int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
     int rc = tpx__unpack_done(u, ticket);
     if (rc != 0) return rc < 0 ? rc : 0;
     if (tpx__now_ns() >= deadline)
-      return tpx_err(TPX_ETIMEDOUT, "unpack on GPU %d: ticket %llu not done after %d ms", u->dev,
+      return tpx_err_quiet(TPX_ETIMEDOUT, "unpack on GPU %d: ticket %llu not done after %d ms", u->dev,
                      (unsigned long long)ticket, timeout_ms);
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
@@ -549,14 +549,14 @@ int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
 }
 
 int tpx__unpack_sync(tpx_unpacker_t *u) {
-  if (!u) return tpx_err(TPX_EINVAL, "tpx__unpack_sync: NULL");
+  if (!u) return tpx_err_quiet(TPX_EINVAL, "tpx__unpack_sync: NULL");
   int rc = 0;
   for (int i = 0; i < u->ns && !rc; i++) rc = tpx__gpu_stream_sync(u->streams[i]);
   pthread_mutex_lock(&u->mu);
   if (rc && !u->failed) u->failed = rc;
   if (!rc && u->count) rc = poll_ticket(u, u->next_ticket - 1);
   if (rc == 0 && u->count)
-    rc = tpx_err(TPX_EINTERNAL, "unpack on GPU %d: %u chunks pending after sync", u->dev, u->count);
+    rc = tpx_err_quiet(TPX_EINTERNAL, "unpack on GPU %d: %u chunks pending after sync", u->dev, u->count);
   pthread_mutex_unlock(&u->mu);
   return rc < 0 ? rc : 0;
 }
@@ -585,7 +585,7 @@ int tpx__unpack_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
 void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {
   return (u && i >= 0 && i < u->ns) ? (void *)u->cs[i] : NULL;
 }
-int tpx__unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : -1; }
+int tpx__unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : TPX_GPU_NONE; }
 
 void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   if (!st) return;

@@ -10,14 +10,14 @@ static const char *const mode_names[] = {"kernel", "d2d", "host"};
 static const char *const desc_names[] = {"copy", "mapped", "direct", "param"};
 
 static int parse_name(const char *s, const char *const *names, int n, int *out, const char *what) {
-  if (!s || !out) return tpx_err(TPX_EINVAL, "%s: NULL", what);
+  if (!s || !out) return tpx_err_quiet(TPX_EINVAL, "%s: NULL", what);
   for (int i = 0; i < n; i++) {
     if (strcasecmp(s, names[i]) == 0) {
       *out = i;
       return 0;
     }
   }
-  return tpx_err(TPX_EINVAL, "%s: unknown value '%s'", what, s);
+  return tpx_err_quiet(TPX_EINVAL, "%s: unknown value '%s'", what, s);
 }
 
 int tpx__unpack_mode_parse(const char *s, int *mode) {

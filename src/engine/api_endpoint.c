@@ -146,6 +146,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
   *out = ep;
   return 0;
 fail:
+  rc = tpx_err_surface(rc); /* transport, GPU and listen failures come quiet */
   tpx_endpoint_destroy(ep);
   return rc;
 }

@@ -35,7 +35,7 @@ int tpx_mem_register(tpx_endpoint_t *ep, const tpx_mem_desc_t *d, tpx_mem_t **ou
     TPX_DEBUG("endpoint %s: registered region %llu [%p, +%zu) access %s%s", ep->name,
               (unsigned long long)(*out)->id, d->addr, d->len, d->access & TPX_ACCESS_READ ? "r" : "-",
               d->access & TPX_ACCESS_WRITE ? "w" : "-");
-  return rc;
+  return rc ? tpx_err_surface(rc) : 0; /* a GPU check's failure comes quiet */
 }
 
 

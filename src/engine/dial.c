@@ -27,7 +27,7 @@ static int ip_of(const struct sockaddr *sa, struct ip *out) {
     memcpy(out->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
     return 0;
   }
-  if (sa->sa_family != AF_INET6) return -1;
+  if (sa->sa_family != AF_INET6) return TPX_ENOTSUP;
   const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
   if (IN6_IS_ADDR_V4MAPPED(a)) {
     out->fam = AF_INET;

@@ -95,7 +95,7 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
         (void)tpx__wire_put_error(&p->out, TPX_EVERSION, "protocol version mismatch");
       }
       tpx__peer_fail(p, (int)n, "peer %s: %s; connection dropped", p->where, tpx_last_error());
-      return -1;
+      return (int)n;
     }
     on_frame(p, &f);
     off += (size_t)n;
@@ -116,12 +116,13 @@ static int read_all(struct tpx_peer *p) {
     if (r == 0) return did;
     if (r > 0) {
       did++;
-      if (tpx__dispatch_parse(p) < 0) return -1;
+      int rc = tpx__dispatch_parse(p);
+      if (rc < 0) return rc;
       continue;
     }
     if (r != TPX_ECLOSED) {
       tpx__peer_fail_last(p, r);
-      return -1;
+      return r;
     }
     if (setup_error(p)) return did + 1; /* its reason came before its close */
     if (p->in_len > 0 && p->state != P_DEAD)

@@ -150,7 +150,7 @@ static int became_ready(struct tpx_peer *p) {
       struct tpx_peer **q = realloc(ep->acceptq, (size_t)ncap * sizeof(*q));
       if (!q) {
         tpx__peer_fail(p, TPX_ENOMEM, "peer %s: accept queue: out of memory", p->where);
-        return -1;
+        return TPX_ENOMEM;
       }
       ep->acceptq = q;
       ep->acceptq_cap = ncap;
@@ -201,7 +201,7 @@ int tpx__handshake_step(struct tpx_peer *p, int *did, uint64_t now) {
     char own[512]; /* reading the control connection may record other details */
     snprintf(own, sizeof(own), "%s", tpx_last_error());
     if (!peer_reported(p)) tpx__peer_fail(p, rc, "%s", own);
-    return -1;
+    return rc;
   }
   setup_wait(p, *did > 0, now);
   return rc == 1 ? became_ready(p) : 0;

@@ -4,12 +4,13 @@
 #include "engine/endpoint.h"
 #include "engine/inline_data.h"
 #include "engine/mem.h"
+#include "tpx/error.h"
 
 int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
   int k = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!e[i].len) continue;
-    if (k == INLINE_MAX_IOV || e[i].mem->type != TPX_MEM_HOST) return -1;
+    if (k == INLINE_MAX_IOV || e[i].mem->type != TPX_MEM_HOST) return TPX_ENOTSUP;
     iov[k].iov_base = e[i].mem->base + e[i].off;
     iov[k].iov_len = (size_t)e[i].len;
     k++;
@@ -18,7 +19,7 @@ int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
 }
 
 int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
-  if (total > ep->cfg.inline_bytes || total > WIRE_MAX_INLINE) return -1;
+  if (total > ep->cfg.inline_bytes || total > WIRE_MAX_INLINE) return TPX_ENOTSUP;
   return tpx__inline_iov(e, n, iov);
 }
 

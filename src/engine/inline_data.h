@@ -11,10 +11,10 @@
 
 #define INLINE_MAX_IOV 64
 
-/* The entries as an iovec (empty ones skipped): the count, or -1 when they
- * cannot go inline (GPU memory, more than INLINE_MAX_IOV pieces). */
+/* The entries as an iovec (empty ones skipped): the count, or TPX_ENOTSUP when
+ * they cannot go inline (GPU memory, more than INLINE_MAX_IOV pieces). */
 int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov);
-/* The same, also -1 when total is above the endpoint's inline limit. */
+/* The same, also TPX_ENOTSUP when total is above the endpoint's inline limit. */
 int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov);
 /* Copy inline bytes into the entries (checked by the caller to fit). */
 void tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data);

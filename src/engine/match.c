@@ -29,7 +29,7 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
     return;
   }
   struct iovec iov[INLINE_MAX_IOV];
-  int niov = c->inl_ok ? tpx__inline_ok(p->ep, o->ents, o->nents, o->total, iov) : -1;
+  int niov = c->inl_ok ? tpx__inline_ok(p->ep, o->ents, o->nents, o->total, iov) : TPX_ENOTSUP;
   if (niov >= 0) { /* copied into the control message: the buffer is free again */
     struct wire_send s = {c->recv_id, o->total, 0, o->chunk, 1, NULL};
     int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, iov, niov));

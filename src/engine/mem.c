@@ -228,7 +228,7 @@ int tpx__mem_slot_alloc(tpx_endpoint_t *ep, void *comm) {
     }
   int n = ep->nslots ? ep->nslots * 2 : 32;
   void **s = realloc(ep->slots, (size_t)n * sizeof(*s));
-  if (!s) return -1;
+  if (!s) return TPX_ENOMEM;
   for (int i = ep->nslots; i < n; i++) s[i] = NULL;
   ep->slots = s;
   int i = ep->nslots;

@@ -24,6 +24,7 @@
 #include "engine/progress.h"
 #include "engine/redial.h"
 #include "engine/start.h"
+#include "tpx/error.h"
 
 /* Blocking waits with a progress thread spin this long before sleeping on
  * the condition variable; while they spin they drive progress themselves
@@ -35,7 +36,10 @@ static int peer_pass(struct tpx_peer *p, uint64_t now) {
   if (p->state == P_CONNECTING && p->fd < 0) did += tpx__redial_step(p, tpx__now_ns()); /* after its pause */
   if (p->state == P_NET_SETUP) {
     int n = 0;
-    if (tpx__handshake_step(p, &n, now) == 1) did += 1 + tpx__dispatch_parse(p); /* frames that came during setup */
+    if (tpx__handshake_step(p, &n, now) == 1) { /* frames that came during setup */
+      int f = tpx__dispatch_parse(p);
+      did += f < 0 ? 0 : 1 + f; /* < 0: the peer failed (a code, not a count) */
+    }
     did += n;
   }
   if (p->start_head) did += tpx__start_deferred(p); /* posts that left their start to us */
@@ -207,7 +211,7 @@ static void *progress_main(void *arg) {
 }
 
 int tpx__progress_thread_start(tpx_endpoint_t *ep) {
-  if (pthread_create(&ep->thread, NULL, progress_main, ep) != 0) return -1;
+  if (pthread_create(&ep->thread, NULL, progress_main, ep) != 0) return TPX_ESYSTEM;
   ep->thread_on = 1;
   (void)pthread_setname_np(ep->thread, "tpx-progress"); /* top -H, gdb: a name only, never an error */
   return 0;

@@ -186,7 +186,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   for (uint32_t i = 0; i < o->nents; i++) total += o->ents[i].len;
   TPX_TL(TL_TARGET, K_SERVE_READ, o->id, total, o->nchunks);
   struct iovec iov[INLINE_MAX_IOV];
-  int niov = m.inl ? tpx__inline_ok(ep, o->ents, o->nents, total, iov) : -1;
+  int niov = m.inl ? tpx__inline_ok(ep, o->ents, o->nents, total, iov) : TPX_ENOTSUP;
   uint32_t first = 0;
   if (niov >= 0) o->nchunks = 0; /* all of it goes in the answer */
   else first = tpx__op_take_first_ch(p, o->nchunks);

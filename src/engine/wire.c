@@ -158,7 +158,7 @@ static int rd_str(struct rd *r, char *out, size_t cap) {
   if (!p || n >= cap) {
     r->bad = 1;
     out[0] = '\0';
-    return -1;
+    return TPX_EPROTO;
   }
   memcpy(out, p, n);
   out[n] = '\0';

@@ -43,12 +43,12 @@ static struct tpx_plugin *plug(tpx_net_t *net) {
 
 #define GET_PLUGIN(p, net, what)                                                                   \
   struct tpx_plugin *p = plug(net);                                                                \
-  if (p == NULL) return tpx_err(TPX_EINVAL, "%s: NULL transport", what)
+  if (p == NULL) return tpx_err_quiet(TPX_EINVAL, "%s: NULL transport", what)
 
 /* A plugin result -> tpx code, with the detail recorded. */
 static int res(struct tpx_plugin *p, const char *what, ncclnet_result_t r) {
   if (r == NCCLNET_SUCCESS) return 0;
-  return tpx_err(tpx_from_nccl(r), "net plugin %s (v%d): %s failed with ncclResult %d", p->net.name,
+  return tpx_err_quiet(tpx_from_nccl(r), "net plugin %s (v%d): %s failed with ncclResult %d", p->net.name,
                  p->version, what, r);
 }
 
@@ -74,9 +74,9 @@ static void dev_host(tpx_net_dev_handle_t *d) {
  * v7 and v8). */
 static int check_size(struct tpx_plugin *p, const char *what, size_t size, int int_abi) {
   if (size > (size_t)SSIZE_MAX)
-    return tpx_err(TPX_EINVAL, "%s: size %zu is out of range (a negative value?)", what, size);
+    return tpx_err_quiet(TPX_EINVAL, "%s: size %zu is out of range (a negative value?)", what, size);
   if (int_abi && size > (size_t)INT_MAX)
-    return tpx_err(
+    return tpx_err_quiet(
         TPX_EINVAL,
         "%s: size %zu exceeds INT_MAX: net plugin %s speaks ncclNet v%d, whose sizes are "
         "int; split the buffer",
@@ -165,20 +165,20 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 
 static int op_devices(tpx_net_t *net, int *ndev) {
   GET_PLUGIN(p, net, "devices");
-  if (ndev == NULL) return tpx_err(TPX_EINVAL, "devices: ndev is NULL");
+  if (ndev == NULL) return tpx_err_quiet(TPX_EINVAL, "devices: ndev is NULL");
   return res(p, "devices", p->fn.devices(ndev));
 }
 
 static int check_dev(struct tpx_plugin *p, const char *what, int dev) {
   if (dev < 0 || dev >= p->ndev)
-    return tpx_err(TPX_EINVAL, "%s: device %d out of range (net plugin %s has %d)", what, dev,
+    return tpx_err_quiet(TPX_EINVAL, "%s: device %d out of range (net plugin %s has %d)", what, dev,
                    p->net.name, p->ndev);
   return 0;
 }
 
 static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
   GET_PLUGIN(p, net, "get_properties");
-  if (props == NULL) return tpx_err(TPX_EINVAL, "get_properties: props is NULL");
+  if (props == NULL) return tpx_err_quiet(TPX_EINVAL, "get_properties: props is NULL");
   int rc = check_dev(p, "get_properties", dev);
   if (rc) return rc;
   ncclnet_props_v12_t w;
@@ -208,7 +208,7 @@ static int op_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) {
 static int op_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) {
   GET_PLUGIN(p, net, "listen");
   if (handle == NULL || listen_comm == NULL)
-    return tpx_err(TPX_EINVAL, "listen: %s is NULL", handle == NULL ? "handle" : "listen_comm");
+    return tpx_err_quiet(TPX_EINVAL, "listen: %s is NULL", handle == NULL ? "handle" : "listen_comm");
   int rc = check_dev(p, "listen", dev);
   if (rc) return rc;
   *listen_comm = NULL;
@@ -221,7 +221,7 @@ static int op_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
                       tpx_net_dev_handle_t *send_dev) {
   GET_PLUGIN(p, net, "connect");
   if (handle == NULL || send_comm == NULL)
-    return tpx_err(TPX_EINVAL, "connect: %s is NULL", handle == NULL ? "handle" : "send_comm");
+    return tpx_err_quiet(TPX_EINVAL, "connect: %s is NULL", handle == NULL ? "handle" : "send_comm");
   int rc = check_dev(p, "connect", dev);
   if (rc) return rc;
   /* NCCL never asks for send-side offload: the slot the plugin sees is NULL. */
@@ -249,12 +249,12 @@ static int op_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                      tpx_net_dev_handle_t *recv_dev) {
   GET_PLUGIN(p, net, "accept");
   if (listen_comm == NULL || recv_comm == NULL)
-    return tpx_err(TPX_EINVAL, "accept: %s is NULL",
+    return tpx_err_quiet(TPX_EINVAL, "accept: %s is NULL",
                    listen_comm == NULL ? "listen_comm" : "recv_comm");
   ncclnet_dev_handle_t **slot;
   if (p->unpack) {
     if (recv_dev == NULL)
-      return tpx_err(TPX_EINVAL,
+      return tpx_err_quiet(TPX_EINVAL,
                      "accept: net plugin %s offloads receives (UNPACK) and needs device-handle "
                      "storage (recv_dev is NULL)",
                      p->net.name);
@@ -284,11 +284,11 @@ static int op_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int ty
                      void **mhandle) {
   GET_PLUGIN(p, net, "reg_mr");
   if (comm == NULL || mhandle == NULL)
-    return tpx_err(TPX_EINVAL, "reg_mr: %s is NULL", comm == NULL ? "comm" : "mhandle");
+    return tpx_err_quiet(TPX_EINVAL, "reg_mr: %s is NULL", comm == NULL ? "comm" : "mhandle");
   if (type != TPX_PTR_HOST && type != TPX_PTR_CUDA)
-    return tpx_err(TPX_EINVAL, "reg_mr: type %d is neither HOST (1) nor CUDA (2)", type);
+    return tpx_err_quiet(TPX_EINVAL, "reg_mr: type %d is neither HOST (1) nor CUDA (2)", type);
   if (data == NULL && size > 0)
-    return tpx_err(TPX_EINVAL, "reg_mr: data is NULL with size %zu", size);
+    return tpx_err_quiet(TPX_EINVAL, "reg_mr: data is NULL with size %zu", size);
   int rc = check_size(p, "reg_mr", size, p->fn.regmr_int != NULL);
   if (rc) return rc;
   *mhandle = NULL;
@@ -299,7 +299,7 @@ static int op_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int ty
 
 static int op_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
   GET_PLUGIN(p, net, "dereg_mr");
-  if (comm == NULL) return tpx_err(TPX_EINVAL, "dereg_mr: comm is NULL");
+  if (comm == NULL) return tpx_err_quiet(TPX_EINVAL, "dereg_mr: comm is NULL");
   return res(p, "deregMr", p->fn.deregmr(comm, mhandle));
 }
 
@@ -307,9 +307,9 @@ static int op_isend(tpx_net_t *net, void *send_comm, void *data, size_t size, in
                     void *mhandle, void **request) {
   GET_PLUGIN(p, net, "isend");
   if (send_comm == NULL || request == NULL)
-    return tpx_err(TPX_EINVAL, "isend: %s is NULL", send_comm == NULL ? "send_comm" : "request");
+    return tpx_err_quiet(TPX_EINVAL, "isend: %s is NULL", send_comm == NULL ? "send_comm" : "request");
   if (data == NULL && size > 0)
-    return tpx_err(TPX_EINVAL, "isend: data is NULL with size %zu", size);
+    return tpx_err_quiet(TPX_EINVAL, "isend: data is NULL with size %zu", size);
   int rc = check_size(p, "isend", size, p->fn.isend_int != NULL);
   if (rc) return rc;
   *request = NULL;
@@ -326,19 +326,19 @@ static int op_isend(tpx_net_t *net, void *send_comm, void *data, size_t size, in
 static int check_group(struct tpx_plugin *p, const char *what, int n, void **data, size_t *sizes,
                        int *int_sizes) {
   if (n < 1 || n > p->max_recvs)
-    return tpx_err(TPX_EINVAL, "%s: n=%d outside 1..%d (maxRecvs of net plugin %s)", what, n,
+    return tpx_err_quiet(TPX_EINVAL, "%s: n=%d outside 1..%d (maxRecvs of net plugin %s)", what, n,
                    p->max_recvs, p->net.name);
   if (data == NULL || sizes == NULL)
-    return tpx_err(TPX_EINVAL, "%s: %s is NULL", what, data == NULL ? "data" : "sizes");
+    return tpx_err_quiet(TPX_EINVAL, "%s: %s is NULL", what, data == NULL ? "data" : "sizes");
   for (int i = 0; i < n; i++) {
     if (sizes[i] > (size_t)SSIZE_MAX)
-      return tpx_err(TPX_EINVAL, "%s: sizes[%d]=%zu is out of range (a negative value?)", what, i,
+      return tpx_err_quiet(TPX_EINVAL, "%s: sizes[%d]=%zu is out of range (a negative value?)", what, i,
                      sizes[i]);
     if (data[i] == NULL && sizes[i] > 0)
-      return tpx_err(TPX_EINVAL, "%s: data[%d] is NULL with size %zu", what, i, sizes[i]);
+      return tpx_err_quiet(TPX_EINVAL, "%s: data[%d] is NULL with size %zu", what, i, sizes[i]);
     if (int_sizes != NULL) {
       if (sizes[i] > (size_t)INT_MAX)
-        return tpx_err(TPX_EINVAL,
+        return tpx_err_quiet(TPX_EINVAL,
                        "%s: sizes[%d]=%zu exceeds INT_MAX, which net plugin %s (v%d) takes as int",
                        what, i, sizes[i], p->net.name, p->version);
       int_sizes[i] = (int)sizes[i];
@@ -351,7 +351,7 @@ static int op_irecv(tpx_net_t *net, void *recv_comm, int n, void **data, size_t 
                     void **mhandles, void **request) {
   GET_PLUGIN(p, net, "irecv");
   if (recv_comm == NULL || request == NULL || tags == NULL || mhandles == NULL)
-    return tpx_err(TPX_EINVAL, "irecv: %s is NULL",
+    return tpx_err_quiet(TPX_EINVAL, "irecv: %s is NULL",
                    recv_comm == NULL ? "recv_comm"
                    : request == NULL ? "request"
                    : tags == NULL    ? "tags"
@@ -377,7 +377,7 @@ static int op_iflush(tpx_net_t *net, void *recv_comm, int n, void **data, size_t
                      void **mhandles, void **request) {
   GET_PLUGIN(p, net, "iflush");
   if (recv_comm == NULL || request == NULL || mhandles == NULL)
-    return tpx_err(TPX_EINVAL, "iflush: %s is NULL",
+    return tpx_err_quiet(TPX_EINVAL, "iflush: %s is NULL",
                    recv_comm == NULL ? "recv_comm"
                    : request == NULL ? "request"
                                      : "mhandles");
@@ -393,7 +393,7 @@ static int op_iflush(tpx_net_t *net, void *recv_comm, int n, void **data, size_t
 static int op_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   GET_PLUGIN(p, net, "test");
   if (request == NULL || done == NULL)
-    return tpx_err(TPX_EINVAL, "test: %s is NULL", request == NULL ? "request" : "done");
+    return tpx_err_quiet(TPX_EINVAL, "test: %s is NULL", request == NULL ? "request" : "done");
   /* The plugin writes one int per buffer of the request; which count it is
    * only the plugin knows, so unwritten entries are recognised and left
    * alone (UNPACK plugins write none). */
@@ -414,7 +414,7 @@ static int op_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
 }
 
 static int op_close(struct tpx_plugin *p, const char *what, ncclnet_close_fn *fn, void *comm) {
-  if (comm == NULL) return tpx_err(TPX_EINVAL, "%s: comm is NULL", what);
+  if (comm == NULL) return tpx_err_quiet(TPX_EINVAL, "%s: comm is NULL", what);
   return res(p, what, fn(comm));
 }
 
@@ -436,7 +436,7 @@ static int op_close_listen(tpx_net_t *net, void *comm) {
 static int op_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **dptr_mhandle) {
   GET_PLUGIN(p, net, "get_device_mr");
   if (comm == NULL || dptr_mhandle == NULL)
-    return tpx_err(TPX_EINVAL, "get_device_mr: %s is NULL", comm == NULL ? "comm" : "dptr_mhandle");
+    return tpx_err_quiet(TPX_EINVAL, "get_device_mr: %s is NULL", comm == NULL ? "comm" : "dptr_mhandle");
   *dptr_mhandle = NULL;
   return res(p, "getDeviceMr", p->fn.get_device_mr(comm, mhandle, dptr_mhandle));
 }
@@ -444,10 +444,10 @@ static int op_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **dp
 static int op_irecv_consumed(tpx_net_t *net, void *recv_comm, int n, void *request) {
   GET_PLUGIN(p, net, "irecv_consumed");
   if (recv_comm == NULL || request == NULL)
-    return tpx_err(TPX_EINVAL, "irecv_consumed: %s is NULL",
+    return tpx_err_quiet(TPX_EINVAL, "irecv_consumed: %s is NULL",
                    recv_comm == NULL ? "recv_comm" : "request");
   if (n < 1 || n > p->max_recvs)
-    return tpx_err(TPX_EINVAL, "irecv_consumed: n=%d outside 1..%d", n, p->max_recvs);
+    return tpx_err_quiet(TPX_EINVAL, "irecv_consumed: n=%d outside 1..%d", n, p->max_recvs);
   return res(p, "irecvConsumed", p->fn.irecv_consumed(recv_comm, n, request));
 }
 
@@ -579,11 +579,11 @@ int tpx__adapt_bind(struct tpx_plugin *p, const void *table) {
     f->finalize = t->finalize;
     break;
   }
-  default: return tpx_err(TPX_EVERSION, "net plugin ABI v%d is not supported (7..12)", p->version);
+  default: return tpx_err_quiet(TPX_EVERSION, "net plugin ABI v%d is not supported (7..12)", p->version);
   }
   const char *missing = first_missing(f, p->version);
   if (missing)
-    return tpx_err(TPX_EVERSION, "net plugin %s: ncclNetPlugin_v%d.%s is NULL", p->file, p->version,
+    return tpx_err_quiet(TPX_EVERSION, "net plugin %s: ncclNetPlugin_v%d.%s is NULL", p->file, p->version,
                    missing);
 
   p->ops = adapted_ops;
@@ -617,17 +617,17 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
   else
     r = p->fn.init_v7(logger);
   if (r != NCCLNET_SUCCESS)
-    return tpx_err(tpx_from_nccl(r), "net plugin %s (%s, v%d): init failed with ncclResult %d",
+    return tpx_err_quiet(tpx_from_nccl(r), "net plugin %s (%s, v%d): init failed with ncclResult %d",
                    p->net.name, p->file, p->version, r);
   p->inited = 1;
   int ndev = 0;
   r = p->fn.devices(&ndev);
   int rc = 0;
   if (r != NCCLNET_SUCCESS)
-    rc = tpx_err(tpx_from_nccl(r), "net plugin %s: devices failed with ncclResult %d", p->net.name,
+    rc = tpx_err_quiet(tpx_from_nccl(r), "net plugin %s: devices failed with ncclResult %d", p->net.name,
                  r);
   else if (ndev <= 0)
-    rc = tpx_err(TPX_ENOENT, "net plugin %s (%s) reports %d devices: no usable NIC", p->net.name,
+    rc = tpx_err_quiet(TPX_ENOENT, "net plugin %s (%s) reports %d devices: no usable NIC", p->net.name,
                  p->file, ndev);
   if (rc) {
     tpx__adapt_fini(p);
@@ -646,7 +646,7 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
     /* NCCL decides device offload on device 0 and rejects other UNPACK versions. */
     if (d == 0 && w.netDeviceType == NCCLNET_DEVICE_UNPACK) {
       if (w.netDeviceVersion != NCCLNET_DEVICE_UNPACK_VERSION) {
-        rc = tpx_err(TPX_EVERSION, "net plugin %s: UNPACK device version %d, only %d is supported",
+        rc = tpx_err_quiet(TPX_EVERSION, "net plugin %s: UNPACK device version %d, only %d is supported",
                      p->net.name, w.netDeviceVersion, NCCLNET_DEVICE_UNPACK_VERSION);
         tpx__adapt_fini(p);
         return rc;
@@ -657,7 +657,7 @@ int tpx__adapt_init(struct tpx_plugin *p, ncclnet_logger_t logger) {
                  "named like it: its NCCL_* environment was not filled in (docs/CONFIG.md)",
                  p->net.name, p->file);
     } else if (d == 0 && w.netDeviceType != NCCLNET_DEVICE_HOST) {
-      rc = tpx_err(TPX_ENOTSUP, "net plugin %s: device type %d is not supported (HOST or UNPACK)",
+      rc = tpx_err_quiet(TPX_ENOTSUP, "net plugin %s: device type %d is not supported (HOST or UNPACK)",
                    p->net.name, w.netDeviceType);
       tpx__adapt_fini(p);
       return rc;

@@ -22,14 +22,14 @@ int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict) {
   tpx_net_caps_t c = {0};
   int ndev = 0;
   int rc = net->ops->devices(net, &ndev);
-  if (rc != 0) return tpx_err(rc, "transport %s: devices: %s", net->name, tpx_last_error());
+  if (rc != 0) return tpx_err_quiet(rc, "transport %s: devices: %s", net->name, tpx_last_error());
   c.host_ptr = c.cuda_ptr = ndev > 0;
   for (int d = 0; d < ndev; d++) {
     tpx_net_props_t pr;
     memset(&pr, 0, sizeof(pr));
     rc = net->ops->get_properties(net, d, &pr);
     if (rc != 0)
-      return tpx_err(rc, "transport %s: properties of device %d: %s", net->name, d,
+      return tpx_err_quiet(rc, "transport %s: properties of device %d: %s", net->name, d,
                      tpx_last_error());
     if (pr.dev_type == TPX_NET_DEV_UNPACK) c.unpack = 1;
     if (!(pr.ptr_support & TPX_PTR_HOST)) c.host_ptr = 0;

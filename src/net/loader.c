@@ -83,11 +83,11 @@ static int open_library(const char *spec, void **dl_out) {
     const char *e = dlerror();
     snprintf(last_err, sizeof(last_err), "%s", e ? e : "unknown dlopen error");
     if (!is_missing(e, cands[i]))
-      return tpx_err(TPX_ESYSTEM, "net plugin '%s': %s exists but cannot be loaded: %s", spec,
+      return tpx_err_quiet(TPX_ESYSTEM, "net plugin '%s': %s exists but cannot be loaded: %s", spec,
                      cands[i], last_err);
   }
-  if (ncand == 1) return tpx_err(TPX_ENOENT, "net plugin '%s' not found: %s", spec, last_err);
-  return tpx_err(TPX_ENOENT,
+  if (ncand == 1) return tpx_err_quiet(TPX_ENOENT, "net plugin '%s' not found: %s", spec, last_err);
+  return tpx_err_quiet(TPX_ENOENT,
                  "net plugin '%s' not found (tried %s and %s on the library path, then %s): %s",
                  spec, cands[0], cands[1], cands[2], last_err);
 }
@@ -130,14 +130,14 @@ static int probe(void *dl, const char *file, int max_version, int abi, const voi
   char found[160];
   if (abi) {
     exported_list(dl, abi, abi, found, sizeof(found));
-    return tpx_err(TPX_EVERSION, "net plugin %s has no " NCCLNET_SYMBOL_PREFIX "%d, which TPX_NET_ABI=%d "
+    return tpx_err_quiet(TPX_EVERSION, "net plugin %s has no " NCCLNET_SYMBOL_PREFIX "%d, which TPX_NET_ABI=%d "
                    "forces; it exports %s", file, abi, abi, found[0] ? found : "no ncclNetPlugin_vN table");
   }
   exported_list(dl, NCCLNET_MIN_VERSION, max_version, found, sizeof(found));
   if (found[0])
-    return tpx_err(TPX_EVERSION, "net plugin %s exports only %s; supported: ncclNetPlugin_v%d..v%d",
+    return tpx_err_quiet(TPX_EVERSION, "net plugin %s exports only %s; supported: ncclNetPlugin_v%d..v%d",
                    file, found, NCCLNET_MIN_VERSION, max_version);
-  return tpx_err(TPX_ENOSYM,
+  return tpx_err_quiet(TPX_ENOSYM,
                  "%s exports no ncclNetPlugin_vN symbol (looked for v%d..v%d): not an "
                  "NCCL net plugin",
                  file, max_version, NCCLNET_MIN_VERSION);
@@ -198,7 +198,7 @@ static int share_loaded(void *dl, int max_version, int abi, tpx_net_t **out) {
   dlclose(dl); /* the instance holds its own reference */
   if (rc) return rc;
   if (v != p->version)
-    return tpx_err(TPX_EUSAGE, "net plugin %s is already loaded in this process at ncclNet v%d; "
+    return tpx_err_quiet(TPX_EUSAGE, "net plugin %s is already loaded in this process at ncclNet v%d; "
                    "v%d would initialise it a second time", p->file, p->version, v);
   p->refs++;
   *out = &p->net;
@@ -210,7 +210,7 @@ static int load_new(void *dl, const char *spec, int max_version, int abi, tpx_ne
   struct tpx_plugin *p = calloc(1, sizeof(*p));
   if (p == NULL) {
     dlclose(dl);
-    return tpx_err(TPX_ENOMEM, "net plugin '%s': out of memory", spec);
+    return tpx_err_quiet(TPX_ENOMEM, "net plugin '%s': out of memory", spec);
   }
   p->dl = dl;
   struct link_map *lm = NULL;
@@ -250,15 +250,15 @@ static int load_new(void *dl, const char *spec, int max_version, int abi, tpx_ne
 }
 
 static int open_abi(const char *spec, int max_version, int abi, tpx_net_t **out) {
-  if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open: out is NULL");
+  if (out == NULL) return tpx_err_quiet(TPX_EINVAL, "tpx_net_open: out is NULL");
   *out = NULL;
   if (spec == NULL) spec = tpx_config_global()->net_plugin;
   if (tpx_net_spec_is_builtin(spec)) return tpx_net_open_builtin(NULL, out);
   if (max_version < NCCLNET_MIN_VERSION || max_version > NCCLNET_MAX_VERSION)
-    return tpx_err(TPX_EINVAL, "tpx_net_open: ABI version %d outside %d..%d", max_version,
+    return tpx_err_quiet(TPX_EINVAL, "tpx_net_open: ABI version %d outside %d..%d", max_version,
                    NCCLNET_MIN_VERSION, NCCLNET_MAX_VERSION);
   if (abi != 0 && (abi < NCCLNET_MIN_VERSION || abi > NCCLNET_MAX_VERSION))
-    return tpx_err(TPX_EINVAL, "TPX_NET_ABI=%d outside %d..%d", abi, NCCLNET_MIN_VERSION,
+    return tpx_err_quiet(TPX_EINVAL, "TPX_NET_ABI=%d outside %d..%d", abi, NCCLNET_MIN_VERSION,
                    NCCLNET_MAX_VERSION);
 
   void *dl = NULL;

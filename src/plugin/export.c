@@ -102,6 +102,13 @@ static ncclnet_result_t nres(const char *what, int rc) {
   return tpx_to_nccl(rc);
 }
 
+/* A call refused before it reaches the transport: NCCL shows only the
+ * result code, so the reason is logged here. */
+static ncclnet_result_t refuse(const char *fn, ncclnet_result_t r) {
+  NWARN("%s: %s", fn, r == NCCLNET_INVALID_ARGUMENT ? "invalid argument (NULL or out of range)" : "out of memory");
+  return r;
+}
+
 static tpx_net_t *net_or_null(void) {
   return __atomic_load_n(&g_net, __ATOMIC_ACQUIRE);
 }
@@ -209,12 +216,12 @@ static ncclnet_result_t x_init_v10(ncclnet_logger_t logger, ncclnet_profiler_cb_
 static ncclnet_result_t x_init_v11(void **ctx, uint64_t comm_id, ncclnet_comm_config_t *config,
                                    ncclnet_logger_t logger, ncclnet_profiler_cb_t prof) {
   (void)prof;
-  if (ctx == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (ctx == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *ctx = NULL; /* finalize(NULL) after a failed init is then a no-op */
   ncclnet_result_t r = open_transport(logger);
   if (r != NCCLNET_SUCCESS) return r;
   struct v11_ctx *c = calloc(1, sizeof(*c));
-  if (c == NULL) return NCCLNET_SYSTEM_ERROR;
+  if (c == NULL) return refuse(__func__, NCCLNET_SYSTEM_ERROR);
   c->comm_id = comm_id;
   c->traffic_class = config ? config->trafficClass : NCCLNET_TRAFFIC_CLASS_UNDEF;
   pthread_mutex_lock(&g_mu);
@@ -236,7 +243,7 @@ static ncclnet_result_t x_finalize(void *ctx) {
 
 static ncclnet_result_t x_set_net_attr(void *ctx, ncclnet_attr_t *attr) {
   /* Hints about concurrency; one TCP transport has nothing to tune by them. */
-  if (ctx == NULL || attr == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (ctx == NULL || attr == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   return NCCLNET_SUCCESS;
 }
 
@@ -245,7 +252,7 @@ static ncclnet_result_t x_set_net_attr(void *ctx, ncclnet_attr_t *attr) {
 static ncclnet_result_t x_devices(int *ndev) {
   NET(n, "devices");
   (void)n;
-  if (ndev == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (ndev == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *ndev = g_ndev;
   return NCCLNET_SUCCESS;
 }
@@ -259,7 +266,7 @@ static size_t clamp_bytes(size_t v) {
 static ncclnet_result_t props_wide(int dev, ncclnet_props_v11_t *w) {
   NET(n, "getProperties");
   (void)n;
-  if (w == NULL || dev < 0 || dev >= g_ndev) return NCCLNET_INVALID_ARGUMENT;
+  if (w == NULL || dev < 0 || dev >= g_ndev) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   const struct dev_cache *c = &g_dev[dev];
   const tpx_net_props_t *s = &c->props;
   memset(w, 0, sizeof(*w));
@@ -340,10 +347,10 @@ static ncclnet_result_t x_props_v11(int dev, ncclnet_props_v11_t *p) {
 
 static ncclnet_result_t x_listen(int dev, void *handle, void **listen_comm) {
   NET(n, "listen");
-  if (listen_comm == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (listen_comm == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *listen_comm = NULL;
   struct xlisten *xl = aligned_alloc(_Alignof(struct xlisten), sizeof(struct xlisten));
-  if (xl == NULL) return NCCLNET_SYSTEM_ERROR;
+  if (xl == NULL) return refuse(__func__, NCCLNET_SYSTEM_ERROR);
   memset(xl, 0, sizeof(*xl));
   int rc = n->ops->listen(n, dev, handle, &xl->inner);
   if (rc != 0) {
@@ -366,7 +373,7 @@ static ncclnet_result_t x_connect(int dev, void *handle, void **send_comm,
                                   ncclnet_dev_handle_t **dh) {
   (void)dh;
   NET(n, "connect");
-  if (send_comm == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (send_comm == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *send_comm = NULL;
   ncclnet_result_t r = nres("connect", n->ops->connect(n, dev, handle, send_comm, NULL));
   if (r == NCCLNET_SUCCESS && *send_comm) __atomic_add_fetch(&g_live, 1, __ATOMIC_ACQ_REL);
@@ -398,13 +405,13 @@ static ncclnet_dev_handle_t *own_dev_handle(void) {
 static ncclnet_result_t x_accept(void *listen_comm, void **recv_comm, ncclnet_dev_handle_t **dh) {
   NET(n, "accept");
   struct xlisten *xl = listen_comm;
-  if (xl == NULL || recv_comm == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (xl == NULL || recv_comm == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *recv_comm = NULL;
   tpx_net_dev_handle_t *dev = NULL;
   if (g_unpack) {
     if (dh == NULL) {
       NWARN("accept: UNPACK device but NCCL passed no device handle");
-      return NCCLNET_INVALID_ARGUMENT;
+      return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
     }
     dev = &xl->dev; /* ours, 512 bytes, stable across retries; copied out below */
     if (dev->type == 0 && dev->version == 0) {
@@ -417,7 +424,7 @@ static ncclnet_result_t x_accept(void *listen_comm, void **recv_comm, ncclnet_de
   if (*recv_comm == NULL) return NCCLNET_SUCCESS; /* not yet: NCCL calls again */
   __atomic_add_fetch(&g_live, 1, __ATOMIC_ACQ_REL);
   if (dev) {
-    if (*dh == NULL && (*dh = own_dev_handle()) == NULL) return NCCLNET_SYSTEM_ERROR;
+    if (*dh == NULL && (*dh = own_dev_handle()) == NULL) return refuse(__func__, NCCLNET_SYSTEM_ERROR);
     (*dh)->netDeviceType = dev->type;
     (*dh)->netDeviceVersion = dev->version;
     (*dh)->handle = dev->handle;
@@ -435,7 +442,7 @@ static ncclnet_result_t x_regmr(void *comm, void *data, size_t size, int type, v
 }
 
 static ncclnet_result_t x_regmr_v7(void *comm, void *data, int size, int type, void **mhandle) {
-  if (size < 0) return NCCLNET_INVALID_ARGUMENT;
+  if (size < 0) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   return x_regmr(comm, data, (size_t)size, type, mhandle);
 }
 
@@ -458,14 +465,14 @@ static ncclnet_result_t x_get_device_mr(void *comm, void *mhandle, void **dptr_m
 static ncclnet_result_t x_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                                 void **request) {
   NET(n, "isend");
-  if (request == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (request == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *request = NULL;
   return nres("isend", n->ops->isend(n, send_comm, data, size, tag, mhandle, request));
 }
 
 static ncclnet_result_t x_isend_v7(void *send_comm, void *data, int size, int tag, void *mhandle,
                                    void **request) {
-  if (size < 0) return NCCLNET_INVALID_ARGUMENT;
+  if (size < 0) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   return x_isend(send_comm, data, (size_t)size, tag, mhandle, request);
 }
 
@@ -478,17 +485,17 @@ static ncclnet_result_t x_isend_v10(void *send_comm, void *data, size_t size, in
 static ncclnet_result_t x_irecv(void *recv_comm, int n_, void **data, size_t *sizes, int *tags,
                                 void **mhandles, void **request) {
   NET(n, "irecv");
-  if (request == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (request == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *request = NULL; /* also clears NCCL's optional-completion hint */
   return nres("irecv", n->ops->irecv(n, recv_comm, n_, data, sizes, tags, mhandles, request));
 }
 
 static ncclnet_result_t x_irecv_v7(void *recv_comm, int n, void **data, int *sizes, int *tags,
                                    void **mhandles, void **request) {
-  if (n < 1 || n > MAX_GROUP || sizes == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (n < 1 || n > MAX_GROUP || sizes == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   size_t s[MAX_GROUP];
   for (int i = 0; i < n; i++) {
-    if (sizes[i] < 0) return NCCLNET_INVALID_ARGUMENT;
+    if (sizes[i] < 0) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
     s[i] = (size_t)sizes[i];
   }
   return x_irecv(recv_comm, n, data, s, tags, mhandles, request);
@@ -503,13 +510,13 @@ static ncclnet_result_t x_irecv_v10(void *recv_comm, int n, void **data, size_t 
 static ncclnet_result_t x_iflush(void *recv_comm, int n_, void **data, int *sizes, void **mhandles,
                                  void **request) {
   NET(n, "iflush");
-  if (request == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (request == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   *request = NULL; /* NULL = flush complete: host memory needs none */
   if (n->ops->iflush == NULL) return NCCLNET_SUCCESS;
-  if (n_ < 1 || n_ > MAX_GROUP || sizes == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (n_ < 1 || n_ > MAX_GROUP || sizes == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   size_t s[MAX_GROUP];
   for (int i = 0; i < n_; i++) {
-    if (sizes[i] < 0) return NCCLNET_INVALID_ARGUMENT;
+    if (sizes[i] < 0) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
     s[i] = (size_t)sizes[i];
   }
   return nres("iflush", n->ops->iflush(n, recv_comm, n_, data, s, mhandles, request));
@@ -517,7 +524,7 @@ static ncclnet_result_t x_iflush(void *recv_comm, int n_, void **data, int *size
 
 static ncclnet_result_t x_test(void *request, int *done, int *sizes) {
   NET(n, "test");
-  if (done == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (done == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   /* The transport writes one size per buffer of the request; unwritten
    * entries keep their marker and NCCL's array is left as it was there. */
   size_t s[MAX_GROUP];
@@ -575,7 +582,7 @@ static ncclnet_result_t x_close_recv(void *comm) {
 static ncclnet_result_t x_close_listen(void *comm) {
   NET(n, "closeListen");
   struct xlisten *xl = comm;
-  if (xl == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (xl == NULL) return refuse(__func__, NCCLNET_INVALID_ARGUMENT);
   ncclnet_result_t r = nres("closeListen", n->ops->close_listen(n, xl->inner));
   if (r == NCCLNET_SUCCESS) {
     free(xl);

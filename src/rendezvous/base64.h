@@ -10,7 +10,7 @@
 static inline size_t tpx__b64_encoded_size(size_t n) { return (n + 2) / 3 * 4 + 1; }
 /* Encodes n bytes into out (tpx__b64_encoded_size(n) bytes), NUL-terminated. */
 void tpx__b64_encode(const void *in, size_t n, char *out);
-/* Decodes `len` characters into out (cap bytes): 0 and *outlen, or -1 for
+/* Decodes `len` characters into out (cap bytes): 0 and *outlen, or TPX_EINVAL for
  * malformed text or one that does not fit. */
 int tpx__b64_decode(const char *in, size_t len, void *out, size_t cap, size_t *outlen);
 

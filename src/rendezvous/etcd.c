@@ -37,12 +37,12 @@ static int add_url(tpx__etcd_t *e, const char *s, size_t n) {
   while (n && (*s == ' ' || *s == '\t')) s++, n--;
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '/')) n--;
   int scheme = (n > 7 && !strncmp(s, "http://", 7)) || (n > 8 && !strncmp(s, "https://", 8));
-  if (n == 0) return -1;
+  if (n == 0) return TPX_EINVAL;
   for (size_t i = 0; !scheme && i + 3 <= n; i++)
-    if (!strncmp(s + i, "://", 3)) return -1; /* a scheme other than http(s) */
-  if (e->nurls == TPX__ETCD_MAX_URLS || n + 8 >= URL_MAX) return -1;
+    if (!strncmp(s + i, "://", 3)) return TPX_EINVAL; /* a scheme other than http(s) */
+  if (e->nurls == TPX__ETCD_MAX_URLS || n + 8 >= URL_MAX) return TPX_EINVAL;
   for (size_t i = 0; i < n; i++)
-    if ((unsigned char)s[i] <= ' ' || s[i] == '?' || s[i] == '#' || s[i] == '@') return -1;
+    if ((unsigned char)s[i] <= ' ' || s[i] == '?' || s[i] == '#' || s[i] == '@') return TPX_EINVAL;
   snprintf(e->urls[e->nurls++], URL_MAX, "%s%.*s", scheme ? "" : "http://", (int)n, s);
   return 0;
 }
@@ -172,11 +172,11 @@ static int get_i64(json_t *o, const char *k, int64_t *v) {
   json_t *x = json_object_get(o, k);
   if (json_is_integer(x)) return *v = json_integer_value(x), 0;
   const char *s = json_string_value(x);
-  if (!s) return -1;
+  if (!s) return TPX_EPROTO;
   char *end;
   errno = 0;
   long long n = strtoll(s, &end, 10);
-  if (errno || end == s || *end) return -1;
+  if (errno || end == s || *end) return TPX_EPROTO;
   *v = n;
   return 0;
 }

@@ -336,7 +336,7 @@ static int recv_parse_header(tpx_sock_conn_t *c, uint64_t *seq, uint64_t *size, 
   if (bad == NULL && c->have_rseq && (delta == 0 || delta >= 0x80000000u)) bad = "sequence";
   if (bad != NULL) {
     recv_proto_error(c, bad, seq32, *size, *off, *len);
-    return -1;
+    return TPX_EPROTO;
   }
   *seq = c->rseq + delta;
   return 0;
@@ -364,11 +364,11 @@ static int recv_wait_posted(tpx_sock_conn_t *c, uint64_t seq) {
 /* A whole part header is in c->rhdr: find its receive, claim the part's
  * range and set up c->cur. 0 = ready to read the bytes; 2 = an empty
  * message, done (next header); 1 = stopped (receive not posted, or unpack
- * admission waits), kicked later; -1 = the socket failed. */
+ * admission waits), kicked later; TPX_EPROTO = the socket failed. */
 static int recv_header(tpx_sock_conn_t *c) {
   tpx_sock_comm_t *m = c->comm;
   uint64_t seq, size, off, len;
-  if (recv_parse_header(c, &seq, &size, &off, &len) != 0) return -1;
+  if (recv_parse_header(c, &seq, &size, &off, &len) != 0) return TPX_EPROTO;
   if (recv_wait_posted(c, seq) != 0) return 1;
   tpx_sock_req_t *r = slot(m, seq);
   tpx_sock_upk_t *u = m->upk;
@@ -377,7 +377,7 @@ static int recv_header(tpx_sock_conn_t *c) {
   if (why != NULL) {
     pthread_mutex_unlock(&m->rx_mu);
     recv_proto_error(c, why, seq, size, off, len);
-    return -1;
+    return TPX_EPROTO;
   }
   /* Unpack mode: pages before any byte, and before the receive can
    * complete (an empty message completes as soon as it is sized). A stop
@@ -549,14 +549,14 @@ int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64
     free(conns);
     for (int i = 0; i < n; i++)
       close(fds[i]);
-    return tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
+    return tpx_err_quiet(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
   }
   m->sn = sn;
   m->kind = kind;
   m->dev = dev;
   m->comm_id = comm_id;
   m->nsocks = nsocks;
-  m->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
+  m->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : TPX_GPU_NONE;
   /* Unpack mode reproduces the TCPX plugin, whose rules are strict mode's. */
   m->strict = sn->cfg.sock_strict != 0 || sn->unpack;
   m->limit = m->strict ? TPX_SOCK_STRICT_REQUESTS : TPX_SOCK_RING;
@@ -569,7 +569,7 @@ int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64
   if (kind == TPX_SK_RECV) {
     m->rx_ranges = calloc((size_t)TPX_SOCK_RING * (size_t)n, sizeof(tpx_sock_range_t));
     if (m->rx_ranges == NULL)
-      rc = tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
+      rc = tpx_err_quiet(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
   }
   for (int i = 0; i < n; i++) {
     conns[i].fd = fds[i];
@@ -578,7 +578,7 @@ int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64
     if (kind == TPX_SK_SEND && rc == 0) {
       conns[i].parts = calloc(TPX_SOCK_RING, sizeof(tpx_sock_part_t));
       if (conns[i].parts == NULL)
-        rc = tpx_err(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
+        rc = tpx_err_quiet(TPX_ENOMEM, "sock: out of memory for a comm with %s", peer);
     }
   }
   if (rc == 0 && kind == TPX_SK_RECV && sn->unpack) rc = tpx__sock_upk_create(m);
@@ -614,7 +614,7 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
   if (rc == 0) {
     m->token = tpx__sock_reg_add(&sn->reg, kind, m);
     if (m->token == 0)
-      rc = tpx_err(TPX_ENOMEM, "sock: more than %d open comms/handles", TPX_SOCK_MAX_OBJECTS);
+      rc = tpx_err_quiet(TPX_ENOMEM, "sock: more than %d open comms/handles", TPX_SOCK_MAX_OBJECTS);
   }
   if (rc != 0) {
     tpx__sock_comm_destroy(m);
@@ -671,12 +671,12 @@ static tpx_sock_comm_t *comm_get(tpx_sock_net_t *sn, void *comm, int kind, const
   tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, kind, &got);
   if (m != NULL) return m;
   if (comm == NULL)
-    *rc = tpx_err(TPX_EINVAL, "%s: %s is NULL", fn, kind_name(kind));
+    *rc = tpx_err_quiet(TPX_EINVAL, "%s: %s is NULL", fn, kind_name(kind));
   else if (got != TPX_SK_NONE)
-    *rc = tpx_err(TPX_EINVAL, "%s: handle %p is a %s, not a %s", fn, comm, kind_name(got),
+    *rc = tpx_err_quiet(TPX_EINVAL, "%s: handle %p is a %s, not a %s", fn, comm, kind_name(got),
                   kind_name(kind));
   else
-    *rc = tpx_err(TPX_EINVAL, "%s: %p is not an open %s (closed, or not from this transport)", fn,
+    *rc = tpx_err_quiet(TPX_EINVAL, "%s: %p is not an open %s (closed, or not from this transport)", fn,
                   comm, kind_name(kind));
   return NULL;
 }
@@ -707,7 +707,7 @@ static tpx_sock_req_t *req_alloc(tpx_sock_comm_t *m, const char *fn, int *rc) {
   uint64_t posted = atomic_load_explicit(&m->posted, memory_order_relaxed);
   if (posted - m->tail >= (uint64_t)m->limit) {
     if (m->strict)
-      *rc = tpx_err(TPX_EINTERNAL,
+      *rc = tpx_err_quiet(TPX_EINTERNAL,
                     "%s: unable to allocate requests: %d already in flight on %s %s"
                     " (strict mode: the TCPX plugin's limit)",
                     fn, m->limit, kind_name(m->kind), m->peer);
@@ -733,19 +733,19 @@ static inline void *req_token(tpx_sock_comm_t *m, uint64_t seq) {
 
 static int check_buffer(const void *data, size_t size, const char *fn) {
   if (size > TPX_SOCK_MAX_MSG)
-    return tpx_err(TPX_EINVAL, "%s: size %zu exceeds the maximum message of %llu bytes", fn, size,
+    return tpx_err_quiet(TPX_EINVAL, "%s: size %zu exceeds the maximum message of %llu bytes", fn, size,
                    (unsigned long long)TPX_SOCK_MAX_MSG);
   if (data == NULL && size > 0)
-    return tpx_err(TPX_EINVAL, "%s: NULL buffer of %zu bytes", fn, size);
+    return tpx_err_quiet(TPX_EINVAL, "%s: NULL buffer of %zu bytes", fn, size);
   if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
-    return tpx_err(TPX_EINVAL, "%s: buffer %p + %zu wraps the address space", fn, data, size);
+    return tpx_err_quiet(TPX_EINVAL, "%s: buffer %p + %zu wraps the address space", fn, data, size);
   return 0;
 }
 
 /* Unpack mode: at most 2048 pages of 4 KiB per request, as the TCPX plugin. */
 static int check_unpack_size(tpx_sock_comm_t *m, size_t size, const char *fn) {
   if (m->sn->unpack && size > TPX_SOCK_UNPACK_MAX_MSG)
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "%s: %zu bytes on %s %s: unpack mode (TCPX contract) takes at most %zu bytes"
                    " (2048 pages of 4 KiB) per request; use chunks <= 4 MiB",
                    fn, size, kind_name(m->kind), m->peer, TPX_SOCK_UNPACK_MAX_MSG);
@@ -755,13 +755,13 @@ static int check_unpack_size(tpx_sock_comm_t *m, size_t size, const char *fn) {
 /* Unpack mode with a GPU: the GPU of a send buffer in CUDA memory, else -1.
  * A memory handle says it; without one the pointer is asked. */
 static int send_gpu(tpx_sock_net_t *sn, void *mh, const void *data, size_t size) {
-  if (!sn->gpu_ok || size == 0) return -1;
+  if (!sn->gpu_ok || size == 0) return TPX_GPU_NONE;
   if (mh != NULL) {
     tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
-    return mr != NULL && mr->type == TPX_PTR_CUDA ? mr->gpu : -1;
+    return mr != NULL && mr->type == TPX_PTR_CUDA ? mr->gpu : TPX_GPU_NONE;
   }
   int gpu = -1;
-  if (!tpx__gpu_is_device_ptr(data, &gpu)) return -1;
+  if (!tpx__gpu_is_device_ptr(data, &gpu)) return TPX_GPU_NONE;
   return gpu >= 0 ? gpu : 0; /* managed memory may name no GPU */
 }
 
@@ -788,7 +788,7 @@ int tpx__sock_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag
   (void)tag; /* maxRecvs is 1: matching is FIFO per comm */
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "isend");
   if (sn == NULL) return TPX_EINVAL;
-  if (request == NULL) return tpx_err(TPX_EINVAL, "isend: request pointer is NULL");
+  if (request == NULL) return tpx_err_quiet(TPX_EINVAL, "isend: request pointer is NULL");
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_SEND, "isend", &rc);
   if (m == NULL) return rc;
@@ -890,15 +890,15 @@ int tpx__sock_irecv(tpx_net_t *net, void *comm, int n, void **data, size_t *size
   (void)tags;
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "irecv");
   if (sn == NULL) return TPX_EINVAL;
-  if (request == NULL) return tpx_err(TPX_EINVAL, "irecv: request pointer is NULL");
+  if (request == NULL) return tpx_err_quiet(TPX_EINVAL, "irecv: request pointer is NULL");
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_RECV, "irecv", &rc);
   if (m == NULL) return rc;
   if (n != 1)
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "irecv: n = %d, but this transport takes 1 buffer per receive (maxRecvs 1)", n);
   if (data == NULL || sizes == NULL)
-    return tpx_err(TPX_EINVAL, "irecv: %s array is NULL", data == NULL ? "data" : "sizes");
+    return tpx_err_quiet(TPX_EINVAL, "irecv: %s array is NULL", data == NULL ? "data" : "sizes");
   if ((rc = check_buffer(data[0], sizes[0], "irecv")) != 0) return rc;
   if ((rc = tpx__sock_mr_check(sn, mhandles ? mhandles[0] : NULL, data[0], sizes[0], "irecv")) != 0)
     return rc;
@@ -954,12 +954,12 @@ static void recv_publish(tpx_sock_comm_t *m, tpx_sock_req_t *r) {
 static int vec_args(tpx_sock_net_t *sn, void *comm, int kind, const struct iovec *iov, int iovcnt,
                     void **mhandles, void **request, const char *fn, tpx_sock_comm_t **mp,
                     size_t *total) {
-  if (request == NULL) return tpx_err(TPX_EINVAL, "%s: request pointer is NULL", fn);
+  if (request == NULL) return tpx_err_quiet(TPX_EINVAL, "%s: request pointer is NULL", fn);
   int rc = 0;
   tpx_sock_comm_t *m = comm_get(sn, comm, kind, fn, &rc);
   if (m == NULL) return rc;
   if (m->strict || sn->unpack)
-    return tpx_err(TPX_EUSAGE, "%s: %s %s is in %s mode, which takes one buffer per request", fn,
+    return tpx_err_quiet(TPX_EUSAGE, "%s: %s %s is in %s mode, which takes one buffer per request", fn,
                    kind_name(m->kind), m->peer, sn->unpack ? "unpack" : "strict");
   if ((rc = tpx__sock_iov_check(iov, iovcnt, total, fn)) != 0) return rc;
   for (int i = 0; mhandles && i < iovcnt; i++)
@@ -977,7 +977,7 @@ static tpx_sock_req_t *vec_alloc(tpx_sock_comm_t *m, const struct iovec *iov, in
   if (r == NULL) return NULL;
   if ((*rc = tpx__sock_req_set_iov(r, iov, iovcnt)) != 0) {
     r->state = TPX_SR_FREE; /* never published */
-    *rc = tpx_err(*rc, "%s: %s", fn, tpx_last_error());
+    *rc = tpx_err_quiet(*rc, "%s: %s", fn, tpx_last_error());
     return NULL;
   }
   r->buf = NULL;
@@ -1025,10 +1025,10 @@ int tpx__sock_iflush(tpx_net_t *net, void *comm, int n, void **data, size_t *siz
   (void)mhandles;
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "iflush");
   if (sn == NULL) return TPX_EINVAL;
-  if (request == NULL) return tpx_err(TPX_EINVAL, "iflush: request pointer is NULL");
+  if (request == NULL) return tpx_err_quiet(TPX_EINVAL, "iflush: request pointer is NULL");
   int rc = 0;
   if (comm_get(sn, comm, TPX_SK_RECV, "iflush", &rc) == NULL) return rc;
-  if (n != 1) return tpx_err(TPX_EINVAL, "iflush: n = %d (maxRecvs 1)", n);
+  if (n != 1) return tpx_err_quiet(TPX_EINVAL, "iflush: n = %d (maxRecvs 1)", n);
   *request = NULL; /* host memory: nothing to flush */
   return 0;
 }
@@ -1059,12 +1059,12 @@ static int test_lookup(tpx_sock_net_t *sn, void *request, tpx_sock_comm_t **mp, 
                        tpx_sock_req_t **rp) {
   uint64_t t = (uint64_t)(uintptr_t)request;
   if (request == NULL || (t >> 48) == 0)
-    return tpx_err(TPX_EINVAL, "test: %p is not a request of this transport", request);
+    return tpx_err_quiet(TPX_EINVAL, "test: %p is not a request of this transport", request);
   uint64_t ctok = (((t >> 32) & 0xffffu) << 32) | (t >> 48);
   int kind = TPX_SK_NONE;
   tpx_sock_comm_t *m = tpx__sock_reg_get(&sn->reg, ctok, TPX_SK_NONE, &kind);
   if (m == NULL || (kind != TPX_SK_SEND && kind != TPX_SK_RECV))
-    return tpx_err(TPX_EINVAL, "test: request %p belongs to no open comm (comm closed?)", request);
+    return tpx_err_quiet(TPX_EINVAL, "test: request %p belongs to no open comm (comm closed?)", request);
   pthread_mutex_lock(&m->mu);
   uint32_t seq32 = (uint32_t)t;
   tpx_sock_req_t *r = slot(m, seq32);
@@ -1072,17 +1072,17 @@ static int test_lookup(tpx_sock_net_t *sn, void *request, tpx_sock_comm_t **mp, 
     int held = r->state == TPX_SR_DONE && (uint32_t)r->seq == seq32;
     pthread_mutex_unlock(&m->mu);
     if (held)
-      return tpx_err(TPX_EINVAL,
+      return tpx_err_quiet(TPX_EINVAL,
                      "test: request %u of %s %s was already reported done; it is held until"
                      " irecvConsumed (unpack mode)",
                      seq32, kind_name(kind), m->peer);
-    return tpx_err(TPX_EINVAL, "test: request %p of %s %s is not in flight (already completed?)",
+    return tpx_err_quiet(TPX_EINVAL, "test: request %p of %s %s is not in flight (already completed?)",
                    request, kind_name(kind), m->peer);
   }
   if (m->strict && r->seq != m->thead) {
     unsigned long long head = (unsigned long long)m->thead;
     pthread_mutex_unlock(&m->mu);
-    return tpx_err(TPX_EINTERNAL,
+    return tpx_err_quiet(TPX_EINTERNAL,
                    "test: request %u of %s %s is not the oldest in flight (%llu is); strict mode"
                    " (TCPX) only tests the head",
                    seq32, kind_name(kind), m->peer, head);
@@ -1096,7 +1096,7 @@ static int test_lookup(tpx_sock_net_t *sn, void *request, tpx_sock_comm_t **mp, 
 int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "test");
   if (sn == NULL) return TPX_EINVAL;
-  if (done == NULL) return tpx_err(TPX_EINVAL, "test: done pointer is NULL");
+  if (done == NULL) return tpx_err_quiet(TPX_EINVAL, "test: done pointer is NULL");
   *done = 0;
   tpx_sock_comm_t *m = NULL;
   tpx_sock_req_t *r = NULL;
@@ -1149,13 +1149,13 @@ int tpx__sock_test(tpx_net_t *net, void *request, int *done, size_t *sizes) {
     if (sizes && !(m->strict && kind == TPX_SK_RECV)) *sizes = size;
   }
   if (err == TPX_ETRUNC)
-    return tpx_err(TPX_ETRUNC,
+    return tpx_err_quiet(TPX_ETRUNC,
                    "test: recv comm from %s: message %u of %zu bytes is larger than the"
                    " posted receive of %zu bytes (excess discarded, comm still usable)",
                    m->peer, seq32, size, cap);
   /* A complete request is rc 0 even once the peer closed: the plugin's test
    * returns its errors before it sets done (docs/UNPACK.md, "Peer close"). */
-  if (err != 0) return tpx_err(err, "test: request %u failed: %s", seq32, comm_errmsg(m));
+  if (err != 0) return tpx_err_quiet(err, "test: request %u failed: %s", seq32, comm_errmsg(m));
   return 0;
 }
 
@@ -1168,12 +1168,12 @@ int tpx__sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request) {
   tpx_sock_comm_t *m = comm_get(sn, comm, TPX_SK_RECV, "irecvConsumed", &rc);
   if (m == NULL) return rc;
   if (m->upk == NULL)
-    return tpx_err(TPX_EUSAGE, "irecvConsumed: recv comm from %s is not in unpack mode", m->peer);
-  if (n != 1) return tpx_err(TPX_EINVAL, "irecvConsumed: n = %d (maxRecvs 1)", n);
+    return tpx_err_quiet(TPX_EUSAGE, "irecvConsumed: recv comm from %s is not in unpack mode", m->peer);
+  if (n != 1) return tpx_err_quiet(TPX_EINVAL, "irecvConsumed: n = %d (maxRecvs 1)", n);
   uint64_t t = (uint64_t)(uintptr_t)request;
   uint64_t ctok = (((t >> 32) & 0xffffu) << 32) | (t >> 48);
   if (request == NULL || (t >> 48) == 0 || ctok != m->token)
-    return tpx_err(TPX_EINVAL, "irecvConsumed: %p is not a request of recv comm from %s", request,
+    return tpx_err_quiet(TPX_EINVAL, "irecvConsumed: %p is not a request of recv comm from %s", request,
                    m->peer);
   uint32_t seq32 = (uint32_t)t;
   pthread_mutex_lock(&m->mu);
@@ -1181,14 +1181,14 @@ int tpx__sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request) {
   if (r->state != TPX_SR_DONE || (uint32_t)r->seq != seq32) {
     int inflight = r->state == TPX_SR_INFLIGHT && (uint32_t)r->seq == seq32;
     pthread_mutex_unlock(&m->mu);
-    return tpx_err(TPX_EINVAL, "irecvConsumed: request %u of recv comm from %s %s", seq32, m->peer,
+    return tpx_err_quiet(TPX_EINVAL, "irecvConsumed: request %u of recv comm from %s %s", seq32, m->peer,
                    inflight ? "has not been reported done by test yet"
                             : "is not held (already consumed, failed, or never posted)");
   }
   if (r->seq != m->tail) {
     unsigned long long head = (unsigned long long)m->tail;
     pthread_mutex_unlock(&m->mu);
-    return tpx_err(TPX_EINTERNAL,
+    return tpx_err_quiet(TPX_EINTERNAL,
                    "irecvConsumed: request %u of recv comm from %s consumed out of order: %llu"
                    " is the oldest held receive (FIFO, as the TCPX plugin)",
                    seq32, m->peer, head);

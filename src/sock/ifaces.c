@@ -18,14 +18,15 @@ int tpx__sock_parse_family(const char *s) {
     if (strcasecmp(s, v4[i]) == 0) return AF_INET;
     if (strcasecmp(s, v6[i]) == 0) return AF_INET6;
   }
-  return tpx_err(TPX_EINVAL, "socket family '%s' is not AF_INET or AF_INET6", s);
+  return tpx_err_quiet(TPX_EINVAL, "socket family '%s' is not AF_INET or AF_INET6", s);
 }
 
-/* Rank of an address for its interface: higher is preferred, -1 unusable. */
+/* Rank of an address for its interface: higher is preferred. */
+enum { RANK_UNUSABLE = -1 };
 static int addr_rank(const tpx_sock_ifaddr_t *a, int family) {
   int fam = a->addr.ss_family;
-  if (fam != AF_INET && fam != AF_INET6) return -1;
-  if (family != 0 && fam != family) return -1;
+  if (fam != AF_INET && fam != AF_INET6) return RANK_UNUSABLE;
+  if (family != 0 && fam != family) return RANK_UNUSABLE;
   if (fam == AF_INET) {
     const struct sockaddr_in *s4 = (const struct sockaddr_in *)&a->addr;
     /* On lo prefer exactly 127.0.0.1 over other 127/8 aliases. */
@@ -57,7 +58,7 @@ int tpx__sock_select(const char *spec, int family, const tpx_sock_ifaddr_t *all,
   int ranks[TPX_SOCK_MAX_DEVS];
   for (int i = 0; i < n; i++) {
     const tpx_sock_ifaddr_t *a = &all[i];
-    int r = a->up ? addr_rank(a, family) : -1;
+    int r = a->up ? addr_rank(a, family) : RANK_UNUSABLE;
     if (r < 0 || tpx__ifname_tier(&s, a->name) != best) continue;
     int j = 0;
     while (j < cnt && strcmp(out[j].name, a->name) != 0)

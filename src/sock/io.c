@@ -218,11 +218,11 @@ int tpx__sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **o
   if (nthreads < 1) nthreads = 1;
   if (nthreads > TPX_SOCK_MAX_THREADS) nthreads = TPX_SOCK_MAX_THREADS;
   tpx_sock_pool_t *p = calloc(1, sizeof(*p));
-  if (p == NULL) return tpx_err(TPX_ENOMEM, "sock pool %s: out of memory", devname);
+  if (p == NULL) return tpx_err_quiet(TPX_ENOMEM, "sock pool %s: out of memory", devname);
   p->thr = calloc((size_t)nthreads, sizeof(*p->thr));
   if (p->thr == NULL) {
     free(p);
-    return tpx_err(TPX_ENOMEM, "sock pool %s: out of memory", devname);
+    return tpx_err_quiet(TPX_ENOMEM, "sock pool %s: out of memory", devname);
   }
   snprintf(p->devname, sizeof(p->devname), "%s", devname);
   int ncpu = tpx__cpu_count();
@@ -242,17 +242,17 @@ int tpx__sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **o
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (t->scratch == NULL || t->epfd < 0 || t->evfd < 0) {
-      rc = tpx_err(TPX_ESYSTEM, "sock pool %s: thread %d setup: %s", devname, i, strerror(errno));
+      rc = tpx_err_quiet(TPX_ESYSTEM, "sock pool %s: thread %d setup: %s", devname, i, strerror(errno));
       break;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->evfd, &ev) != 0) {
-      rc = tpx_err(TPX_ESYSTEM, "sock pool %s: epoll add eventfd: %s", devname, strerror(errno));
+      rc = tpx_err_quiet(TPX_ESYSTEM, "sock pool %s: epoll add eventfd: %s", devname, strerror(errno));
       break;
     }
     int e = pthread_create(&t->tid, NULL, io_main, t);
     if (e != 0) {
-      rc = tpx_err(TPX_ESYSTEM, "sock pool %s: pthread_create: %s", devname, strerror(e));
+      rc = tpx_err_quiet(TPX_ESYSTEM, "sock pool %s: pthread_create: %s", devname, strerror(e));
       break;
     }
     t->started = 1;
@@ -379,7 +379,7 @@ int tpx__sock_io_attach(tpx_sock_io_t *t, tpx_sock_conn_t *c) {
   uint32_t dir = c->comm->kind == TPX_SK_SEND ? EPOLLOUT : EPOLLIN;
   struct epoll_event ev = {.events = dir | EPOLLRDHUP | EPOLLET, .data.ptr = c};
   if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-    return tpx_err(TPX_ESYSTEM, "sock io %s/%d: epoll add fd %d: %s", t->pool->devname, t->index,
+    return tpx_err_quiet(TPX_ESYSTEM, "sock io %s/%d: epoll add fd %d: %s", t->pool->devname, t->index,
                    c->fd, strerror(errno));
   tpx__sock_io_kick(c);
   return 0;

@@ -32,19 +32,19 @@ int tpx__sock_iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len
 
 int tpx__sock_iov_check(const struct iovec *iov, int cnt, size_t *total, const char *fn) {
   if (cnt < 0 || cnt > TPX_NET_IOV_MAX)
-    return tpx_err(TPX_EINVAL, "%s: %d pieces (at most %d per request)", fn, cnt, TPX_NET_IOV_MAX);
+    return tpx_err_quiet(TPX_EINVAL, "%s: %d pieces (at most %d per request)", fn, cnt, TPX_NET_IOV_MAX);
   if (iov == NULL && cnt > 0)
-    return tpx_err(TPX_EINVAL, "%s: iovec list is NULL with %d pieces", fn, cnt);
+    return tpx_err_quiet(TPX_EINVAL, "%s: iovec list is NULL with %d pieces", fn, cnt);
   size_t sum = 0;
   for (int i = 0; i < cnt; i++) {
     size_t l = iov[i].iov_len;
     if (l > 0 && iov[i].iov_base == NULL)
-      return tpx_err(TPX_EINVAL, "%s: piece %d is NULL with %zu bytes", fn, i, l);
+      return tpx_err_quiet(TPX_EINVAL, "%s: piece %d is NULL with %zu bytes", fn, i, l);
     if (l > 0 && (uintptr_t)iov[i].iov_base + l < (uintptr_t)iov[i].iov_base)
-      return tpx_err(TPX_EINVAL, "%s: piece %d (%p + %zu) wraps the address space", fn, i,
+      return tpx_err_quiet(TPX_EINVAL, "%s: piece %d (%p + %zu) wraps the address space", fn, i,
                      iov[i].iov_base, l);
     if (l > TPX_SOCK_MAX_MSG - sum)
-      return tpx_err(TPX_EINVAL,
+      return tpx_err_quiet(TPX_EINVAL,
                      "%s: pieces of more than the maximum message of %llu bytes together", fn,
                      (unsigned long long)TPX_SOCK_MAX_MSG);
     sum += l;

@@ -27,7 +27,7 @@
 
 int tpx__sock_ready_init(tpx_sock_ready_t *r) {
   r->ep = epoll_create1(EPOLL_CLOEXEC);
-  if (r->ep < 0) return tpx_err(TPX_ESYSTEM, "sock: epoll_create1: %s", strerror(errno));
+  if (r->ep < 0) return tpx_err_quiet(TPX_ESYSTEM, "sock: epoll_create1: %s", strerror(errno));
   pthread_mutex_init(&r->mu, NULL);
   atomic_store(&r->polled, 0);
   return 0;

@@ -171,14 +171,14 @@ static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "listen");
   if (sn == NULL) return TPX_EINVAL;
   if (handle == NULL || listen_comm == NULL)
-    return tpx_err(TPX_EINVAL, "listen: %s is NULL", handle == NULL ? "handle" : "listen_comm");
+    return tpx_err_quiet(TPX_EINVAL, "listen: %s is NULL", handle == NULL ? "handle" : "listen_comm");
   *listen_comm = NULL;
   if (dev < 0 || dev >= sn->ndev)
-    return tpx_err(TPX_EINVAL, "listen: device %d does not exist (%d devices)", dev, sn->ndev);
+    return tpx_err_quiet(TPX_EINVAL, "listen: device %d does not exist (%d devices)", dev, sn->ndev);
   tpx_sock_dev_t *d = &sn->devs[dev];
   struct sockaddr_storage sa = d->addr;
   int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return tpx_err(TPX_ESYSTEM, "listen on %s: socket: %s", d->name, strerror(errno));
+  if (fd < 0) return tpx_err_quiet(TPX_ESYSTEM, "listen on %s: socket: %s", d->name, strerror(errno));
   char as[64];
   tpx__sock_addr_str(&sa, as, sizeof(as));
   socklen_t len = tpx__sock_addr_len(&sa);
@@ -186,12 +186,12 @@ static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   if (e != 0 || listen(fd, 16384) != 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
     if (e == 0) e = errno;
     close(fd);
-    return tpx_err(TPX_ESYSTEM, "listen on %s (%s): %s", d->name, as, strerror(e));
+    return tpx_err_quiet(TPX_ESYSTEM, "listen on %s (%s): %s", d->name, as, strerror(e));
   }
   tpx_sock_listen_t *l = calloc(1, sizeof(*l));
   if (l == NULL) {
     close(fd);
-    return tpx_err(TPX_ENOMEM, "listen: out of memory");
+    return tpx_err_quiet(TPX_ENOMEM, "listen: out of memory");
   }
   l->dev = dev;
   l->fd = fd;
@@ -201,21 +201,21 @@ static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle
     memcpy(l->key, key, TPX_NET_KEY_BYTES);
     if (tpx__random_bytes(&l->nonce, sizeof(l->nonce)) != 0) {
       tpx__sock_listen_free(l);
-      return tpx_err_surface(TPX_EINTERNAL);
+      return TPX_EINTERNAL; /* detail recorded below */
     }
   }
   /* As the plugin's listen (tcpxNewListenComm: flow steering follows it). */
-  l->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : -1;
+  l->gpu_bound = sn->unpack && sn->gpu_ok ? tpx__gpu_current_device() : TPX_GPU_NONE;
   tpx__sock_addr_str(&sa, l->addr, sizeof(l->addr));
   l->rd = &sn->ready;
   atomic_store(&l->ready, 1);
   l->token = tpx__sock_reg_add(&sn->reg, TPX_SK_LISTEN, l);
   if (l->token == 0) {
     tpx__sock_listen_free(l);
-    return tpx_err(TPX_ENOMEM, "listen: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+    return tpx_err_quiet(TPX_ENOMEM, "listen: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
   if (tpx__sock_ready_watch(&sn->ready, fd, l->token) != 0) {
-    int rc = tpx_err(TPX_ESYSTEM, "listen on %s: %s", l->addr, tpx_last_error());
+    int rc = tpx_err_quiet(TPX_ESYSTEM, "listen on %s: %s", l->addr, tpx_last_error());
     tpx__sock_reg_del(&sn->reg, l->token);
     tpx__sock_listen_free(l);
     return rc;
@@ -232,7 +232,7 @@ int tpx__sock_listen(tpx_net_t *net, int dev, void *handle, void **listen_comm) 
 }
 
 int tpx__sock_listen_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm) {
-  if (key == NULL) return tpx_err(TPX_EINVAL, "listen_keyed: key is NULL");
+  if (key == NULL) return tpx_err_quiet(TPX_EINVAL, "listen_keyed: key is NULL");
   return listen_open(net, dev, key, handle, listen_comm);
 }
 
@@ -241,7 +241,7 @@ static tpx_sock_listen_t *listen_get(tpx_sock_net_t *sn, void *comm, const char 
   tpx_sock_listen_t *l =
       tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_LISTEN, &kind);
   if (l == NULL)
-    *rc = tpx_err(TPX_EINVAL, "%s: %p is not an open listen comm%s", fn, comm,
+    *rc = tpx_err_quiet(TPX_EINVAL, "%s: %p is not an open listen comm%s", fn, comm,
                   kind != TPX_SK_NONE ? " (wrong kind of handle)" : "");
   return l;
 }
@@ -341,7 +341,7 @@ static int build_hellos(tpx_sock_connect_t *s, int keyed) {
   s->hello_len = keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES;
   for (int i = 0; i <= s->nsocks; i++) {
     encode_hello(s->hello[i], s->nonce, s->comm_id, i, s->nsocks, keyed);
-    if (keyed && seal_hello(s->hello[i], s->key) != 0) return tpx_err_surface(TPX_EINTERNAL);
+    if (keyed && seal_hello(s->hello[i], s->key) != 0) return TPX_EINTERNAL; /* detail recorded below */
   }
   return 0;
 }
@@ -351,12 +351,12 @@ static int build_hellos(tpx_sock_connect_t *s, int keyed) {
  * errno (the caller decides on a retry); < 0 = a local failure. */
 static int sock_open(tpx_sock_connect_t *s, int i) {
   int fd = socket(s->peer.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return tpx_err(TPX_ESYSTEM, "connect to %s: socket: %s", s->peerstr, strerror(errno));
+  if (fd < 0) return tpx_err_quiet(TPX_ESYSTEM, "connect to %s: socket: %s", s->peerstr, strerror(errno));
   s->fds[i] = fd;
   s->off[i] = 0;
   tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
   if (set_nodelay(fd) != 0)
-    return tpx_err(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
+    return tpx_err_quiet(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
   if (connect(fd, (struct sockaddr *)&s->peer, tpx__sock_addr_len(&s->peer)) == 0) {
     s->st[i] = CS_HELLO;
   } else if (errno == EINPROGRESS || errno == EINTR) {
@@ -396,8 +396,8 @@ static int sock_failed(tpx_sock_net_t *sn, tpx_sock_connect_t *s, int i, int e) 
   tpx__retry_causes(&s->retry, causes, sizeof(causes));
   int code = tpx__retry_transient(e) ? TPX_EREMOTE : TPX_ESYSTEM;
   if (s->retry.failed == 1)
-    return tpx_err(code, "connect to %s (socket %d of %d): %s", s->peerstr, i, s->nsocks + 1, strerror(e));
-  return tpx_err(code, "connect to %s (socket %d of %d): %s after %d attempts (TPX_SOCKET_RETRY_CNT=%d): %s",
+    return tpx_err_quiet(code, "connect to %s (socket %d of %d): %s", s->peerstr, i, s->nsocks + 1, strerror(e));
+  return tpx_err_quiet(code, "connect to %s (socket %d of %d): %s after %d attempts (TPX_SOCKET_RETRY_CNT=%d): %s",
                  s->peerstr, i, s->nsocks + 1, strerror(e), s->retry.failed, sn->cfg.socket_retry_cnt, causes);
 }
 
@@ -418,15 +418,15 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   int nsocks = tpx__get16(h + TPX_WH_NSOCKS);
   int keyed = (tpx__get32(h + TPX_WH_FLAGS) & TPX_WIRE_HANDLE_F_KEYED) != 0;
   if (fam != 4 && fam != 6)
-    return tpx_err(TPX_EINVAL, "connect: handle has address family %d (not 4 or 6)", fam);
+    return tpx_err_quiet(TPX_EINVAL, "connect: handle has address family %d (not 4 or 6)", fam);
   if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS)
-    return tpx_err(TPX_EINVAL, "connect: handle asks for %d data sockets (1..%d)", nsocks,
+    return tpx_err_quiet(TPX_EINVAL, "connect: handle asks for %d data sockets (1..%d)", nsocks,
                    TPX_SOCK_MAX_NSOCKS);
   if (keyed && key == NULL)
-    return tpx_err(TPX_EAUTH, "connect: the listener takes only authenticated data sockets (its endpoint has "
+    return tpx_err_quiet(TPX_EAUTH, "connect: the listener takes only authenticated data sockets (its endpoint has "
                               "an authentication key, TPX_AUTH_KEY); this connect has no session key");
   tpx_sock_connect_t *s = calloc(1, sizeof(*s));
-  if (s == NULL) return tpx_err(TPX_ENOMEM, "connect: out of memory");
+  if (s == NULL) return tpx_err_quiet(TPX_ENOMEM, "connect: out of memory");
   s->dev = dev;
   s->nsocks = nsocks;
   s->nonce = tpx__get64(h + TPX_WH_NONCE);
@@ -446,7 +446,7 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   if (rc == 0) {
     s->token = tpx__sock_reg_add(&sn->reg, TPX_SK_CONNECT, s);
     if (s->token == 0)
-      rc = tpx_err(TPX_ENOMEM, "connect: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+      rc = tpx_err_quiet(TPX_ENOMEM, "connect: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
   if (rc != 0) {
     tpx__sock_connect_free(s);
@@ -475,7 +475,7 @@ static int connect_step(tpx_sock_net_t *sn, tpx_sock_connect_t *s) {
   if (np > 0) {
     int n = poll(pfd, (nfds_t)np, 0);
     if (n < 0 && errno != EINTR)
-      return tpx_err(TPX_ESYSTEM, "connect to %s: poll: %s", s->peerstr, strerror(errno));
+      return tpx_err_quiet(TPX_ESYSTEM, "connect to %s: poll: %s", s->peerstr, strerror(errno));
     for (int k = 0; k < np && n > 0; k++) {
       if (pfd[k].revents == 0) continue;
       int i = idx[k], err = 0;
@@ -494,7 +494,7 @@ static int connect_step(tpx_sock_net_t *sn, tpx_sock_connect_t *s) {
       ssize_t n = send(s->fds[i], s->hello[i] + s->off[i], (size_t)(s->hello_len - s->off[i]),
                        MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return tpx_err(TPX_EREMOTE, "connect to %s (socket %d of %d): sending hello: %s",
+        return tpx_err_quiet(TPX_EREMOTE, "connect to %s (socket %d of %d): sending hello: %s",
                        s->peerstr, i, s->nsocks + 1, strerror(errno));
       if (n > 0) s->off[i] = (uint8_t)(s->off[i] + n);
       if (s->off[i] == s->hello_len) s->st[i] = CS_DONE;
@@ -505,7 +505,7 @@ static int connect_step(tpx_sock_net_t *sn, tpx_sock_connect_t *s) {
   if (tpx__now_ns() > s->deadline) {
     char causes[256];
     tpx__retry_causes(&s->retry, causes, sizeof(causes));
-    return tpx_err(TPX_ETIMEDOUT, "connect to %s: %d of %d sockets up after the connect timeout (%d ms)%s%s",
+    return tpx_err_quiet(TPX_ETIMEDOUT, "connect to %s: %d of %d sockets up after the connect timeout (%d ms)%s%s",
                    s->peerstr, done, s->nsocks + 1, sn->cfg.connect_timeout_ms,
                    s->retry.failed ? "; failed attempts: " : "", causes);
   }
@@ -518,18 +518,18 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "connect");
   if (sn == NULL) return TPX_EINVAL;
   if (handle == NULL || send_comm == NULL)
-    return tpx_err(TPX_EINVAL, "connect: %s is NULL", handle == NULL ? "handle" : "send_comm");
+    return tpx_err_quiet(TPX_EINVAL, "connect: %s is NULL", handle == NULL ? "handle" : "send_comm");
   *send_comm = NULL;
   if (dev < 0 || dev >= sn->ndev)
-    return tpx_err(TPX_EINVAL, "connect: device %d does not exist (%d devices)", dev, sn->ndev);
+    return tpx_err_quiet(TPX_EINVAL, "connect: device %d does not exist (%d devices)", dev, sn->ndev);
   uint8_t *h = handle;
   if (tpx__get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC)
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "connect: the handle was not made by this transport's listen"
                    " (magic 0x%08x)",
                    tpx__get32(h + TPX_WH_MAGIC));
   if (tpx__get16(h + TPX_WH_VERSION) != TPX_WIRE_VERSION)
-    return tpx_err(TPX_EVERSION, "connect: handle version %u, this transport speaks %u",
+    return tpx_err_quiet(TPX_EVERSION, "connect: handle version %u, this transport speaks %u",
                    tpx__get16(h + TPX_WH_VERSION), TPX_WIRE_VERSION);
   uint64_t tok = tpx__get64(h + TPX_WH_STATE);
   tpx_sock_connect_t *s = NULL;
@@ -540,15 +540,15 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
     s = tpx__sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
     if (s == NULL || tpx__get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY) ||
         s->nonce != tpx__get64(h + TPX_WH_NONCE))
-      return tpx_err(TPX_EINVAL,
+      return tpx_err_quiet(TPX_EINVAL,
                      "connect: the handle carries connect state %#llx that this"
                      " process does not know (a handle must go back to connect unchanged)",
                      (unsigned long long)tok);
     if (s->dev != dev)
-      return tpx_err(TPX_EINVAL, "connect: retried on device %d, started on device %d", dev,
+      return tpx_err_quiet(TPX_EINVAL, "connect: retried on device %d, started on device %d", dev,
                      s->dev);
     if (s->has_key != (key != NULL) || (key && !tpx__mac_equal(key, s->key, TPX_NET_KEY_BYTES)))
-      return tpx_err(TPX_EINVAL, "connect: retried with another session key than it started with");
+      return tpx_err_quiet(TPX_EINVAL, "connect: retried with another session key than it started with");
   }
   rc = connect_step(sn, s);
   if (rc == 0) return 0;
@@ -573,13 +573,13 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
 int tpx__sock_connect_abort(tpx_net_t *net, void *handle) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "connect_abort");
   if (sn == NULL) return TPX_EINVAL;
-  if (handle == NULL) return tpx_err(TPX_EINVAL, "connect_abort: handle is NULL");
+  if (handle == NULL) return tpx_err_quiet(TPX_EINVAL, "connect_abort: handle is NULL");
   uint8_t *h = handle;
   uint64_t tok = tpx__get64(h + TPX_WH_STATE);
   if (tpx__get32(h + TPX_WH_MAGIC) != TPX_WIRE_HANDLE_MAGIC || tok == 0) return 0;
   tpx_sock_connect_t *s = tpx__sock_reg_get(&sn->reg, tok, TPX_SK_CONNECT, NULL);
   if (s == NULL || tpx__get64(h + TPX_WH_CHECK) != (tok ^ s->nonce ^ STATE_CHECK_KEY))
-    return tpx_err(TPX_EINVAL, "connect_abort: the handle carries connect state %#llx that this process does not "
+    return tpx_err_quiet(TPX_EINVAL, "connect_abort: the handle carries connect state %#llx that this process does not "
                    "know", (unsigned long long)tok);
   TPX_DEBUG("sock: connect to %s abandoned; its %d sockets closed", s->peerstr, s->nsocks + 1);
   if (s->retry.failed) { /* what it had been through, for the caller's report (net.h) */
@@ -597,7 +597,7 @@ int tpx__sock_connect(tpx_net_t *net, int dev, void *handle, void **send_comm, t
 
 int tpx__sock_connect_keyed(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **send_comm,
                             tpx_net_dev_handle_t *send_dev) {
-  if (key == NULL) return tpx_err(TPX_EINVAL, "connect_keyed: key is NULL");
+  if (key == NULL) return tpx_err_quiet(TPX_EINVAL, "connect_keyed: key is NULL");
   return connect_any(net, dev, key, handle, send_comm, send_dev);
 }
 
@@ -749,7 +749,7 @@ static void hello_refused(tpx_sock_listen_t *l, const struct pending_sock *p, in
 static int hello_head(tpx_sock_listen_t *l, const struct pending_sock *p) {
   int v = tpx__sock_hello_head(p->hello, l->keyed);
   if (v) hello_refused(l, p, v);
-  return v ? -1 : 0;
+  return v ? TPX_EPROTO : 0;
 }
 
 /* A hello is complete: check it and file the socket. 0 = filed, else the
@@ -761,21 +761,21 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   if (v == TPX_HELLO_OK && l->keyed && l->taken) v = TPX_HELLO_TAKEN;
   if (v) {
     hello_refused(l, p, v);
-    return -1;
+    return TPX_EPROTO;
   }
   struct group *g = group_for(l, comm_id, nsocks, p->deadline);
   if (g == NULL) {
     if (drop_log_ok(l))
       TPX_WARN("sock: listen comm %s: out of memory; dropping a connection from %s", l->addr,
                p->peer);
-    return -1;
+    return TPX_ENOMEM;
   }
   if (g->nsocks != nsocks || g->fds[index] >= 0) {
     if (drop_log_ok(l))
       TPX_WARN("sock: listen comm %s: rejected a connection from %s: socket %d of comm %016llx is a"
                " duplicate or disagrees on nsocks (%d vs %d)",
                l->addr, p->peer, index, (unsigned long long)comm_id, nsocks, g->nsocks);
-    return -1;
+    return TPX_EPROTO;
   }
   g->fds[index] = p->fd;
   g->have++;
@@ -847,7 +847,7 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                     tpx_net_dev_handle_t *recv_dev) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "accept");
   if (sn == NULL) return TPX_EINVAL;
-  if (recv_comm == NULL) return tpx_err(TPX_EINVAL, "accept: recv_comm is NULL");
+  if (recv_comm == NULL) return tpx_err_quiet(TPX_EINVAL, "accept: recv_comm is NULL");
   *recv_comm = NULL;
   int rc = 0;
   tpx_sock_listen_t *l = listen_get(sn, listen_comm, "accept", &rc);
@@ -855,7 +855,7 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
   /* Unpack mode fills the caller's device handle (the TCPX plugin crashed
    * without one); HOST mode leaves it alone. */
   if (sn->unpack && recv_dev == NULL)
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "accept on %s: unpack mode (UNPACK device) needs the caller's device-handle"
                    " storage (tpx_net_dev_handle_t, 512 bytes), got NULL",
                    l->addr);

@@ -27,7 +27,7 @@ static const tpx_net_ops_t sock_ops, sock_ops_unpack;
 
 tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn) {
   if (net == NULL || (net->ops != &sock_ops && net->ops != &sock_ops_unpack) || net->impl == NULL) {
-    tpx_err(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
+    tpx_err_quiet(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
     return NULL;
   }
   return net->impl;
@@ -71,7 +71,7 @@ static int discover(tpx_sock_net_t *sn) {
   int family = tpx__sock_parse_family(sn->cfg.socket_family);
   if (family < 0) return family;
   struct ifaddrs *ifa = NULL;
-  if (getifaddrs(&ifa) != 0) return tpx_err(TPX_ESYSTEM, "sock: getifaddrs: %s", strerror(errno));
+  if (getifaddrs(&ifa) != 0) return tpx_err_quiet(TPX_ESYSTEM, "sock: getifaddrs: %s", strerror(errno));
   int n = 0;
   for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
     n++;
@@ -81,7 +81,7 @@ static int discover(tpx_sock_net_t *sn) {
     free(all);
     free(sel);
     freeifaddrs(ifa);
-    return tpx_err(TPX_ENOMEM, "sock: out of memory listing interfaces");
+    return tpx_err_quiet(TPX_ENOMEM, "sock: out of memory listing interfaces");
   }
   int k = 0;
   for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
@@ -102,7 +102,7 @@ static int discover(tpx_sock_net_t *sn) {
   if (cnt <= 0) {
     free(sel);
     if (cnt < 0) return cnt;
-    return tpx_err(TPX_ENOENT, "sock: no usable interface (up, with an %s address) matches '%s'",
+    return tpx_err_quiet(TPX_ENOENT, "sock: no usable interface (up, with an %s address) matches '%s'",
                    family == AF_INET    ? "IPv4"
                    : family == AF_INET6 ? "IPv6"
                                         : "IP",
@@ -165,14 +165,14 @@ void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev) {
 static int sock_devices(tpx_net_t *net, int *ndev) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "devices");
   if (sn == NULL) return TPX_EINVAL;
-  if (ndev == NULL) return tpx_err(TPX_EINVAL, "devices: ndev is NULL");
+  if (ndev == NULL) return tpx_err_quiet(TPX_EINVAL, "devices: ndev is NULL");
   *ndev = sn->ndev;
   return 0;
 }
 
 static int check_dev(tpx_sock_net_t *sn, int dev, const char *fn) {
   if (dev < 0 || dev >= sn->ndev)
-    return tpx_err(TPX_EINVAL, "%s: device %d does not exist (%d devices)", fn, dev, sn->ndev);
+    return tpx_err_quiet(TPX_EINVAL, "%s: device %d does not exist (%d devices)", fn, dev, sn->ndev);
   return 0;
 }
 
@@ -181,7 +181,7 @@ static int sock_get_properties(tpx_net_t *net, int dev, tpx_net_props_t *props) 
   if (sn == NULL) return TPX_EINVAL;
   int rc = check_dev(sn, dev, "getProperties");
   if (rc != 0) return rc;
-  if (props == NULL) return tpx_err(TPX_EINVAL, "getProperties: props is NULL");
+  if (props == NULL) return tpx_err_quiet(TPX_EINVAL, "getProperties: props is NULL");
   tpx_sock_dev_t *d = &sn->devs[dev];
   memset(props, 0, sizeof(*props));
   snprintf(props->name, sizeof(props->name), "%s", d->name);
@@ -218,30 +218,30 @@ static int mr_comm_check(tpx_sock_net_t *sn, void *comm, const char *fn) {
   int kind = TPX_SK_NONE;
   void *obj = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)comm, TPX_SK_NONE, &kind);
   if (obj != NULL && (kind == TPX_SK_SEND || kind == TPX_SK_RECV)) return 0;
-  if (obj != NULL) return tpx_err(TPX_EINVAL, "%s: handle %p is not a send or recv comm", fn, comm);
-  return tpx_err(TPX_EINVAL, "%s: comm %p is not open (closed, NULL, or not from this transport)",
+  if (obj != NULL) return tpx_err_quiet(TPX_EINVAL, "%s: handle %p is not a send or recv comm", fn, comm);
+  return tpx_err_quiet(TPX_EINVAL, "%s: comm %p is not open (closed, NULL, or not from this transport)",
                  fn, comm);
 }
 
 /* Unpack mode, regMr of CUDA memory: the TCPX plugin's rules (4 KiB aligned)
  * and a check that it is GPU memory, whose GPU the send path needs. */
 static int cuda_region(void *data, size_t size, int *gpu) {
-  if (data == NULL) return tpx_err(TPX_EINVAL, "regMr: NULL CUDA buffer");
+  if (data == NULL) return tpx_err_quiet(TPX_EINVAL, "regMr: NULL CUDA buffer");
   if ((uintptr_t)data % TPX_SOCK_PAGE != 0)
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "regMr: CUDA buffer %p is not 4 KiB aligned; the TCPX contract (unpack mode)"
                    " registers GPU memory on 4 KiB boundaries",
                    data);
   tpx_gpu_ptr_info_t info;
   int rc = tpx__gpu_ptr_query(data, &info);
-  if (rc != 0) return tpx_err(rc, "regMr: querying %p: %s", data, tpx_last_error());
+  if (rc != 0) return tpx_err_quiet(rc, "regMr: querying %p: %s", data, tpx_last_error());
   if (info.mem != TPX_GPU_MEM_DEVICE && info.mem != TPX_GPU_MEM_MANAGED)
-    return tpx_err(TPX_EINVAL, "regMr: %p registered as CUDA memory is %s memory", data,
+    return tpx_err_quiet(TPX_EINVAL, "regMr: %p registered as CUDA memory is %s memory", data,
                    info.mem == TPX_GPU_MEM_PINNED ? "pinned host" : "host");
   if (info.base != NULL && info.size > 0 &&
       ((uintptr_t)data - (uintptr_t)info.base > info.size ||
        size > info.size - ((uintptr_t)data - (uintptr_t)info.base)))
-    return tpx_err(TPX_EINVAL, "regMr: CUDA region %p + %zu runs past its allocation %p + %zu",
+    return tpx_err_quiet(TPX_EINVAL, "regMr: CUDA region %p + %zu runs past its allocation %p + %zu",
                    data, size, info.base, info.size);
   *gpu = info.dev >= 0 ? info.dev : 0; /* managed memory may name no GPU: any context copies it */
   return 0;
@@ -251,27 +251,27 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
                        void **mhandle) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "regMr");
   if (sn == NULL) return TPX_EINVAL;
-  if (mhandle == NULL) return tpx_err(TPX_EINVAL, "regMr: mhandle pointer is NULL");
+  if (mhandle == NULL) return tpx_err_quiet(TPX_EINVAL, "regMr: mhandle pointer is NULL");
   *mhandle = NULL;
   int rc = mr_comm_check(sn, comm, "regMr");
   if (rc != 0) return rc;
   int cuda_ok = type == TPX_PTR_CUDA && sn->unpack && sn->gpu_ok;
   if ((type == TPX_PTR_CUDA && !cuda_ok) || type == TPX_PTR_DMABUF)
-    return tpx_err(TPX_ENOTSUP, "regMr: %s memory is not supported by the built-in transport%s",
+    return tpx_err_quiet(TPX_ENOTSUP, "regMr: %s memory is not supported by the built-in transport%s",
                    type == TPX_PTR_CUDA ? "CUDA" : "DMA-BUF",
                    type == TPX_PTR_CUDA ? (sn->unpack ? " (unpack mode, but no usable GPU)"
                                                       : " (host memory only; CUDA memory needs"
                                                         " TPX_SOCK_UNPACK=1 and a GPU)")
                                         : "");
   if (type != TPX_PTR_HOST && type != TPX_PTR_CUDA)
-    return tpx_err(TPX_EINVAL, "regMr: unknown memory type %d", type);
-  if (data == NULL && size > 0) return tpx_err(TPX_EINVAL, "regMr: NULL buffer of %zu bytes", size);
+    return tpx_err_quiet(TPX_EINVAL, "regMr: unknown memory type %d", type);
+  if (data == NULL && size > 0) return tpx_err_quiet(TPX_EINVAL, "regMr: NULL buffer of %zu bytes", size);
   if (size > 0 && (uintptr_t)data + size < (uintptr_t)data)
-    return tpx_err(TPX_EINVAL, "regMr: region %p + %zu wraps the address space", data, size);
+    return tpx_err_quiet(TPX_EINVAL, "regMr: region %p + %zu wraps the address space", data, size);
   int gpu = -1;
   if (type == TPX_PTR_CUDA && (rc = cuda_region(data, size, &gpu)) != 0) return rc;
   tpx_sock_mr_t *mr = calloc(1, sizeof(*mr));
-  if (mr == NULL) return tpx_err(TPX_ENOMEM, "regMr: out of memory");
+  if (mr == NULL) return tpx_err_quiet(TPX_ENOMEM, "regMr: out of memory");
   mr->base = data;
   mr->size = size;
   mr->type = type;
@@ -279,7 +279,7 @@ static int sock_reg_mr(tpx_net_t *net, void *comm, void *data, size_t size, int 
   uint64_t tok = tpx__sock_reg_add(&sn->reg, TPX_SK_MR, mr);
   if (tok == 0) {
     free(mr);
-    return tpx_err(TPX_ENOMEM, "regMr: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
+    return tpx_err_quiet(TPX_ENOMEM, "regMr: more than %d open handles", TPX_SOCK_MAX_OBJECTS);
   }
   *mhandle = (void *)(uintptr_t)tok;
   return 0;
@@ -293,7 +293,7 @@ static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
   int kind = TPX_SK_NONE;
   tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind);
   if (mr == NULL)
-    return tpx_err(TPX_EINVAL, "deregMr: %p is not a registered memory handle (%s)", mhandle,
+    return tpx_err_quiet(TPX_EINVAL, "deregMr: %p is not a registered memory handle (%s)", mhandle,
                    kind != TPX_SK_NONE ? "wrong kind of handle"
                                        : "unknown or already deregistered");
   tpx__sock_reg_del(&sn->reg, (uint64_t)(uintptr_t)mhandle);
@@ -306,13 +306,13 @@ static int sock_dereg_mr(tpx_net_t *net, void *comm, void *mhandle) {
 static int sock_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **dptr_mhandle) {
   tpx_sock_net_t *sn = tpx__sock_net_of(net, "getDeviceMr");
   if (sn == NULL) return TPX_EINVAL;
-  if (dptr_mhandle == NULL) return tpx_err(TPX_EINVAL, "getDeviceMr: dptr_mhandle is NULL");
+  if (dptr_mhandle == NULL) return tpx_err_quiet(TPX_EINVAL, "getDeviceMr: dptr_mhandle is NULL");
   *dptr_mhandle = NULL;
   int rc = mr_comm_check(sn, comm, "getDeviceMr");
   if (rc != 0) return rc;
   int kind = TPX_SK_NONE;
   if (tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mhandle, TPX_SK_MR, &kind) == NULL)
-    return tpx_err(TPX_EINVAL, "getDeviceMr: %p is not a registered memory handle (%s)", mhandle,
+    return tpx_err_quiet(TPX_EINVAL, "getDeviceMr: %p is not a registered memory handle (%s)", mhandle,
                    kind != TPX_SK_NONE ? "wrong kind of handle" : "unknown or deregistered");
   *dptr_mhandle = mhandle;
   return 0;
@@ -321,11 +321,11 @@ static int sock_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **
 int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
   if (mh == NULL) return 0;
   tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
-  if (mr == NULL) return tpx_err(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
+  if (mr == NULL) return tpx_err_quiet(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
   if (size == 0) return 0;
   uintptr_t b = (uintptr_t)mr->base, p = (uintptr_t)data;
   if (p < b || p - b > mr->size || size > mr->size - (p - b))
-    return tpx_err(TPX_EINVAL, "%s: buffer %p + %zu lies outside its registration %p + %zu", fn,
+    return tpx_err_quiet(TPX_EINVAL, "%s: buffer %p + %zu lies outside its registration %p + %zu", fn,
                    data, size, (void *)mr->base, mr->size);
   return 0;
 }
@@ -387,23 +387,23 @@ static const tpx_net_ops_t sock_ops_unpack = {
 };
 
 int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
-  if (out == NULL) return tpx_err(TPX_EINVAL, "tpx_net_open_builtin: out is NULL");
+  if (out == NULL) return tpx_err_quiet(TPX_EINVAL, "tpx_net_open_builtin: out is NULL");
   *out = NULL;
   if (cfg == NULL) cfg = tpx_config_global();
   if (cfg->nsocks < 0 || cfg->nsocks > TPX_SOCK_MAX_NSOCKS)
-    return tpx_err(TPX_EINVAL, "sock: nsocks %d outside [1, %d] (0 = automatic)", cfg->nsocks,
+    return tpx_err_quiet(TPX_EINVAL, "sock: nsocks %d outside [1, %d] (0 = automatic)", cfg->nsocks,
                    TPX_SOCK_MAX_NSOCKS);
   if (cfg->nthreads < 1 || cfg->nthreads > TPX_SOCK_MAX_THREADS)
-    return tpx_err(TPX_EINVAL, "sock: nthreads %d outside [1, %d]", cfg->nthreads,
+    return tpx_err_quiet(TPX_EINVAL, "sock: nthreads %d outside [1, %d]", cfg->nthreads,
                    TPX_SOCK_MAX_THREADS);
   if (cfg->sock_unpack &&
       (cfg->sock_bounce_bytes < TPX_SOCK_UNPACK_MAX_MSG || cfg->sock_bounce_bytes > (4ull << 30)))
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "sock: bounce pool of %zu bytes outside [8 MiB, 4 GiB] (one request of 2048"
                    " pages must fit; offsets are 32-bit)",
                    cfg->sock_bounce_bytes);
   tpx_sock_net_t *sn = calloc(1, sizeof(*sn));
-  if (sn == NULL) return tpx_err(TPX_ENOMEM, "sock: out of memory");
+  if (sn == NULL) return tpx_err_quiet(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
   sn->cfg.nsocks = tpx_config_nsocks(cfg, 1);
   atomic_store(&sn->rng, tpx__random_u64());

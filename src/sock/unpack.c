@@ -51,7 +51,7 @@ static int mem_alloc(int gpu, size_t bytes, char **out, const char *what) {
     void *p = NULL;
     int rc = tpx__gpu_host_alloc(gpu, bytes, &p);
     if (rc != 0)
-      return tpx_err(rc, "sock unpack: pinned %s of %zu bytes on GPU %d: %s", what, bytes, gpu,
+      return tpx_err_quiet(rc, "sock unpack: pinned %s of %zu bytes on GPU %d: %s", what, bytes, gpu,
                      tpx_last_error());
     *out = p;
     return 0;
@@ -59,7 +59,7 @@ static int mem_alloc(int gpu, size_t bytes, char **out, const char *what) {
   void *p =
       aligned_alloc(TPX_SOCK_PAGE, (bytes + TPX_SOCK_PAGE - 1) & ~(size_t)(TPX_SOCK_PAGE - 1));
   if (p == NULL)
-    return tpx_err(TPX_ENOMEM, "sock unpack: %s of %zu bytes: out of memory", what, bytes);
+    return tpx_err_quiet(TPX_ENOMEM, "sock unpack: %s of %zu bytes: out of memory", what, bytes);
   *out = p;
   return 0;
 }
@@ -84,7 +84,7 @@ static int dev_addr(int gpu, char *host, void **dev) {
 
 /* Hold a reference on `gpu` for the comm (released by tpx__sock_gpu_fini). */
 static int hold_gpu(tpx_sock_comm_t *m, int gpu) {
-  if (gpu < 0 || gpu >= 64) return tpx_err(TPX_EINVAL, "sock unpack: GPU %d outside 0..63", gpu);
+  if (gpu < 0 || gpu >= 64) return tpx_err_quiet(TPX_EINVAL, "sock unpack: GPU %d outside 0..63", gpu);
   if (m->gpus_held & (1ull << gpu)) return 0;
   int rc = tpx__gpu_retain(gpu);
   if (rc != 0) return rc;
@@ -97,13 +97,13 @@ static int hold_gpu(tpx_sock_comm_t *m, int gpu) {
 int tpx__sock_upk_create(tpx_sock_comm_t *m) {
   tpx_sock_net_t *sn = m->sn;
   tpx_sock_upk_t *u = calloc(1, sizeof(*u));
-  if (u == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: out of memory for recv comm state");
+  if (u == NULL) return tpx_err_quiet(TPX_ENOMEM, "sock unpack: out of memory for recv comm state");
   pthread_mutex_init(&u->mu, NULL);
   u->gpu = -1;
   m->upk = u;
   size_t bytes = sn->cfg.sock_bounce_bytes & ~(size_t)(TPX_SOCK_PAGE - 1);
   if (bytes < TPX_SOCK_UNPACK_MAX_MSG || bytes > (4ull << 30))
-    return tpx_err(TPX_EINVAL,
+    return tpx_err_quiet(TPX_EINVAL,
                    "sock unpack: bounce pool of %zu bytes: must hold one 8 MiB request and stay"
                    " addressable by 32-bit offsets (8M..4G)",
                    sn->cfg.sock_bounce_bytes);
@@ -118,7 +118,7 @@ int tpx__sock_upk_create(tpx_sock_comm_t *m) {
   u->bounce_bytes = bytes;
   u->npages = (uint32_t)(bytes / TPX_SOCK_PAGE);
   u->freeq = malloc((size_t)u->npages * sizeof(uint32_t));
-  if (u->freeq == NULL) return tpx_err(TPX_ENOMEM, "sock unpack: out of memory for the page list");
+  if (u->freeq == NULL) return tpx_err_quiet(TPX_ENOMEM, "sock unpack: out of memory for the page list");
   if ((rc = mem_alloc(u->gpu, bytes, &u->bounce, "bounce pool")) != 0) return rc;
   if ((rc = mem_alloc(u->gpu, META_ALLOC, &u->meta_mem, "metadata block")) != 0) return rc;
   memset(u->meta_mem, 0, META_ALLOC);
@@ -303,12 +303,12 @@ int tpx__sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const v
   *out = NULL;
   int rc = hold_gpu(m, gpu);
   if (rc != 0)
-    return tpx_err(rc, "isend to %s: CUDA buffer %p on GPU %d: %s", m->peer, src, gpu,
+    return tpx_err_quiet(rc, "isend to %s: CUDA buffer %p on GPU %d: %s", m->peer, src, gpu,
                    tpx_last_error());
   tpx_sock_stage_t *st = m->stage;
   if (st == NULL) {
     st = calloc(1, sizeof(*st));
-    if (st == NULL) return tpx_err(TPX_ENOMEM, "isend: out of memory for the staging state");
+    if (st == NULL) return tpx_err_quiet(TPX_ENOMEM, "isend: out of memory for the staging state");
     st->gpu = gpu;
     /* 64-byte pieces: every staged copy starts cache-line aligned. */
     tpx__ring_init(&st->ring, m->sn->cfg.sock_bounce_bytes, 64);
@@ -325,12 +325,12 @@ int tpx__sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const v
   tpx_ring_span_t sp;
   int fit = tpx__ring_fit(&st->ring, size, &sp);
   if (fit < 0)
-    return tpx_err(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %llu-byte staging",
+    return tpx_err_quiet(TPX_EINVAL, "isend to %s: %zu bytes of CUDA memory exceed the %llu-byte staging",
                    m->peer, size, (unsigned long long)st->ring.size);
   if (fit == 0) return 1; /* full until earlier sends complete */
   rc = tpx__gpu_memcpy(gpu, st->buf + sp.off, src, size);
   if (rc != 0)
-    return tpx_err(rc, "isend to %s: copying %zu bytes from GPU %d: %s", m->peer, size, gpu,
+    return tpx_err_quiet(rc, "isend to %s: copying %zu bytes from GPU %d: %s", m->peer, size, gpu,
                    tpx_last_error());
   tpx__ring_take(&st->ring, &sp);
   r->stage_end = sp.end;

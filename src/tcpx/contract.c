@@ -28,15 +28,15 @@ uint64_t tpx__tcpx_cnt_load(const tpx_unpack_meta_block_t *mb, uint32_t slot) {
 
 int tpx__tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t bounce_bytes,
                        size_t dst_bytes, uint32_t *cnt, uint64_t *total) {
-  if (!mb || !cnt) return tpx_err(TPX_EINVAL, "unpack slot read: NULL metadata block or count");
+  if (!mb || !cnt) return tpx_err_quiet(TPX_EINVAL, "unpack slot read: NULL metadata block or count");
   if (slot >= TPX_UNPACK_SLOTS)
-    return tpx_err(TPX_EINVAL, "unpack slot %u outside 0..%d", slot, TPX_UNPACK_SLOTS - 1);
+    return tpx_err_quiet(TPX_EINVAL, "unpack slot %u outside 0..%d", slot, TPX_UNPACK_SLOTS - 1);
   uint64_t n = tpx__tcpx_cnt_load(mb, slot);
   if (n > TPX_UNPACK_MAX_FRAGS)
-    return tpx_err(TPX_EPROTO, "unpack slot %u claims %llu entries (max %d)", slot,
+    return tpx_err_quiet(TPX_EPROTO, "unpack slot %u claims %llu entries (max %d)", slot,
                    (unsigned long long)n, TPX_UNPACK_MAX_FRAGS);
   int rc = tpx__unpack_validate(mb->mem[slot], (uint32_t)n, bounce_bytes, dst_bytes, NULL, total);
-  if (rc) return tpx_err(rc, "unpack slot %u: %s", slot, tpx_last_error());
+  if (rc) return tpx_err_quiet(rc, "unpack slot %u: %s", slot, tpx_last_error());
   *cnt = (uint32_t)n;
   return 0;
 }
@@ -45,15 +45,15 @@ int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bou
                         size_t dst_bytes, uint32_t *max_len, uint64_t *total) {
   uint32_t mx = 0;
   uint64_t sum = 0;
-  if (cnt && !meta) return tpx_err(TPX_EINVAL, "unpack: %u entries but no metadata", cnt);
+  if (cnt && !meta) return tpx_err_quiet(TPX_EINVAL, "unpack: %u entries but no metadata", cnt);
   for (uint32_t i = 0; i < cnt; i++) {
     const tpx_unpack_meta_t m = meta[i];
     /* 64-bit sums: src_off + len cannot wrap; dst_off is checked first. */
     if ((uint64_t)m.src_off + m.len > bounce_bytes)
-      return tpx_err(TPX_EPROTO, "unpack entry %u/%u: source [%u, +%u) outside bounce buffer of %zu",
+      return tpx_err_quiet(TPX_EPROTO, "unpack entry %u/%u: source [%u, +%u) outside bounce buffer of %zu",
                      i, cnt, m.src_off, m.len, bounce_bytes);
     if (m.dst_off > dst_bytes || m.len > dst_bytes - m.dst_off)
-      return tpx_err(TPX_EPROTO,
+      return tpx_err_quiet(TPX_EPROTO,
                      "unpack entry %u/%u: destination [%llu, +%u) outside receive buffer of %zu", i,
                      cnt, (unsigned long long)m.dst_off, m.len, dst_bytes);
     if (m.len > mx) mx = m.len;
@@ -67,7 +67,7 @@ int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bou
 int tpx__unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
                    const tpx_unpack_meta_t *meta, uint32_t cnt) {
   if (cnt == 0) return 0;
-  if (!dst || !bounce) return tpx_err(TPX_EINVAL, "unpack_cpu: NULL buffer");
+  if (!dst || !bounce) return tpx_err_quiet(TPX_EINVAL, "unpack_cpu: NULL buffer");
   int rc = tpx__unpack_validate(meta, cnt, bounce_bytes, dst_bytes, NULL, NULL);
   if (rc) return rc;
   const unsigned char *src = bounce;

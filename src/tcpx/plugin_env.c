@@ -82,7 +82,7 @@ int tpx__tcpx_env_apply(const char *who) {
 }
 
 int tpx_net_tcpx_env(int i, tpx_net_env_t *r) {
-  if (r == NULL) return tpx_err(TPX_EINVAL, "tpx_net_tcpx_env: NULL row");
+  if (r == NULL) return tpx_err_quiet(TPX_EINVAL, "tpx_net_tcpx_env: NULL row");
   memset(r, 0, sizeof(*r));
   if (i < 0 || i >= NVARS) return TPX_ENOENT;
   r->name = vars[i].name;

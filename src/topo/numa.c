@@ -25,17 +25,17 @@ int tpx__numa_parse_cpulist(const char *s, unsigned char *cpus, int ncpus) {
     char *end;
     errno = 0;
     long lo = strtol(p, &end, 10), hi = lo;
-    if (end == p || errno || lo < 0) return -1;
+    if (end == p || errno || lo < 0) return TPX_EINVAL;
     p = end;
     if (*p == '-') {
       hi = strtol(p + 1, &end, 10);
-      if (end == p + 1 || errno || hi < lo) return -1;
+      if (end == p + 1 || errno || hi < lo) return TPX_EINVAL;
       p = end;
     }
     for (long c = lo; c <= hi && c < ncpus; c++)
       if (!cpus[c]) cpus[c] = 1, n++;
     if (*p == ',') p++;
-    else if (*p && *p != '\n') return -1;
+    else if (*p && *p != '\n') return TPX_EINVAL;
   }
   return n;
 }

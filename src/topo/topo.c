@@ -44,15 +44,15 @@ static void sys_path(const char *root, const char *rel, char *out, size_t cap) {
   snprintf(out, cap, "%s", res + n);
 }
 
-/* <root><path>/numa_node, -1 when absent or unknown. */
+/* <root><path>/numa_node, TPX_NUMA_UNKNOWN when absent or unknown. */
 static int read_numa(const char *root, const char *path) {
-  if (path[0] == '\0') return -1;
+  if (path[0] == '\0') return TPX_NUMA_UNKNOWN;
   char f[PATH_MAX];
   snprintf(f, sizeof(f), "%s%s/numa_node", root, path);
   FILE *fp = fopen(f, "r");
-  if (!fp) return -1;
-  int v = -1;
-  if (fscanf(fp, "%d", &v) != 1 || v < 0) v = -1;
+  if (!fp) return TPX_NUMA_UNKNOWN;
+  int v = TPX_NUMA_UNKNOWN;
+  if (fscanf(fp, "%d", &v) != 1 || v < 0) v = TPX_NUMA_UNKNOWN;
   fclose(fp);
   return v;
 }
@@ -222,7 +222,7 @@ int tpx__topo_detect(const tpx_topo_params_t *p, tpx_topo_t **out) {
 
 int tpx_topo_detect(const tpx_topo_params_t *p, tpx_topo_t **out) {
   int rc = tpx__topo_detect(p, out);
-  return rc ? tpx_err_surface(rc) : 0;
+  return rc; /* recorded quietly: the caller decides */
 }
 
 void tpx_topo_free(tpx_topo_t *t) { free(t); }

@@ -8,6 +8,9 @@
 
 #include "tpx/topo.h"
 
+/* A NIC's or GPU's NUMA node when sysfs does not say (tpx/topo.h: -1). */
+#define TPX_NUMA_UNKNOWN (-1)
+
 /* As tpx_topo_detect, errors recorded quietly (the caller decides). */
 int tpx__topo_detect(const tpx_topo_params_t *p, tpx_topo_t **out);
 
@@ -22,7 +25,7 @@ int tpx__topo_bus_id_norm(const char *in, char *out, size_t cap);
 int tpx__numa_bind_thread(const char *sysfs_root, int node);
 
 /* Parse a sysfs cpulist ("0-3,8-11\n") into set bits of cpus[0..ncpus). 
- * Returns the number of CPUs set, or < 0 when malformed. */
+ * Returns the number of CPUs set, or TPX_EINVAL when malformed. */
 int tpx__numa_parse_cpulist(const char *s, unsigned char *cpus, int ncpus);
 
 /* Memory the calling thread allocates (first touch) between enter and leave

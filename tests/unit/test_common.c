@@ -1,6 +1,7 @@
 /* Error codes, configuration parsing. */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,6 +26,59 @@ static void test_strerror(void **state) {
   assert_string_equal(tpx_strerror(5), "unknown error");
 }
 
+/* Every code the public header defines has its own text and an ncclResult_t,
+ * and nothing past the sentinel is a code: what an internal path returns is
+ * one of these (tests/abi/check_errors.py keeps bare numbers out of src/). */
+static void test_error_codes(void **state) {
+  (void)state;
+  for (int e = TPX_ECUDA; e > TPX_EUNKNOWN; e--) {
+    assert_string_not_equal(tpx_strerror(e), "unknown error");
+    for (int f = TPX_ECUDA; f > e; f--) assert_string_not_equal(tpx_strerror(e), tpx_strerror(f));
+    int r = tpx_to_nccl(e);
+    assert_true(r >= 1 && r <= 7);
+  }
+  assert_string_equal(tpx_strerror(TPX_EUNKNOWN), "unknown error");
+  assert_string_equal(tpx_strerror(TPX_EUNKNOWN - 1), "unknown error");
+}
+
+/* A refused setting is reported once per process however often the
+ * environment is read (tpx_config_global, then once per endpoint a tool
+ * makes); another value of it, or the same after a good one, is reported
+ * again. */
+static void test_config_warn_once(void **state) {
+  (void)state;
+  tu_log_capture_t c;
+  tpx_config_t cfg;
+  tu_log_capture_start(&c);
+  setenv("TPX_NUM_CHANNELS", "abc", 1);
+  for (int i = 0; i < 4; i++) assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  assert_int_equal(tu_log_capture_end(&c, "TPX_NUM_CHANNELS=abc"), 1);
+  tu_log_capture_start(&c);
+  setenv("TPX_NUM_CHANNELS", "xyz", 1);
+  for (int i = 0; i < 3; i++) assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  setenv("TPX_NUM_CHANNELS", "2", 1); /* taken: the refusal is forgotten */
+  assert_int_equal(tpx_config_from_env(&cfg), 0);
+  setenv("TPX_NUM_CHANNELS", "xyz", 1);
+  for (int i = 0; i < 2; i++) assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+  assert_int_equal(tu_log_capture_end(&c, "TPX_NUM_CHANNELS=xyz"), 2);
+  tu_log_capture_start(&c);
+  setenv("TPX_AUTH_KEY", "short", 1);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(tpx_config_from_env(&cfg), TPX_EINVAL);
+    assert_true(cfg.auth_error[0] != '\0'); /* refused every time, reported once */
+  }
+  assert_int_equal(tu_log_capture_end(&c, "TPX_AUTH_KEY"), 1);
+  unsetenv("TPX_AUTH_KEY");
+  unsetenv("TPX_NUM_CHANNELS");
+  /* A retired setting: ignored (nothing refused), said once. */
+  tu_log_capture_start(&c);
+  setenv("TPX_STAGING_COPY", "sm,ce", 1);
+  for (int i = 0; i < 3; i++) assert_int_equal(tpx_config_from_env(&cfg), 0);
+  assert_int_equal(tu_log_capture_end(&c, "TPX_STAGING_COPY=sm,ce: the setting is retired"), 1);
+  unsetenv("TPX_STAGING_COPY");
+  assert_int_equal(tpx_config_set(&cfg, "TPX_STAGING_COPY", "sm"), TPX_ENOENT);
+}
+
 static void test_nccl_mapping(void **state) {
   (void)state;
   for (int r = 0; r <= 7; r++) assert_int_equal(tpx_to_nccl(tpx_from_nccl(r)), r);
@@ -38,6 +92,27 @@ static void test_last_error(void **state) {
   assert_int_equal(rc, TPX_EINVAL);
   assert_non_null(strstr(tpx_last_error(), "widget 7 is bad"));
   assert_non_null(strstr(tpx_last_error(), "invalid argument"));
+}
+
+/* Once where decided: a quiet record is logged by the first surface, and
+ * neither a second surface nor one after tpx_err logs it again; a code
+ * nothing recorded after a logged failure is logged with its own text. */
+static void test_err_surface_once(void **state) {
+  (void)state;
+  tu_log_capture_t c;
+  tu_log_capture_start(&c);
+  assert_int_equal(tpx_err_quiet(TPX_ECLOSED, "gadget %d fell over", 3), TPX_ECLOSED);
+  assert_int_equal(tpx_err_surface(TPX_ECLOSED), TPX_ECLOSED);
+  assert_int_equal(tpx_err_surface(TPX_ECLOSED), TPX_ECLOSED);
+  assert_int_equal(tu_log_capture_end(&c, "gadget 3 fell over"), 1);
+  tu_log_capture_start(&c);
+  assert_int_equal(tpx_err(TPX_EINVAL, "sprocket %d is bent", 4), TPX_EINVAL);
+  assert_int_equal(tpx_err_surface(TPX_EINVAL), TPX_EINVAL);
+  assert_int_equal(tu_log_capture_end(&c, "sprocket 4 is bent"), 1);
+  tu_log_capture_start(&c);
+  assert_int_equal(tpx_err_surface(TPX_EAUTH), TPX_EAUTH);
+  assert_int_equal(tu_log_capture_end(&c, tpx_strerror(TPX_EAUTH)), 1);
+  assert_int_equal(tpx_err_surface(0), 0);
 }
 
 static void test_config_env(void **state) {
@@ -265,6 +340,9 @@ static void test_bind_port(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
+      cmocka_unit_test(test_error_codes),
+      cmocka_unit_test(test_config_warn_once),
+      cmocka_unit_test(test_err_surface_once),
       cmocka_unit_test(test_nccl_mapping),
       cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_config_env),

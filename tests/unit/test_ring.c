@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/ring.h"
+#include "tpx/error.h"
 #include "testutil.h"
 
 /* Fit, then take when it fits (what both stagers do); returns what fit returned. */
@@ -48,8 +49,8 @@ static void test_fill_and_full(void **state) {
   assert_int_equal(tpx__ring_free(&r), 0);
   assert_int_equal(ring_alloc(&r, 1, &d), 0);
   /* More than the ring never fits. */
-  assert_int_equal(tpx__ring_fit(&r, 101, &d), -1);
-  assert_int_equal(tpx__ring_fit(&r, UINT64_MAX, &d), -1);
+  assert_int_equal(tpx__ring_fit(&r, 101, &d), TPX_EINVAL);
+  assert_int_equal(tpx__ring_fit(&r, UINT64_MAX, &d), TPX_EINVAL);
 }
 
 static void test_wrap_skips_the_end(void **state) {
@@ -165,7 +166,7 @@ static void test_zero_size(void **state) {
   /* A ring of size 0 takes only zero-length allocations. */
   tpx__ring_init(&r, 10, 64);
   assert_int_equal(r.size, 0);
-  assert_int_equal(tpx__ring_fit(&r, 1, &z), -1);
+  assert_int_equal(tpx__ring_fit(&r, 1, &z), TPX_EINVAL);
   assert_int_equal(tpx__ring_fit(&r, 0, &z), 1);
   assert_int_equal(z.off, 0);
 }
@@ -186,7 +187,7 @@ static void test_alignment(void **state) {
   assert_int_equal(tpx__ring_used(&r), 64 + 64 + 64 + 128 + 512 + 1024);
   /* Rounded up past the size never fits. */
   tpx__ring_init(&r, 128, 64);
-  assert_int_equal(tpx__ring_fit(&r, 129, &s), -1);
+  assert_int_equal(tpx__ring_fit(&r, 129, &s), TPX_EINVAL);
   assert_int_equal(tpx__ring_fit(&r, 128, &s), 1);
 }
 

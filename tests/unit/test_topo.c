@@ -403,9 +403,9 @@ static void test_cpulist(void **state) {
   assert_int_equal(tpx__numa_parse_cpulist("5", cpus, 64), 1);
   assert_int_equal(tpx__numa_parse_cpulist("60-70", cpus, 64), 4); /* beyond the set: dropped */
   assert_int_equal(tpx__numa_parse_cpulist("\n", cpus, 64), 0);
-  assert_int_equal(tpx__numa_parse_cpulist("a", cpus, 64), -1);
-  assert_int_equal(tpx__numa_parse_cpulist("3-1", cpus, 64), -1);
-  assert_int_equal(tpx__numa_parse_cpulist("1,,2", cpus, 64), -1);
+  assert_int_equal(tpx__numa_parse_cpulist("a", cpus, 64), TPX_EINVAL);
+  assert_int_equal(tpx__numa_parse_cpulist("3-1", cpus, 64), TPX_EINVAL);
+  assert_int_equal(tpx__numa_parse_cpulist("1,,2", cpus, 64), TPX_EINVAL);
 }
 
 struct bind_arg {

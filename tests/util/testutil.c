@@ -2,9 +2,13 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include "common/log.h"
 
 static inline uint64_t pattern_word(uint32_t seed, size_t w) {
   uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + (uint64_t)w * 0xBF58476D1CE4E5B9ull;
@@ -87,4 +91,33 @@ int tu_fd_teardown(void **state) {
   }
   assert_int_equal(n, fd_baseline);
   return 0;
+}
+
+void tu_log_capture_start(tu_log_capture_t *c) {
+  snprintf(c->path, sizeof(c->path), "/tmp/tpx_logXXXXXX");
+  c->fd = mkstemp(c->path);
+  assert_true(c->fd >= 0);
+  fflush(stderr);
+  c->saved = dup(2);
+  assert_true(c->saved >= 0);
+  assert_int_equal(dup2(c->fd, 2), 2);
+  c->level = tpx__log_level;
+  tpx__log_level = TPX_LOG_WARN;
+}
+
+int tu_log_capture_end(tu_log_capture_t *c, const char *what) {
+  fflush(stderr);
+  tpx__log_level = c->level;
+  assert_int_equal(dup2(c->saved, 2), 2);
+  close(c->saved);
+  close(c->fd);
+  FILE *f = fopen(c->path, "r");
+  assert_non_null(f);
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, what)) n++;
+  fclose(f);
+  unlink(c->path);
+  return n;
 }

@@ -26,4 +26,15 @@ int tu_count_fds(void);
 int tu_fd_setup(void **state);
 int tu_fd_teardown(void **state);
 
+/* The library's log (stderr) into a file between start and end, at the
+ * default level `warn` (the suite runs at TPX_LOG=error), to count what a
+ * failure or a refused setting logged. end restores both and returns how
+ * many lines contain `what`. */
+typedef struct tu_log_capture {
+  char path[32];
+  int fd, saved, level;
+} tu_log_capture_t;
+void tu_log_capture_start(tu_log_capture_t *c);
+int tu_log_capture_end(tu_log_capture_t *c, const char *what);
+
 #endif

@@ -10,33 +10,6 @@
 #include "common/util.h"
 #include "engine/gpu/gpu_path_int.h"
 
-/* TPX_STAGING_COPY: "" (TPX_UNPACK's way: SM copies in kernel mode, the
- * copy engine otherwise), "sm", "ce", or "D2H,H2D" ("sm,ce"). SM copies go
- * through the kernel unpacker, so they need TPX_UNPACK=kernel. */
-static int staging_copy_parse(tpx_endpoint_t *ep, int mode, int sm[2]) {
-  const char *s = ep->cfg.staging_copy;
-  sm[0] = sm[1] = mode == TPX_UNPACK_KERNEL;
-  if (!s[0]) return 0;
-  char d2h[8] = "", h2d[8] = "";
-  const char *comma = strchr(s, ',');
-  size_t n = comma ? (size_t)(comma - s) : strlen(s);
-  if (n >= sizeof d2h || (comma && strlen(comma + 1) >= sizeof h2d)) goto bad;
-  memcpy(d2h, s, n);
-  snprintf(h2d, sizeof h2d, "%s", comma ? comma + 1 : d2h);
-  for (int i = 0; i < 2; i++) {
-    const char *w = i ? h2d : d2h;
-    if (strcmp(w, "sm") && strcmp(w, "ce")) goto bad;
-    sm[i] = !strcmp(w, "sm");
-    if (sm[i] && mode != TPX_UNPACK_KERNEL)
-      return tpx_err(TPX_EINVAL, "endpoint %s: TPX_STAGING_COPY=%s: SM copies need TPX_UNPACK=kernel (it is %s)",
-                     ep->name, s, tpx__unpack_mode_name(mode));
-  }
-  return 0;
-bad:
-  return tpx_err(TPX_EINVAL, "endpoint %s: TPX_STAGING_COPY=%s: expected sm, ce or D2H,H2D such as sm,ce", ep->name,
-                 s);
-}
-
 int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
   int unpack = 0, cuda_all = 1, version = TPX_TCPX_DEV_VERSION;
   for (int d = 0; d < ep->ndev; d++) {
@@ -54,7 +27,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
     return tpx_err(TPX_EVERSION, "endpoint %s: transport %s offers UNPACK device offload version %d, only %d is "
                    "supported", ep->name, ep->net->name, version, TPX_TCPX_DEV_VERSION);
   if (!unpack && !tpx__gpu_built()) return 0; /* host memory only: nothing to do per chunk */
-  int mode = TPX_UNPACK_KERNEL, rc;
+  int mode = TPX_UNPACK_KERNEL;
   if (tpx__unpack_mode_parse(ep->cfg.unpack, &mode) != 0)
     return tpx_err(TPX_EINVAL, "endpoint %s: TPX_UNPACK=%s: expected kernel, d2d or host", ep->name, ep->cfg.unpack);
   struct gpu_ep *g = calloc(1, sizeof(*g));
@@ -65,10 +38,9 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
   g->send_stage = !cuda_all || ep->net->caps.builtin;
   g->recv_stage = !cuda_all && !unpack;
   g->unpack_mode = mode;
-  if ((rc = staging_copy_parse(ep, mode, g->stage_sm)) != 0) {
-    free(g);
-    return rc;
-  }
+  /* Staging copies: SM copies (the kernel unpacker) in kernel mode, the copy
+   * engine otherwise (docs/notes/gpu-vs-host-memory.md). */
+  g->stage_sm[0] = g->stage_sm[1] = mode == TPX_UNPACK_KERNEL;
   g->pin_dev = -1;
   g->consume = tpx__gpu_consume_ops();
   ep->gpath = g;

@@ -39,7 +39,7 @@ struct gpu_ep {
   int recv_stage;  /* CUDA receives go through our staging (host-only, not UNPACK) */
   int unpack_mode; /* TPX_UNPACK_* from cfg.unpack */
   int stage_sm[2]; /* staging copies [0] device-to-host, [1] host-to-device by SM (the kernel
-                      unpacker) rather than the copy engine (cfg.staging_copy) */
+                      unpacker) rather than the copy engine: kernel mode */
   int pin_dev;     /* GPU the progress thread keeps current (-1: none yet) */
   const struct consume_ops *consume; /* gpu_path.c's consume stage, installed by whoever needs it */
   struct gpu_dev *devs[TPX_GPU_MAX_DEVICES];

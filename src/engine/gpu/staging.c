@@ -5,8 +5,9 @@
  * order and release follows the ring's FIFO release, so the ring needs only two
  * positions. Sends: device-to-host copies of the next chunks are started ahead
  * (up to GPU_PRE_MAX, as far as the arena allows), SM copies through the
- * GPU's unpacker, up to COPY_BATCH chunks per launch (or, TPX_STAGING_COPY=ce,
- * one copy-engine copy per chunk on a persistent stream with a pooled event);
+ * GPU's unpacker, up to COPY_BATCH chunks per launch (or, with
+ * TPX_UNPACK=d2d or host, one copy-engine copy per chunk on a persistent
+ * stream with a pooled event);
  * a chunk is posted once its copy finished, so later copies run while it is
  * on the wire. Receives: the irecv lands in the arena; the host-to-device
  * copies of the chunks completed since the last look are launched together,
@@ -101,13 +102,12 @@ void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
 }
 
 /* ---- staging copies ----
- * TPX_STAGING_COPY=sm (the default with TPX_UNPACK=kernel): SM copies
- * through the GPU's unpacker, up to COPY_BATCH chunks per launch, each a
- * fragment whose kernel reads or writes the pinned arena through its
- * mapping (one copy-engine copy per 512 KiB chunk costs more per transfer
- * than the batched launches; docs/notes/gpu-vs-host-memory.md). ce: one
- * cudaMemcpyAsync per chunk on a
- * persistent stream of the copy direction with a pooled event. */
+ * With TPX_UNPACK=kernel (the default): SM copies through the GPU's
+ * unpacker, up to COPY_BATCH chunks per launch, each a fragment whose kernel
+ * reads or writes the pinned arena through its mapping (one copy-engine
+ * copy per 512 KiB chunk costs more per transfer than the batched launches;
+ * docs/notes/gpu-vs-host-memory.md). Otherwise one cudaMemcpyAsync per
+ * chunk on a persistent stream of the copy direction with a pooled event. */
 
 /* One copy-engine copy: 0 queued (*ev), < 0 error. */
 static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d,
