@@ -45,6 +45,7 @@ struct fake_alloc {
   size_t size;
   int fd;   /* memfd behind it; -1 for plain host memory */
   int host; /* cuMemHostAlloc */
+  int dev;  /* the current context's device when it was made */
   struct fake_alloc *next;
 };
 /* The allocation holding [p, p+len), or NULL. */

@@ -67,6 +67,7 @@ static CUresult alloc(void **out, size_t size, int host) {
   }
   a->size = size;
   a->host = host;
+  a->dev = fake_cuda_current() ? fake_cuda_current()->dev : 0;
   pthread_mutex_lock(&lock);
   a->next = allocs;
   allocs = a;
@@ -159,5 +160,34 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
   int fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return FAKE_FAIL(CUDA_ERROR_OPERATING_SYSTEM, "dup");
   *(int *)handle = fd;
+  return CUDA_SUCCESS;
+}
+
+/* As the driver's: unknown (plain host) pointers succeed with the defaults
+ * left as they were, except a memory type of 0. */
+CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr) {
+  FAKE_NEED_INIT();
+  if (!attrs || !data) return FAKE_FAIL(CUDA_ERROR_INVALID_VALUE, "NULL attrs or data");
+  struct fake_alloc *a = fake_cuda_find((void *)(uintptr_t)ptr, 1);
+  for (unsigned int i = 0; i < n; i++) {
+    if (!data[i]) return FAKE_FAIL(CUDA_ERROR_INVALID_VALUE, "NULL data entry");
+    switch (attrs[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data[i] = !a ? 0 : a->host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned char *)data[i] = 0; break; /* a bool */
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        if (a) *(int *)data[i] = a->dev;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        if (a) *(CUdeviceptr *)data[i] = attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ? ptr : (CUdeviceptr)(uintptr_t)a->base;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        if (a) *(size_t *)data[i] = a->size;
+        break;
+      default: return FAKE_FAIL(CUDA_ERROR_INVALID_VALUE, "attribute not faked");
+    }
+  }
   return CUDA_SUCCESS;
 }

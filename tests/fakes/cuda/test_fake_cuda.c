@@ -113,6 +113,22 @@ static void t_alloc(void **state) {
   assert_ptr_equal((void *)(uintptr_t)hd, h);
   assert_int_equal(cuMemHostGetDevicePointer(&hd, src, 0), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(fake_cuda_live_allocs(), before + 2);
+  /* What the engine asks of a pointer (src/cuda/gpu.c). */
+  unsigned int mtype = 99;
+  int ordinal = -1;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void *data[] = {&mtype, &ordinal, &base, &size};
+  OK(cuPointerGetAttributes(4, attrs, data, p + 5000));
+  assert_int_equal(mtype, CU_MEMORYTYPE_DEVICE);
+  assert_int_equal(ordinal, 0);
+  assert_true(base == p && size == 3u << 20);
+  OK(cuPointerGetAttributes(1, attrs, data, (CUdeviceptr)(uintptr_t)h));
+  assert_int_equal(mtype, CU_MEMORYTYPE_HOST);
+  OK(cuPointerGetAttributes(1, attrs, data, (CUdeviceptr)(uintptr_t)src));
+  assert_int_equal(mtype, 0); /* plain host memory */
   assert_int_equal(cuMemFreeHost((void *)(uintptr_t)p), CUDA_ERROR_INVALID_VALUE); /* wrong kind */
   OK(cuMemFreeHost(h));
   OK(cuMemFree(p));
