@@ -64,6 +64,8 @@ static void usage(FILE *f) {
           "                     a name containing TCPX]\n"
           "  --no-fd-check      do not check fds/threads after each case\n"
           "                     [TPX_CONFORMANCE_FD_CHECK=0]\n"
+          "  --host-bytes       UNPACK plugins: verify the bytes of host receives too (the\n"
+          "                     TCPX plugin without devmem) [TPX_CONFORMANCE_HOST_BYTES=1]\n"
           "  --filter GLOB      run only matching cases (cmocka names, t_*)\n"
           "  --skip GLOB[,GLOB] skip matching cases\n"
           "  --list             list the cases\n");
@@ -121,6 +123,7 @@ static int parse_opts(int argc, char **argv, cf_opts_t *o) {
   if ((v = env("TPX_CONFORMANCE_WINDOW")) && parse_int(v, 1, 4096, &o->window)) goto bad_env;
   if ((v = env("TPX_CONFORMANCE_QUIRKS")) && parse_int(v, 0, 1, &o->quirks)) goto bad_env;
   if ((v = env("TPX_CONFORMANCE_FD_CHECK")) && parse_int(v, 0, 1, &o->fd_check)) goto bad_env;
+  if ((v = env("TPX_CONFORMANCE_HOST_BYTES")) && parse_int(v, 0, 1, &o->host_bytes)) goto bad_env;
   if ((v = env("TPX_CONFORMANCE_FILTER"))) o->filter = v;
   if ((v = env("TPX_CONFORMANCE_SKIP"))) o->skip = v;
 
@@ -159,6 +162,7 @@ static int parse_opts(int argc, char **argv, cf_opts_t *o) {
     else if (!strcmp(a, "--window")) { NEED_VAL; if (parse_int(val, 1, 4096, &o->window)) goto bad; }
     else if (!strcmp(a, "--quirks")) { NEED_VAL; if (parse_int(val, 0, 1, &o->quirks)) goto bad; }
     else if (!strcmp(a, "--no-fd-check")) o->fd_check = 0;
+    else if (!strcmp(a, "--host-bytes")) o->host_bytes = 1;
     else if (!strcmp(a, "--filter")) { NEED_VAL; o->filter = val; }
     else if (!strcmp(a, "--skip")) { NEED_VAL; o->skip = val; }
     else if (!strcmp(a, "--list")) {
