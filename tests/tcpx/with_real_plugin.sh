@@ -9,8 +9,9 @@
 #
 # COMMAND runs with TPX_NET_PLUGIN set to the plugin and the plugin's
 # environment; TPX_RXDM_RECORD names the stand-in's record of every request
-# (checked below: every flow-steering rule created was asked for while
-# accepting, and was valid). Exits 77 (skipped), saying why, when the plugin
+# (checked below unless TPX_RXDM_EXPECT_RULES=0: the plugin asked for
+# flow-steering rules, every request was valid, and every rule created was
+# deleted again by the end). Exits 77 (skipped), saying why, when the plugin
 # is not built here.
 set -eu
 src=$1 fake=$2 standin=$3
@@ -62,5 +63,8 @@ sed 's/^/  /' "$record"
 if [ "$rc" = 0 ] && [ "${TPX_RXDM_EXPECT_RULES:-1}" = 1 ]; then
   grep -q '^create .* ok' "$record" || { echo "with_real_plugin: the plugin asked for no flow-steering rule" >&2; exit 1; }
   if grep -q '^bad ' "$record"; then echo "with_real_plugin: the plugin sent a request the stand-in refused" >&2; exit 1; fi
+  # Every rule created was deleted again (the comms were all closed).
+  left=$(grep -o 'rules=[0-9]*' "$record" | tail -1)
+  [ "$left" = rules=0 ] || { echo "with_real_plugin: flow-steering rules left installed at the end: $left" >&2; exit 1; }
 fi
 exit "$rc"
