@@ -71,8 +71,9 @@ static int dial(const struct daemon *d, const char *name) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", d->dir, name);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct timeval tv = {10, 0};
+  struct timeval tv = {10, 0}; /* bounds connect (a full backlog) and every read */
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) abort();
   return fd;
 }
