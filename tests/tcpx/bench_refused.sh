@@ -3,9 +3,9 @@
 # with_real_plugin.sh). The engine posts every receive over this plugin with
 # a GPU landing region (docs/UNPACK.md, "Host-memory receives"), and the
 # plugin's CUDA regMr reads the NIC's PCI path unchecked: lo has none, so it
-# would crash the process (SIGSEGV, seen before the engine checked). Until a
-# stand-in gives the plugin a device it can register GPU memory on (and the
-# devmem TCP stand-in its receive path), the engine must refuse cleanly:
+# would crash the process (SIGSEGV, seen before the engine checked). Without
+# the devmem TCP stand-in (which gives lo a PCI path and the plugin its
+# receive path: bench_tcpx_real_devmem), the engine must refuse cleanly:
 # exit status 1, the reason named, nothing hanging.
 # usage: bench_refused.sh TPX_BENCH
 out=$(timeout 120 "$1" loopback --size 1M --op write --iters 2 --warmup 0 --check --progress off 2>&1)
