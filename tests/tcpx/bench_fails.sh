@@ -8,7 +8,7 @@
 # stand-in refusing flow-steering rules, the receive buffer running out.
 regex=$1
 shift
-out=$(timeout 120 "$@" 2>&1)
+out=$(timeout -k 10 120 "$@" 2>&1)
 rc=$?
 echo "$out"
 [ "$rc" = 1 ] || { echo "bench_fails: exit status $rc, expected 1 (a clean failure)" >&2; exit 1; }

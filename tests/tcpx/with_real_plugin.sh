@@ -57,7 +57,8 @@ export TPX_SOCKET_IFNAME=lo TPX_RXDM_RECORD=$record
 # connect.cc): nothing is programmed here.
 export NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS=${NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS:-1000}
 rc=0
-"$@" || rc=$?
+# Bounded even if COMMAND ignores SIGTERM: a hang is a failure, never a stall.
+timeout -k 10 "${TPX_REAL_TIMEOUT_S:-200}" "$@" || rc=$?
 echo "with_real_plugin: command exit status $rc; RxDM stand-in record:"
 sed 's/^/  /' "$record"
 if [ "$rc" = 0 ] && [ "${TPX_RXDM_EXPECT_RULES:-1}" = 1 ]; then

@@ -15,7 +15,9 @@
  * - realpath("/sys/class/net/lo/device"): a PCI-looking path, since the
  *   plugin reads the NIC's PCI address unchecked for CUDA registrations.
  *
- * Not yet: sends from GPU memory (sendmsg with SCM_DEVMEM_OFFSET).
+ * - sendmsg(..., SCM_DEVMEM_OFFSET {dma-buf fd, offset}): the bytes are sent
+ *   from the dma-buf itself (mapped), MSG_ZEROCOPY kept, so the kernel's own
+ *   completions arrive on the error queue as the plugin expects.
  * DEVMEM_STANDIN_LOG=1: one line per refusal on stderr. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -49,6 +51,13 @@ struct dma_buf_create_pages_info {
 #define READ_MAX (512u << 10) /* bytes read per recvmsg at most */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* dma-bufs mapped for sends, by descriptor (closed ones dropped in close()). */
+#define MAX_TX_MAPS 64
+static struct {
+  int fd;
+  uint8_t *base;
+  size_t size;
+} tx_maps[MAX_TX_MAPS];
 static struct devmem_pages pages;
 static int ready = -1; /* -1 not tried, 0 failed, 1 ready */
 
@@ -62,6 +71,16 @@ static void note(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+#define REAL(name, ...)                                                        \
+  static __typeof__(name) *real_##name;                                        \
+  if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+
+/* close() is ours too, and takes the lock: the lock's holders close with this. */
+static int sys_close(int fd) {
+  REAL(close);
+  return real_close(fd);
 }
 
 /* The receive buffer: asked of the RxDM stand-in as the plugin asks it. */
@@ -81,7 +100,7 @@ static int fetch_buffer(void) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
   if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-    if (s >= 0) close(s);
+    if (s >= 0) sys_close(s);
     return note("cannot reach %s", path), -1;
   }
   const char *pci = strrchr(path, '_') + 1;
@@ -97,11 +116,11 @@ static int fetch_buffer(void) {
     if (recvmsg(s, &mh, 0) == 1 && CMSG_FIRSTHDR(&mh) && CMSG_FIRSTHDR(&mh)->cmsg_type == SCM_RIGHTS)
       memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
   }
-  close(s);
+  sys_close(s);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return note("no buffer from %s", path), -1;
   void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
+  sys_close(fd);
   if (base == MAP_FAILED) return note("cannot map the buffer"), -1;
   if (devmem_pages_init(&pages, base, (size_t)st.st_size) != 0) return -1;
   note("buffer of GPU %s: %lld bytes", pci, (long long)st.st_size);
@@ -113,9 +132,6 @@ static int have_buffer(void) {
   return ready;
 }
 
-#define REAL(name, ...)                                                        \
-  static __typeof__(name) *real_##name;                                        \
-  if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   REAL(recvmsg);
@@ -167,6 +183,44 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   return r;
 }
 
+/* The mapping of dma-buf fd (lock held), made on first use. */
+static uint8_t *tx_map(int fd, size_t *size) {
+  int free_slot = -1;
+  for (int i = 0; i < MAX_TX_MAPS; i++) {
+    if (tx_maps[i].base && tx_maps[i].fd == fd) return *size = tx_maps[i].size, tx_maps[i].base;
+    if (!tx_maps[i].base && free_slot < 0) free_slot = i;
+  }
+  struct stat st;
+  if (free_slot < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) return NULL;
+  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return NULL;
+  tx_maps[free_slot].fd = fd;
+  tx_maps[free_slot].base = m;
+  tx_maps[free_slot].size = (size_t)st.st_size;
+  *size = (size_t)st.st_size;
+  return m;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
+  REAL(sendmsg);
+  struct cmsghdr *cm = msg->msg_controllen ? CMSG_FIRSTHDR((struct msghdr *)msg) : NULL;
+  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_DEVMEM_OFFSET ||
+      cm->cmsg_len < CMSG_LEN(2 * sizeof(int)))
+    return real_sendmsg(fd, msg, flags);
+  int v[2]; /* {dma-buf descriptor, offset}: gpudirectTCPXPostSend */
+  memcpy(v, CMSG_DATA(cm), sizeof(v));
+  size_t len = msg->msg_iovlen ? msg->msg_iov[0].iov_len : 0, size = 0;
+  pthread_mutex_lock(&lock);
+  uint8_t *base = tx_map(v[0], &size);
+  pthread_mutex_unlock(&lock);
+  if (!base || v[1] < 0 || (size_t)v[1] > size || len > size - (size_t)v[1]) {
+    note("sendmsg: offset %d + %zu bytes outside dma-buf fd %d (%zu bytes)", v[1], len, v[0], size);
+    errno = EFAULT;
+    return -1;
+  }
+  return send(fd, base + v[1], len, flags);
+}
+
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
   REAL(setsockopt);
   if (level != SOL_SOCKET || name != SO_DEVMEM_DONTNEED) return real_setsockopt(fd, level, name, val, len);
@@ -183,11 +237,14 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
 
 int close(int fd) {
   REAL(close);
-  if (ready == 1) {
-    pthread_mutex_lock(&lock);
-    devmem_pages_release_sock(&pages, fd);
-    pthread_mutex_unlock(&lock);
-  }
+  pthread_mutex_lock(&lock);
+  if (ready == 1) devmem_pages_release_sock(&pages, fd);
+  for (int i = 0; i < MAX_TX_MAPS; i++)
+    if (tx_maps[i].base && tx_maps[i].fd == fd) {
+      munmap(tx_maps[i].base, tx_maps[i].size);
+      tx_maps[i].base = NULL;
+    }
+  pthread_mutex_unlock(&lock);
   return real_close(fd);
 }
 
