@@ -37,18 +37,7 @@
 # (for machines without autotools); what the machine has itself comes first.
 set -eu
 
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(dirname "$here")
-tools=${TPX_TESTDEPS_TOOLS:-}
-if [ -n "$tools" ]; then tools=$(cd "$tools" && pwd); fi
-if [ -z "${TPX_THIRD_PARTY:-}" ] && [ -n "$tools" ] && [ -d "$tools/third_party" ]; then
-  TPX_THIRD_PARTY=$tools/third_party
-fi
-tp=${TPX_THIRD_PARTY:-$repo/../shared/third_party}
-if [ -n "${TPX_DEPS_CACHE:-}" ]; then cache=$TPX_DEPS_CACHE
-elif [ -w /var/cache ] || [ -w /var/cache/tpx-testdeps ]; then cache=/var/cache/tpx-testdeps
-else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tpx-testdeps
-fi
+. "$(dirname "$0")/testdeps-paths.sh"
 jobs=$(nproc)
 with_ucx=0
 with_cuda=0

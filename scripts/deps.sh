@@ -15,6 +15,9 @@ if [ "${1:-}" = "--test" ]; then
   pkgs="$pkgs meson ninja-build pybind11-dev python3-pybind11 libasio-dev liburing-dev"
   pkgs="$pkgs libaio-dev libgtest-dev libgmock-dev"
   pkgs="$pkgs autoconf automake libtool"
+  # Google's GPUDirect-TCPX plugin (scripts/build-tcpx-plugin.sh): protobuf;
+  # gtest above serves it too.
+  pkgs="$pkgs libprotobuf-dev protobuf-compiler"
   # libFuzzer (make fuzz, part of make check): clang and its runtimes.
   pkgs="$pkgs clang libclang-rt-14-dev"
   # scripts/ci-repeat.sh --load keeps the CPUs busy with it.
@@ -42,5 +45,16 @@ if [ "${1:-}" = "--test" ]; then
     echo "deps:          the checkout): the NIXL plugin and its tests are skipped in this build" >&2
   else
     "$(dirname "$0")/build-testdeps.sh"
+  fi
+  # The real TCPX plugin, run by the tests labelled tcpx-real over the CUDA
+  # driver test double and the RxDM stand-in (docs/A3HIGH.md). Cached the same way.
+  if ! "$(dirname "$0")/build-tcpx-plugin.sh" --have-tarballs; then
+    echo "deps: WARNING: the GPUDirect-TCPX plugin's tarballs not found (TPX_THIRD_PARTY, or ../shared/third_party" >&2
+    echo "deps:          beside the checkout): the tests over the real plugin are skipped in this build" >&2
+  elif ! "$(dirname "$0")/build-tcpx-plugin.sh" --check >/dev/null; then
+    echo "deps: WARNING: cannot build the GPUDirect-TCPX plugin here ($("$(dirname "$0")/build-tcpx-plugin.sh" --check)):" >&2
+    echo "deps:          the tests over the real plugin are skipped in this build" >&2
+  else
+    "$(dirname "$0")/build-tcpx-plugin.sh"
   fi
 fi

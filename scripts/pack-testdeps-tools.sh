@@ -4,9 +4,12 @@
 # and a C++ compiler): the release tarballs, and from this Debian machine
 # meson (as a Python zipapp), ninja, pkg-config (pkgconf and its library),
 # the asio headers, the pybind11 headers (with a pybind11.pc), and UCX's
-# tarball with its autogen.sh run (no autotools needed there). On the
-# other machine: TPX_TESTDEPS_TOOLS=DIR scripts/build-testdeps.sh --cuda
-# (what that machine has itself is used first). docs/NIXL.md, "GPU".
+# tarball with its autogen.sh run (no autotools needed there), and in debs/
+# the Debian 12 .debs of protobuf and gtest that scripts/build-tcpx-plugin.sh
+# unpacks to build Google's GPUDirect-TCPX plugin. On the other machine:
+# TPX_TESTDEPS_TOOLS=DIR scripts/build-testdeps.sh --cuda and
+# TPX_TESTDEPS_TOOLS=DIR scripts/build-tcpx-plugin.sh (what that machine has
+# itself is used first). docs/NIXL.md, "GPU"; docs/A3HIGH.md.
 #
 #   scripts/pack-testdeps-tools.sh DIR     (DIR: e.g. build-gpu-tools, which
 #                                           .gitignore ignores, so it can travel)
@@ -42,6 +45,12 @@ tar xzf "$tp/ucx-1.22.0.tar.gz" -C "$tmp"
 (cd "$tmp/ucx-1.22.0" && ./autogen.sh >/dev/null 2>&1) || { rm -rf "$tmp"; die "UCX autogen.sh failed (autotools: scripts/deps.sh --test)"; }
 tar czf "$out/ucx-1.22.0-autogen.tar.gz" -C "$tmp" ucx-1.22.0
 rm -rf "$tmp"
+# The TCPX plugin's protobuf and gtest, as .debs (apt-get download: from the
+# archive, whatever is installed here).
+mkdir -p "$out/debs"
+(cd "$out/debs" && apt-get download protobuf-compiler libprotoc32 libprotobuf32 libprotobuf-lite32 \
+   libprotobuf-dev zlib1g-dev libgtest-dev libgmock-dev >/dev/null 2>&1) ||
+  die "apt-get download of protobuf/gtest .debs failed (needs Debian 12's archive)"
 cat >"$out/lib/pkgconfig/pybind11.pc" <<EOF
 prefix=\${pcfiledir}/../..
 Name: pybind11

@@ -240,6 +240,13 @@ int main(int argc, char **argv) {
             d, p.name);
     }
     if (p.ptr_support & TPX_PTR_CUDA) any_cuda = 1;
+    /* The plugin's CUDA regMr does strrchr() on the NIC's PCI path unchecked
+     * (docs/A3HIGH.md, "Verified against the plugin's code"). */
+    if ((p.ptr_support & TPX_PTR_CUDA) && p.pci_path[0] == '\0' && tpx_net_is_tcpx(net) &&
+        strcmp(net->name, "tpx") != 0)
+      WARNF("device %d (%s) has no PCI path: the GPUDirect-TCPX plugin would crash registering GPU memory on "
+            "it, so the engine refuses GPU memory there, and host receives, which land through a GPU region",
+            d, p.name);
   }
 
   warnings += print_topology(net, ndev, sysfs, gpu_ids);

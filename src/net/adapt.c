@@ -4,6 +4,7 @@
  * under NCCL. */
 #include "net/adapt.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,6 +246,15 @@ static int op_connect(tpx_net_t *net, int dev, void *handle, void **send_comm,
   return rc;
 }
 
+/* One accept at a time per process, as NCCL calls it (one proxy thread per
+ * GPU). The GPUDirect-TCPX plugin imports its GPU's receive buffer in the
+ * accept that completes a comm, lazily and without a lock (net_tcpx.cc,
+ * tcpxGetDeviceHandle -> cuda_wrapper.cu, gpu_get_rxmem): two at once on one
+ * GPU import it twice and unmap the first mapping under the comm holding it
+ * (docs/A3HIGH.md, "Verified against the plugin's code"). accept never
+ * blocks, so holding the lock across it costs little. */
+static pthread_mutex_t accept_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int op_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
                      tpx_net_dev_handle_t *recv_dev) {
   GET_PLUGIN(p, net, "accept");
@@ -270,7 +280,9 @@ static int op_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
     *slot = NULL;
   }
   *recv_comm = NULL;
+  pthread_mutex_lock(&accept_mu);
   int rc = res(p, "accept", p->fn.accept(listen_comm, recv_comm, slot));
+  pthread_mutex_unlock(&accept_mu);
   if (rc == 0 && *recv_comm != NULL && recv_dev != NULL) {
     if (*slot == NULL)
       dev_host(recv_dev);

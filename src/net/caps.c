@@ -17,6 +17,10 @@ static int name_is_tcpx(const char *name) {
   return strcasestr(name, "tcpx") != NULL;
 }
 
+int tpx__net_cuda_reg_needs_pci(const tpx_net_t *net) {
+  return !net->caps.builtin && net->caps.cuda_ptr && strcasestr(net->name, "gpudirecttcpx") != NULL;
+}
+
 int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict) {
   memset(&net->caps, 0, sizeof(net->caps));
   tpx_net_caps_t c = {0};

@@ -11,6 +11,11 @@
  * then all zero). */
 int tpx__net_caps_init(tpx_net_t *net, int builtin, int strict);
 
+/* net is Google's GPUDirect-TCPX plugin by name (not our emulation of it),
+ * whose CUDA regMr reads the NIC's PCI path without checking it is there
+ * (net_tcpx.cc, tcpxRegMr: strrchr(pci_path, '/')): a device without one
+ * (lo, veth) crashes the process there. docs/A3HIGH.md. */
+int tpx__net_cuda_reg_needs_pci(const tpx_net_t *net);
 /* net takes vectored requests: its caps say so and it has both calls (a
  * wrapper that copies the caps but not those calls takes none). */
 static inline int tpx__net_iov_ok(const tpx_net_t *net) {

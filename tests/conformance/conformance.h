@@ -38,6 +38,7 @@ typedef struct cf_opts {
   int window;            /* requests in flight per comm; 0 = 32 or the plugin's limit */
   int quirks;            /* TCPX quirks tolerated: -1 auto (UNPACK or name has TCPX) */
   int fd_check;          /* check fds/threads return to the baseline after each case */
+  int host_bytes;        /* UNPACK plugins: verify host receives' bytes too (TCPX without devmem) */
   const char *filter;    /* cmocka test filter (glob) */
   const char *skip;      /* cmocka skip filter (glob) */
 } cf_opts_t;

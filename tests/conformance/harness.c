@@ -480,8 +480,17 @@ static void op_complete(cf_side_t *s, cf_op_t *op, int idx, size_t got) {
   const cf_msg_t *m = &op->m;
   if (!s->is_send) {
     if (G.unpack) {
-      /* Bytes sit in the plugin's bounce pages; give them back in FIFO order. */
-      s->unverified++;
+      /* Bytes sit in the plugin's bounce pages; give them back in FIFO order.
+       * Host receives of the TCPX plugin on a socket without devmem are
+       * plain recv()s into the buffer: --host-bytes checks those. */
+      if (G.o.host_bytes && m->send_size <= m->recv_size) {
+        size_t bad = cf_check(op->data, m->send_size, m->seed);
+        if (bad != SIZE_MAX)
+          side_fail(s, idx, CF_EDATA, "verify", "receive #%d (%zu B): byte %zu differs (got 0x%02x) on link dir %s",
+                    idx, m->send_size, bad, op->data[bad], s->link->dir == CF_C2S ? "c2s" : "s2c");
+      } else {
+        s->unverified++;
+      }
       if (!G.net->ops->irecv_consumed) {
         side_fail(s, idx, TPX_ENOTSUP, "irecvConsumed", "UNPACK plugin without irecvConsumed");
       } else {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_stats.h"
 
@@ -203,9 +204,31 @@ static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_
   return r;
 }
 
+static int accept_inside;
+
+/* The TCPX-named flavour takes a moment in accept, as the real plugin does
+ * when it imports its receive buffer there: overlapping calls, which the
+ * loader must not make (src/net/adapt.c), get counted. */
+static void accept_enter(void) {
+  if (__atomic_add_fetch(&accept_inside, 1, __ATOMIC_SEQ_CST) > 1) STAT_ADD(accept_overlap, 1);
+#ifdef FAKE_TCPX_NAME
+  struct timespec ts = {0, 300 * 1000};
+  nanosleep(&ts, NULL);
+#endif
+}
+
+static ncclnet_result_t f_accept_body(struct lcomm *l, void **rc, ncclnet_dev_handle_t **dh);
+
 static ncclnet_result_t f_accept(void *lc, void **rc, ncclnet_dev_handle_t **dh) {
   struct lcomm *l = lc;
   if (!l || l->magic != MAGIC || !rc) return NCCLNET_INVALID_ARGUMENT;
+  accept_enter();
+  ncclnet_result_t r = f_accept_body(l, rc, dh);
+  __atomic_sub_fetch(&accept_inside, 1, __ATOMIC_SEQ_CST);
+  return r;
+}
+
+static ncclnet_result_t f_accept_body(struct lcomm *l, void **rc, ncclnet_dev_handle_t **dh) {
   pthread_mutex_lock(&mu);
   STAT_ADD(accept, 1);
   STAT_SET(accept_slot, dh);

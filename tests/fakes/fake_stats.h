@@ -23,6 +23,7 @@ struct fake_stats {
   void *connect_dev;   /* *sendDevComm connect received last */
   int connect_pending; /* connect calls answered "not yet" */
   int accept_pending;  /* accept calls answered "not yet" */
+  int accept_overlap;  /* accept calls entered while another was running */
   int live_comms;      /* comms open now (listen + send + recv) */
   int live_reqs;       /* requests not yet completed by test */
   int live_mrs;

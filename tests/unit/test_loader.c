@@ -2,6 +2,7 @@
  * probing versions, clear errors, and each per-version adapter end to end. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +312,50 @@ static void test_tcpx_env_filled(void **state) {
   assert_int_equal(tpx_net_tcpx_env(n, &row), TPX_ENOENT);
   tpx_net_close(net);
   unsetenv("NCCL_GPUDIRECTTCPX_RECV_SYNC");
+}
+
+/* ---- accept from several threads ------------------------------------------------------------ */
+
+/* Endpoints accept from their own progress threads; NCCL calls a plugin's
+ * accept from one proxy thread per GPU, and the real GPUDirect-TCPX plugin
+ * relies on it (its first accept on a GPU imports the receive buffer without
+ * a lock). The loader lets one accept in at a time: the fake counts overlaps. */
+struct acc_arg {
+  tpx_net_t *net;
+  struct tl_pair p;
+  int rc;
+};
+
+static void *accept_thread(void *a) {
+  struct acc_arg *x = a;
+  x->rc = tl_connect(x->net, 0, &x->p, 0);
+  return NULL;
+}
+
+static void test_accept_one_at_a_time(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold("fake-tcpxhost", &dl);
+  tpx_net_t *net = NULL;
+  assert_int_equal(tpx_net_open(fake_path("fake-tcpxhost"), &net), 0);
+  int before = __atomic_load_n(&st->accept_overlap, __ATOMIC_SEQ_CST);
+  enum { N = 6 };
+  struct acc_arg a[N];
+  pthread_t t[N];
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) {
+      a[i].net = net;
+      assert_int_equal(pthread_create(&t[i], NULL, accept_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < N; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < N; i++) {
+      assert_int_equal(a[i].rc, 0);
+      tl_close(net, &a[i].p);
+    }
+  }
+  assert_int_equal(__atomic_load_n(&st->accept_overlap, __ATOMIC_SEQ_CST), before);
+  tpx_net_close(net);
+  dlclose(dl);
 }
 
 /* ---- size limits ---------------------------------------------------------------------------- */
@@ -634,6 +679,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_adapter_v12),
       cmocka_unit_test(test_props_v12_wide),
       cmocka_unit_test(test_tcpx_env_filled),
+      cmocka_unit_test(test_accept_one_at_a_time),
       cmocka_unit_test(test_int_limits_v7),
       cmocka_unit_test(test_int_limits_v8),
       cmocka_unit_test(test_int_limits_v11),

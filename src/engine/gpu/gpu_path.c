@@ -9,9 +9,10 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/gpu/gpu_path_int.h"
+#include "net/caps.h"
 
 int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
-  int unpack = 0, cuda_all = 1, version = TPX_TCPX_DEV_VERSION;
+  int unpack = 0, cuda_all = 1, version = TPX_TCPX_DEV_VERSION, nopci = -1;
   for (int d = 0; d < ep->ndev; d++) {
     tpx_net_props_t pr;
     memset(&pr, 0, sizeof(pr));
@@ -22,6 +23,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
       version = pr.dev_version;
     }
     if (!(pr.ptr_support & TPX_PTR_CUDA)) cuda_all = 0;
+    if (nopci < 0 && pr.pci_path[0] == '\0' && tpx__net_cuda_reg_needs_pci(ep->net)) nopci = d;
   }
   if (unpack && version != TPX_TCPX_DEV_VERSION)
     return tpx_err(TPX_EVERSION, "endpoint %s: transport %s offers UNPACK device offload version %d, only %d is "
@@ -38,6 +40,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
   g->send_stage = !cuda_all || ep->net->caps.builtin;
   g->recv_stage = !cuda_all && !unpack;
   g->unpack_mode = mode;
+  g->cuda_reg_nopci = nopci;
   /* Staging copies: SM copies (the kernel unpacker) in kernel mode, the copy
    * engine otherwise (docs/notes/gpu-vs-host-memory.md). */
   g->stage_sm[0] = g->stage_sm[1] = mode == TPX_UNPACK_KERNEL;
@@ -66,6 +69,19 @@ void tpx__gpu_ep_fini(tpx_endpoint_t *ep) {
   free(g);
   ep->gpath = NULL;
   ep->consume = NULL;
+}
+
+int tpx__gpu_mem_before_reg(tpx_endpoint_t *ep, const struct tpx_mem *m) {
+  struct gpu_ep *g = ep->gpath;
+  if (m->type != TPX_MEM_CUDA || !g || g->cuda_reg_nopci < 0) return 0;
+  tpx_net_props_t pr;
+  memset(&pr, 0, sizeof(pr));
+  (void)ep->net->ops->get_properties(ep->net, g->cuda_reg_nopci, &pr);
+  return tpx_err(TPX_ENOTSUP,
+                 "endpoint %s: transport %s cannot register GPU memory: its device %d '%s' has no PCI path, "
+                 "which the GPUDirect-TCPX plugin's CUDA regMr reads unchecked (it would crash); GPU memory, "
+                 "and host receives, which land through a GPU region, need its data NICs (docs/A3HIGH.md)",
+                 ep->name, ep->net->name, g->cuda_reg_nopci, pr.name);
 }
 
 int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out) {

@@ -73,6 +73,10 @@ int tpx__gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre,
 /* After a regMr of a CUDA region on an UNPACK transport: getDeviceMr, as
  * NCCL does. */
 int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle);
+/* Before a CUDA registration with the transport: 0, or TPX_ENOTSUP where the
+ * transport would crash on it (GPUDirect-TCPX on a device without a PCI
+ * path: tpx__net_cuda_reg_needs_pci). */
+int tpx__gpu_mem_before_reg(tpx_endpoint_t *ep, const struct tpx_mem *m);
 
 /* window.c's post_one, before the post: where the chunk [m->base + off, +len)
  * really goes. Returns GPU_POST_DEFAULT (post m's own memory),

@@ -48,6 +48,9 @@ struct gpu_ep {
   struct tpx_mem *landing;
   void *landing_buf;
   int landing_dev;
+  /* The transport's device that CUDA registrations would crash on (no PCI
+   * path, tpx__net_cuda_reg_needs_pci), or -1. */
+  int cuda_reg_nopci;
   /* counters, for logs and tests */
   uint64_t staged_out, staged_in, unpacked_gpu, unpacked_cpu;
 };
