@@ -159,3 +159,16 @@ int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
   if (rc) return tpx_err_quiet(rc, "getDeviceMr of region %llu (GPU %d) failed", (unsigned long long)m->id, m->device);
   return 0;
 }
+
+int tpx__gpu_mem_before_reg(tpx_endpoint_t *ep, const struct tpx_mem *m) {
+  struct gpu_ep *g = ep->gpath;
+  if (m->type != TPX_MEM_CUDA || !g || g->cuda_reg_nopci < 0) return 0;
+  tpx_net_props_t pr;
+  memset(&pr, 0, sizeof(pr));
+  (void)ep->net->ops->get_properties(ep->net, g->cuda_reg_nopci, &pr);
+  return tpx_err_quiet(TPX_ENOTSUP,
+                 "endpoint %s: transport %s cannot register GPU memory: its device %d '%s' has no PCI path, "
+                 "which the GPUDirect-TCPX plugin's CUDA regMr reads unchecked (it would crash); GPU memory, "
+                 "and host receives, which land through a GPU region, need its data NICs (docs/A3HIGH.md)",
+                 ep->name, ep->net->name, g->cuda_reg_nopci, pr.name);
+}
