@@ -20,7 +20,10 @@
 # ../shared/third_party (NIXL's release tarballs) resolves as from the
 # checkout; TPX_THIRD_PARTY (set, or that directory when it exists) is passed
 # on, so a clone elsewhere finds them too. Logs stay in a directory named
-# at the start. Exit status: 0 when every run passed.
+# at the start. Each run's line also gives the machine's mean 1-minute load
+# average over the run (sampled every 10 s), since a run beside other work is
+# loaded whether or not --load asked for it. Exit status: 0 when every run
+# passed.
 set -eu
 
 usage() {
@@ -80,9 +83,15 @@ if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
 fi
 logs=$(mktemp -d "${TMPDIR:-/tmp}/ci-repeat.XXXXXX")
 stress=""
+sampler=""
 clone=""
 
 cleanup() {
+  if [ -n "$sampler" ]; then
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    sampler=""
+  fi
   if [ -n "$stress" ]; then
     kill "$stress" 2>/dev/null || true
     wait "$stress" 2>/dev/null || true
@@ -110,10 +119,18 @@ while [ "$i" -le "$runs" ]; do
     stress-ng --cpu 2 --quiet >/dev/null 2>&1 &
     stress=$!
   fi
+  samples=$logs/run-$i.load
+  : >"$samples"
+  (n=0; while [ $n -lt $((limit / 10 + 2)) ]; do cut -d' ' -f1 /proc/loadavg >>"$samples"; sleep 10; n=$((n + 1)); done) &
+  sampler=$!
   start=$(date +%s)
   rc=0
   (cd "$clone" && timeout "$limit" sh -c "$cmd") >>"$log" 2>&1 || rc=$?
   wall=$(($(date +%s) - start))
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
+  sampler=""
+  meanload=$(awk '{s += $1; n++} END {if (n) printf "%.1f", s / n; else print "?"}' "$samples")
   if [ -n "$stress" ]; then
     kill "$stress" 2>/dev/null || true
     wait "$stress" 2>/dev/null || true
@@ -127,8 +144,8 @@ while [ "$i" -le "$runs" ]; do
   else
     verdict="FAIL (exit $rc)"
   fi
-  printf 'run %d/%d: %s, wall %dm%02ds, load %s, log %s\n' "$i" "$runs" "$verdict" $((wall / 60)) $((wall % 60)) \
-    "$([ "$load" = 1 ] && echo yes || echo no)" "$log"
+  printf 'run %d/%d: %s, wall %dm%02ds, stress-ng %s, mean load average %s, log %s\n' "$i" "$runs" "$verdict" \
+    $((wall / 60)) $((wall % 60)) "$([ "$load" = 1 ] && echo yes || echo no)" "$meanload" "$log"
   if [ "$rc" != 0 ]; then
     grep -E 'tests failed|\(Failed\)|\*\*\*Failed|Timeout|FAILED' "$log" | tail -n 5 | sed 's/^/    /' || true
   fi
