@@ -168,7 +168,7 @@ static void run_path(int ndev, const char *path) {
   area_open(e0, &s_host, -1, 16u << 20);
   area_open(e1, &d_gpu, g1, sz + NBLK * (size_t)GAP);
   area_open(e1, &d_host, -1, 16u << 20);
-  area_open(e0, &back, 0, sz + NBLK * (size_t)GAP);
+  area_open(e0, &back, 0, sz + (16u << 20) + NBLK * (size_t)GAP); /* every block, GPU- and host-sourced */
   unsigned seed = 34;
   fill_src(&s_gpu, seed + 0);
   fill_src(&s_host, seed + 1);

@@ -345,6 +345,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   int sm = gq->g->stage_sm[0];
   if (sm) max_new = 1; /* one launch per comm and pass: the comms' first chunks come in turn */
+  int npacked = 0;     /* packed chunks staged, each its own launch: COPY_BATCH of them count as one */
   struct out_batch b;
   b.n = 0;
   int r = 1;
@@ -363,7 +364,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
           if (tpx__plan_gathered(o->ents, &c)) { /* its own launch(es), after the batch before it */
             if ((r = out_flush(gq, &b)) <= 0) return r;
             if ((r = stage_packed(gq, o, &c)) <= 0) return r;
-            if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
+            if (gq->pre_n >= GPU_PRE_MAX || (++npacked % COPY_BATCH == 0 && --max_new <= 0)) return 0;
           } else if (!sm) {
             r = stage_one(gq, o, &c);
             if (r <= 0) return r;
