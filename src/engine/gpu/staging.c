@@ -262,19 +262,17 @@ static struct tpx_mem *chunk_gpu(const struct op *o, const struct cursor *c) {
 }
 
 /* Several sends' staging copies as one SM launch: chunks of one GPU, next
- * to each other in the comm's order, each one entry {offset from the
- * lowest source, length, offset in the arena}, or a packed chunk's entries
- * (one per GPU piece); source offsets are 32 bits, so a launch's sources
- * span at most 4 GiB. They share one ticket, so each is posted once the
- * whole launch is done. The arena space is taken as chunks are added and
+ * to each other in the comm's order, each an entry {offset from the lowest
+ * source, length, offset in the arena} (source offsets are 32 bits: a run
+ * spans less than 4 GiB); they share one ticket, so each is posted once the
+ * whole launch is done. The arena space is taken as entries are added and
  * given back (the ring as it was) when the launch cannot be queued. */
 struct out_batch {
   int dev;
-  uint32_t n, ne;         /* chunks, entries */
+  uint32_t n;
   const uint8_t *lo, *hi; /* sources' span */
-  tpx_ring_t ring;        /* the arena before the first chunk */
-  const uint8_t *src[PACK_RUN_MAX]; /* each entry's source (its src_off is set at the launch) */
-  tpx_unpack_meta_t e[PACK_RUN_MAX];
+  tpx_ring_t ring;        /* the arena before the first entry */
+  const uint8_t *src[COPY_BATCH];
   struct gpre p[COPY_BATCH];
 };
 
@@ -283,9 +281,10 @@ static int out_flush(struct gpu_window *gq, struct out_batch *b) {
   if (b->n == 0) return 1;
   uint32_t n = b->n;
   b->n = 0;
-  for (uint32_t i = 0; i < b->ne; i++) b->e[i].src_off = (uint32_t)(b->src[i] - b->lo);
-  tpx_unpack_chunk_t c = {b->e, b->e, b->ne, b->lo, (size_t)(b->hi - b->lo), gq->arena_dev, (size_t)gq->aring.size};
-  b->ne = 0;
+  tpx_unpack_meta_t e[COPY_BATCH];
+  for (uint32_t i = 0; i < n; i++)
+    e[i] = (tpx_unpack_meta_t){(uint32_t)(b->src[i] - b->lo), (uint32_t)b->p[i].len, b->p[i].aoff};
+  tpx_unpack_chunk_t c = {e, e, n, b->lo, (size_t)(b->hi - b->lo), gq->arena_dev, (size_t)gq->aring.size};
   uint64_t ticket = 0;
   int rc = tpx__gpu_unpack_submit(gq->g, b->dev, &c, &ticket);
   if (rc) {
@@ -303,28 +302,6 @@ static int out_flush(struct gpu_window *gq, struct out_batch *b) {
   return 1;
 }
 
-/* Can `ne` entries of GPU dev with sources in [lo, hi) join the batch? */
-static int out_fits(const struct out_batch *b, int dev, const uint8_t *lo, const uint8_t *hi, uint32_t ne) {
-  if (b->n == 0) return 1;
-  const uint8_t *l = lo < b->lo ? lo : b->lo, *h = hi > b->hi ? hi : b->hi;
-  return dev == b->dev && (uint64_t)(h - l) <= PACK_RUN_SRC_SPAN && b->ne + ne <= PACK_RUN_MAX;
-}
-
-/* The chunk's arena span sp taken into the batch, its entries added by the caller. */
-static void out_take(struct gpu_window *gq, struct out_batch *b, struct op *o, const struct cursor *c,
-                     const tpx_ring_span_t *sp, int dev, const uint8_t *lo, const uint8_t *hi) {
-  if (b->n == 0) {
-    b->dev = dev;
-    b->lo = lo;
-    b->hi = hi;
-    b->ring = gq->aring;
-  }
-  if (lo < b->lo) b->lo = lo;
-  if (hi > b->hi) b->hi = hi;
-  tpx__ring_take(&gq->aring, sp);
-  b->p[b->n++] = (struct gpre){o, c->idx, sp->off, sp->end, c->len, dev, 1, 1, NULL, 0};
-}
-
 /* Add the chunk at c to the batch (after queueing the batch when the chunk
  * cannot join it): 1 added, 0 no arena room or the unpacker is full, < 0. */
 static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
@@ -332,49 +309,28 @@ static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
   const struct xent *e = &o->ents[c->e];
   uint64_t len = tpx__plan_len(o->ents, o->chunk, c);
   const uint8_t *src = e->mem->base + e->off + c->off;
-  if (!out_fits(b, e->mem->device, src, src + len, 1)) {
-    int r = out_flush(gq, b);
-    if (r <= 0) return r;
+  if (b->n) {
+    const uint8_t *lo = src < b->lo ? src : b->lo, *hi = src + len > b->hi ? src + len : b->hi;
+    if (e->mem->device != b->dev || (uint64_t)(hi - lo) > UINT32_MAX) {
+      int r = out_flush(gq, b);
+      if (r <= 0) return r;
+    }
   }
   tpx_ring_span_t sp;
   int fit = arena_fit(gq, len, &sp);
   if (fit <= 0) return fit;
-  b->src[b->ne] = src;
-  b->e[b->ne++] = (tpx_unpack_meta_t){0, (uint32_t)len, sp.off};
-  out_take(gq, b, o, c, &sp, e->mem->device, src, src + len);
-  return 1;
-}
-
-/* A packed chunk joins the batch with its entries when they make one run
- * (pack_runs.h) that fits it (else after queueing the batch); one that
- * needs several launches gets them on its own, after the batch. 1 added or
- * started, 0 no arena room or the unpacker is full, < 0. */
-static int out_add_packed(struct gpu_window *gq, struct out_batch *b, struct op *o, const struct cursor *c) {
-  tpx_ring_span_t sp;
-  int fit = arena_fit(gq, c->len, &sp);
-  if (fit <= 0) return fit;
-  tpx_unpack_meta_t m[PACK_RUN_MAX];
-  struct pack_walk w;
-  struct pack_run r, r2;
-  tpx__pack_walk_init(&w, o->ents, c);
-  int rc = tpx__pack_next_run(&w, 1, gq->arena + sp.off, sp.off, m, PACK_RUN_MAX, &r);
-  if (rc == 1 && r.n < PACK_RUN_MAX) /* the rest: host pieces only (copied), or another run */
-    rc = tpx__pack_next_run(&w, 1, gq->arena + sp.off, sp.off, m + r.n, PACK_RUN_MAX - r.n, &r2) == 0 ? 1 : 2;
-  else if (rc == 1)
-    rc = 2;
-  if (rc < 0 || rc == 0)
-    return tpx_err_quiet(rc < 0 ? rc : TPX_EINTERNAL, "channel %d: packed chunk %llu: %s", gq->ch,
-                         (unsigned long long)c->idx, rc < 0 ? tpx_last_error() : "no GPU piece");
-  if (rc == 2 || !out_fits(b, r.dev, r.lo, r.lo + r.span, r.n)) {
-    int f = out_flush(gq, b); /* the arena is as it was before the batch if that fails */
-    if (f <= 0) return f;
-    if (rc == 2) return stage_packed(gq, o, c);
+  if (b->n == 0) {
+    b->dev = e->mem->device;
+    b->lo = src;
+    b->hi = src + len;
+    b->ring = gq->aring;
   }
-  for (uint32_t k = 0; k < r.n; k++) {
-    b->src[b->ne] = r.lo + m[k].src_off;
-    b->e[b->ne++] = m[k];
-  }
-  out_take(gq, b, o, c, &sp, r.dev, r.lo, r.lo + r.span);
+  if (src < b->lo) b->lo = src;
+  if (src + len > b->hi) b->hi = src + len;
+  tpx__ring_take(&gq->aring, &sp);
+  b->src[b->n] = src;
+  b->p[b->n] = (struct gpre){o, c->idx, sp.off, sp.end, len, e->mem->device, 1, 1, NULL, 0};
+  b->n++;
   return 1;
 }
 
@@ -391,7 +347,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
   if (sm) max_new = 1; /* one launch per comm and pass: the comms' first chunks come in turn */
   int npacked = 0;     /* packed chunks staged, each its own launch: COPY_BATCH of them count as one */
   struct out_batch b;
-  b.n = b.ne = 0;
+  b.n = 0;
   int r = 1;
   for (struct wlink *l = q->pend; l && gq->pre_n + b.n < GPU_PRE_MAX; l = l->next) {
     struct op *o = l->op;
@@ -405,7 +361,8 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
             int rc = arena_setup(gq, m->device);
             if (rc) return rc;
           }
-          if (!sm && tpx__plan_gathered(o->ents, &c)) { /* copy engine: its own launch(es) */
+          if (tpx__plan_gathered(o->ents, &c)) { /* its own launch(es), after the batch before it */
+            if ((r = out_flush(gq, &b)) <= 0) return r;
             if ((r = stage_packed(gq, o, &c)) <= 0) return r;
             if (gq->pre_n >= GPU_PRE_MAX || (++npacked % COPY_BATCH == 0 && --max_new <= 0)) return 0;
           } else if (!sm) {
@@ -413,7 +370,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
             if (r <= 0) return r;
             if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
           } else {
-            r = tpx__plan_gathered(o->ents, &c) ? out_add_packed(gq, &b, o, &c) : out_add(gq, &b, o, &c);
+            r = out_add(gq, &b, o, &c);
             if (r <= 0) break;
             if (b.n == COPY_BATCH || gq->pre_n + b.n >= GPU_PRE_MAX) {
               if ((r = out_flush(gq, &b)) <= 0) return r;
@@ -507,49 +464,16 @@ int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
   return 0;
 }
 
-/* The entries of receive x into e / dst (each entry's destination, its
- * dst_off set at the launch), at most max: their count, 0 they do not fit
- * in max, -1 a packed chunk that needs launches of its own (more than
- * PACK_RUN_MAX pieces), < -1 an error. A packed chunk's host pieces are
- * copied out of the arena on the way (again, harmlessly, if it is walked
- * again after a launch of the ones before it). */
-static int in_entries(struct gpu_window *gq, struct gslot *x, tpx_unpack_meta_t *e, uint8_t **dst, uint32_t max,
-                      int *dev) {
-  if (max == 0) return 0;
-  if (!x->pents) {
-    e[0] = (tpx_unpack_meta_t){x->aoff, (uint32_t)x->len, 0};
-    dst[0] = x->dst;
-    *dev = x->dev;
-    return 1;
-  }
-  struct pack_walk w;
-  struct pack_run r, r2;
-  tpx__pack_walk_init(&w, x->pents, &x->pcur);
-  int rc = tpx__pack_next_run(&w, 0, gq->arena + x->aoff, x->aoff, e, max, &r);
-  if (rc == 0) rc = TPX_EINTERNAL; /* staged only for a GPU piece */
-  if (rc < 0)
-    return tpx_err_quiet(rc, "channel %d: packed chunk %llu: %s", gq->ch, (unsigned long long)x->pcur.idx,
-                         rc == TPX_EINTERNAL ? "no GPU piece" : tpx_last_error());
-  if (r.n == max) return max == PACK_RUN_MAX ? -1 : 0; /* maybe more pieces than fit */
-  if (tpx__pack_next_run(&w, 0, gq->arena + x->aoff, x->aoff, e + r.n, max - r.n, &r2) != 0) return -1;
-  for (uint32_t k = 0; k < r.n; k++) dst[k] = r.lo + e[k].dst_off;
-  *dev = r.dev;
-  return (int)r.n;
-}
-
 /* Receives waiting for their copy to the GPU, from s on in ring order (they
- * completed in that order), launched together in runs of up to COPY_BATCH
- * chunks of one GPU and PACK_RUN_MAX entries (one per plain chunk, one per
- * GPU piece of a packed one), each run one launch from the arena into the
- * GPU buffers (entries relative to the lowest destination). 0, or < 0. */
+ * completed in that order), launched together in runs of up to
+ * COPY_BATCH, each run one SM launch from the arena into the GPU buffers
+ * (entries relative to the lowest destination). 0, or < 0. */
 static int in_batch(struct gpu_window *gq, struct gslot *s) {
   uint32_t at = (uint32_t)(s - gq->slots);
   struct gslot *run[COPY_BATCH];
-  tpx_unpack_meta_t e[PACK_RUN_MAX];
-  uint8_t *dst[PACK_RUN_MAX];
+  tpx_unpack_meta_t e[COPY_BATCH];
   for (uint32_t i = 0; i < gq->cap;) {
-    uint32_t n = 0, ne = 0;
-    int dev = -1;
+    uint32_t n = 0;
     for (; i < gq->cap && n < COPY_BATCH; i++) {
       struct gslot *x = &gq->slots[(at + i) % gq->cap];
       if (!x->busy || x->mode != GS_STAGE_IN) {
@@ -557,41 +481,34 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
         break;
       }
       if (!x->deferred) continue;
-      int xdev = -1;
-      int k = in_entries(gq, x, e + ne, dst + ne, PACK_RUN_MAX - ne, &xdev);
-      if (k < -1) return k;
-      if (k == -1) { /* its own launches, after the run before it */
+      if (x->pents) { /* a packed chunk: its own launch(es), after the run before it */
         if (n) break;
+        int dev = -1;
         uint64_t ticket = 0;
-        int r = packed_copy(gq, x->pents, &x->pcur, x->aoff, 0, &xdev, &ticket);
+        int r = packed_copy(gq, x->pents, &x->pcur, x->aoff, 0, &dev, &ticket);
         if (r <= 0) return r; /* 0: still deferred, the next poll */
-        x->dev = xdev;
+        x->dev = dev;
         x->kern = 1;
         x->ticket = ticket;
         x->deferred = 0;
         continue;
       }
-      if (k == 0 || (n && xdev != dev)) break; /* the next run takes it */
-      dev = xdev;
-      ne += (uint32_t)k;
+      if (n && x->dev != run[0]->dev) break;
       run[n++] = x;
     }
     if (n == 0) return 0;
-    uint8_t *lo = dst[0], *hi = dst[0] + e[0].len;
-    for (uint32_t k = 1; k < ne; k++) {
-      if (dst[k] < lo) lo = dst[k];
-      if (dst[k] + e[k].len > hi) hi = dst[k] + e[k].len;
-    }
-    for (uint32_t k = 0; k < ne; k++) e[k].dst_off = (uint64_t)(dst[k] - lo);
-    tpx_unpack_chunk_t c = {e, e, ne, gq->arena_dev, (size_t)gq->aring.size, lo, (size_t)(hi - lo)};
+    uint8_t *lo, *hi;
+    tpx__gslot_span(run, n, &lo, &hi);
+    for (uint32_t k = 0; k < n; k++)
+      e[k] = (tpx_unpack_meta_t){run[k]->aoff, (uint32_t)run[k]->len, (uint64_t)(run[k]->dst - lo)};
+    tpx_unpack_chunk_t c = {e, e, n, gq->arena_dev, (size_t)gq->aring.size, lo, (size_t)(hi - lo)};
     uint64_t ticket = 0;
-    int rc = tpx__gpu_unpack_submit(gq->g, dev, &c, &ticket);
+    int rc = tpx__gpu_unpack_submit(gq->g, run[0]->dev, &c, &ticket);
     if (rc == TPX_EAGAIN) return 0; /* still deferred: the next poll */
     if (rc)
       return tpx_err_quiet(rc, "channel %d: host-to-device copy of %u chunks to GPU %d failed: %s",
-                           gq->ch, n, dev, tpx_last_error());
+                           gq->ch, n, run[0]->dev, tpx_last_error());
     for (uint32_t k = 0; k < n; k++) {
-      run[k]->dev = dev;
       run[k]->kern = 1;
       run[k]->ticket = ticket;
       run[k]->deferred = 0;
