@@ -52,7 +52,8 @@ static void area_open(tpx_endpoint_t *ep, struct area *a, int dev, size_t len) {
   a->len = len;
   if (dev >= 0) {
     MUST(tpx__gpu_retain(dev));
-    MUST(tpx__gpu_malloc(dev, len, (void **)&a->p));
+    /* whole 4 KiB pages allocated: unpack mode registers GPU memory with the transport in pages */
+    MUST(tpx__gpu_malloc(dev, (len + 4095) & ~(size_t)4095, (void **)&a->p));
   } else {
     a->p = malloc(len);
     if (!a->p) exit(1);
