@@ -26,8 +26,9 @@ enum tpx__log_level {
 /* Shared-key authentication (docs/SECURITY.md): key length bounds, bytes. */
 /* pack_bytes (TPX_PACK_BYTES): "auto", the default: entries up to the chunk
  * size share chunks when the local transport takes vectored requests
- * (tpx_net_caps_t.iov: no copies), else entries up to
- * TPX_PACK_BYTES_RING bytes (through the pack ring: a copy on each side). */
+ * (tpx_net_caps_t.iov: no copies) or GPU memory is in the transfer (staged
+ * either way), else entries up to TPX_PACK_BYTES_RING bytes (through the
+ * pack ring: a copy on each side). */
 #define TPX_PACK_BYTES_AUTO ((size_t)-1)
 #define TPX_PACK_BYTES_RING 8192
 
@@ -90,10 +91,12 @@ typedef struct tpx_config {
                               pass finds nothing done with requests in flight; > 0 = it keeps
                               polling (yielding between passes) for this long after the last
                               progress, then blocks as when idle (NCCL's proxy style) */
-  size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored host write / read up to this
-                              size (rounded down to a power of two) share chunks; < 2 = never;
+  size_t pack_bytes;       /* TPX_PACK_BYTES: entries of a vectored write / read up to this
+                              size (rounded down to a power of two) share chunks (host memory, or
+                              GPU memory both sides stage); < 2 = never;
                               TPX_PACK_BYTES_AUTO (the default, "auto"): the transfer's chunk when the
-                              transport takes iovecs (no copies), else TPX_PACK_BYTES_RING */
+                              transport takes iovecs (no copies) or GPU memory is in the transfer,
+                              else TPX_PACK_BYTES_RING */
   /* rendezvous through etcd (tpx/rendezvous.h, docs/RENDEZVOUS.md) */
   char etcd_endpoints[256]; /* TPX_ETCD_ENDPOINTS: "http://host:port[,...]"; "" = none */
   char etcd_job[64];       /* TPX_ETCD_JOB: the job's namespace ([A-Za-z0-9._-]); "" = "default" */

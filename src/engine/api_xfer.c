@@ -14,6 +14,8 @@
 #include "engine/channel.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
+#include "engine/gpu/gpu_path.h"
+#include "engine/gpu/pack_runs.h"
 #include "engine/mem.h"
 #include "engine/op.h"
 #include "engine/peer.h"
@@ -38,18 +40,34 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
 }
 
 /* Small entries share chunks (plan.h) when the peer takes packed plans and
- * both sides are host memory: the GPU paths (staging, unpack) move one
- * entry per chunk. The limit, unless set: a packed chunk costs no copy
- * when both transports take vectored requests (window.c; the peer's HELLO
- * says whether its does), so entries up to a chunk pack; else the pack
- * ring's copies pay off only for small entries. Each side decides for
- * itself how it moves its share (the ring holds any chunk, pack.h). */
-static int pack_log2(const struct tpx_peer *p, const tpx_iov_t *iov, size_t n, uint32_t chunk) {
+ * each side's entries are host memory, or GPU memory of one device where
+ * the GPU path stages both ways (gpu/gpu_path.h: the staging arena gathers
+ * and scatters a packed chunk with one launch; the peer, on the same
+ * transport, stages too, and refuses the plan otherwise). The limit, unless
+ * set: a packed chunk costs no copy when both transports take vectored
+ * requests (window.c; the peer's HELLO says whether its does), nor where
+ * GPU memory is in it (staged either way), so entries up to a chunk pack;
+ * else the pack ring's copies pay off only for small entries. Each side
+ * decides for itself how it moves its share (the ring holds any chunk,
+ * pack.h). */
+static int pack_log2(const struct tpx_peer *p, const struct op *o, const tpx_iov_t *iov, size_t n,
+                     uint32_t chunk) {
+  if (!p->pack || n < 2) return 0;
+  int gpu = 0, rdev = -1;
+  for (size_t i = 0; i < n; i++) {
+    const struct md_info *md = &iov[i].remote->md;
+    if (iov[i].local->type != TPX_MEM_HOST) gpu = 1;
+    if (md->type == TPX_MEM_HOST) continue;
+    if (rdev >= 0 && md->device != rdev) return 0; /* the peer's GPU entries on one GPU, as ours */
+    rdev = md->device;
+    gpu = 1;
+  }
+  if (gpu && !tpx__gpu_pack_ok(p->ep)) return 0;
+  if (!tpx__pack_mem_ok(o->ents, (uint32_t)n, gpu)) return 0;
   size_t max = p->ep->cfg.pack_bytes;
-  if (max == TPX_PACK_BYTES_AUTO) max = tpx__net_iov_ok(p->ep->net) && p->pack_iov ? chunk : TPX_PACK_BYTES_RING;
-  if (!p->pack || n < 2 || max < 2) return 0;
-  for (size_t i = 0; i < n; i++)
-    if (iov[i].local->type != TPX_MEM_HOST || iov[i].remote->md.type != TPX_MEM_HOST) return 0;
+  if (max == TPX_PACK_BYTES_AUTO)
+    max = gpu || (tpx__net_iov_ok(p->ep->net) && p->pack_iov) ? chunk : TPX_PACK_BYTES_RING;
+  if (max < 2) return 0;
   int k = 0;
   while (k < WIRE_MAX_PACK_LOG2 && (2ull << k) <= max) k++; /* rounded down to a power of two */
   return k;
@@ -108,7 +126,7 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->total += iov[i].len;
     }
     o->chunk = (uint32_t)tpx__op_chunk(ep, o->total, p->nch);
-    int k = pack_log2(p, iov, n, o->chunk);
+    int k = pack_log2(p, o, iov, n, o->chunk);
     o->pack_max = k ? 1ull << k : 0;
     o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
     tpx__op_user_link(o);

@@ -46,7 +46,7 @@ struct op {
   struct wire_entry *rents; /* remote side of a write/read (prepared once) */
   uint64_t total;
   uint32_t chunk;           /* chunk bytes used by this transfer */
-  uint64_t pack_max;        /* plan.h's packed plan: pieces up to this many bytes (host writes / reads); 0 plain */
+  uint64_t pack_max;        /* plan.h's packed plan: pieces up to this many bytes; 0 plain */
   uint64_t nchunks, chunks_left;
   uint32_t first_ch, nch;
   uint32_t inflight;        /* requests of this op inside the transport */

@@ -7,13 +7,13 @@
  *
  *  - plain: each entry is cut into chunks of `chunk` bytes from its start
  *    (the last one shorter); a chunk never holds two entries;
- *  - packed with pieces up to `pmax` bytes (host memory, both peers agreed,
- *    docs/API.md): the same cut of every entry into whole `chunk`-byte
+ *  - packed with pieces up to `pmax` bytes (both peers agreed; host memory,
+ *    or GPU memory both sides stage: docs/API.md): the same cut of every entry into whole `chunk`-byte
  *    pieces, but an entry's remainder of at most pmax bytes (shorter than
  *    `chunk`: a whole small entry, or the tail of a large one) starts a chunk
  *    that also takes the following entries of at most pmax bytes whole, as
  *    long as they fit in `chunk` bytes together. Such a chunk is gathered on
- *    the sender and scattered on the receiver (pack.c); a chunk of one piece
+ *    the sender and scattered on the receiver (pack.c, gpu/pack_runs.c); a chunk of one piece
  *    moves directly, as in the plain plan. pmax 0 is the plain plan.
  */
 #ifndef TPX_ENGINE_PLAN_H

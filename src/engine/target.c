@@ -15,6 +15,8 @@
 #include "engine/admit.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
+#include "engine/gpu/gpu_path.h"
+#include "engine/gpu/pack_runs.h"
 #include "engine/inline_data.h"
 #include "engine/mem.h"
 #include "engine/msg.h"
@@ -36,17 +38,16 @@ static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned 
 }
 
 
-/* A packed plan (plan.h) is for host memory only: the GPU paths move one
- * entry per chunk, and a peer that knows our descriptors never asks it. */
+/* A packed plan (plan.h) takes host memory, and GPU memory of one device
+ * where this side's GPU path stages both ways (gpu/gpu_path.h); elsewhere
+ * the GPU path moves one entry per chunk, and a peer on the same transport
+ * never asks it. */
 static int packed_ok(struct tpx_peer *p, const struct op *o, const char *what) {
-  for (uint32_t i = 0; o->pack_max && i < o->nents; i++) {
-    if (o->ents[i].mem && o->ents[i].mem->type != TPX_MEM_HOST) {
-      tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s %llu asks for packed chunks into GPU memory (entry %u)", p->where,
-                     what, (unsigned long long)o->id, i);
-      return TPX_EPROTO;
-    }
-  }
-  return 0;
+  if (!o->pack_max || tpx__pack_mem_ok(o->ents, o->nents, tpx__gpu_pack_ok(p->ep))) return 0;
+  tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s %llu asks for packed chunks into GPU memory, which this side %s",
+                 p->where, what, (unsigned long long)o->id,
+                 tpx__gpu_pack_ok(p->ep) ? "holds on several GPUs" : "moves one entry per chunk");
+  return TPX_EPROTO;
 }
 
 /* Bounds on what one more request makes us hold (docs/SECURITY.md). */

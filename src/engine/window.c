@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
+#include "engine/gpu/pack_runs.h"
 #include "engine/mem.h"
 #include "engine/op.h"
 #include "engine/pack.h"
@@ -79,8 +80,8 @@ static int chunk_iov(const tpx_net_t *net, const struct op *o, const struct curs
 
 /* Where the chunk at l->cur moves from / to: *m and *off (the first
  * piece's, or the pack ring's), with *nv pieces in iov for a vectored
- * request (0: one buffer) and *packed 1 for the ring. 1 ready, 0 the ring
- * is full, < 0 error. */
+ * request (0: one buffer) and *packed 1 for the ring, 2 for GPU staging's
+ * arena. 1 ready, 0 the ring is full, < 0 error. */
 static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, struct iovec *iov,
                        int *nv, int *packed, struct tpx_mem **m, uint64_t *off) {
   struct op *o = l->op;
@@ -88,6 +89,17 @@ static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, st
   *nv = *packed = 0;
   int gathered = tpx__plan_gathered(o->ents, &l->cur);
   if (gathered) *nv = chunk_iov(p->ep->net, o, &l->cur, iov);
+  if (*nv == 0 && gathered && !o->discard && p->ep->gpath) {
+    /* Pieces in GPU memory: GPU staging gathers / scatters the chunk in its
+     * arena (gpu/pack_runs.h); m is its first GPU piece's registration. */
+    struct tpx_mem *gm = tpx__pack_gpu_mem(o->ents, &l->cur);
+    if (gm) {
+      *m = gm;
+      *off = 0;
+      *packed = 2;
+      return 1;
+    }
+  }
   if (*nv == 0 && (o->discard || gathered)) {
     /* Several entries: through the pack ring. A refused incoming write lands
      * there too, never in user memory, and is dropped at release: each
@@ -140,6 +152,10 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   if (gp < 0)
     return tpx_err_quiet(gp, "peer %s channel %d: GPU path for chunk %llu of %s: %s", p->where, q->ch,
                          (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
+  if (packed == 2 && gp != GPU_POST_STAGED) /* only sides that stage take packed GPU plans (target.c) */
+    return tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: packed chunk %llu of %s in GPU memory is not staged",
+                         p->where, q->ch, (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind));
+  if (packed == 2) packed = 0; /* the arena is the GPU path's: no pack ring span */
   int rc = gp == GPU_POST_STAGED || nv ? 0 : tpx__mem_mhandle(m, q->slot, q->comm, off, &mh);
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: registering memory for chunk %llu of %s failed: %s", p->where,
@@ -150,7 +166,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
     return tpx_err_quiet(rc, "peer %s channel %d: i%s of chunk %llu (%llu bytes) of %s failed", p->where, q->ch,
                          dir(q), (unsigned long long)l->cur.idx, (unsigned long long)len, tpx__op_kind_name(o->kind));
   if (!req) return 0;
-  if (ep->gpath) tpx__gpu_post_done(p, q, m, off, len, mh, gp);
+  if (ep->gpath) tpx__gpu_post_done(p, q, l, m, off, len, mh, gp);
   struct wslot *s = &q->ring[q->tail % q->cap];
   s->req = req;
   s->op = o;

@@ -4,7 +4,7 @@
 #   -> unpack correctness (all modes, byte for byte) -> compute-sanitizer
 #   memcheck on the unpack test -> unpack benchmark -> the engine's GPU path
 #   between two processes (staging and every unpack mode, one and two GPUs,
-#   chunks 4 KiB..4 MiB) -> receives into GPU memory on a CUDA-capable
+#   chunks 4 KiB..4 MiB) -> packed chunks of small GPU entries -> receives into GPU memory on a CUDA-capable
 #   transport (iflush) -> the built-in transport's unpack mode on the GPU
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
@@ -21,7 +21,7 @@
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
-#               flush sockunpack gputcpx memcheck_engine python gpubench disagg
+#               pack flush sockunpack gputcpx memcheck_engine python gpubench disagg
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
@@ -37,9 +37,9 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench disagg"
+ALL_STEPS="ctx unpack memcheck bench engine pack flush sockunpack gputcpx memcheck_engine python gpubench disagg"
 STEPS=${STEPS:-$ALL_STEPS}
-TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_gpu_pack test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
 rm -rf "$LOGS"
@@ -110,6 +110,9 @@ step_engine() {
     run_step engine 300 "$BUILD/tests/gpu/test_engine_gpu"
   fi
 }
+
+# Packed chunks of small GPU entries (gathered / scattered by one launch).
+step_pack() { run_step pack 180 "$BUILD/tests/gpu/test_engine_gpu_pack"; }
 
 # Receives straight into GPU memory on a CUDA-capable transport: iflush.
 step_flush() { run_step flush 120 "$BUILD/tests/gpu/test_engine_flush"; }

@@ -154,8 +154,13 @@ int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, st
   return g->send_stage ? tpx__stage_send_prep(q, gq, l, data, mh) : GPU_POST_DEFAULT;
 }
 
-void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len, void *mh,
-                   int prep) {
+int tpx__gpu_pack_ok(const tpx_endpoint_t *ep) {
+  const struct gpu_ep *g = ep->gpath;
+  return g && g->send_stage && g->recv_stage && !g->unpack;
+}
+
+void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink *l, struct tpx_mem *m,
+                        uint64_t off, uint64_t len, void *mh, int prep) {
   struct gpu_window *gq = q->gpu;
   if (!gq) return;
   tpx__stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
@@ -170,6 +175,10 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m,
     s->mode = q->is_recv ? GS_STAGE_IN : GS_STAGE_OUT;
     if (q->is_recv) tpx__stage_recv_done(gq, s);
     else tpx__stage_send_done(gq, s);
+    if (q->is_recv && tpx__plan_gathered(l->op->ents, &l->cur)) { /* packed: scattered at completion */
+      s->pents = l->op->ents;
+      s->pcur = l->cur;
+    }
   } else if (q->is_recv && m->type == TPX_MEM_CUDA && p->ep->net->ops->iflush) {
     s->mode = GS_FLUSH; /* the transport wrote GPU memory itself */
     s->mh = mh;

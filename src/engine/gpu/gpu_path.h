@@ -87,10 +87,16 @@ int tpx__gpu_mem_before_reg(tpx_endpoint_t *ep, const struct tpx_mem *m);
 enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
 int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh);
-/* The transport accepted the request at ring index q->tail % q->cap
- * (mh: the memory handle it was posted with). */
-void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, struct tpx_mem *m, uint64_t off, uint64_t len,
-                   void *mh, int prep);
+/* The transport accepted the request for the chunk at l->cur, at ring
+ * index q->tail % q->cap (mh: the memory handle it was posted with). */
+void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink *l, struct tpx_mem *m,
+                        uint64_t off, uint64_t len, void *mh, int prep);
+/* This side moves packed chunks (plan.h) whose pieces lie in GPU memory:
+ * its GPU staging goes both ways (a host-only transport, our built-in one
+ * included), so a packed chunk is gathered into and scattered from the
+ * staging arena (pack_runs.h). Elsewhere (CUDA pointers, UNPACK) the GPU
+ * path moves one entry per chunk. */
+int tpx__gpu_pack_ok(const tpx_endpoint_t *ep);
 /* tpx__window_progress: start device-to-host copies of upcoming chunks (sends) so
  * they are ready when ring slots free up. */
 void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q);

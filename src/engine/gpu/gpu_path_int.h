@@ -82,6 +82,8 @@ struct gslot {
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
+  const struct xent *pents; /* GS_STAGE_IN of a packed chunk: its transfer's entries (else NULL) */
+  struct cursor pcur;       /* and the chunk (pack_runs.h scatters it) */
 };
 
 /* A send chunk copied (or being copied) into staging ahead of its post. */

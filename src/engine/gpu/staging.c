@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "engine/gpu/gpu_path_int.h"
+#include "engine/gpu/pack_runs.h"
 #include "topo/topo.h"
 
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
@@ -30,6 +31,8 @@
  * are what hold the posts back at the start of a GPU transfer
  * (docs/notes/gpu-vs-host-memory.md). */
 #define COPY_BATCH 4
+/* Packed chunks (pack_runs.h): entries per launch. */
+#define PACK_RUN_MAX 512
 
 static int arena_setup(struct gpu_window *gq, int dev) {
   if (gq->arena) return 0;
@@ -155,6 +158,57 @@ static void copy_wait(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t 
   if (rc) TPX_WARN("channel %d: staging copy on GPU %d at teardown: %s", gq->ch, dev, tpx_last_error());
 }
 
+/* ---- packed chunks ----
+ * A chunk holding several entries (plan.h's packed plan) with pieces in GPU
+ * memory: its GPU pieces move between their memory and the chunk's arena
+ * bytes in runs (pack_runs.h), one unpacker launch each (kernel, or one
+ * cudaMemcpyBatchAsync in d2d mode), usually one per chunk; its host pieces
+ * are copied by the CPU. The runs share the GPU's unpacker, whose tickets
+ * complete in order, so the last one stands for the chunk. */
+
+/* The runs of the chunk at c, to the arena at aoff (gather) or from it:
+ * 1 queued (*dev, *ticket), 0 the unpacker is full before the first launch
+ * (nothing queued), < 0. */
+static int packed_copy(struct gpu_window *gq, const struct xent *ents, const struct cursor *c, uint64_t aoff,
+                       int gather, int *dev, uint64_t *ticket) {
+  struct pack_walk w;
+  tpx__pack_walk_init(&w, ents, c);
+  tpx_unpack_meta_t meta[PACK_RUN_MAX];
+  struct pack_run r;
+  int runs = 0, rc;
+  while ((rc = tpx__pack_next_run(&w, gather, gq->arena + aoff, aoff, meta, PACK_RUN_MAX, &r)) == 1) {
+    if (runs && r.dev != *dev)
+      return tpx_err_quiet(TPX_EINTERNAL, "channel %d: packed chunk %llu on GPUs %d and %d", gq->ch,
+                           (unsigned long long)c->idx, *dev, r.dev);
+    tpx_unpack_chunk_t u = gather ? (tpx_unpack_chunk_t){meta, meta, r.n, r.lo, (size_t)r.span, gq->arena_dev,
+                                                         (size_t)gq->aring.size}
+                                  : (tpx_unpack_chunk_t){meta, meta, r.n, gq->arena_dev, (size_t)gq->aring.size,
+                                                         r.lo, (size_t)r.span};
+    uint64_t t = 0;
+    rc = tpx__gpu_unpack_submit(gq->g, r.dev, &u, &t);
+    if (rc == TPX_EAGAIN && runs) {
+      /* Part of the chunk is queued: make room by waiting for it (its
+       * launches are this unpacker's latest), then queue the rest. */
+      rc = tpx__unpack_wait(gq->g->devs[r.dev]->unpacker, *ticket, gq->g->ep->cfg.timeout_ms);
+      if (rc == 0) rc = tpx__gpu_unpack_submit(gq->g, r.dev, &u, &t);
+      if (rc == TPX_EAGAIN) rc = tpx_err_quiet(TPX_EINTERNAL, "GPU %d: the unpacker stayed full", r.dev);
+    }
+    if (rc == TPX_EAGAIN) return 0;
+    if (rc)
+      return tpx_err_quiet(rc, "channel %d: %s of packed chunk %llu (%u pieces, GPU %d) failed: %s", gq->ch,
+                           gather ? "gather" : "scatter", (unsigned long long)c->idx, r.n, r.dev, tpx_last_error());
+    *dev = r.dev;
+    *ticket = t;
+    runs++;
+  }
+  if (rc < 0) return tpx_err_quiet(rc, "channel %d: packed chunk %llu: %s", gq->ch, (unsigned long long)c->idx,
+                                   tpx_last_error());
+  if (!runs) /* staged only for a GPU piece (tpx__pack_gpu_mem) */
+    return tpx_err_quiet(TPX_EINTERNAL, "channel %d: packed chunk %llu has no GPU piece", gq->ch,
+                         (unsigned long long)c->idx);
+  return 1;
+}
+
 /* ---- send side ---- */
 
 /* A started staging copy joins the pre-queue. */
@@ -182,6 +236,29 @@ static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c
   tpx__ring_take(&gq->aring, &sp);
   pre_push(gq, &(struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, 0, ev, 0});
   return 1;
+}
+
+/* A packed chunk's gather into the arena: 1 started, 0 no room or the
+ * unpacker is full, < 0. */
+static int stage_packed(struct gpu_window *gq, struct op *o, const struct cursor *c) {
+  tpx_ring_span_t sp;
+  int fit = arena_fit(gq, c->len, &sp);
+  if (fit <= 0) return fit;
+  int dev = -1;
+  uint64_t ticket = 0;
+  int r = packed_copy(gq, o->ents, c, sp.off, 1, &dev, &ticket);
+  if (r <= 0) return r;
+  tpx__ring_take(&gq->aring, &sp);
+  pre_push(gq, &(struct gpre){o, c->idx, sp.off, sp.end, c->len, dev, 1, 1, NULL, ticket});
+  return 1;
+}
+
+/* The chunk at c in GPU memory (staged): the registration of its (first
+ * GPU) piece, or NULL. */
+static struct tpx_mem *chunk_gpu(const struct op *o, const struct cursor *c) {
+  if (tpx__plan_gathered(o->ents, c)) return tpx__pack_gpu_mem(o->ents, c);
+  struct tpx_mem *m = o->ents[c->e].mem;
+  return m->type == TPX_MEM_CUDA ? m : NULL;
 }
 
 /* Several sends' staging copies as one SM launch: chunks of one GPU, next
@@ -268,6 +345,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   int sm = gq->g->stage_sm[0];
   if (sm) max_new = 1; /* one launch per comm and pass: the comms' first chunks come in turn */
+  int npacked = 0;     /* packed chunks staged, each its own launch: COPY_BATCH of them count as one */
   struct out_batch b;
   b.n = 0;
   int r = 1;
@@ -275,15 +353,19 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
     struct op *o = l->op;
     struct cursor c = l->cur;
     for (;;) {
-      struct tpx_mem *m = o->ents[c.e].mem;
-      if (m->type == TPX_MEM_CUDA) {
+      struct tpx_mem *m = chunk_gpu(o, &c);
+      if (m) {
         if (seen >= gq->pre_n) {
           if (!gq->arena) {
             if (!setup) return 0;
             int rc = arena_setup(gq, m->device);
             if (rc) return rc;
           }
-          if (!sm) {
+          if (tpx__plan_gathered(o->ents, &c)) { /* its own launch(es), after the batch before it */
+            if ((r = out_flush(gq, &b)) <= 0) return r;
+            if ((r = stage_packed(gq, o, &c)) <= 0) return r;
+            if (gq->pre_n >= GPU_PRE_MAX || (++npacked % COPY_BATCH == 0 && --max_new <= 0)) return 0;
+          } else if (!sm) {
             r = stage_one(gq, o, &c);
             if (r <= 0) return r;
             if (gq->pre_n >= GPU_PRE_MAX || --max_new <= 0) return 0;
@@ -370,7 +452,7 @@ int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
   TPX_TL(TL_H2D_START, gq->ch, (uintptr_t)s->dst, 0, s->len);
-  if (gq->g->stage_sm[1]) { /* launched with the others of this pass (in_batch) */
+  if (gq->g->stage_sm[1] || s->pents) { /* launched with the others of this pass (in_batch) */
     s->deferred = 1;
     return 0;
   }
@@ -399,6 +481,18 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
         break;
       }
       if (!x->deferred) continue;
+      if (x->pents) { /* a packed chunk: its own launch(es), after the run before it */
+        if (n) break;
+        int dev = -1;
+        uint64_t ticket = 0;
+        int r = packed_copy(gq, x->pents, &x->pcur, x->aoff, 0, &dev, &ticket);
+        if (r <= 0) return r; /* 0: still deferred, the next poll */
+        x->dev = dev;
+        x->kern = 1;
+        x->ticket = ticket;
+        x->deferred = 0;
+        continue;
+      }
       if (n && x->dev != run[0]->dev) break;
       run[n++] = x;
     }
@@ -425,7 +519,7 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
 
 int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
-  if (gq->g->stage_sm[1]) { /* launch what completed since the last pass, the head's or later */
+  if (gq->g->stage_sm[1] || s->deferred) { /* launch what completed since the last pass, the head's or later */
     int rc = in_batch(gq, s);
     if (rc) return rc;
     if (s->deferred) return 0;
