@@ -1,0 +1,220 @@
+/* A loaded plugin's failed connect or accept, retried with a fresh listen
+ * handle (docs/RELIABILITY.md, "Plugins"; src/engine/relisten.h), over the
+ * fake plugin's failure injection (tests/fakes: the next N connects or
+ * accepts that would complete a comm fail):
+ * - accepts failing the first N times: setup succeeds after N fresh
+ *   handles, data moves, every byte checked, nothing left open;
+ * - connects failing the first N times: likewise (the connector asks);
+ * - failing always: a clear error at the setup deadline, not before, that
+ *   names every attempt's cause, logged on both sides;
+ * - out of retries (TPX_SOCKET_RETRY_CNT) before the deadline: the error
+ *   says how many attempts and their causes;
+ * - a failure that is not transient (ncclInvalidUsage): no retry;
+ * - the frame from a connection that has not authenticated (a key set),
+ *   and from a ready peer: refused. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "eng.h"
+#include "engine/wire.h"
+#include "fake_open.h"
+#include "net/abi.h"
+
+#define FAKE "fake-v7"
+
+static void fake_cfg(tpx_config_t *c) {
+  eng_cfg(c);
+  snprintf(c->net_plugin, sizeof(c->net_plugin), "%s", fake_path(FAKE));
+  c->num_channels = 2;
+  c->socket_retry_sleep_msec = 20;
+}
+
+/* Connect, accept, a checked write each way, close; the fake's failures as set. */
+static void retried(struct fake_stats *st, int fail_accepts, int fail_connects) {
+  tpx_config_t c;
+  fake_cfg(&c);
+  st->fail_accepts = fail_accepts;
+  st->fail_connects = fail_connects;
+  eng_pair_t P;
+  eng_pair_open(&P, &c);
+  print_message("accepts failed %d, connects failed %d, listens %d\n", st->accept_failed, st->connect_failed,
+                st->listen);
+  assert_int_equal(st->accept_failed, fail_accepts);
+  assert_int_equal(st->connect_failed, fail_connects);
+  /* 2 channels x 2 sides, then one fresh listen handle per failure */
+  assert_int_equal(st->listen, 4 + fail_accepts + fail_connects);
+  eng_buf_t src, dst, src2, dst2;
+  eng_buf(P.a, 3u << 20, 0, &src);
+  eng_buf(P.b, 3u << 20, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &dst);
+  eng_buf(P.b, 1u << 20, 0, &src2);
+  eng_buf(P.a, 1u << 20, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &dst2);
+  eng_write_check(P.ab, &src, &dst, 91);
+  eng_write_check(P.ba, &src2, &dst2, 92);
+  eng_buf_free(&src);
+  eng_buf_free(&dst);
+  eng_buf_free(&src2);
+  eng_buf_free(&dst2);
+  eng_pair_close(&P);
+  assert_int_equal(st->live_comms, 0);
+}
+
+static void test_accept_retried(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  retried(st, 3, 0);
+  dlclose(dl);
+}
+
+static void test_connect_retried(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  retried(st, 0, 3);
+  memset(st, 0, sizeof(*st));
+  retried(st, 2, 2);
+  dlclose(dl);
+}
+
+/* tpx_connect to a peer whose plugin fails as set; returns its code, the
+ * time it took in *ms and how many log lines (both endpoints) say `says`. */
+static int connect_fails(const tpx_config_t *c, const char *says, uint64_t *ms, int *lines) {
+  tpx_endpoint_t *a = eng_ep_open(c, "A"), *b = eng_ep_open(c, "B");
+  tpx_peer_t *ab = NULL;
+  tu_log_capture_t cap;
+  tu_log_capture_start(&cap);
+  uint64_t t0 = tpx__now_ns();
+  int rc = tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab);
+  *ms = (tpx__now_ns() - t0) / 1000000ull;
+  char err[512];
+  snprintf(err, sizeof(err), "%s", tpx_last_error());
+  tpx_peer_t *ba = NULL;
+  (void)tpx_accept(b, 500, &ba); /* B's side of the setup ends too (its log) */
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  *lines = tu_log_capture_end(&cap, says);
+  print_message("after %llu ms: %s: %s (%d log lines say '%s')\n", (unsigned long long)*ms, tpx_strerror(rc), err,
+                *lines, says);
+  assert_null(ab);
+  assert_null(ba);
+  if (!strstr(err, says)) fail_msg("'%s' does not say '%s'", err, says);
+  return rc;
+}
+
+static void test_always_fails_at_deadline(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  tpx_config_t c;
+  fake_cfg(&c);
+  c.connect_timeout_ms = 1500;
+  c.socket_retry_cnt = 10000; /* the deadline ends it */
+  c.socket_retry_sleep_msec = 50;
+  st->fail_accepts = 1 << 30;
+  uint64_t ms;
+  int lines;
+  int rc = connect_fails(&c, "accept on net device 0 failed: internal error (attempts 1-", &ms, &lines);
+  assert_true(rc == TPX_ETIMEDOUT);
+  assert_true(ms >= 1500 && ms < 6000);
+  assert_true(st->accept_failed >= 4); /* retried meanwhile */
+  assert_true(lines >= 2);             /* each side's failure names the causes */
+  assert_int_equal(st->live_comms, 0);
+  dlclose(dl);
+}
+
+static void test_out_of_retries(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  tpx_config_t c;
+  fake_cfg(&c);
+  c.connect_timeout_ms = 20000;
+  c.socket_retry_cnt = 2;
+  st->fail_connects = 1 << 30;
+  uint64_t ms;
+  int lines;
+  int rc = connect_fails(&c, "3 attempts, each with a fresh listen handle: system error (attempts 1-3)", &ms, &lines);
+  assert_int_equal(rc, TPX_ESYSTEM);
+  assert_true(ms < 10000); /* by the count, not the deadline */
+  assert_true(lines >= 1);
+  assert_int_equal(st->live_comms, 0);
+  dlclose(dl);
+}
+
+static void test_not_transient(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  tpx_config_t c;
+  fake_cfg(&c);
+  c.connect_timeout_ms = 20000;
+  st->fail_accepts = 1 << 30;
+  st->fail_code = NCCLNET_INVALID_USAGE;
+  uint64_t ms;
+  int lines;
+  int rc = connect_fails(&c, "accept on net device 0 failed: ", &ms, &lines);
+  assert_int_equal(rc, TPX_EUSAGE);
+  assert_true(ms < 10000);
+  assert_true(st->accept_failed <= 2); /* one per side at most: no retry */
+  assert_int_equal(st->listen, 4);
+  dlclose(dl);
+}
+
+static size_t relisten_frame(uint8_t *out, size_t cap) {
+  struct wbuf b = {0};
+  uint8_t handle[TPX_NET_HANDLE_BYTES] = {0};
+  struct wire_relisten m = {RELISTEN_HANDLE, 0, 1, TPX_EINTERNAL, handle};
+  assert_int_equal(tpx__wire_put_relisten(&b, &m), 0);
+  assert_true(b.len <= cap);
+  memcpy(out, b.p, b.len);
+  size_t n = b.len;
+  tpx__wbuf_free(&b);
+  return n;
+}
+
+/* A keyed endpoint and a connection that sends a RELISTEN first: it learns
+ * only "refused", and the endpoint goes on serving. */
+static void test_unauthenticated_refused(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  tpx_config_t c;
+  fake_cfg(&c);
+  assert_int_equal(tpx_config_set(&c, "TPX_AUTH_KEY", "0123456789abcdef0123456789abcdef"), 0);
+  tpx_endpoint_t *a = eng_ep_open(&c, "A"), *b = eng_ep_open(&c, "B");
+  int fd = eng_raw_connect(tpx_endpoint_port(b));
+  uint8_t frame[256];
+  size_t n = relisten_frame(frame, sizeof(frame));
+  assert_int_equal(send(fd, frame, n, MSG_NOSIGNAL), (ssize_t)n);
+  uint8_t in[1024];
+  size_t got = eng_read_to_eof(fd, in, sizeof(in));
+  close(fd);
+  struct wire_error e;
+  size_t at;
+  assert_int_equal(tpx__wire_find_error(in, got, &e, &at), 1);
+  print_message("raw connection told: %d %s\n", e.code, e.msg);
+  assert_string_equal(e.msg, "refused");
+  assert_int_equal(st->listen, 0); /* nothing listened for it */
+  tpx_peer_t *ab = NULL, *ba = NULL;
+  eng_connect(a, b, &ab, &ba); /* and the endpoint still serves */
+  tpx_peer_close(ab);
+  tpx_peer_close(ba);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  dlclose(dl);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_accept_retried),
+      cmocka_unit_test(test_connect_retried),
+      cmocka_unit_test(test_always_fails_at_deadline),
+      cmocka_unit_test(test_out_of_retries),
+      cmocka_unit_test(test_not_transient),
+      cmocka_unit_test(test_unauthenticated_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
