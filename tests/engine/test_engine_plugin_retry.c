@@ -10,6 +10,8 @@
  * - out of retries (TPX_SOCKET_RETRY_CNT) before the deadline: the error
  *   says how many attempts and their causes;
  * - a failure that is not transient (ncclInvalidUsage): no retry;
+ * - a peer that does not offer fresh handles (a build before them): the
+ *   first failure ends the setup, as before;
  * - the frame from a connection that has not authenticated (a key set),
  *   and from a ready peer: refused. */
 #include <stdio.h>
@@ -163,6 +165,46 @@ static void test_not_transient(void **state) {
   dlclose(dl);
 }
 
+static tpx_endpoint_t *ep_on(const tpx_config_t *c, const char *name, tpx_net_t *net) {
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = c;
+  p.port = TPX_PORT_EPHEMERAL;
+  p.listen_host = "127.0.0.1";
+  p.name = name;
+  p.net = net;
+  tpx_endpoint_t *ep = NULL;
+  if (tpx_endpoint_create(&p, &ep) != 0) fail_msg("endpoint %s: %s", name, tpx_last_error());
+  return ep;
+}
+
+static void test_older_peer(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  tpx_config_t c;
+  fake_cfg(&c);
+  tpx_net_t *net = NULL;
+  assert_int_equal(tpx_net_open(fake_path(FAKE), &net), 0);
+  tpx_net_t older = *net; /* the same plugin, but A's HELLO lacks HELLO_F_RELISTEN */
+  older.caps.builtin = 1;
+  tpx_endpoint_t *a = ep_on(&c, "A", &older), *b = ep_on(&c, "B", net);
+  st->fail_accepts = 1;
+  tpx_peer_t *ab = NULL;
+  int rc = tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab);
+  print_message("%s: %s\n", tpx_strerror(rc), tpx_last_error());
+  assert_int_equal(rc, TPX_EINTERNAL);
+  assert_non_null(strstr(tpx_last_error(), "accept on net device 0 failed"));
+  assert_null(strstr(tpx_last_error(), "attempt"));
+  assert_int_equal(st->accept_failed, 1);
+  assert_int_equal(st->listen, 4); /* no fresh handle */
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  tpx_net_close(net);
+  assert_int_equal(st->live_comms, 0);
+  dlclose(dl);
+}
+
 static size_t relisten_frame(uint8_t *out, size_t cap) {
   struct wbuf b = {0};
   uint8_t handle[TPX_NET_HANDLE_BYTES] = {0};
@@ -214,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_always_fails_at_deadline),
       cmocka_unit_test(test_out_of_retries),
       cmocka_unit_test(test_not_transient),
+      cmocka_unit_test(test_older_peer),
       cmocka_unit_test(test_unauthenticated_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
