@@ -81,10 +81,25 @@ static void test_connect_retried(void **state) {
   dlclose(dl);
 }
 
+/* How the fake fails, the settings, and what the error must say. */
+struct fails {
+  int accepts, connects, code; /* fake_stats.fail_* */
+  int timeout_ms, retries, sleep_ms;
+  const char *says;
+};
+
 /* tpx_connect to a peer whose plugin fails as set; returns its code, the
  * time it took in *ms and how many log lines (both endpoints) say `says`. */
-static int connect_fails(const tpx_config_t *c, const char *says, uint64_t *ms, int *lines) {
-  tpx_endpoint_t *a = eng_ep_open(c, "A"), *b = eng_ep_open(c, "B");
+static int connect_fails(struct fake_stats *st, const struct fails *f, uint64_t *ms, int *lines) {
+  tpx_config_t c;
+  fake_cfg(&c);
+  c.connect_timeout_ms = f->timeout_ms;
+  c.socket_retry_cnt = f->retries;
+  c.socket_retry_sleep_msec = f->sleep_ms;
+  st->fail_accepts = f->accepts;
+  st->fail_connects = f->connects;
+  st->fail_code = f->code;
+  tpx_endpoint_t *a = eng_ep_open(&c, "A"), *b = eng_ep_open(&c, "B");
   tpx_peer_t *ab = NULL;
   tu_log_capture_t cap;
   tu_log_capture_start(&cap);
@@ -97,12 +112,13 @@ static int connect_fails(const tpx_config_t *c, const char *says, uint64_t *ms, 
   (void)tpx_accept(b, 500, &ba); /* B's side of the setup ends too (its log) */
   tpx_endpoint_destroy(a);
   tpx_endpoint_destroy(b);
-  *lines = tu_log_capture_end(&cap, says);
+  *lines = tu_log_capture_end(&cap, f->says);
   print_message("after %llu ms: %s: %s (%d log lines say '%s')\n", (unsigned long long)*ms, tpx_strerror(rc), err,
-                *lines, says);
+                *lines, f->says);
   assert_null(ab);
   assert_null(ba);
-  if (!strstr(err, says)) fail_msg("'%s' does not say '%s'", err, says);
+  if (!strstr(err, f->says)) fail_msg("'%s' does not say '%s'", err, f->says);
+  assert_int_equal(st->live_comms, 0);
   return rc;
 }
 
@@ -110,20 +126,14 @@ static void test_always_fails_at_deadline(void **state) {
   (void)state;
   void *dl;
   struct fake_stats *st = hold(FAKE, &dl);
-  tpx_config_t c;
-  fake_cfg(&c);
-  c.connect_timeout_ms = 1500;
-  c.socket_retry_cnt = 10000; /* the deadline ends it */
-  c.socket_retry_sleep_msec = 50;
-  st->fail_accepts = 1 << 30;
+  /* retries past what the deadline allows: the deadline ends it */
+  struct fails f = {1 << 30, 0, 0, 1500, 10000, 50, "accept on net device 0 failed: internal error (attempts 1-"};
   uint64_t ms;
   int lines;
-  int rc = connect_fails(&c, "accept on net device 0 failed: internal error (attempts 1-", &ms, &lines);
-  assert_true(rc == TPX_ETIMEDOUT);
+  assert_int_equal(connect_fails(st, &f, &ms, &lines), TPX_ETIMEDOUT);
   assert_true(ms >= 1500 && ms < 6000);
   assert_true(st->accept_failed >= 4); /* retried meanwhile */
   assert_true(lines >= 2);             /* each side's failure names the causes */
-  assert_int_equal(st->live_comms, 0);
   dlclose(dl);
 }
 
@@ -131,18 +141,12 @@ static void test_out_of_retries(void **state) {
   (void)state;
   void *dl;
   struct fake_stats *st = hold(FAKE, &dl);
-  tpx_config_t c;
-  fake_cfg(&c);
-  c.connect_timeout_ms = 20000;
-  c.socket_retry_cnt = 2;
-  st->fail_connects = 1 << 30;
+  struct fails f = {0, 1 << 30, 0, 20000, 2, 20, "3 attempts, each with a fresh listen handle: system error (attempts 1-3)"};
   uint64_t ms;
   int lines;
-  int rc = connect_fails(&c, "3 attempts, each with a fresh listen handle: system error (attempts 1-3)", &ms, &lines);
-  assert_int_equal(rc, TPX_ESYSTEM);
+  assert_int_equal(connect_fails(st, &f, &ms, &lines), TPX_ESYSTEM);
   assert_true(ms < 10000); /* by the count, not the deadline */
   assert_true(lines >= 1);
-  assert_int_equal(st->live_comms, 0);
   dlclose(dl);
 }
 
@@ -150,32 +154,14 @@ static void test_not_transient(void **state) {
   (void)state;
   void *dl;
   struct fake_stats *st = hold(FAKE, &dl);
-  tpx_config_t c;
-  fake_cfg(&c);
-  c.connect_timeout_ms = 20000;
-  st->fail_accepts = 1 << 30;
-  st->fail_code = NCCLNET_INVALID_USAGE;
+  struct fails f = {1 << 30, 0, NCCLNET_INVALID_USAGE, 20000, 34, 20, "accept on net device 0 failed: "};
   uint64_t ms;
   int lines;
-  int rc = connect_fails(&c, "accept on net device 0 failed: ", &ms, &lines);
-  assert_int_equal(rc, TPX_EUSAGE);
+  assert_int_equal(connect_fails(st, &f, &ms, &lines), TPX_EUSAGE);
   assert_true(ms < 10000);
   assert_true(st->accept_failed <= 2); /* one per side at most: no retry */
   assert_int_equal(st->listen, 4);
   dlclose(dl);
-}
-
-static tpx_endpoint_t *ep_on(const tpx_config_t *c, const char *name, tpx_net_t *net) {
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = c;
-  p.port = TPX_PORT_EPHEMERAL;
-  p.listen_host = "127.0.0.1";
-  p.name = name;
-  p.net = net;
-  tpx_endpoint_t *ep = NULL;
-  if (tpx_endpoint_create(&p, &ep) != 0) fail_msg("endpoint %s: %s", name, tpx_last_error());
-  return ep;
 }
 
 static void test_older_peer(void **state) {
@@ -188,7 +174,7 @@ static void test_older_peer(void **state) {
   assert_int_equal(tpx_net_open(fake_path(FAKE), &net), 0);
   tpx_net_t older = *net; /* the same plugin, but A's HELLO lacks HELLO_F_RELISTEN */
   older.caps.builtin = 1;
-  tpx_endpoint_t *a = ep_on(&c, "A", &older), *b = ep_on(&c, "B", net);
+  tpx_endpoint_t *a = eng_ep_open_net(&c, "A", &older), *b = eng_ep_open_net(&c, "B", net);
   st->fail_accepts = 1;
   tpx_peer_t *ab = NULL;
   int rc = tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab);
