@@ -96,8 +96,9 @@ static int channels_connect_pass(struct tpx_peer *p, int *did, struct chan_fail 
                    : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
       d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
       if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
-        return failed(f, c, 0, tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s", p->where,
-                                             c, ch->dev, tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
+        return failed(f, c, 0, tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s",
+                                             p->where, c, ch->dev,
+                                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
       if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
       if (comm) ++*did;
       else all = 0;
@@ -109,8 +110,9 @@ static int channels_connect_pass(struct tpx_peer *p, int *did, struct chan_fail 
       tpx__err_clear();
       int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
       if (rc) /* the transport's reason stays in the message, as for connect */
-        return failed(f, c, 1, tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s", p->where,
-                                             c, ch->dev, tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
+        return failed(f, c, 1, tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s",
+                                             p->where, c, ch->dev,
+                                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
       if (!comm) {
         all = 0;
         continue;

@@ -141,7 +141,8 @@ static void test_out_of_retries(void **state) {
   (void)state;
   void *dl;
   struct fake_stats *st = hold(FAKE, &dl);
-  struct fails f = {0, 1 << 30, 0, 20000, 2, 20, "3 attempts, each with a fresh listen handle: system error (attempts 1-3)"};
+  struct fails f = {0, 1 << 30, 0, 20000, 2, 20,
+                    "3 attempts, each with a fresh listen handle: system error (attempts 1-3)"};
   uint64_t ms;
   int lines;
   assert_int_equal(connect_fails(st, &f, &ms, &lines), TPX_ESYSTEM);
