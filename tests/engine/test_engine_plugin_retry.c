@@ -132,7 +132,7 @@ static void test_always_fails_at_deadline(void **state) {
   int lines;
   assert_int_equal(connect_fails(st, &f, &ms, &lines), TPX_ETIMEDOUT);
   assert_true(ms >= 1500 && ms < 6000);
-  assert_true(st->accept_failed >= 4); /* retried meanwhile */
+  assert_true(st->accept_failed >= 3); /* retried meanwhile (about 8 each side when idle) */
   assert_true(lines >= 2);             /* each side's failure names the causes */
   dlclose(dl);
 }
