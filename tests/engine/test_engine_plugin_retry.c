@@ -12,8 +12,10 @@
  * - a failure that is not transient (ncclInvalidUsage): no retry;
  * - a peer that does not offer fresh handles (a build before them): the
  *   first failure ends the setup, as before;
- * - the frame from a connection that has not authenticated (a key set),
- *   and from a ready peer: refused. */
+ * - the frame from a connection that has not authenticated (a key set):
+ *   refused; in transport setup from a peer that did not offer fresh
+ *   handles, or naming a handle, channel or count out of sequence: the
+ *   setup fails, the peer told why. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -236,6 +238,58 @@ static void test_unauthenticated_refused(void **state) {
   dlclose(dl);
 }
 
+/* A raw peer's HELLO (flags), its listen handle a real one of the fake (so
+ * the endpoint's connect to it is under way and the setup waits for ours),
+ * then m: the endpoint must fail the setup, telling why. */
+static void setup_frame_refused(tpx_net_t *net, int port, uint32_t flags, struct wire_relisten m, const char *why) {
+  uint8_t handle[TPX_NET_HANDLE_BYTES];
+  void *lc = NULL;
+  assert_int_equal(net->ops->listen(net, 0, handle, &lc), 0);
+  int fd = eng_raw_connect(port);
+  struct wbuf w = {0};
+  struct wire_hello h = {77, 0, 1, flags, "raw", handle};
+  assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
+  m.handle = handle; /* a HANDLE's bytes: any */
+  assert_int_equal(tpx__wire_put_relisten(&w, &m), 0);
+  assert_int_equal(send(fd, w.p, w.len, MSG_NOSIGNAL), (ssize_t)w.len);
+  tpx__wbuf_free(&w);
+  static uint8_t in[1 << 16];
+  size_t got = eng_read_to_eof(fd, in, sizeof(in));
+  close(fd);
+  struct wire_error e;
+  size_t at;
+  assert_int_equal(tpx__wire_find_error(in, got, &e, &at), 1);
+  print_message("told: %s\n", e.msg);
+  if (!strstr(e.msg, why)) fail_msg("'%s' does not say '%s'", e.msg, why);
+  assert_int_equal(net->ops->close_listen(net, lc), 0);
+}
+
+static void test_setup_frames_checked(void **state) {
+  (void)state;
+  void *dl;
+  struct fake_stats *st = hold(FAKE, &dl);
+  tpx_config_t c;
+  fake_cfg(&c);
+  c.num_channels = 1;
+  tpx_net_t *net = NULL;
+  assert_int_equal(tpx_net_open(fake_path(FAKE), &net), 0);
+  tpx_endpoint_t *b = eng_ep_open_net(&c, "B", net);
+  int port = tpx_endpoint_port(b);
+  const uint32_t F = HELLO_F_RELISTEN;
+  setup_frame_refused(net, port, 0, (struct wire_relisten){RELISTEN_UP, 0, 0, 0, NULL}, "were not agreed");
+  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_HANDLE, 0, 5, 0, NULL}, "handle 5 after 0");
+  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_ASK, 0, 3, TPX_ESYSTEM, NULL},
+                      "asks about handle 3");
+  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_ASK, 7, 0, TPX_ESYSTEM, NULL},
+                      "channel 7 of 1");
+  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_UP, 0, 4, 0, NULL}, "read 4 of our 0");
+  assert_int_equal(st->listen, 2 * 5); /* the raw peer's and the endpoint's: no fresh handle */
+  tpx_endpoint_destroy(b);
+  tpx_net_close(net);
+  assert_int_equal(st->live_comms, 0);
+  dlclose(dl);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_accept_retried),
@@ -245,6 +299,7 @@ int main(void) {
       cmocka_unit_test(test_not_transient),
       cmocka_unit_test(test_older_peer),
       cmocka_unit_test(test_unauthenticated_refused),
+      cmocka_unit_test(test_setup_frames_checked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
