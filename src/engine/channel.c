@@ -71,14 +71,23 @@ static int comm_up(struct tpx_peer *p, struct window *q, void *comm) {
   return 0;
 }
 
+static int failed(struct chan_fail *f, int c, int accept, int code) {
+  f->ch = c;
+  f->accept = accept;
+  f->code = code;
+  return code;
+}
+
 /* One pass of connect/accept over the channels; the caller binds the GPU. */
-static int channels_connect_pass(struct tpx_peer *p, int *did) {
+static int channels_connect_pass(struct tpx_peer *p, int *did, struct chan_fail *f) {
   tpx_net_t *net = p->ep->net;
   int all = 1;
   *did = 0;
   for (int c = 0; c < p->nch; c++) {
     struct channel *ch = &p->ch[c];
-    if (!ch->sq.comm) {
+    if (!ch->sq.comm && ch->rt.want_handle) {
+      all = 0;
+    } else if (!ch->sq.comm) {
       void *comm = NULL;
       const uint8_t *key = p->net_key;
       struct dial_buf *d = ch->dial;
@@ -87,19 +96,23 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
                    : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
       d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
       if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
-        return tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s", p->where, c, ch->dev,
-                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
+        return failed(f, c, 0, tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s",
+                                             p->where, c, ch->dev,
+                                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
       if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
       if (comm) ++*did;
       else all = 0;
     }
-    if (!ch->rq.comm) {
+    if (!ch->rq.comm && !ch->listen_comm) { /* listening anew after a failed accept (rt) */
+      all = 0;
+    } else if (!ch->rq.comm) {
       void *comm = NULL;
       tpx__err_clear();
       int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
       if (rc) /* the transport's reason stays in the message, as for connect */
-        return tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s", p->where, c, ch->dev,
-                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
+        return failed(f, c, 1, tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s",
+                                             p->where, c, ch->dev,
+                                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
       if (!comm) {
         all = 0;
         continue;
@@ -114,18 +127,20 @@ static int channels_connect_pass(struct tpx_peer *p, int *did) {
   return all;
 }
 
-int tpx__channels_connect(struct tpx_peer *p, int *did) {
+int tpx__channels_connect(struct tpx_peer *p, int *did, struct chan_fail *f) {
   struct gpu_bind b;
   *did = 0;
+  f->ch = -1;
   int rc = tpx__gpu_bind_enter(p->ep, -1, &b); /* connect/accept bind comms to the current GPU */
-  if (rc == 0) rc = channels_connect_pass(p, did);
+  if (rc == 0) rc = channels_connect_pass(p, did, f);
   tpx__gpu_bind_leave(&b);
   return rc;
 }
 
-void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap) {
+/* The first connect still in progress from channel c on is given up, and
+ * what the transport says it went through goes to why. */
+static void abort_why(struct tpx_peer *p, int c, char *why, size_t cap) {
   tpx_net_t *net = p->ep->net;
-  why[0] = '\0';
   while (c < p->nch && !(p->ch[c].dial && p->ch[c].dial->started)) c++;
   if (c >= p->nch || !net->ops->connect_abort) return;
   struct channel *ch = &p->ch[c];
@@ -140,6 +155,35 @@ void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap) {
   snprintf(why, cap, "channel %d: %.*s", c, (int)n, tpx_last_error());
 }
 
+/* Channel ch's plugin connects and accepts that failed, appended to why
+ * (short: it travels in the peer's report, at most WIRE_MAX_ERRMSG bytes). */
+static void retry_why(const struct channel *ch, char *why, size_t cap) {
+  const struct {
+    const struct tpx_retry *r;
+    const char *what;
+  } runs[] = {{&ch->rt.acc, "accept"}, {&ch->rt.conn, "connect"}, {&ch->rt.peer_acc, "peer's accept"},
+              {&ch->rt.peer_conn, "peer's connect"}};
+  int first = 1;
+  for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+    size_t n = strlen(why);
+    if (!runs[i].r->failed || n + 1 >= cap) continue;
+    char causes[160];
+    tpx__retry_causes(runs[i].r, causes, sizeof(causes));
+    if (first)
+      snprintf(why + n, cap - n, "%schannel %d: %s on net device %d failed: %s", n ? "; " : "", ch->idx,
+               runs[i].what, ch->dev, causes);
+    else
+      snprintf(why + n, cap - n, "; %s: %s", runs[i].what, causes);
+    first = 0;
+  }
+}
+
+void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap) {
+  why[0] = '\0';
+  abort_why(p, c, why, cap);
+  for (int i = c < p->nch ? c : 0; i < p->nch && (i == c || c >= p->nch); i++) retry_why(&p->ch[i], why, cap);
+}
+
 static void close_comm(struct tpx_peer *p, struct window *q) {
   tpx_net_t *net = p->ep->net;
   if (!q->comm) return;
@@ -149,6 +193,24 @@ static void close_comm(struct tpx_peer *p, struct window *q) {
                    tpx_strerror(rc));
   q->comm = NULL;
   q->slot = -1;
+}
+
+int tpx__channel_drop_send(struct tpx_peer *p, struct channel *ch) {
+  close_comm(p, &ch->sq);
+  if (ch->dial && ch->dial->started) tpx__abandon_connect(p, ch); /* may take the buffer */
+  if (!ch->dial && !(ch->dial = calloc(1, sizeof(*ch->dial))))
+    return tpx_err_quiet(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, ch->idx);
+  memset(ch->dial, 0, sizeof(*ch->dial));
+  return 0;
+}
+
+void tpx__channel_drop_recv(struct tpx_peer *p, struct channel *ch) {
+  tpx_net_t *net = p->ep->net;
+  close_comm(p, &ch->rq);
+  if (!ch->listen_comm) return;
+  int rc = net->ops->close_listen(net, ch->listen_comm);
+  if (rc) TPX_WARN("peer %s channel %d: closeListen failed: %s", p->where, ch->idx, tpx_strerror(rc));
+  ch->listen_comm = NULL;
 }
 
 void tpx__channels_close(struct tpx_peer *p) {

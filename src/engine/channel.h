@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "common/retry.h"
 #include "engine/window.h"
 #include "tpx/net.h"
 
@@ -21,6 +22,20 @@ struct dial_buf {
   int started; /* connect said "not yet": the transport holds state for this buffer */
 };
 
+/* A loaded plugin's failed connect or accept of the channel, retried with a
+ * fresh listen handle (relisten.h). Generation 0 is the HELLO's handle. */
+struct chan_retry {
+  uint32_t send_gen;  /* of the peer's handle our connect uses */
+  uint32_t recv_gen;  /* of our listen handle */
+  int want_handle;    /* our connect failed: nothing to connect to until the peer's next handle */
+  int ask_due;        /* and the ASK for it goes once conn.next_ns passed */
+  int relisten_due;   /* our accept failed: listen anew once acc.next_ns passed */
+  int asks;           /* fresh handles the peer asked for */
+  int conn_code, acc_code; /* our last connect's / accept's failure (the ASK / HANDLE says it) */
+  struct tpx_retry conn, acc;           /* our connects' and accepts' failures */
+  struct tpx_retry peer_acc, peer_conn; /* as the peer told: its accepts of our connects, its connects */
+};
+
 struct channel {
   int idx, dev;
   struct window sq, rq;
@@ -28,6 +43,14 @@ struct channel {
   uint8_t my_handle[TPX_NET_HANDLE_BYTES];
   struct dial_buf *dial;          /* the peer's handle, connected to; NULL once given away */
   tpx_net_dev_handle_t recv_dev;  /* caller-owned device handle storage of accept */
+  struct chan_retry rt;
+};
+
+/* Which transport call failed in tpx__channels_connect. */
+struct chan_fail {
+  int ch;     /* -1: none of the channel's connect / accept (memory, GPU binding) */
+  int accept; /* 1 accept, 0 connect */
+  int code;   /* the transport's code */
 };
 
 /* Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
@@ -37,11 +60,21 @@ int tpx__channels_listen(struct tpx_peer *p, int from, int to);
 /* Keep only the first n channels (the peer agreed to fewer). */
 void tpx__channels_trim(struct tpx_peer *p, int n);
 /* Transport connect/accept of every channel, retried until all are up:
- * 1 all up, 0 not yet (did: comms that came up), < 0 error. */
-int tpx__channels_connect(struct tpx_peer *p, int *did);
-/* Setup ran out of time with channel c not up: the first connect still in
- * progress from channel c on is given up now, and what the transport says it went through
- * (failed attempts, net.h connect_abort) goes to why ("" when nothing). */
+ * 1 all up, 0 not yet (did: comms that came up), < 0 error (f says which
+ * call). A channel waiting for a fresh handle (rt) is not up. */
+int tpx__channels_connect(struct tpx_peer *p, int *did, struct chan_fail *f);
+/* A fresh handle is coming for ch's connect: its comm (if it came up) closes,
+ * a connect in progress is abandoned (abandon.h), the dial buffer is clean.
+ * 0 or TPX_ENOMEM. */
+int tpx__channel_drop_send(struct tpx_peer *p, struct channel *ch);
+/* ch listens anew: its accepted comm (if any) and its listen comm close. */
+void tpx__channel_drop_recv(struct tpx_peer *p, struct channel *ch);
+/* Setup ran out of time with channel c not up (c == nch: all up, the peer's
+ * were not): the first connect still in progress from channel c on is given
+ * up now, and what the transport says it went through (failed attempts,
+ * net.h connect_abort) goes to why, then the failed attempts of plugin
+ * connects and accepts retried with fresh handles (rt: channel c's, or with
+ * c == nch every channel's) ("" when nothing). */
 void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap);
 /* Close every comm (their requests with them) and listen comm; a connect
  * still in progress is abandoned (abandon.h). */

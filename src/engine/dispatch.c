@@ -12,6 +12,7 @@
 #include "engine/handshake.h"
 #include "engine/msg.h"
 #include "engine/peer.h"
+#include "engine/relisten.h"
 
 static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   switch (f->type) {
@@ -43,6 +44,10 @@ static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
     struct wire_error e;
     if (tpx__wire_get_error(f, &e) == 0) tpx__peer_fail_reported(p, &e);
     else tpx__peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
+    return;
+  }
+  if (f->type == MSG_RELISTEN && p->state == P_NET_SETUP) { /* elsewhere unexpected */
+    tpx__relisten_on_frame(p, f);
     return;
   }
   switch (p->state) {
@@ -85,10 +90,13 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
   size_t off = 0;
   int did = 0;
   if (setup_error(p)) return 1;
-  while (p->state != P_DEAD && p->state != P_NET_SETUP && p->state != P_CONNECTING) {
+  while (p->state != P_DEAD && p->state != P_CONNECTING) {
     struct wire_frame f;
     long n = tpx__wire_frame_parse(p->in + off, p->in_len - off, &f);
     if (n == 0) break;
+    /* Transport setup: the peer's setup frames are read, what it sends once
+     * ready waits (relisten.h says why an UP comes before those). */
+    if (n > 0 && p->state == P_NET_SETUP && f.type != MSG_RELISTEN) break;
     if (n < 0) {
       if (n == TPX_EVERSION && p->fd >= 0) {
         /* Frame headers are stable across versions, so the peer can read why. */

@@ -140,12 +140,16 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
         tpx__retry_causes(&p->dial, causes, sizeof(causes));
         snprintf(why, sizeof(why), "failed attempts: %s", causes);
       }
-      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s%s%d)%s%.300s",
-                p->where, p->ep->cfg.connect_timeout_ms,
-                p->state == P_CONNECTING ? "control connect" :
-                p->state == P_NET_SETUP ? "transport connect/accept" : "handshake",
-                p->state == P_NET_SETUP ? ", channel " : ", state ",
-                p->state == P_NET_SETUP ? c : p->state, why[0] ? ": " : "", why);
+      char stage[64];
+      if (p->state != P_NET_SETUP)
+        snprintf(stage, sizeof(stage), "%s, state %d", p->state == P_CONNECTING ? "control connect" : "handshake",
+                 p->state);
+      else if (c < p->nch)
+        snprintf(stage, sizeof(stage), "transport connect/accept, channel %d", c);
+      else /* ours are up; the peer's UP did not come (relisten.h) */
+        snprintf(stage, sizeof(stage), "the peer's transport connect/accept");
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: connection setup not done after %d ms (%s)%s%.300s", p->where,
+                     p->ep->cfg.connect_timeout_ms, stage, why[0] ? ": " : "", why);
     }
     return;
   }

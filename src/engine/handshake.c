@@ -17,6 +17,7 @@
 #include "engine/handshake.h"
 #include "engine/peer.h"
 #include "engine/redial.h"
+#include "engine/relisten.h"
 #include "net/caps.h"
 
 static int send_hello(struct tpx_peer *p, int ack) {
@@ -25,7 +26,7 @@ static int send_hello(struct tpx_peer *p, int ack) {
   if (!handles) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
   for (int c = 0; c < p->nch; c++)
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
-  uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0);
+  uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p);
   struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
@@ -73,6 +74,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->gpu = h->gpu;
   p->pack = (h->flags & HELLO_F_PACK) != 0; /* other bits: features we do not know, ignored */
   p->pack_iov = p->pack && (h->flags & HELLO_F_IOV) != 0;
+  tpx__relisten_agree(p, h->flags);
   snprintf(p->name, sizeof(p->name), "%s", h->name);
   char where[sizeof(p->where)];
   snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);
@@ -196,13 +198,22 @@ static int peer_reported(struct tpx_peer *p) {
 int tpx__handshake_step(struct tpx_peer *p, int *did, uint64_t now) {
   *did = 0;
   if (p->state != P_NET_SETUP || now < p->setup_next) return 0;
-  int rc = tpx__channels_connect(p, did);
+  int sent = tpx__relisten_step(p, now); /* fresh handles and asks whose pause ended */
+  if (sent < 0) {
+    tpx__peer_fail(p, sent, "%s", tpx_last_error());
+    return sent;
+  }
+  struct chan_fail f;
+  int rc = tpx__channels_connect(p, did, &f);
+  if (rc < 0 && tpx__relisten_failed(p, &f)) rc = 0, ++*did;
   if (rc < 0) {
     char own[512]; /* reading the control connection may record other details */
     snprintf(own, sizeof(own), "%s", tpx_last_error());
     if (!peer_reported(p)) tpx__peer_fail(p, rc, "%s", own);
     return rc;
   }
-  setup_wait(p, *did > 0, now);
-  return rc == 1 ? became_ready(p) : 0;
+  setup_wait(p, *did + sent > 0, now);
+  if (rc == 1) rc = tpx__relisten_all_up(p); /* and the peer's comms (its UP), when fresh handles were agreed */
+  if (rc < 0) tpx__peer_fail(p, rc, "%s", tpx_last_error());
+  return rc == 1 ? became_ready(p) : rc;
 }

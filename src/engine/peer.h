@@ -79,6 +79,13 @@ struct tpx_peer {
   struct channel *ch;
   uint64_t setup_deadline;
   uint64_t setup_next, setup_wait; /* transport setup: next step, and the wait before it (handshake.c) */
+  /* Transport setup on a loaded plugin, both sides said HELLO_F_RELISTEN
+   * (relisten.h): failed connects / accepts get fresh listen handles, and
+   * ready waits for the peer's RELISTEN_UP. */
+  int relisten;
+  uint32_t rl_sent, rl_got; /* our ASK / HANDLE frames sent, the peer's read */
+  int rl_up_sent;           /* our UP went since our comms last changed */
+  int rl_peer_up;           /* the peer's UP came, answering every frame we sent */
   /* we dialled: the control connect's address and its attempts (redial.h) */
   struct sockaddr_storage dial_sa;
   socklen_t dial_len;

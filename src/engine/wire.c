@@ -463,6 +463,42 @@ int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m) {
   return rd_done(&r, "authentication message");
 }
 
+/* Bounds of a MSG_RELISTEN, the same for encoding and decoding. */
+static int relisten_bad(const struct wire_relisten *m) {
+  if (m->step < RELISTEN_ASK || m->step > RELISTEN_UP) return 1;
+  if (m->ch >= WIRE_MAX_CHANNELS) return 1;
+  if (m->step == RELISTEN_UP) return m->ch != 0 || m->code != 0;
+  if (m->code > 0 || m->code <= TPX_EUNKNOWN) return 1;
+  if (m->step == RELISTEN_ASK) return m->code == 0;
+  return m->gen == 0; /* RELISTEN_HANDLE: generation 0 came in the HELLO */
+}
+
+int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m) {
+  if (relisten_bad(m) || (m->step == RELISTEN_HANDLE && !m->handle))
+    return tpx_err_quiet(TPX_EINVAL, "relisten: step %u channel %u code %d", m->step, m->ch, (int)m->code);
+  size_t s = frame_begin(b, MSG_RELISTEN);
+  wb_u8(b, m->step);
+  wb_u16(b, m->ch);
+  wb_u32(b, m->gen);
+  wb_u32(b, (uint32_t)m->code);
+  if (m->step == RELISTEN_HANDLE) wb_bytes(b, m->handle, TPX_NET_HANDLE_BYTES);
+  return frame_end(b, s);
+}
+
+int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m) {
+  struct rd r = rd_of(f);
+  memset(m, 0, sizeof(*m));
+  m->step = rd_u8(&r);
+  m->ch = rd_u16(&r);
+  m->gen = rd_u32(&r);
+  m->code = (int32_t)rd_u32(&r);
+  if (!r.bad && relisten_bad(m))
+    return tpx_err_quiet(TPX_EPROTO, "relisten: step %u channel %u generation %u code %d out of range", m->step,
+                         m->ch, m->gen, (int)m->code);
+  if (m->step == RELISTEN_HANDLE) m->handle = rd_take(&r, TPX_NET_HANDLE_BYTES);
+  return rd_done(&r, "relisten");
+}
+
 /* ---- blobs ---- */
 int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
   struct wbuf b = {0};

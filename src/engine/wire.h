@@ -45,7 +45,8 @@ enum wire_type {
   MSG_NOTIF = 10,    /* standalone notification */
   MSG_BYE = 11,      /* graceful close: no more messages from the sender */
   MSG_AUTH = 12,     /* shared-key challenge-response before HELLO (engine/auth.h) */
-  MSG_TYPE_MAX = 12
+  MSG_RELISTEN = 13, /* transport setup with a plugin: fresh listen handles (engine/relisten.h) */
+  MSG_TYPE_MAX = 13
 };
 
 /* MSG_AUTH: step u8, then by step (sizes WIRE_AUTH_NONCE, WIRE_AUTH_MAC):
@@ -64,6 +65,28 @@ struct wire_auth {
 /* MSG_HELLO / MSG_HELLO_ACK flags: what this side understands. */
 #define HELLO_F_PACK 0x1u /* WRITE / READ may ask for packed chunks */
 #define HELLO_F_IOV 0x2u  /* and this side moves them without copies (vectored requests) */
+#define HELLO_F_RELISTEN 0x4u /* MSG_RELISTEN during transport setup (sent by a side on a loaded plugin) */
+
+/* MSG_RELISTEN: step u8 | channel u16 | gen u32 | code i32, then for
+ * RELISTEN_HANDLE the handle (TPX_NET_HANDLE_BYTES); exactly that long.
+ *   RELISTEN_ASK (connector -> listener): my connect to channel's handle of
+ *     generation gen failed with code: listen anew and send its handle.
+ *   RELISTEN_HANDLE (listener -> connector): the channel's handle of
+ *     generation gen (>= 1, one more than the last); code: why my accept
+ *     failed, or 0 when it answers an ASK.
+ *   RELISTEN_UP: every comm of mine is up; gen = the ASK / HANDLE frames of
+ *     yours I had read (channel and code 0).
+ * The first handles (HELLO / HELLO_ACK) are generation 0. A failure code is
+ * one of include/tpx/error.h's (TPX_EUNKNOWN..-1). */
+enum wire_relisten_step { RELISTEN_ASK = 1, RELISTEN_HANDLE = 2, RELISTEN_UP = 3 };
+#define WIRE_RELISTEN_BYTES 11 /* without the handle */
+struct wire_relisten {
+  uint8_t step;
+  uint16_t ch;
+  uint32_t gen;
+  int32_t code;
+  const uint8_t *handle; /* RELISTEN_HANDLE: TPX_NET_HANDLE_BYTES, into the payload */
+};
 
 /* MSG_WRITE / MSG_READ: the byte after the notification. Bit 0: WRITE: the
  * data follows; READ: an inline answer is welcome. Bits 1-5: k, 0 for the
@@ -175,6 +198,7 @@ int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
 int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
 int tpx__wire_put_bye(struct wbuf *b);
 int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m);
+int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
 int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
@@ -186,6 +210,7 @@ int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m
 int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
 int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
 int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m);
+int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 /* During transport setup the frames a peer sends once it is ready wait
  * unread, but its reason for failing the setup must not: the first whole

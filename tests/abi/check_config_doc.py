@@ -18,6 +18,8 @@ import argparse
 import re
 import sys
 
+from abi_report import report, selftest_verdict
+
 ROW_RE = re.compile(r'^\s*\{"(TPX_[A-Z0-9_]+)",.*?(?:,\s*(T_[A-Z]+))?\s*\},\s*$', re.M)
 SECTIONS = {"everyday": "T_EVERYDAY", "tuning": "T_TUNING", "limits": "T_LIMITS", "testing": "T_TESTING",
             "retired": "retired"}
@@ -94,10 +96,7 @@ def selftest(config_c, config_md):
             "TPX_NTHREADS (T_TUNING) is not documented", "TPX_BOGUS_KNOB is documented but",
             "docs/CONFIG.md: lacks the retired setting TPX_NOT_A_SETTING",
             "docs/CONFIG.md: lacks the retired setting TPX_STAGING_COPY"]
-    missed = [w for w in want if not any(w in p for p in found)]
-    for w in missed:
-        print(f"selftest: the checker did not report '{w}'")
-    return 1 if missed else 0
+    return selftest_verdict(found, want)
 
 
 def main():
@@ -112,13 +111,7 @@ def main():
     if a.selftest:
         return selftest(config_c, config_md)
     problems = check(config_c, config_md)
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} problem(s)")
-        return 1
-    print(f"docs/CONFIG.md and src/common/config.c agree on {len(table_rows(config_c))} settings")
-    return 0
+    return report(problems, f"docs/CONFIG.md and src/common/config.c agree on {len(table_rows(config_c))} settings")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import re
 import subprocess
 import sys
 
+from abi_report import report
+
 SOURCE_EXT = (".c", ".cu", ".h")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -151,10 +153,7 @@ def main():
                 if sym in owner and owner[sym] != rel:
                     check(rel, owner[sym], f"calls {sym}")
 
-    for p in problems:
-        print(p)
-    print(f"check_layers: {len(files)} files, {len(layers)} layers, {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"check_layers: {len(files)} files, {len(layers)} layers, no problems")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ static tpx_endpoint_t *ep_create(const tpx_config_t *cfg, const char *name, tpx_
 
 tpx_endpoint_t *eng_ep_open(const tpx_config_t *cfg, const char *name) { return ep_create(cfg, name, NULL, 0); }
 
+tpx_endpoint_t *eng_ep_open_net(const tpx_config_t *cfg, const char *name, tpx_net_t *net) {
+  return ep_create(cfg, name, net, 0);
+}
+
 void eng_pair_open_net(eng_pair_t *p, const tpx_config_t *ca, const tpx_config_t *cb, tpx_net_t *net_a,
                        tpx_net_t *net_b, int gpu_b) {
   memset(p, 0, sizeof(*p));

@@ -14,6 +14,8 @@ void eng_cfg(tpx_config_t *cfg);
 /* One endpoint on loopback (127.0.0.1, ephemeral port); fails the test,
  * naming the reason, when it cannot be made. */
 tpx_endpoint_t *eng_ep_open(const tpx_config_t *cfg, const char *name);
+/* The same on a transport the caller opened (NULL: the configuration's). */
+tpx_endpoint_t *eng_ep_open_net(const tpx_config_t *cfg, const char *name, tpx_net_t *net);
 
 typedef struct eng_pair {
   tpx_endpoint_t *a, *b; /* a dialled b */

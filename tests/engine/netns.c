@@ -326,3 +326,54 @@ int nn_link_set(const char *ifname, int up) {
   close(fd);
   return rc == 0 ? 0 : -1;
 }
+
+int nn_ep_open(const nn_topo_t *t, int me, int nlinks, tpx_config_t *cfg, int port, size_t len,
+               tpx_endpoint_t **ep, uint8_t **buf, tpx_mem_t **mem, char *why, size_t cap) {
+  int off = snprintf(cfg->socket_ifname, sizeof(cfg->socket_ifname), "=");
+  for (int k = 0; k < nlinks; k++)
+    off += snprintf(cfg->socket_ifname + off, sizeof(cfg->socket_ifname) - (size_t)off, "%s%s", k ? "," : "",
+                    t->ifname[me][k]);
+  snprintf(cfg->allow_dial, sizeof(cfg->allow_dial), "198.18.0.0/15");
+  tpx_endpoint_params_t p;
+  tpx_endpoint_params_init(&p);
+  p.cfg = cfg;
+  p.name = me ? "nsB" : "nsA";
+  if (me) {
+    p.listen_host = t->addr[1][0];
+    p.port = port;
+  } else {
+    p.no_listen = 1;
+  }
+  *ep = NULL;
+  *buf = NULL;
+  int rc = tpx_endpoint_create(&p, ep);
+  if (rc) {
+    snprintf(why, cap, "endpoint create (ifname '%s'): %s", cfg->socket_ifname, tpx_last_error());
+    return -1;
+  }
+  if (strcmp(tpx_endpoint_transport(*ep), "tpx") != 0) {
+    snprintf(why, cap, "transport %s, not the built-in one", tpx_endpoint_transport(*ep));
+    return -1;
+  }
+  *buf = aligned_alloc(4096, len);
+  if (!*buf) {
+    snprintf(why, cap, "out of memory");
+    return -1;
+  }
+  memset(*buf, 0, len);
+  tpx_mem_desc_t d = {*buf, len, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
+  rc = tpx_mem_register(*ep, &d, mem);
+  if (rc) {
+    snprintf(why, cap, "register: %s", tpx_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+int nn_ep_close(tpx_endpoint_t *ep, uint8_t *buf, tpx_mem_t *mem, char *why, size_t cap) {
+  int rc = tpx_mem_deregister(mem);
+  if (rc) snprintf(why, cap, "deregister: %s", tpx_strerror(rc));
+  tpx_endpoint_destroy(ep);
+  free(buf);
+  return rc ? -1 : 0;
+}

@@ -8,7 +8,11 @@
 #ifndef TPX_TESTS_NETNS_H
 #define TPX_TESTS_NETNS_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "tpx/endpoint.h"
+#include "tpx/mem.h"
 
 #define NN_MAX_LINKS 8
 #define NN_NAME 16 /* IFNAMSIZ: 15 characters + NUL */
@@ -56,5 +60,17 @@ int nn_counter(const char *ifname, const char *which, uint64_t *out);
 int nn_wait_running(const char *ifname, int timeout_ms);
 /* Set an interface of the current namespace up or down (ioctl: immediate). */
 int nn_link_set(const char *ifname, int up);
+
+/* In side me's namespace (0: nsA, 1: nsB): an endpoint on the built-in
+ * transport over the first nlinks links of t (TPX_SOCKET_IFNAME), dialling
+ * the test network (TPX_ALLOW_DIAL=198.18.0.0/15: the peer's other NICs are
+ * not its control connection's address); B listens on its first link's
+ * address at port, A does not listen. cfg holds the caller's other
+ * settings. Then a zeroed buffer of len bytes, registered for reading and
+ * writing. 0, or -1 with why saying what failed. */
+int nn_ep_open(const nn_topo_t *t, int me, int nlinks, tpx_config_t *cfg, int port, size_t len,
+               tpx_endpoint_t **ep, uint8_t **buf, tpx_mem_t **mem, char *why, size_t cap);
+/* Undo nn_ep_open (peers closed first by the caller). 0, or -1 with why. */
+int nn_ep_close(tpx_endpoint_t *ep, uint8_t *buf, tpx_mem_t *mem, char *why, size_t cap);
 
 #endif

@@ -135,36 +135,12 @@ static void verify(struct side *s, uint32_t seed, const char *what) {
 static void open_side(struct side *s, int ready_fd) {
   tpx_config_t cfg;
   eng_cfg(&cfg); /* the environment (strict mode), then ours */
-  int off = snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=");
-  for (int k = 0; k < NLINK; k++)
-    off += snprintf(cfg.socket_ifname + off, sizeof(cfg.socket_ifname) - (size_t)off, "%s%s",
-                    k ? "," : "", s->t->ifname[s->me][k]);
   cfg.num_channels = NCH;
   cfg.timeout_ms = TIMEOUT_MS;
   cfg.progress_thread = 1;
-  /* The peer's other NICs are not its control connection's address: the
-   * documented allow list (docs/SECURITY.md) names the test network. */
-  snprintf(cfg.allow_dial, sizeof(cfg.allow_dial), "198.18.0.0/15");
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = &cfg;
-  p.name = s->me ? "nsB" : "nsA";
-  if (s->me) {
-    p.listen_host = s->t->addr[1][0];
-    p.port = CTRL_PORT;
-  } else {
-    p.no_listen = 1;
-  }
-  int rc = tpx_endpoint_create(&p, &s->ep);
-  CK(s, rc == 0, "endpoint create (ifname '%s'): %s", cfg.socket_ifname, tpx_strerror(rc));
-  CK(s, strcmp(tpx_endpoint_transport(s->ep), "tpx") == 0, "transport %s",
-     tpx_endpoint_transport(s->ep));
-  s->buf = aligned_alloc(4096, SIZE);
-  CK(s, s->buf != NULL, "out of memory");
-  memset(s->buf, 0, SIZE);
-  tpx_mem_desc_t d = {s->buf, SIZE, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
-  rc = tpx_mem_register(s->ep, &d, &s->mem);
-  CK(s, rc == 0, "register: %s", tpx_strerror(rc));
+  char why[256];
+  int rc = nn_ep_open(s->t, s->me, NLINK, &cfg, CTRL_PORT, SIZE, &s->ep, &s->buf, &s->mem, why, sizeof(why));
+  CK(s, rc == 0, "%s", why);
   if (s->me) { /* B: listening; tell A, take its connection, hand it our buffer */
     char c = 'r';
     CK(s, write(ready_fd, &c, 1) == 1, "ready pipe");
@@ -196,10 +172,8 @@ static void close_side(struct side *s) {
   double t0 = now_ms();
   tpx_peer_close(s->peer);
   tpx_rmem_free(s->remote);
-  int rc = tpx_mem_deregister(s->mem);
-  CK(s, rc == 0, "deregister: %s", tpx_strerror(rc));
-  tpx_endpoint_destroy(s->ep);
-  free(s->buf);
+  char why[128];
+  CK(s, nn_ep_close(s->ep, s->buf, s->mem, why, sizeof(why)) == 0, "%s", why);
   printf("[netns %c] teardown %.0f ms\n", s->tag, now_ms() - t0);
 }
 

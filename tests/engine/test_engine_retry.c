@@ -83,34 +83,16 @@ static void open_ep(struct side *s, int timeout_ms, int retries) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   if (retries >= 0) cfg.socket_retry_cnt = retries;
-  snprintf(cfg.socket_ifname, sizeof(cfg.socket_ifname), "=%s,%s", topo.ifname[s->me][0], topo.ifname[s->me][1]);
   cfg.num_channels = NCH;
   cfg.connect_timeout_ms = timeout_ms;
-  snprintf(cfg.allow_dial, sizeof(cfg.allow_dial), "198.18.0.0/15");
-  tpx_endpoint_params_t p;
-  tpx_endpoint_params_init(&p);
-  p.cfg = &cfg;
-  p.name = s->me ? "nsB" : "nsA";
-  if (s->me) {
-    p.listen_host = topo.addr[1][0];
-    p.port = s->port;
-  } else {
-    p.no_listen = 1;
-  }
-  int rc = tpx_endpoint_create(&p, &s->ep);
-  CK(s->tag, rc == 0, "endpoint create: %s", tpx_strerror(rc));
-  s->buf = aligned_alloc(4096, XFER);
-  CK(s->tag, s->buf != NULL, "out of memory");
-  memset(s->buf, 0, XFER);
-  tpx_mem_desc_t d = {s->buf, XFER, TPX_MEM_HOST, 0, TPX_ACCESS_READ | TPX_ACCESS_WRITE};
-  rc = tpx_mem_register(s->ep, &d, &s->mem);
-  CK(s->tag, rc == 0, "register: %s", tpx_strerror(rc));
+  char why[256];
+  int rc = nn_ep_open(&topo, s->me, 2, &cfg, s->port, XFER, &s->ep, &s->buf, &s->mem, why, sizeof(why));
+  CK(s->tag, rc == 0, "%s", why);
 }
 
 static void close_ep(struct side *s) {
-  CK(s->tag, tpx_mem_deregister(s->mem) == 0, "deregister");
-  tpx_endpoint_destroy(s->ep);
-  free(s->buf);
+  char why[128];
+  CK(s->tag, nn_ep_close(s->ep, s->buf, s->mem, why, sizeof(why)) == 0, "%s", why);
 }
 
 /* ---- flap ---- */

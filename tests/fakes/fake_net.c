@@ -7,10 +7,12 @@
  * a real plugin may: the loader must share one instance). It counts every
  * call in `fake_stats`.
  *
- * Both ends of a connection live in this process: listen writes a pointer to
- * the listen comm into the handle; connect and accept each answer "not yet"
- * once (state kept in the handle / listen comm, as real plugins do) before
- * completing; isend/irecv queue requests per connection and match them FIFO. */
+ * Both ends of a connection live in this process: listen writes the listen
+ * comm's id into the handle (a connect to a closed one fails, as a refused
+ * connection would); connect and accept each answer "not yet" once (state
+ * kept in the handle / listen comm, as real plugins do) before completing;
+ * isend/irecv queue requests per connection and match them FIFO. A test may
+ * make completing connects and accepts fail (fake_stats.fail_*). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,10 +53,13 @@ struct pipe_ {
 };
 
 struct lcomm {
-  uint64_t magic;
+  uint64_t magic, id;
   struct pipe_ *pending; /* connected, not yet accepted */
   int accept_tries;
+  struct lcomm *next; /* in lcomms */
 };
+static struct lcomm *lcomms; /* open listen comms, under mu */
+static uint64_t lcomm_ids;
 
 struct end {
   struct pipe_ *p;
@@ -63,7 +68,7 @@ struct end {
 
 struct handle { /* lives in the 128-byte NCCL handle */
   uint64_t magic;
-  struct lcomm *l;
+  uint64_t id; /* of the listen comm */
   int connect_tries;
 };
 _Static_assert(sizeof(struct handle) <= NCCLNET_HANDLE_MAXSIZE, "handle fits");
@@ -160,10 +165,13 @@ static ncclnet_result_t f_listen(int dev, void *handle, void **lc) {
   struct lcomm *l = calloc(1, sizeof(*l));
   if (!l) return NCCLNET_SYSTEM_ERROR;
   l->magic = MAGIC;
-  struct handle h = {MAGIC, l, 0};
+  pthread_mutex_lock(&mu);
+  l->id = ++lcomm_ids;
+  l->next = lcomms;
+  lcomms = l;
+  struct handle h = {MAGIC, l->id, 0};
   memset(handle, 0, NCCLNET_HANDLE_MAXSIZE);
   memcpy(handle, &h, sizeof(h));
-  pthread_mutex_lock(&mu);
   STAT_ADD(listen, 1);
   STAT_ADD(listen_dev[dev], 1);
   STAT_ADD(live_comms, 1);
@@ -175,16 +183,25 @@ static ncclnet_result_t f_listen(int dev, void *handle, void **lc) {
 static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_handle_t **dh) {
   if (dev < 0 || dev > 1 || !handle || !sc) return NCCLNET_INVALID_ARGUMENT;
   struct handle *h = handle;
-  if (h->magic != MAGIC || h->l == NULL) return NCCLNET_INVALID_ARGUMENT;
+  if (h->magic != MAGIC || h->id == 0) return NCCLNET_INVALID_ARGUMENT;
   pthread_mutex_lock(&mu);
+  struct lcomm *l = lcomms;
+  while (l && l->id != h->id)
+    l = l->next;
   STAT_ADD(connect_dev_calls[dev], 1);
   STAT_ADD(connect, 1);
   STAT_SET(connect_dev, dh ? (void *)*dh : (void *)-1);
   ncclnet_result_t r = NCCLNET_SUCCESS;
   *sc = NULL;
-  if (h->connect_tries++ == 0) {
+  if (!l) {
+    r = NCCLNET_SYSTEM_ERROR; /* its listener closed: refused */
+  } else if (h->connect_tries++ == 0) {
     STAT_ADD(connect_pending, 1); /* first call: "in progress"; state kept in the handle */
-  } else if (h->l->pending) {
+  } else if (fake_stats.fail_connects > 0) {
+    STAT_ADD(fail_connects, -1);
+    STAT_ADD(connect_failed, 1);
+    r = fake_stats.fail_code ? (ncclnet_result_t)fake_stats.fail_code : NCCLNET_SYSTEM_ERROR;
+  } else if (l->pending) {
     r = NCCLNET_INTERNAL_ERROR; /* one connection per listen comm in this fake */
   } else {
     struct pipe_ *p = calloc(1, sizeof(*p));
@@ -195,7 +212,7 @@ static ncclnet_result_t f_connect(int dev, void *handle, void **sc, ncclnet_dev_
     } else {
       p->send_open = p->recv_open = 1;
       e->p = p, e->is_send = 1;
-      h->l->pending = p;
+      l->pending = p;
       STAT_ADD(live_comms, 1);
       *sc = e;
     }
@@ -237,6 +254,10 @@ static ncclnet_result_t f_accept_body(struct lcomm *l, void **rc, ncclnet_dev_ha
   ncclnet_result_t r = NCCLNET_SUCCESS;
   if (l->accept_tries++ == 0 || l->pending == NULL) {
     STAT_ADD(accept_pending, 1);
+  } else if (fake_stats.fail_accepts > 0) {
+    STAT_ADD(fail_accepts, -1);
+    STAT_ADD(accept_failed, 1);
+    r = fake_stats.fail_code ? (ncclnet_result_t)fake_stats.fail_code : NCCLNET_INTERNAL_ERROR;
   } else {
     struct end *e = calloc(1, sizeof(*e));
     if (!e) {
@@ -424,6 +445,11 @@ static ncclnet_result_t f_close_listen(void *lc) {
   pthread_mutex_lock(&mu);
   STAT_ADD(close_listen, 1);
   STAT_ADD(live_comms, -1);
+  for (struct lcomm **pp = &lcomms; *pp; pp = &(*pp)->next)
+    if (*pp == l) {
+      *pp = l->next;
+      break;
+    }
   if (l->pending) { /* connected but never accepted */
     l->pending->recv_open = 0;
     maybe_free_pipe(l->pending);

@@ -29,6 +29,12 @@ struct fake_stats {
   int live_mrs;
   int listen_dev[2];       /* listen calls per device */
   int connect_dev_calls[2]; /* connect calls (retries included) per device */
+  /* Failure injection, set by a test: the next fail_accepts accepts and the
+   * next fail_connects connects that would complete a comm fail instead,
+   * with ncclInternalError / ncclSystemError, or fail_code when it is set
+   * (an ncclResult); accept_failed / connect_failed count them. */
+  int fail_accepts, fail_connects, fail_code;
+  int accept_failed, connect_failed;
 };
 
 #endif

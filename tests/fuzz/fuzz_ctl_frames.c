@@ -1,7 +1,7 @@
 /* The engine's control stream (src/engine/wire.c), as a peer sends it: the
  * input is the byte stream of a control connection. Each frame the framer
  * accepts goes to the decoder of its type, as dispatch.c routes it (MSG_AUTH
- * included); a frame a decoder accepts must encode back to exactly its own bytes (one encoding
+ * and MSG_RELISTEN included); a frame a decoder accepts must encode back to exactly its own bytes (one encoding
  * per message: nothing a decoder accepts is lost or invented), and every
  * pointer a decoder hands out is read whole (ASan checks it lies in the
  * frame). A WRITE or READ then goes through what the target derives from it
@@ -194,6 +194,16 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     if (tpx__wire_get_auth(f, &a) != 0) break;
     FUZZ_CHECK(a.step >= AUTH_CHALLENGE && a.step <= AUTH_PROOF);
     same_frame(&b, tpx__wire_put_auth(&b, &a), frame, n);
+    break;
+  }
+  case MSG_RELISTEN: {
+    struct wire_relisten r;
+    if (tpx__wire_get_relisten(f, &r) != 0) break;
+    FUZZ_CHECK(r.step >= RELISTEN_ASK && r.step <= RELISTEN_UP && r.ch < WIRE_MAX_CHANNELS);
+    FUZZ_CHECK(r.code <= 0 && r.code > TPX_EUNKNOWN && (r.step == RELISTEN_HANDLE) == (r.handle != NULL));
+    FUZZ_CHECK(f->len == WIRE_RELISTEN_BYTES + (r.handle ? TPX_NET_HANDLE_BYTES : 0));
+    if (r.handle) touch(r.handle, TPX_NET_HANDLE_BYTES);
+    same_frame(&b, tpx__wire_put_relisten(&b, &r), frame, n);
     break;
   }
   default: break; /* MSG_BYE: no payload to decode (dispatch.c ignores it) */

@@ -54,7 +54,7 @@ static void ctl_frames(void) {
     const char *name;
     int rc;
     struct wbuf b;
-  } f[19];
+  } f[22];
   int n = 0;
 #define FRAME(nm, call)                                                                            \
   do {                                                                                             \
@@ -84,6 +84,12 @@ static void ctl_frames(void) {
   FRAME("bye", tpx__wire_put_bye(b));
   struct wire_auth au = {AUTH_RESPONSE, {1, 2, 3}, {4, 5, 6}};
   FRAME("auth_response", tpx__wire_put_auth(b, &au));
+  struct wire_relisten rl_handle = {RELISTEN_HANDLE, 1, 2, TPX_EINTERNAL, handles};
+  struct wire_relisten rl_ask = {RELISTEN_ASK, 0, 0, TPX_ESYSTEM, NULL};
+  struct wire_relisten rl_up = {RELISTEN_UP, 0, 3, 0, NULL};
+  FRAME("relisten_handle", tpx__wire_put_relisten(b, &rl_handle));
+  FRAME("relisten_ask", tpx__wire_put_relisten(b, &rl_ask));
+  FRAME("relisten_up", tpx__wire_put_relisten(b, &rl_up));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);
