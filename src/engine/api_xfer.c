@@ -42,8 +42,8 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
 /* Small entries share chunks (plan.h) when the peer takes packed plans and
  * each side's entries are host memory, or GPU memory of one device where
  * the GPU path stages both ways (gpu/gpu_path.h: the staging arena gathers
- * and scatters a packed chunk with one launch; the peer, on the same
- * transport, stages too, and refuses the plan otherwise). The limit, unless
+ * and scatters a packed chunk with one launch) on both sides (the peer's
+ * HELLO_F_PACK_GPU says its does; it refuses the plan otherwise). The limit, unless
  * set: a packed chunk costs no copy when both transports take vectored
  * requests (window.c; the peer's HELLO says whether its does), nor where
  * GPU memory is in it (staged either way), so entries up to a chunk pack;
@@ -62,7 +62,7 @@ static int pack_log2(const struct tpx_peer *p, const struct op *o, const tpx_iov
     rdev = md->device;
     gpu = 1;
   }
-  if (gpu && !tpx__gpu_pack_ok(p->ep)) return 0;
+  if (gpu && (!tpx__gpu_pack_ok(p->ep) || !p->pack_gpu)) return 0;
   if (!tpx__pack_mem_ok(o->ents, (uint32_t)n, gpu)) return 0;
   size_t max = p->ep->cfg.pack_bytes;
   if (max == TPX_PACK_BYTES_AUTO)

@@ -14,6 +14,7 @@
 #include "engine/dial.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
+#include "engine/gpu/gpu_path.h"
 #include "engine/handshake.h"
 #include "engine/peer.h"
 #include "engine/redial.h"
@@ -26,7 +27,8 @@ static int send_hello(struct tpx_peer *p, int ack) {
   if (!handles) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
   for (int c = 0; c < p->nch; c++)
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
-  uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p);
+  uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p) |
+                   (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0);
   struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
@@ -74,6 +76,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->gpu = h->gpu;
   p->pack = (h->flags & HELLO_F_PACK) != 0; /* other bits: features we do not know, ignored */
   p->pack_iov = p->pack && (h->flags & HELLO_F_IOV) != 0;
+  p->pack_gpu = p->pack && (h->flags & HELLO_F_PACK_GPU) != 0;
   tpx__relisten_agree(p, h->flags);
   snprintf(p->name, sizeof(p->name), "%s", h->name);
   char where[sizeof(p->where)];

@@ -63,6 +63,7 @@ struct tpx_peer {
   int gpu;
   int pack;      /* the peer takes packed plans (HELLO_F_PACK) */
   int pack_iov;  /* and moves them without copies (HELLO_F_IOV) */
+  int pack_gpu;  /* and takes them into its GPU memory (HELLO_F_PACK_GPU) */
   /* shared-key authentication (auth.h) */
   int auth; /* enum peer_auth: the acceptor answered the challenge; both proofs checked */
   uint8_t auth_nc[WIRE_AUTH_NONCE], auth_ns[WIRE_AUTH_NONCE]; /* the connector's and acceptor's nonces */

@@ -66,6 +66,7 @@ struct wire_auth {
 #define HELLO_F_PACK 0x1u /* WRITE / READ may ask for packed chunks */
 #define HELLO_F_IOV 0x2u  /* and this side moves them without copies (vectored requests) */
 #define HELLO_F_RELISTEN 0x4u /* MSG_RELISTEN during transport setup (sent by a side on a loaded plugin) */
+#define HELLO_F_PACK_GPU 0x8u /* packed chunks may name this side's GPU memory (its GPU path stages both ways) */
 
 /* MSG_RELISTEN: step u8 | channel u16 | gen u32 | code i32, then for
  * RELISTEN_HANDLE the handle (TPX_NET_HANDLE_BYTES); exactly that long.
