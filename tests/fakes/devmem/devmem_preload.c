@@ -105,6 +105,7 @@ static struct {
   CUresult (*get_ctx)(CUcontext *);
   CUresult (*ctx_dev)(CUdevice *);
   CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
   CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
   CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
   CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
@@ -126,7 +127,7 @@ static int cu_load(void) {
         {"cuDeviceGetByPCIBusId", (void **)&cu.by_pci}, {"cuDevicePrimaryCtxRetain", (void **)&cu.retain},
         {"cuCtxPushCurrent_v2", (void **)&cu.push}, {"cuCtxPopCurrent_v2", (void **)&cu.pop},
         {"cuCtxGetCurrent", (void **)&cu.get_ctx}, {"cuCtxGetDevice", (void **)&cu.ctx_dev},
-        {"cuDeviceGetAttribute", (void **)&cu.attr},
+        {"cuDeviceGetAttribute", (void **)&cu.attr}, {"cuPointerGetAttribute", (void **)&cu.ptr_attr},
         {"cuMemImportFromShareableHandle", (void **)&cu.import}, {"cuMemAddressReserve", (void **)&cu.reserve},
         {"cuMemMap", (void **)&cu.map}, {"cuMemSetAccess", (void **)&cu.access},
         {"cuMemRelease", (void **)&cu.release}, {"cuMemcpyHtoD_v2", (void **)&cu.htod},
@@ -212,7 +213,10 @@ struct rxbuf {
 };
 static struct rxbuf bufs[MAX_BUFS];
 static int nbufs;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* bufs, nbufs, sock_buf, tx */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nbufs, sock_buf, tx */
+/* Fetching a buffer (RxDM and CUDA calls) holds this one, not lock, which
+ * close() takes: the driver may close descriptors inside its calls. */
+static pthread_mutex_t fetch_lock = PTHREAD_MUTEX_INITIALIZER;
 static int8_t sock_buf[MAX_SOCK_FD];                     /* socket -> 1 + its buffer; 0 unknown */
 
 /* The real GPU's buffer: imported as the plugin imports it (its
@@ -247,7 +251,7 @@ static int import_gpu(struct rxbuf *b, int fd) {
   return 0;
 }
 
-/* The buffer of GPU pci (lock held), fetched from RxDM on first use. */
+/* The buffer of GPU pci (fetch_lock held), fetched from RxDM on first use. */
 static struct rxbuf *buffer_of(const char *pci) {
   for (int i = 0; i < nbufs; i++)
     if (!strcmp(bufs[i].pci, pci)) return &bufs[i];
@@ -272,7 +276,9 @@ static struct rxbuf *buffer_of(const char *pci) {
   if (fd >= 0) sys_close(fd);
   if (ok != 0) return NULL;
   pthread_mutex_init(&b->lock, NULL);
+  pthread_mutex_lock(&lock);
   nbufs++;
+  pthread_mutex_unlock(&lock);
   return b;
 }
 
@@ -302,8 +308,10 @@ static struct rxbuf *socket_buffer(int fd) {
     note("flow %s:%d -> %s:%d: no flow-steering rule (%s)", pip, pp, sip, sp, m.kind == RXDM_RAW ? m.raw : "no answer");
     return NULL;
   }
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&fetch_lock);
   struct rxbuf *b = buffer_of(m.raw + 4);
+  pthread_mutex_unlock(&fetch_lock);
+  pthread_mutex_lock(&lock);
   if (b) sock_buf[fd] = (int8_t)(1 + (b - bufs));
   pthread_mutex_unlock(&lock);
   return b;
@@ -423,6 +431,10 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
   CUdevice dev;
   int dmabuf = 1;
   if (cu.get_ctx(&ctx) != CUDA_SUCCESS || !ctx || cu.ctx_dev(&dev) != CUDA_SUCCESS) return rc;
+  /* Copies from the range run in the context that owns it, where it has one
+   * (the plugin calls this in a context of its own). */
+  CUcontext owner = NULL;
+  if (cu.ptr_attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, dptr) == CUDA_SUCCESS && owner) ctx = owner;
   if (rc != CUDA_SUCCESS) {
     /* A driver without dma-buf support: a placeholder descriptor stands for
      * the range (only this library reads it). */
