@@ -6,7 +6,7 @@
 # memory (docs/A3HIGH.md, "The real plugin on a GPU machine"). Run by
 # tests/gpu/run.sh, step tcpxreal:
 #
-#   gpu_real_plugin.sh BUILD_DIR PLUGIN_SO [CASE...]
+#   gpu_real_plugin.sh BUILD_DIR PLUGIN_SO [CASE...]   (or TPX_REAL_CASES="CASE...")
 #
 # Cases (all by default; each a line PASS/FAIL NAME in the output):
 #   info conf_host conf_gpu host cuda kv gpu01 gpus01 rules_refused
@@ -22,7 +22,7 @@ build=$1 plugin=$2
 build=$(cd "$build" && pwd)
 shift 2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cases=${*:-info conf_host conf_gpu host cuda kv gpu01 gpus01 rules_refused buffer_full peer_killed last_send}
+cases=${*:-${TPX_REAL_CASES:-info conf_host conf_gpu cuda host gpu01 kv rules_refused buffer_full peer_killed last_send gpus01}}
 # TPX_FAKE_CUDA_DIR: the CUDA test doubles instead (a dry run of this script
 # on a machine without a GPU; set TPX_UNPACK=d2d there too).
 real=("$root/tests/tcpx/with_real_plugin.sh" "$root" "${TPX_FAKE_CUDA_DIR:--}" "$build/tests/fakes/tpx-rxdm-standin" --)
