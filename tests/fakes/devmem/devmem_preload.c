@@ -423,9 +423,11 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
   REAL(cuMemGetHandleForAddressRange);
   if (!real_cuMemGetHandleForAddressRange) return CUDA_ERROR_NOT_FOUND;
   CUresult rc = real_cuMemGetHandleForAddressRange(handle, dptr, size, type, flags);
-  struct stat st;
   int fd = rc == CUDA_SUCCESS ? *(int *)handle : -1;
-  if (rc == CUDA_SUCCESS && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return rc; /* test doubles: mapped */
+  if (rc == CUDA_SUCCESS) { /* the test doubles' memfd maps (sendmsg maps it again); NVIDIA's dma-buf does not */
+    void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) return munmap(m, size), rc;
+  }
   if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !cu_load()) return rc;
   CUcontext ctx = NULL;
   CUdevice dev;
