@@ -9,7 +9,9 @@
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
 #   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
-#   NIXL/TPX (python/tests/test_disagg_serving.py).
+#   NIXL/TPX (python/tests/test_disagg_serving.py) -> Google's real
+#   GPUDirect-TCPX plugin built from its tarball and run over the RxDM and
+#   devmem TCP stand-ins (tests/tcpx/gpu_real_plugin.sh).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
 #
@@ -22,6 +24,10 @@
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
 #               pack flush sockunpack gputcpx memcheck_engine python gpubench disagg
+#               tcpxreal
+#   TPX_TESTDEPS_TOOLS, TPX_THIRD_PARTY, TPX_DEPS_CACHE  where the tcpxreal
+#               step finds the plugin's tarballs and protobuf's .debs and
+#               builds it (scripts/build-tcpx-plugin.sh)
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
@@ -37,7 +43,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine pack flush sockunpack gputcpx memcheck_engine python gpubench disagg"
+ALL_STEPS="ctx unpack memcheck bench engine pack flush sockunpack gputcpx memcheck_engine python gpubench disagg tcpxreal"
 STEPS=${STEPS:-$ALL_STEPS}
 TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_gpu_pack test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
@@ -211,6 +217,26 @@ step_disagg() {
     TPX_SOCKET_IFNAME=lo "$py" -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests/test_disagg_serving.py"
 }
 
+# Google's real GPUDirect-TCPX plugin, built (cached in TPX_DEPS_CACHE) by
+# scripts/build-tcpx-plugin.sh, over the RxDM and devmem TCP stand-ins and
+# this machine's CUDA driver: conformance, the engine 4 KiB..256 MiB in host
+# and GPU memory, GPU 0 -> GPU 1, faults (tests/tcpx/gpu_real_plugin.sh).
+step_tcpxreal() {
+  if [ -n "$tcpxreal_why" ]; then
+    note "SKIP  tcpxreal ($tcpxreal_why)"
+    return 0
+  fi
+  if ! "$ROOT/scripts/build-tcpx-plugin.sh" --check >"$LOGS/tcpxreal_check.log" 2>&1; then
+    note "SKIP  tcpxreal ($(tail -n 1 "$LOGS/tcpxreal_check.log"))"
+    return 0
+  fi
+  run_step tcpxreal_build 600 "$ROOT/scripts/build-tcpx-plugin.sh" || return 1
+  local plugin
+  plugin=$(tail -n 1 "$LOGS/tcpxreal_build.log")
+  run_step tcpxreal 900 "$ROOT/tests/tcpx/gpu_real_plugin.sh" "$BUILD" "$plugin"
+  grep -E 'ver\. |^(PASS|FAIL|SKIP)  tcpx-real' "$LOGS/tcpxreal.log" | sed 's/^\[tpx [^]]*\] /      /' >>"$SUMMARY"
+}
+
 step_bench() {
   if [ "${GPU_QUICK:-0}" = 1 ]; then
     run_step bench 200 "$BUILD/tpx-unpack-bench" --iters 5 --warmup 1 --quick
@@ -250,11 +276,29 @@ build_gpu_pieces() {
   gcc "${cflags[@]}" "$ROOT/tools/tpx-unpack-bench.c" "$o"/*.o "${libs[@]}" -o "$BUILD/tpx-unpack-bench"
 }
 
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
+cfg=()
+command -v ninja >/dev/null && cfg=(-G Ninja)
+# The tcpxreal step's programs (tests/fakes, tests/conformance) are built
+# with the tests, which need cmocka; GPU machines have none: Debian's, from
+# the .debs scripts/pack-testdeps-tools.sh carries, when they are there.
+# Without cmocka they are not built and the step skips, saying so.
+tcpxreal_why=""
+case " $STEPS " in
+*" tcpxreal "*)
+  cm_debs=$(ls "${TPX_TESTDEPS_TOOLS:-/nonexistent}"/debs/libcmocka*.deb 2>/dev/null)
+  if ! ldconfig -p | grep -q 'libcmocka\.so'; then
+    if [ -n "$cm_debs" ]; then
+      for d in $cm_debs; do dpkg-deb -x "$d" "$BUILD/cmocka"; done
+      cfg+=(-DCMOCKA_LIB="$BUILD/cmocka/usr/lib/x86_64-linux-gnu/libcmocka.so.0" -DCMOCKA_INCLUDE="$BUILD/cmocka/usr/include")
+    else
+      tcpxreal_why="no cmocka here nor in \$TPX_TESTDEPS_TOOLS/debs (scripts/pack-testdeps-tools.sh)"
+    fi
+  fi
+  [ -z "$tcpxreal_why" ] && TARGETS="$TARGETS tpx-info tpx-conformance tpx-rxdm-standin tpx-devmem-standin" ;;
+esac
 t0=$SECONDS
 if {
-  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_CUDA=ON &&
+  cmake -S "$ROOT" -B "$BUILD" "${cfg[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_CUDA=ON &&
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$(nproc)" --target $TARGETS
 } >"$LOGS/build.log" 2>&1; then
