@@ -9,7 +9,10 @@
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
 #   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
-#   NIXL/TPX (python/tests/test_disagg_serving.py).
+#   NIXL/TPX (python/tests/test_disagg_serving.py) -> PyTorch's NCCL and
+#   NIXL's Python agent over Google's real GPUDirect-TCPX plugin with the RxDM
+#   and devmem stand-ins (tests/gpu/tcpx_clients.sh) -> the engine over that
+#   plugin next to NCCL over it and the emulation (bench/tcpx_compare.sh).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
 #
@@ -22,6 +25,7 @@
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
 #               flush sockunpack gputcpx memcheck_engine python gpubench disagg
+#               tcpx_nccl tcpx_nixl tcpx_bench
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
@@ -38,6 +42,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
 ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench disagg"
+ALL_STEPS="$ALL_STEPS tcpx_nccl tcpx_nixl tcpx_bench"
 STEPS=${STEPS:-$ALL_STEPS}
 TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
@@ -206,6 +211,53 @@ step_disagg() {
   fi
   run_step disagg 600 env TPX_LIBRARY="$BUILD/libtpx.so" "${env[@]}" PYTHONDONTWRITEBYTECODE=1 \
     TPX_SOCKET_IFNAME=lo "$py" -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests/test_disagg_serving.py"
+}
+
+# Google's GPUDirect-TCPX plugin (scripts/build-tcpx-plugin.sh, cached; it
+# prints the plugin's path last) and the stand-ins, built once for the steps
+# below; prints the plugin's path.
+tcpx_plugin=""
+tcpx_prepare() {
+  if [ -z "$tcpx_plugin" ]; then
+    tcpx_plugin=$("$ROOT/scripts/build-tcpx-plugin.sh" 2>>"$LOGS/build.log" | tail -n 1)
+    cmake --build "$BUILD" --target tpx-rxdm-standin tpx-devmem-standin >>"$LOGS/build.log" 2>&1 || tcpx_plugin=""
+  fi
+  [ -n "$tcpx_plugin" ] && [ -f "$tcpx_plugin" ]
+}
+
+# NCCL (PyTorch's, two processes on GPU 0 and GPU 1) and NIXL's Python agent
+# (TPX backend, VRAM at both ends) over the real plugin with the RxDM stand-in
+# running and the devmem stand-in preloaded; every byte checked, NCCL's log
+# showing the plugin's name and version (tests/gpu/tcpx_clients.sh).
+tcpx_client_step() {
+  local what=$1 limit=$2
+  if ! tcpx_prepare; then
+    note "FAIL  tcpx_$what (the plugin or the stand-ins did not build; $LOGS/build.log)"
+    failed=1
+    return 1
+  fi
+  run_step "tcpx_$what" "$limit" env NIXL_PREFIX="${NIXL_PREFIX:-}" "$ROOT/tests/gpu/tcpx_clients.sh" "$what" \
+    --build "$BUILD" --plugin "$tcpx_plugin"
+  [ $? = 77 ] && grep -m 1 'SKIPPED' "$LOGS/tcpx_$what.log" | sed 's/^/      /' >>"$SUMMARY"
+  return 0
+}
+step_tcpx_nccl() { tcpx_client_step nccl 420; }
+step_tcpx_nixl() { tcpx_client_step nixl 300; }
+
+# The engine GPU 0 -> GPU 1 over the real plugin next to NCCL over the same
+# plugin and stand-ins, and next to the emulation (TPX_SOCK_UNPACK=1): the
+# issue's targets as ratios (bench/tcpx_compare.sh, a benchmark, not a test).
+step_tcpx_bench() {
+  local n
+  n=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$n" -lt 2 ]; then
+    note "SKIP  tcpx_bench (needs 2 GPUs, $n present)"
+    return 0
+  fi
+  tcpx_prepare || { note "FAIL  tcpx_bench (the plugin or the stand-ins did not build)"; failed=1; return 1; }
+  run_step tcpx_bench 500 env TPX_TCPX_REAL_PLUGIN="$tcpx_plugin" ROUNDS="${TCPX_BENCH_ROUNDS:-3}" \
+    ITERS64="${TCPX_BENCH_ITERS:-20}" LOGS="$LOGS/tcpx_bench" "$ROOT/bench/tcpx_compare.sh" "$BUILD"
+  sed -n '/^medians/,/^with_real_plugin/p' "$LOGS/tcpx_bench.log" | grep -v '^with_real_plugin' >>"$SUMMARY"
 }
 
 step_bench() {

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""NIXL's Python agent with the TPX backend over the transport TPX_NET_PLUGIN
+names (on the GPU machine: Google's GPUDirect-TCPX plugin with the RxDM and
+devmem stand-ins, tests/gpu/tcpx_nixl.sh), GPU memory at both ends:
+
+  1. WRITE of 1,000 blocks of 64 KiB (non-contiguous, shuffled block-index
+     lists, prepared once per side as vLLM's NixlConnector does) with a
+     notification, then
+  2. WRITE of one 64 MiB block with a notification,
+  3. READ of that block back into a zeroed region.
+
+The initiator runs on --init-gpu (default 0), the target in a second process
+on --target-gpu (default 1, or 0 on a one-GPU machine). Every byte is
+compared on the GPU that received it. Every wait is bounded; nothing but
+127.0.0.1 is dialled. Exit status 0 only when every byte matched; prints one
+"RESULT {json}" line (times are informational, not a benchmark).
+
+  TPX_NET_PLUGIN=/path/libnccl-net-tcpx.so python3 tests/gpu/tcpx_nixl.py
+Needs torch with CUDA and NIXL built with --cuda (PYTHONPATH, NIXL_PLUGIN_DIR:
+docs/NIXL.md).
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "nixl"))
+
+KIB = 1024
+MIB = 1024 * KIB
+WAIT_S = 60.0
+SEED_KV, SEED_BIG = 5, 9
+
+
+def gen(torch, seed, start, n, device):
+    """Bytes of the source at [start, start + n): a function of the offset
+    that differs between any two 64 KiB blocks, so a block landing in the
+    wrong place is seen."""
+    i = torch.arange(start, start + n, dtype=torch.int64, device=device)
+    return (((i * 2654435761 + seed * 97) >> 13) & 0xFF).to(torch.uint8)
+
+
+def index_lists(seed, nblk):
+    rng = random.Random(seed)
+    return rng.sample(range(nblk), nblk), rng.sample(range(nblk), nblk)
+
+
+def say(line):
+    print("@@ " + line, flush=True)
+
+
+def import_nixl():
+    from nixl_import import nixl_agent, nixl_agent_config  # noqa: E402
+    return nixl_agent, nixl_agent_config
+
+
+def make_agent(name, gpu):
+    nixl_agent, nixl_agent_config = import_nixl()
+    agent = nixl_agent(name, nixl_agent_config(backends=[]))
+    if "TPX" not in agent.get_plugin_list():
+        raise SystemExit(f"tcpx_nixl: NIXL found no TPX plugin (NIXL_PLUGIN_DIR={os.environ.get('NIXL_PLUGIN_DIR')})")
+    # The transport comes from TPX_NET_PLUGIN; the endpoint's GPU from "gpu".
+    agent.create_backend("TPX", {"gpu": str(gpu)})
+    return agent
+
+
+def wait_notif(agent, want):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        for _, msgs in agent.get_new_notifs().items():
+            if want in msgs:
+                return True
+        time.sleep(0.0005)
+    return False
+
+
+def layout(args):
+    stride = 2 * args.block  # a gap as large as each block: non-contiguous
+    return stride, args.blocks * stride, args.blocks * stride + args.big
+
+
+def target(args):
+    import torch
+    torch.cuda.set_device(args.target_gpu)
+    dev = torch.device("cuda", args.target_gpu)
+    agent = make_agent("target", args.target_gpu)
+    stride, big_off, total = layout(args)
+    region = torch.zeros(total, dtype=torch.uint8, device=dev)
+    reg = agent.register_memory([region])
+    say(f"READY {region.data_ptr()} {total} {agent.get_agent_metadata().hex()}")
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd == "meta":
+            agent.add_remote_agent(bytes.fromhex(arg))
+            say("OK meta")
+        elif cmd == "expect-kv":
+            if not wait_notif(agent, b"kv"):
+                say("BAD no notification kv")
+                continue
+            torch.cuda.synchronize(dev)
+            src_idx, dst_idx = index_lists(SEED_KV, args.blocks)
+            src = gen(torch, SEED_KV, 0, big_off, dev).view(args.blocks, stride)[:, :args.block]
+            got = region[:big_off].view(args.blocks, stride)
+            want = src[torch.tensor(src_idx, device=dev)]
+            have = got[torch.tensor(dst_idx, device=dev), :args.block]
+            bad = (have != want).any(dim=1).nonzero()
+            # The gaps between blocks must stay untouched.
+            gaps = int(torch.count_nonzero(got[:, args.block:]).item())
+            if bad.numel() or gaps:
+                say(f"BAD kv: {bad.numel()} of {args.blocks} blocks differ, {gaps} gap bytes written")
+            else:
+                say("OK kv")
+        elif cmd == "expect-big":
+            if not wait_notif(agent, b"big"):
+                say("BAD no notification big")
+                continue
+            torch.cuda.synchronize(dev)
+            want = gen(torch, SEED_BIG, big_off, args.big, dev)
+            n = int(torch.count_nonzero(region[big_off:] != want).item())
+            say("OK big" if n == 0 else f"BAD big: {n} bytes differ")
+        elif cmd == "quit":
+            break
+    agent.deregister_memory(reg)
+    say("BYE")
+    return 0
+
+
+class Peer:
+    def __init__(self, args):
+        cmd = [sys.executable, os.path.abspath(__file__), "--role", "target", "--target-gpu", str(args.target_gpu),
+               "--blocks", str(args.blocks), "--block-size", str(args.block), "--big", str(args.big)]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def line(self):
+        # Lines without the prefix are NIXL's logging. The target answers
+        # within its own bounded waits; readline returns at its exit.
+        while True:
+            s = self.p.stdout.readline()
+            if not s:
+                raise RuntimeError(f"target exited (rc {self.p.poll()})")
+            if s.startswith("@@ "):
+                return s[3:].strip()
+
+    def ask(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return self.line()
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.ask("quit")
+                self.p.wait(timeout=30)
+            except (BrokenPipeError, RuntimeError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait(timeout=30)
+
+
+def run_xfer(agent, h, what):
+    t0 = time.perf_counter()
+    st = agent.transfer(h)
+    if st not in ("PROC", "DONE"):
+        raise RuntimeError(f"{what}: transfer() answered {st}")
+    deadline = time.monotonic() + WAIT_S
+    while st == "PROC":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not done within {WAIT_S} s")
+        st = agent.check_xfer_state(h)
+    if st != "DONE":
+        raise RuntimeError(f"{what}: ended {st}")
+    return time.perf_counter() - t0
+
+
+def initiator(args):
+    import torch
+    torch.cuda.set_device(args.init_gpu)
+    dev = torch.device("cuda", args.init_gpu)
+    stride, big_off, total = layout(args)
+    peer = Peer(args)
+    result = {"plugin": os.environ.get("TPX_NET_PLUGIN", "(built-in)"), "init_gpu": args.init_gpu,
+              "target_gpu": args.target_gpu, "blocks": args.blocks, "block_bytes": args.block, "big_bytes": args.big}
+    failures = []
+    try:
+        words = peer.line().split()
+        if words[0] != "READY":
+            raise RuntimeError(f"target: {' '.join(words)}")
+        t_addr, t_total, t_meta = int(words[1]), int(words[2]), bytes.fromhex(words[3])
+        assert t_total == total
+        agent = make_agent("init", args.init_gpu)
+        region = torch.empty(total, dtype=torch.uint8, device=dev)
+        region[:big_off] = gen(torch, SEED_KV, 0, big_off, dev)
+        region[big_off:] = gen(torch, SEED_BIG, big_off, args.big, dev)
+        torch.cuda.synchronize(dev)
+        reg = agent.register_memory([region])
+        agent.add_remote_agent(t_meta)
+        if peer.ask("meta " + agent.get_agent_metadata().hex()) != "OK meta":
+            raise RuntimeError("target did not take the initiator's metadata")
+        base = region.data_ptr()
+        # 1. 1,000 x 64 KiB, one descriptor per block, prepared once per side.
+        local = agent.prep_xfer_dlist("NIXL_INIT_AGENT", [(base + i * stride, args.block, args.init_gpu)
+                                                          for i in range(args.blocks)], "VRAM")
+        remote = agent.prep_xfer_dlist("target", [(t_addr + i * stride, args.block, args.target_gpu)
+                                                  for i in range(args.blocks)], "VRAM")
+        src_idx, dst_idx = index_lists(SEED_KV, args.blocks)
+        h = agent.make_prepped_xfer("WRITE", local, src_idx, remote, dst_idx, b"kv")
+        secs = run_xfer(agent, h, "WRITE 1000 blocks")
+        ans = peer.ask("expect-kv")
+        result["kv_write_s"] = secs
+        print(f"WRITE {args.blocks} x {args.block // KIB} KiB VRAM -> VRAM: {secs * 1e3:.1f} ms "
+              f"({args.blocks * args.block / secs / 1e9:.2f} GB/s, first transfer): {ans}", flush=True)
+        if ans != "OK kv":
+            failures.append(ans)
+        agent.release_xfer_handle(h)
+        agent.release_dlist_handle(local)
+        agent.release_dlist_handle(remote)
+        # 2. one 64 MiB block, WRITE then READ back.
+        lbig = agent.get_xfer_descs([(base + big_off, args.big, args.init_gpu)], "VRAM")
+        rbig = agent.get_xfer_descs([(t_addr + big_off, args.big, args.target_gpu)], "VRAM")
+        h = agent.initialize_xfer("WRITE", lbig, rbig, "target", b"big")
+        secs = run_xfer(agent, h, "WRITE 64 MiB")
+        ans = peer.ask("expect-big")
+        result["big_write_s"] = secs
+        print(f"WRITE {args.big // MIB} MiB VRAM -> VRAM: {secs * 1e3:.1f} ms "
+              f"({args.big / secs / 1e9:.2f} GB/s, first transfer): {ans}", flush=True)
+        if ans != "OK big":
+            failures.append(ans)
+        agent.release_xfer_handle(h)
+        region[big_off:].zero_()
+        torch.cuda.synchronize(dev)
+        h = agent.initialize_xfer("READ", lbig, rbig, "target")
+        secs = run_xfer(agent, h, "READ 64 MiB")
+        torch.cuda.synchronize(dev)
+        n = int(torch.count_nonzero(region[big_off:] != gen(torch, SEED_BIG, big_off, args.big, dev)).item())
+        result["big_read_s"] = secs
+        print(f"READ {args.big // MIB} MiB VRAM <- VRAM: {secs * 1e3:.1f} ms "
+              f"({args.big / secs / 1e9:.2f} GB/s): {'OK' if n == 0 else f'BAD {n} bytes differ'}", flush=True)
+        if n:
+            failures.append(f"READ 64 MiB: {n} bytes differ")
+        agent.release_xfer_handle(h)
+        agent.remove_remote_agent("target")
+        agent.deregister_memory(reg)
+    except Exception as e:  # reported, never a hang: the target is stopped below
+        failures.append(f"{type(e).__name__}: {e}")
+    finally:
+        peer.close()
+    result["ok"] = not failures
+    result["failures"] = failures
+    print("RESULT " + json.dumps(result), flush=True)
+    if failures:
+        print("tcpx_nixl: FAILED: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    print("tcpx_nixl: every byte matched (1000 x 64 KiB WRITE, 64 MiB WRITE and READ, VRAM at both ends)")
+    return 0
+
+
+def size(text):
+    t = text.strip().upper()
+    mult = {"K": KIB, "M": MIB}.get(t[-1:], 1)
+    n = int(t[:-1] if mult > 1 else t) * mult
+    if n < 4 * KIB or n % (4 * KIB):
+        raise argparse.ArgumentTypeError(f"a multiple of 4 KiB, not {text!r}")
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--role", choices=["init", "target"], default="init", help=argparse.SUPPRESS)
+    ap.add_argument("--init-gpu", type=int, default=0)
+    ap.add_argument("--target-gpu", type=int, default=None, help="default 1, or 0 with one GPU")
+    ap.add_argument("--blocks", type=int, default=1000)
+    ap.add_argument("--block-size", dest="block", type=size, default=64 * KIB)
+    ap.add_argument("--big", type=size, default=64 * MIB)
+    args = ap.parse_args()
+    if not 1 <= args.blocks <= 100000:
+        ap.error("--blocks: 1..100000")
+    if args.target_gpu is None:
+        import torch
+        args.target_gpu = 1 if torch.cuda.device_count() >= 2 else 0
+    return target(args) if args.role == "target" else initiator(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
