@@ -17,7 +17,7 @@ Transports (--transport, or TPX_BENCH_TRANSPORT):
               fills in for itself (docs/CONFIG.md). The plugin's own
               NCCL_GPUDIRECTTCPX_* (interfaces, RxDM's socket prefix) and the
               devmem stand-in (LD_PRELOAD) come from the caller:
-              tests/gpu/tcpx_nccl.sh
+              tests/gpu/tcpx_clients.sh
   tcpx-a3     tcpx with NCCL tuned as Google's A3-high recipe tunes it
               (NCCL_P2P_NET_CHUNKSIZE=524288, NCCL_BUFFSIZE=4194304,
               8 channels)
