@@ -18,9 +18,10 @@ Transports (--transport, or TPX_BENCH_TRANSPORT):
               NCCL_GPUDIRECTTCPX_* (interfaces, RxDM's socket prefix) and the
               devmem stand-in (LD_PRELOAD) come from the caller:
               tests/gpu/tcpx_clients.sh
-  tcpx-a3     tcpx with NCCL tuned as Google's A3-high recipe tunes it
-              (NCCL_P2P_NET_CHUNKSIZE=524288, NCCL_BUFFSIZE=4194304,
-              8 channels)
+  tcpx-a3     tcpx with the settings of Google's A3-high NCCL configuration
+              (NCCL_P2P_NET_CHUNKSIZE=524288, NCCL_BUFFSIZE=4194304, and
+              for the plugin 1 thread x 4 sockets per comm: on lo it
+              otherwise takes 1 x 1)
   env         leave NCCL_NET* as the caller set them
 
 Start:  python3 bench/nccl_with_tpx.py --transport tpx --plugin build/libnccl-net-tpx.so
@@ -80,9 +81,11 @@ TCPX_ENV = {"NCCL_NET_GDR_LEVEL": "SYS", "NCCL_NET_GDR_READ": "1"}
 # environment"), so NCCL and the engine run the plugin alike.
 TCPX_PLUGIN_DEFAULTS = {"NCCL_DYNAMIC_CHUNK_SIZE": "524288", "NCCL_GPUDIRECTTCPX_RECV_SYNC": "1",
                         "NCCL_MIN_ZCOPY_SIZE": "4096"}
-# NCCL's own tuning in Google's A3-high NCCL configuration (not the plugin's).
+# Google's A3-high NCCL configuration: NCCL's chunk and buffer sizes, and the
+# plugin's threads and sockets per comm (read by the plugin; on a NIC it does
+# not know, lo included, it takes 1 x 1: connect.cc, tcpxGetNsockNthread).
 A3_TUNING = {"NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_BUFFSIZE": "4194304",
-             "NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": "8"}
+             "NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "4"}
 
 
 def parse_size(text):
