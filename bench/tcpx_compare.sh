@@ -24,4 +24,6 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export TPX_REAL_TIMEOUT_S=${TPX_REAL_TIMEOUT_S:-1200} IPERF3=none
+# RxDM's own receive buffer per GPU (4 GiB, as tests/tcpx/gpu_real_plugin.sh gives it).
+export TPX_RXDM_ARGS=${TPX_RXDM_ARGS:---pool-bytes 4294967296}
 exec "$root/tests/tcpx/with_real_plugin.sh" "$root" - "$standin" -- bash "$here/compare.sh" tcpx "$build"

@@ -9,10 +9,12 @@
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
 #   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
-#   NIXL/TPX (python/tests/test_disagg_serving.py) -> PyTorch's NCCL and
-#   NIXL's Python agent over Google's real GPUDirect-TCPX plugin with the RxDM
-#   and devmem stand-ins (tests/gpu/tcpx_clients.sh) -> the engine over that
-#   plugin next to NCCL over it and the emulation (bench/tcpx_compare.sh).
+#   NIXL/TPX (python/tests/test_disagg_serving.py) -> Google's real
+#   GPUDirect-TCPX plugin built from its tarball and run over the RxDM and
+#   devmem TCP stand-ins (tests/tcpx/gpu_real_plugin.sh) -> PyTorch's NCCL and
+#   NIXL's Python agent over that plugin and the stand-ins
+#   (tests/gpu/tcpx_clients.sh) -> the engine over it next to NCCL over it and
+#   the emulation (bench/tcpx_compare.sh).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
 #
@@ -25,7 +27,10 @@
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
 #               flush sockunpack gputcpx memcheck_engine python gpubench disagg
-#               tcpx_nccl tcpx_nixl tcpx_bench
+#               tcpxreal tcpx_nccl tcpx_nixl tcpx_bench
+#   TPX_TESTDEPS_TOOLS, TPX_THIRD_PARTY, TPX_DEPS_CACHE  where the tcpx*
+#               steps find the plugin's tarballs and protobuf's .debs and
+#               build it (scripts/build-tcpx-plugin.sh)
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
@@ -41,12 +46,14 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench disagg"
+ALL_STEPS="ctx unpack memcheck bench engine flush sockunpack gputcpx memcheck_engine python gpubench disagg tcpxreal"
 ALL_STEPS="$ALL_STEPS tcpx_nccl tcpx_nixl tcpx_bench"
 STEPS=${STEPS:-$ALL_STEPS}
 TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
+case " $STEPS " in *" tcpxreal "*) TARGETS="$TARGETS tpx-info tpx-conformance tpx-rxdm-standin tpx-devmem-standin" ;; esac
+case " $STEPS " in *" tcpx_"*) TARGETS="$TARGETS tpx-rxdm-standin tpx-devmem-standin" ;; esac
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 [ -n "${OUT:-}" ] && mkdir -p "$OUT"
@@ -213,16 +220,32 @@ step_disagg() {
     TPX_SOCKET_IFNAME=lo "$py" -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests/test_disagg_serving.py"
 }
 
+# Google's real GPUDirect-TCPX plugin, built (cached in TPX_DEPS_CACHE) by
+# scripts/build-tcpx-plugin.sh, over the RxDM and devmem TCP stand-ins and
+# this machine's CUDA driver: conformance, the engine 4 KiB..256 MiB in host
+# and GPU memory, GPU 0 -> GPU 1, faults (tests/tcpx/gpu_real_plugin.sh).
+step_tcpxreal() {
+  if ! "$ROOT/scripts/build-tcpx-plugin.sh" --check >"$LOGS/tcpxreal_check.log" 2>&1; then
+    note "SKIP  tcpxreal ($(tail -n 1 "$LOGS/tcpxreal_check.log"))"
+    return 0
+  fi
+  run_step tcpxreal_build 600 "$ROOT/scripts/build-tcpx-plugin.sh" || return 1
+  local plugin
+  plugin=$(tail -n 1 "$LOGS/tcpxreal_build.log")
+  run_step tcpxreal 900 "$ROOT/tests/tcpx/gpu_real_plugin.sh" "$BUILD" "$plugin"
+  grep -E 'ver\. |^(PASS|FAIL|SKIP)  tcpx-real' "$LOGS/tcpxreal.log" | sed 's/^\[tpx [^]]*\] /      /' >>"$SUMMARY"
+}
+
 # Google's GPUDirect-TCPX plugin (scripts/build-tcpx-plugin.sh, cached; it
 # prints the plugin's path last) and the stand-ins, built once for the steps
 # below; prints the plugin's path.
 tcpx_plugin=""
 tcpx_prepare() {
   if [ -z "$tcpx_plugin" ]; then
-    tcpx_plugin=$("$ROOT/scripts/build-tcpx-plugin.sh" 2>>"$LOGS/build.log" | tail -n 1)
-    cmake --build "$BUILD" --target tpx-rxdm-standin tpx-devmem-standin >>"$LOGS/build.log" 2>&1 || tcpx_plugin=""
+    "$ROOT/scripts/build-tcpx-plugin.sh" --check >>"$LOGS/tcpx_plugin.log" 2>&1 &&
+      tcpx_plugin=$("$ROOT/scripts/build-tcpx-plugin.sh" 2>>"$LOGS/tcpx_plugin.log" | tail -n 1)
   fi
-  [ -n "$tcpx_plugin" ] && [ -f "$tcpx_plugin" ]
+  [ -n "$tcpx_plugin" ] && [ -f "$tcpx_plugin" ] && [ -x "$BUILD/tests/fakes/tpx-rxdm-standin" ]
 }
 
 # NCCL (PyTorch's, two processes on GPU 0 and GPU 1) and NIXL's Python agent
@@ -232,7 +255,7 @@ tcpx_prepare() {
 tcpx_client_step() {
   local what=$1 limit=$2
   if ! tcpx_prepare; then
-    note "FAIL  tcpx_$what (the plugin or the stand-ins did not build; $LOGS/build.log)"
+    note "FAIL  tcpx_$what (the plugin or the stand-ins did not build: $(tail -n 1 "$LOGS/tcpx_plugin.log" 2>/dev/null); $LOGS/build.log)"
     failed=1
     return 1
   fi

@@ -63,6 +63,8 @@ fi
 # Never NVLink multicast on shared machines; loopback only.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TPX_SOCKET_IFNAME=lo
 export TPX_TCPX_REAL_PLUGIN=$plugin TPX_REAL_TIMEOUT_S=${TPX_REAL_TIMEOUT_S:-300}
+# RxDM's own receive buffer per GPU (4 GiB, as tests/tcpx/gpu_real_plugin.sh gives it).
+export TPX_RXDM_ARGS=${TPX_RXDM_ARGS:---pool-bytes 4294967296}
 # with_real_plugin.sh: "-" = the machine's own CUDA driver, no test doubles.
 real=("$root/tests/tcpx/with_real_plugin.sh" "$root" - "$standin" --)
 log=$(mktemp /tmp/tcpx-clients-XXXXXX.log)

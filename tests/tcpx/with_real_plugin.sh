@@ -7,6 +7,9 @@
 #
 #   with_real_plugin.sh SOURCE_DIR FAKE_CUDA_DIR RXDM_STANDIN -- COMMAND...
 #
+# FAKE_CUDA_DIR "-": the machine's own CUDA driver and runtime (a GPU
+# machine: tests/gpu/run.sh, step tcpxreal); the RxDM stand-in's buffers are
+# then real GPU memory, one per GPU.
 # COMMAND runs with TPX_NET_PLUGIN set to the plugin and the plugin's
 # environment; TPX_RXDM_RECORD names the stand-in's record of every request
 # (checked below unless TPX_RXDM_EXPECT_RULES=0: the plugin asked for
@@ -32,14 +35,18 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
+if [ "$fake" != - ]; then
+  export LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export FAKE_CUDA_DEVICES=${FAKE_CUDA_DEVICES:-1}
+fi
 # The stand-in's sockets; it prints "ready ..." once they listen.
-LD_LIBRARY_PATH=$fake FAKE_CUDA_DEVICES=${FAKE_CUDA_DEVICES:-1} \
-  "$standin" --prefix "$dir" --record "$record" ${TPX_RXDM_ARGS:-} >"$dir/standin.out" 2>&1 &
+# shellcheck disable=SC2086
+"$standin" --prefix "$dir" --record "$record" ${TPX_RXDM_ARGS:-} >"$dir/standin.out" 2>&1 &
 pid=$!
 i=0
 until grep -q '^ready' "$dir/standin.out" 2>/dev/null; do
   i=$((i + 1))
-  if [ $i -gt 100 ] || ! kill -0 "$pid" 2>/dev/null; then
+  if [ $i -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; then
     cat "$dir/standin.out"
     echo "with_real_plugin: tpx-rxdm-standin did not start" >&2
     exit 1
@@ -48,8 +55,6 @@ until grep -q '^ready' "$dir/standin.out" 2>/dev/null; do
 done
 echo "with_real_plugin: plugin $plugin, RxDM stand-in at $dir"
 export TPX_NET_PLUGIN=$plugin
-export LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKE_CUDA_DEVICES=${FAKE_CUDA_DEVICES:-1}
 export NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=$dir
 export NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=lo NCCL_GPUDIRECTTCPX_CTRL_DEV=lo
 export TPX_SOCKET_IFNAME=lo TPX_RXDM_RECORD=$record

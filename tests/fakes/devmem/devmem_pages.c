@@ -38,7 +38,7 @@ size_t devmem_pages_rx(struct devmem_pages *dp, int sock, const void *data, size
   while (done < len && n < max && dp->nfree > 0) {
     uint32_t page = dp->free[--dp->nfree];
     size_t take = len - done < DEVMEM_PAGE ? len - done : DEVMEM_PAGE;
-    memcpy(dp->base + (size_t)page * DEVMEM_PAGE, (const uint8_t *)data + done, take);
+    if (dp->base) memcpy(dp->base + (size_t)page * DEVMEM_PAGE, (const uint8_t *)data + done, take);
     dp->owner[page] = sock;
     /* The token is the page's index: unique while the page is held. */
     frags[n++] = (struct devmemvec){page * DEVMEM_PAGE, (uint32_t)take, page};

@@ -1,8 +1,7 @@
 /* The page and token bookkeeping of a devmem TCP stand-in: what the kernel
  * does, on A3-high, with the GPU receive buffer RxDM binds to a NIC queue,
- * as the GPUDirect-TCPX plugin (4b8ea7f) sees it. Only the bookkeeping; the
- * preloaded library that will give the plugin's sockets these receives is
- * not written yet (docs/A3HIGH.md).
+ * as the GPUDirect-TCPX plugin (4b8ea7f) sees it. Only the bookkeeping;
+ * devmem_preload.c gives the plugin's sockets these receives.
  *
  * Rules, with their source:
  * - The buffer is cut into 4 KiB pages; a received fragment lies in one page,
@@ -39,7 +38,7 @@ struct devmemtoken { /* the plugin's layout */
 };
 
 struct devmem_pages {
-  uint8_t *base;       /* the receive buffer */
+  uint8_t *base;       /* the receive buffer (host), or NULL */
   uint32_t npages;
   int32_t *owner;      /* per page: the socket holding it, or -1 (free) */
   uint32_t *free;      /* stack of free page indexes */
@@ -47,7 +46,8 @@ struct devmem_pages {
   uint64_t misuse;     /* tokens given back twice or never handed out */
 };
 
-/* Over a buffer of size bytes (whole pages used). 0 or -ENOMEM. */
+/* Over a buffer of size bytes (whole pages used). 0 or -ENOMEM. base NULL:
+ * bookkeeping only, the caller copies the bytes (GPU memory). */
 int devmem_pages_init(struct devmem_pages *dp, void *base, size_t size);
 void devmem_pages_fini(struct devmem_pages *dp);
 

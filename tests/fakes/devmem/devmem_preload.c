@@ -4,22 +4,37 @@
  * only on what only the plugin asks for:
  *
  * - recvmsg(..., MSG_SOCK_DEVMEM): the bytes read go into free pages of the
- *   GPU receive buffer RxDM handed out (fetched from the RxDM stand-in's
- *   get_gpu_fd_<pci> socket, first GPU), and the reply is one
+ *   receive buffer RxDM handed out for the GPU the socket's flow-steering
+ *   rule names (asked of the RxDM stand-in's standin_flow_gpu socket, as the
+ *   NIC would look the flow up; the buffer fetched from get_gpu_fd_<pci> and
+ *   get_gpu_metadata_<pci> as the plugin fetches it), and the reply is one
  *   SCM_DEVMEM_OFFSET control message per page (devmem_pages.h has the
  *   rules). No free page: EAGAIN, as if nothing had arrived.
  * - setsockopt(SOL_SOCKET, SO_DEVMEM_DONTNEED): the tokens come back; 0, or
  *   EINVAL for a token given back twice or never handed out (counted).
+ * - cuMemGetHandleForAddressRange (the plugin's dma-buf of GPU memory for
+ *   sends): the driver's answer, and which GPU range the descriptor stands
+ *   for is noted; where the driver has no dma-buf support, a placeholder
+ *   descriptor (an eventfd) stands for the range instead.
  * - ioctl(DMA_BUF_CREATE_PAGES) on a dma-buf: accepted (a new descriptor of
  *   the same memory), as the devmem kernel binds it to the NIC.
+ * - sendmsg(..., SCM_DEVMEM_OFFSET {dma-buf fd, offset}): the bytes are sent
+ *   from the dma-buf itself, MSG_ZEROCOPY kept, so the kernel's own
+ *   completions arrive on the error queue as the plugin expects.
  * - realpath("/sys/class/net/lo/device"): a PCI-looking path, since the
  *   plugin reads the NIC's PCI address unchecked for CUDA registrations.
  *
- * - sendmsg(..., SCM_DEVMEM_OFFSET {dma-buf fd, offset}): the bytes are sent
- *   from the dma-buf itself (mapped), MSG_ZEROCOPY kept, so the kernel's own
- *   completions arrive on the error queue as the plugin expects.
- * DEVMEM_STANDIN_LOG=1: one line per refusal on stderr. */
+ * Two kinds of memory, told apart by the descriptors: the CUDA test doubles'
+ * (tests/fakes/cuda: memfds, mapped and used as they are) and a real GPU's
+ * (NVIDIA's shareable handles and dma-bufs cannot be mapped): the receive
+ * buffer is imported with the driver's VMM calls and written with
+ * cuMemcpyHtoD; a send reads the registered range with cuMemcpyDtoH into a
+ * host shadow of the range, whose pages stay put until the zero-copy
+ * completion, as the GPU memory would. The driver is found with dlopen, only
+ * when real GPU memory shows up.
+ * DEVMEM_STANDIN_LOG=1: one line per refusal or buffer on stderr. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,14 +43,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cuda.h>
+
 #include "devmem_pages.h"
+#include "rxdm_proto.h"
 
 /* The plugin's constants (its src/sock/tcpx.h, src/devcomm/unpack_defs1.h, src/gpu/tx_pool.cu). */
 #define MSG_SOCK_DEVMEM 0x2000000
@@ -49,17 +69,9 @@ struct dma_buf_create_pages_info {
 #define DMA_BUF_CREATE_PAGES _IOW('b', 2, struct dma_buf_create_pages_info)
 #define LO_PCI_PATH "/sys/devices/pci0000:00/0000:00:00.0"
 #define READ_MAX (512u << 10) /* bytes read per recvmsg at most */
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* dma-bufs mapped for sends, by descriptor (closed ones dropped in close()). */
-#define MAX_TX_MAPS 64
-static struct {
-  int fd;
-  uint8_t *base;
-  size_t size;
-} tx_maps[MAX_TX_MAPS];
-static struct devmem_pages pages;
-static int ready = -1; /* -1 not tried, 0 failed, 1 ready */
+#define MAX_BUFS 16           /* GPUs */
+#define MAX_SOCK_FD 65536     /* sockets known by descriptor below this */
+#define MAX_TX 256            /* GPU ranges registered for sends */
 
 static void note(const char *fmt, ...) {
   static int on = -1;
@@ -77,99 +89,295 @@ static void note(const char *fmt, ...) {
   static __typeof__(name) *real_##name;                                        \
   if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
-/* close() is ours too, and takes the lock: the lock's holders close with this. */
+/* close() is ours too, and takes the locks: their holders close with this. */
 static int sys_close(int fd) {
   REAL(close);
   return real_close(fd);
 }
 
-/* The receive buffer: asked of the RxDM stand-in as the plugin asks it. */
-static int fetch_buffer(void) {
-  const char *prefix = getenv("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX");
-  if (!prefix) prefix = "/tmp";
-  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-  /* The first GPU's socket, get_gpu_fd_<pci> (the CUDA test double's PCI ids). */
-  int found = 0;
-  for (int bus = 0x04; bus < 0x04 + 0x10 * 16 && !found; bus += 0x10) {
-    snprintf(path, sizeof(path), "%s/get_gpu_fd_0000:%02x:00.0", prefix, bus);
-    struct stat st;
-    found = stat(path, &st) == 0;
+/* ---- the CUDA driver, for real GPU memory ---- */
+static struct {
+  int tried, ok;
+  CUresult (*by_pci)(CUdevice *, const char *);
+  CUresult (*retain)(CUcontext *, CUdevice);
+  CUresult (*push)(CUcontext);
+  CUresult (*pop)(CUcontext *);
+  CUresult (*get_ctx)(CUcontext *);
+  CUresult (*ctx_dev)(CUdevice *);
+  CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+  CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+  CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+  CUresult (*release)(CUmemGenericAllocationHandle);
+  CUresult (*htod)(CUdeviceptr, const void *, size_t);
+  CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+  CUresult (*host_alloc)(void **, size_t, unsigned int);
+} cu;
+static pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cu_load(void) {
+  pthread_mutex_lock(&cu_lock);
+  if (!cu.tried) {
+    cu.tried = 1;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    struct { const char *name; void **fn; } syms[] = {
+        {"cuDeviceGetByPCIBusId", (void **)&cu.by_pci}, {"cuDevicePrimaryCtxRetain", (void **)&cu.retain},
+        {"cuCtxPushCurrent_v2", (void **)&cu.push}, {"cuCtxPopCurrent_v2", (void **)&cu.pop},
+        {"cuCtxGetCurrent", (void **)&cu.get_ctx}, {"cuCtxGetDevice", (void **)&cu.ctx_dev},
+        {"cuDeviceGetAttribute", (void **)&cu.attr},
+        {"cuMemImportFromShareableHandle", (void **)&cu.import}, {"cuMemAddressReserve", (void **)&cu.reserve},
+        {"cuMemMap", (void **)&cu.map}, {"cuMemSetAccess", (void **)&cu.access},
+        {"cuMemRelease", (void **)&cu.release}, {"cuMemcpyHtoD_v2", (void **)&cu.htod},
+        {"cuMemcpyDtoH_v2", (void **)&cu.dtoh}, {"cuMemHostAlloc", (void **)&cu.host_alloc},
+    };
+    cu.ok = lib != NULL;
+    for (size_t i = 0; cu.ok && i < sizeof(syms) / sizeof(syms[0]); i++)
+      if (!(*syms[i].fn = dlsym(lib, syms[i].name))) {
+        note("libcuda.so.1 has no %s", syms[i].name);
+        cu.ok = 0;
+      }
+    if (!lib) note("no CUDA driver: %s", dlerror());
   }
-  if (!found) return note("no get_gpu_fd_ socket under %s", prefix), -1;
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  pthread_mutex_unlock(&cu_lock);
+  return cu.ok;
+}
+
+/* A copy to or from GPU memory in ctx (pushed for the call). 0 or -EIO. */
+static int cu_copy(CUcontext ctx, int to_gpu, CUdeviceptr d, void *h, size_t n) {
+  CUcontext popped;
+  if (cu.push(ctx) != CUDA_SUCCESS) return -EIO;
+  CUresult rc = to_gpu ? cu.htod(d, h, n) : cu.dtoh(h, d, n);
+  cu.pop(&popped);
+  if (rc != CUDA_SUCCESS) note("cuMemcpy%s of %zu bytes failed: CUDA error %d", to_gpu ? "HtoD" : "DtoH", n, rc);
+  return rc == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+/* ---- the RxDM stand-in's sockets ---- */
+static const char *prefix(void) {
+  const char *p = getenv("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX");
+  return p ? p : "/tmp";
+}
+
+/* One request (raw bytes) to <prefix>/<name>; the answer's frame decoded into
+ * *m, or the descriptor it carried into *fd (fd != NULL). 0 or -1. */
+static int ask(const char *name, const char *text, struct rxdm_msg *m, int *fd) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-  if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-    if (s >= 0) sys_close(s);
-    return note("cannot reach %s", path), -1;
-  }
-  const char *pci = strrchr(path, '_') + 1;
-  uint8_t req[64];
-  size_t n = strlen(pci);
-  req[0] = 0, req[1] = (uint8_t)(2 + n), req[2] = 0x0a, req[3] = (uint8_t)n; /* raw_bytes = pci */
-  memcpy(req + 4, pci, n);
-  int fd = -1;
-  if (send(s, req, 4 + n, MSG_NOSIGNAL) == (ssize_t)(4 + n)) {
+  if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", prefix(), name) >= (int)sizeof(sa.sun_path)) return -1;
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct timeval tv = {2, 0}; /* the stand-in answers at once; never hang on it */
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  uint8_t req[256], ans[2 + 512];
+  int n = rxdm_encode_request_raw(req, sizeof(req), text);
+  int rc = -1;
+  if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || n < 0 ||
+      send(s, req, (size_t)n, MSG_NOSIGNAL) != n)
+    goto out;
+  if (fd) {
     char byte, ctl[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {&byte, 1};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-    if (recvmsg(s, &mh, 0) == 1 && CMSG_FIRSTHDR(&mh) && CMSG_FIRSTHDR(&mh)->cmsg_type == SCM_RIGHTS)
-      memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+    if (recvmsg(s, &mh, MSG_CMSG_CLOEXEC) == 1 && CMSG_FIRSTHDR(&mh) &&
+        CMSG_FIRSTHDR(&mh)->cmsg_type == SCM_RIGHTS) {
+      memcpy(fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+      rc = 0;
+    }
+    goto out;
   }
+  size_t have = 0, want = 2;
+  while (have < want) {
+    ssize_t r = recv(s, ans + have, want - have, 0);
+    if (r <= 0) goto out;
+    have += (size_t)r;
+    if (have == 2) {
+      want = 2 + ((size_t)ans[0] << 8 | ans[1]);
+      if (want > sizeof(ans)) goto out;
+    }
+  }
+  rc = rxdm_decode(ans + 2, want - 2, m) == 0 && m->kind == RXDM_RAW ? 0 : -1;
+out:
   sys_close(s);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) return note("no buffer from %s", path), -1;
-  void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  sys_close(fd);
-  if (base == MAP_FAILED) return note("cannot map the buffer"), -1;
-  if (devmem_pages_init(&pages, base, (size_t)st.st_size) != 0) return -1;
-  note("buffer of GPU %s: %lld bytes", pci, (long long)st.st_size);
+  return rc;
+}
+
+/* ---- the receive buffers, one per GPU ---- */
+struct rxbuf {
+  char pci[RXDM_STR_MAX];
+  pthread_mutex_t lock;
+  struct devmem_pages pages; /* base: the mapping (test doubles), or NULL (GPU) */
+  CUdeviceptr dptr;          /* GPU: the buffer, in ctx */
+  CUcontext ctx;
+};
+static struct rxbuf bufs[MAX_BUFS];
+static int nbufs;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* bufs, nbufs, sock_buf, tx */
+static int8_t sock_buf[MAX_SOCK_FD];                     /* socket -> 1 + its buffer; 0 unknown */
+
+/* The real GPU's buffer: imported as the plugin imports it (its
+ * src/gpu/common.cu), in the GPU's primary context. */
+static int import_gpu(struct rxbuf *b, int fd) {
+  struct rxdm_msg m;
+  char meta[64];
+  snprintf(meta, sizeof(meta), "get_gpu_metadata_%.32s", b->pci);
+  struct { int fd; size_t size, align; } md;
+  if (ask(meta, b->pci, &m, NULL) != 0 || m.raw_len != sizeof(md)) return note("no metadata from %s", meta), -1;
+  memcpy(&md, m.raw, sizeof(md));
+  if (!cu_load()) return -1;
+  CUdevice dev;
+  CUmemGenericAllocationHandle h;
+  CUcontext popped;
+  CUresult rc = cu.by_pci(&dev, b->pci);
+  if (rc == CUDA_SUCCESS) rc = cu.retain(&b->ctx, dev);
+  if (rc != CUDA_SUCCESS || cu.push(b->ctx) != CUDA_SUCCESS) return note("GPU %s: CUDA error %d", b->pci, rc), -1;
+  rc = cu.import(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  if (rc == CUDA_SUCCESS) {
+    rc = cu.reserve(&b->dptr, md.size, md.align, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = cu.map(b->dptr, md.size, 0, h, 0);
+    cu.release(h); /* the mapping keeps the memory */
+  }
+  CUmemAccessDesc desc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (rc == CUDA_SUCCESS) rc = cu.access(b->dptr, md.size, &desc, 1);
+  cu.pop(&popped);
+  if (rc != CUDA_SUCCESS) return note("importing the buffer of GPU %s: CUDA error %d", b->pci, rc), -1;
+  if (devmem_pages_init(&b->pages, NULL, md.size) != 0) return -1;
+  note("buffer of GPU %s: %zu bytes of GPU memory", b->pci, md.size);
   return 0;
 }
 
-static int have_buffer(void) {
-  if (ready < 0) ready = fetch_buffer() == 0;
-  return ready;
+/* The buffer of GPU pci (lock held), fetched from RxDM on first use. */
+static struct rxbuf *buffer_of(const char *pci) {
+  for (int i = 0; i < nbufs; i++)
+    if (!strcmp(bufs[i].pci, pci)) return &bufs[i];
+  if (nbufs == MAX_BUFS) return NULL;
+  struct rxbuf *b = &bufs[nbufs];
+  memset(b, 0, sizeof(*b));
+  snprintf(b->pci, sizeof(b->pci), "%.32s", pci);
+  char name[64];
+  snprintf(name, sizeof(name), "get_gpu_fd_%s", b->pci);
+  int fd = -1, ok = -1;
+  struct stat st;
+  if (ask(name, pci, NULL, &fd) != 0 || fstat(fd, &st) != 0) {
+    note("no buffer from %s/%s", prefix(), name);
+  } else if (S_ISREG(st.st_mode) && st.st_size > 0) { /* the test doubles' memfd */
+    void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) note("cannot map the buffer of GPU %s", pci);
+    else if ((ok = devmem_pages_init(&b->pages, base, (size_t)st.st_size)) == 0)
+      note("buffer of GPU %s: %lld bytes (mapped)", pci, (long long)st.st_size);
+  } else {
+    ok = import_gpu(b, fd);
+  }
+  if (fd >= 0) sys_close(fd);
+  if (ok != 0) return NULL;
+  pthread_mutex_init(&b->lock, NULL);
+  nbufs++;
+  return b;
 }
 
+/* The buffer socket fd receives into: its flow-steering rule's GPU, as the
+ * RxDM stand-in has it (a NIC steers by the rule). NULL when there is none. */
+static struct rxbuf *socket_buffer(int fd) {
+  if (fd < 0 || fd >= MAX_SOCK_FD) return NULL;
+  pthread_mutex_lock(&lock);
+  int k = sock_buf[fd];
+  pthread_mutex_unlock(&lock);
+  if (k) return &bufs[k - 1];
+  struct sockaddr_storage peer, self;
+  socklen_t pl = sizeof(peer), sl = sizeof(self);
+  char pip[INET6_ADDRSTRLEN], sip[INET6_ADDRSTRLEN], q[160];
+  if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
+    return NULL;
+  int v4 = peer.ss_family == AF_INET;
+  const void *pa = v4 ? (void *)&((struct sockaddr_in *)&peer)->sin_addr : (void *)&((struct sockaddr_in6 *)&peer)->sin6_addr;
+  const void *sa = v4 ? (void *)&((struct sockaddr_in *)&self)->sin_addr : (void *)&((struct sockaddr_in6 *)&self)->sin6_addr;
+  int pp = ntohs(v4 ? ((struct sockaddr_in *)&peer)->sin_port : ((struct sockaddr_in6 *)&peer)->sin6_port);
+  int sp = ntohs(v4 ? ((struct sockaddr_in *)&self)->sin_port : ((struct sockaddr_in6 *)&self)->sin6_port);
+  if (!inet_ntop(peer.ss_family, pa, pip, sizeof(pip)) || !inet_ntop(peer.ss_family, sa, sip, sizeof(sip)))
+    return NULL;
+  snprintf(q, sizeof(q), "%s %d %s %d", pip, pp, sip, sp);
+  struct rxdm_msg m = {.kind = RXDM_EMPTY};
+  if (ask("standin_flow_gpu", q, &m, NULL) != 0 || strncmp(m.raw, "gpu ", 4) != 0) {
+    note("flow %s:%d -> %s:%d: no flow-steering rule (%s)", pip, pp, sip, sp, m.kind == RXDM_RAW ? m.raw : "no answer");
+    return NULL;
+  }
+  pthread_mutex_lock(&lock);
+  struct rxbuf *b = buffer_of(m.raw + 4);
+  if (b) sock_buf[fd] = (int8_t)(1 + (b - bufs));
+  pthread_mutex_unlock(&lock);
+  return b;
+}
+
+/* The thread's read buffer: pinned when the driver is there. */
+static uint8_t *read_buffer(struct rxbuf *b) {
+  static _Thread_local uint8_t *tmp;
+  if (tmp) return tmp;
+  if (!b->pages.base) {
+    CUcontext popped;
+    void *p = NULL;
+    if (cu.push(b->ctx) == CUDA_SUCCESS) {
+      if (cu.host_alloc(&p, READ_MAX, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) p = NULL;
+      cu.pop(&popped);
+    }
+    if (p) return tmp = p;
+  }
+  return tmp = malloc(READ_MAX);
+}
 
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   REAL(recvmsg);
   if (!(flags & MSG_SOCK_DEVMEM)) return real_recvmsg(fd, msg, flags);
   flags &= ~MSG_SOCK_DEVMEM;
-  pthread_mutex_lock(&lock);
-  if (!have_buffer()) {
-    pthread_mutex_unlock(&lock);
+  struct rxbuf *b = socket_buffer(fd);
+  if (!b) {
     errno = ENODEV;
     return -1;
   }
+  uint8_t *tmp = read_buffer(b);
+  if (!tmp) {
+    errno = ENOMEM;
+    return -1;
+  }
+  pthread_mutex_lock(&b->lock);
+  struct devmem_pages *dp = &b->pages;
   /* As much as fits: the caller's first iovec, its control room, free pages. */
   size_t room = msg->msg_controllen / CMSG_SPACE(sizeof(struct devmemvec));
   size_t want = msg->msg_iovlen ? msg->msg_iov[0].iov_len : 0;
   if (want > room * DEVMEM_PAGE) want = room * DEVMEM_PAGE;
-  if (want > (size_t)pages.nfree * DEVMEM_PAGE) want = (size_t)pages.nfree * DEVMEM_PAGE;
+  if (want > (size_t)dp->nfree * DEVMEM_PAGE) want = (size_t)dp->nfree * DEVMEM_PAGE;
   if (want == 0) { /* the buffer is full: nothing arrives until tokens come back */
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&b->lock);
     errno = EAGAIN;
-    return -1;
-  }
-  /* Read through a per-thread heap buffer (the plugin loops for the rest). */
-  static _Thread_local uint8_t *tmp;
-  if (!tmp && !(tmp = malloc(READ_MAX))) {
-    pthread_mutex_unlock(&lock);
-    errno = ENOMEM;
     return -1;
   }
   if (want > READ_MAX) want = READ_MAX;
   ssize_t r = recv(fd, tmp, want, flags);
   if (r <= 0) {
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&b->lock);
     return r;
   }
   struct devmemvec frags[READ_MAX / DEVMEM_PAGE];
   size_t nf;
-  devmem_pages_rx(&pages, fd, tmp, (size_t)r, frags, READ_MAX / DEVMEM_PAGE, &nf);
-  pthread_mutex_unlock(&lock);
+  devmem_pages_rx(dp, fd, tmp, (size_t)r, frags, READ_MAX / DEVMEM_PAGE, &nf);
+  pthread_mutex_unlock(&b->lock);
+  /* GPU memory: the pages are this socket's now; copy them in, a run of
+   * consecutive pages at a time. */
+  if (!dp->base) {
+    size_t done = 0;
+    for (size_t i = 0; i < nf;) {
+      size_t j = i + 1, len = frags[i].frag_size;
+      while (j < nf && frags[j].frag_offset == frags[j - 1].frag_offset + DEVMEM_PAGE &&
+             frags[j - 1].frag_size == DEVMEM_PAGE)
+        len += frags[j++].frag_size;
+      if (cu_copy(b->ctx, 1, b->dptr + frags[i].frag_offset, tmp + done, len) != 0) {
+        errno = EIO;
+        return -1;
+      }
+      done += len;
+      i = j;
+    }
+  }
   struct cmsghdr *cm = CMSG_FIRSTHDR(msg);
   for (size_t i = 0; i < nf; i++) {
     cm->cmsg_level = SOL_SOCKET;
@@ -183,22 +391,87 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   return r;
 }
 
-/* The mapping of dma-buf fd (lock held), made on first use. */
-static uint8_t *tx_map(int fd, size_t *size) {
-  int free_slot = -1;
-  for (int i = 0; i < MAX_TX_MAPS; i++) {
-    if (tx_maps[i].base && tx_maps[i].fd == fd) return *size = tx_maps[i].size, tx_maps[i].base;
-    if (!tx_maps[i].base && free_slot < 0) free_slot = i;
-  }
+/* ---- sends from GPU memory ---- */
+/* A descriptor standing for GPU memory: the test doubles' dma-buf (mapped
+ * on first use) or a real GPU range (read into a host shadow). */
+static struct {
+  int fd;
+  uint8_t *base; /* the mapping, or the shadow (made on first use) */
+  size_t size;
+  CUdeviceptr dptr; /* 0: the test doubles' */
+  CUcontext ctx;
+} tx[MAX_TX];
+
+static int tx_slot(void) {
+  for (int i = 0; i < MAX_TX; i++)
+    if (!tx[i].base && !tx[i].dptr) return i;
+  return -1;
+}
+
+/* The plugin's dma-buf of a GPU range (gpu_tx_reg_mr, its src/gpu/tx_pool.cu),
+ * with its context current. */
+CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type,
+                                       unsigned long long flags) {
+  REAL(cuMemGetHandleForAddressRange);
+  if (!real_cuMemGetHandleForAddressRange) return CUDA_ERROR_NOT_FOUND;
+  CUresult rc = real_cuMemGetHandleForAddressRange(handle, dptr, size, type, flags);
   struct stat st;
-  if (free_slot < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) return NULL;
+  int fd = rc == CUDA_SUCCESS ? *(int *)handle : -1;
+  if (rc == CUDA_SUCCESS && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return rc; /* test doubles: mapped */
+  if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !cu_load()) return rc;
+  CUcontext ctx = NULL;
+  CUdevice dev;
+  int dmabuf = 1;
+  if (cu.get_ctx(&ctx) != CUDA_SUCCESS || !ctx || cu.ctx_dev(&dev) != CUDA_SUCCESS) return rc;
+  if (rc != CUDA_SUCCESS) {
+    /* A driver without dma-buf support: a placeholder descriptor stands for
+     * the range (only this library reads it). */
+    if (cu.attr(&dmabuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) != CUDA_SUCCESS || dmabuf) return rc;
+    if ((fd = eventfd(0, EFD_CLOEXEC)) < 0) return rc;
+  }
+  pthread_mutex_lock(&lock);
+  int i = tx_slot();
+  if (i >= 0) tx[i] = (__typeof__(tx[0])){fd, NULL, size, dptr, ctx};
+  pthread_mutex_unlock(&lock);
+  if (i < 0) {
+    note("more than %d GPU ranges registered for sends", MAX_TX);
+    if (rc != CUDA_SUCCESS) sys_close(fd);
+    return rc == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : rc;
+  }
+  if (rc != CUDA_SUCCESS) {
+    static int said;
+    if (!said++) note("the driver has no dma-buf support (CUDA error %d): placeholder descriptors stand for GPU ranges", rc);
+    *(int *)handle = fd;
+  }
+  note("dma-buf fd %d: GPU range 0x%llx, %zu bytes", fd, (unsigned long long)dptr, size);
+  return CUDA_SUCCESS;
+}
+
+/* Where the bytes of descriptor fd at [off, off + len) are (lock held): the
+ * host address, and for a real GPU range the device address to read them
+ * from first (*dptr, in *ctx; else 0). NULL when fd stands for no memory. */
+static uint8_t *tx_bytes(int fd, size_t off, size_t len, CUdeviceptr *dptr, CUcontext *ctx) {
+  int free_slot = -1;
+  *dptr = 0;
+  for (int i = 0; i < MAX_TX; i++) {
+    if ((tx[i].base || tx[i].dptr) && tx[i].fd == fd) {
+      if (off > tx[i].size || len > tx[i].size - off) return NULL;
+      if (tx[i].dptr && !tx[i].base) { /* the shadow: pages only where bytes are sent from */
+        void *m = mmap(NULL, tx[i].size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        tx[i].base = m;
+      }
+      if (tx[i].dptr) *dptr = tx[i].dptr + off, *ctx = tx[i].ctx;
+      return tx[i].base + off;
+    }
+    if (!tx[i].base && !tx[i].dptr && free_slot < 0) free_slot = i;
+  }
+  struct stat st; /* the test doubles' dma-buf: mapped */
+  if (free_slot < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return NULL;
   void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return NULL;
-  tx_maps[free_slot].fd = fd;
-  tx_maps[free_slot].base = m;
-  tx_maps[free_slot].size = (size_t)st.st_size;
-  *size = (size_t)st.st_size;
-  return m;
+  tx[free_slot] = (__typeof__(tx[0])){fd, m, (size_t)st.st_size, 0, NULL};
+  return off <= (size_t)st.st_size && len <= (size_t)st.st_size - off ? (uint8_t *)m + off : NULL;
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
@@ -209,24 +482,39 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     return real_sendmsg(fd, msg, flags);
   int v[2]; /* {dma-buf descriptor, offset}: gpudirectTCPXPostSend */
   memcpy(v, CMSG_DATA(cm), sizeof(v));
-  size_t len = msg->msg_iovlen ? msg->msg_iov[0].iov_len : 0, size = 0;
+  size_t len = msg->msg_iovlen ? msg->msg_iov[0].iov_len : 0;
+  CUdeviceptr dptr = 0;
+  CUcontext ctx = NULL;
   pthread_mutex_lock(&lock);
-  uint8_t *base = tx_map(v[0], &size);
+  uint8_t *p = v[1] < 0 ? NULL : tx_bytes(v[0], (size_t)v[1], len, &dptr, &ctx);
   pthread_mutex_unlock(&lock);
-  if (!base || v[1] < 0 || (size_t)v[1] > size || len > size - (size_t)v[1]) {
-    note("sendmsg: offset %d + %zu bytes outside dma-buf fd %d (%zu bytes)", v[1], len, v[0], size);
+  if (!p) {
+    note("sendmsg: offset %d + %zu bytes not in dma-buf fd %d", v[1], len, v[0]);
     errno = EFAULT;
     return -1;
   }
-  return send(fd, base + v[1], len, flags);
+  /* A real GPU range: its bytes into the shadow first. Sends of the same
+   * bytes at once copy the same values; the range is not closed while a
+   * send from it is under way. */
+  if (dptr && cu_copy(ctx, 0, dptr, p, len) != 0) {
+    errno = EIO;
+    return -1;
+  }
+  return send(fd, p, len, flags);
 }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
   REAL(setsockopt);
   if (level != SOL_SOCKET || name != SO_DEVMEM_DONTNEED) return real_setsockopt(fd, level, name, val, len);
   pthread_mutex_lock(&lock);
-  long rc = ready == 1 ? devmem_pages_dontneed(&pages, fd, val, len / sizeof(struct devmemtoken)) : -EINVAL;
+  int k = fd >= 0 && fd < MAX_SOCK_FD ? sock_buf[fd] : 0;
   pthread_mutex_unlock(&lock);
+  long rc = -EINVAL;
+  if (k) {
+    pthread_mutex_lock(&bufs[k - 1].lock);
+    rc = devmem_pages_dontneed(&bufs[k - 1].pages, fd, val, len / sizeof(struct devmemtoken));
+    pthread_mutex_unlock(&bufs[k - 1].lock);
+  }
   if (rc < 0) {
     note("SO_DEVMEM_DONTNEED on fd %d: a token given back twice or never handed out", fd);
     errno = EINVAL;
@@ -238,11 +526,18 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
 int close(int fd) {
   REAL(close);
   pthread_mutex_lock(&lock);
-  if (ready == 1) devmem_pages_release_sock(&pages, fd);
-  for (int i = 0; i < MAX_TX_MAPS; i++)
-    if (tx_maps[i].base && tx_maps[i].fd == fd) {
-      munmap(tx_maps[i].base, tx_maps[i].size);
-      tx_maps[i].base = NULL;
+  int k = fd >= 0 && fd < MAX_SOCK_FD ? sock_buf[fd] : 0;
+  if (k) {
+    sock_buf[fd] = 0;
+    pthread_mutex_lock(&bufs[k - 1].lock);
+    devmem_pages_release_sock(&bufs[k - 1].pages, fd);
+    pthread_mutex_unlock(&bufs[k - 1].lock);
+  }
+  for (int i = 0; i < MAX_TX; i++)
+    if ((tx[i].base || tx[i].dptr) && tx[i].fd == fd) {
+      if (tx[i].base) munmap(tx[i].base, tx[i].size);
+      tx[i].base = NULL;
+      tx[i].dptr = 0;
     }
   pthread_mutex_unlock(&lock);
   return real_close(fd);
@@ -255,7 +550,18 @@ int ioctl(int fd, unsigned long req, ...) {
   void *arg = va_arg(ap, void *);
   va_end(ap);
   if (req != DMA_BUF_CREATE_PAGES) return real_ioctl(fd, req, arg);
-  return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (nfd < 0) return -1;
+  /* The new descriptor stands for the same GPU range. */
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_TX; i++)
+    if (tx[i].dptr && tx[i].fd == fd) {
+      int j = tx_slot();
+      if (j >= 0) tx[j] = (__typeof__(tx[0])){nfd, NULL, tx[i].size, tx[i].dptr, tx[i].ctx};
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return nfd;
 }
 
 char *realpath(const char *path, char *resolved) {

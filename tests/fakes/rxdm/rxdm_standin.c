@@ -15,6 +15,11 @@
  *   rxdm_application_registry            application (de)registration
  *       (src/application_registry_manager.cc). RxDM exits when the last
  *       registered application disconnects; the stand-in records it instead.
+ *   standin_flow_gpu                     not RxDM's: what the NIC does with a
+ *       rule, for the devmem TCP stand-in (tests/fakes/devmem). Asked raw
+ *       bytes "SRC_IP SRC_PORT DST_IP DST_PORT" (a received flow: the peer,
+ *       then the local end), it answers "gpu <pci>" of the rule steering that
+ *       flow, or "none" when no rule does.
  *
  * Malformed or unexpected requests get an error answer and the connection is
  * closed; nothing read is trusted. Every request is recorded, one line each,
@@ -46,7 +51,7 @@
 #define CODE_NOT_FOUND 5
 #define CODE_RESOURCE_EXHAUSTED 8
 
-enum ep_kind { EP_RULE_CREATE, EP_RULE_DELETE, EP_QUEUES, EP_REGISTRY, EP_GPU_FD, EP_GPU_META };
+enum ep_kind { EP_RULE_CREATE, EP_RULE_DELETE, EP_QUEUES, EP_REGISTRY, EP_GPU_FD, EP_GPU_META, EP_FLOW };
 
 struct endpoint {
   enum ep_kind kind;
@@ -71,7 +76,7 @@ struct rule {
 
 static struct rxdm_gpu gpus[RXDM_MAX_GPUS];
 static int ngpus;
-static struct endpoint eps[4 + 2 * RXDM_MAX_GPUS];
+static struct endpoint eps[5 + 2 * RXDM_MAX_GPUS];
 static int neps;
 static struct conn conns[MAX_CONNS];
 static struct rule *rules;
@@ -239,6 +244,27 @@ static int handle(struct conn *c, const uint8_t *payload, size_t n) {
       c->registered = 1;
       answer_text(c, "Ok.", 0);
       return 0;
+    case EP_FLOW: {
+      char src[RXDM_STR_MAX], dst[RXDM_STR_MAX];
+      long long sp, dp;
+      char extra;
+      if (m.kind != RXDM_RAW || sscanf(m.raw, "%63s %lld %63s %lld %c", src, &sp, dst, &dp, &extra) != 4) {
+        note("bad flow: not 'SRC SPORT DST DPORT'");
+        answer_text(c, "none: malformed flow", CODE_INVALID_ARGUMENT);
+        return 1;
+      }
+      for (int i = 0; i < nrules; i++)
+        if (rules[i].sport == sp && rules[i].dport == dp && !strcmp(rules[i].src, src) && !strcmp(rules[i].dst, dst)) {
+          char text[RXDM_STR_MAX + 8];
+          snprintf(text, sizeof(text), "gpu %s", gpus[rules[i].gpu].pci);
+          note("flow %s:%lld->%s:%lld gpu=%s", src, sp, dst, dp, gpus[rules[i].gpu].pci);
+          answer_text(c, text, 0);
+          return 0;
+        }
+      note("flow %s:%lld->%s:%lld none", src, sp, dst, dp);
+      answer_text(c, "none: no rule steers this flow", 0);
+      return 0;
+    }
     case EP_GPU_FD:
     case EP_GPU_META: {
       struct rxdm_gpu *g = &gpus[ep->gpu];
@@ -383,7 +409,8 @@ int main(int argc, char **argv) {
   int ok = add_endpoint(prefix, EP_RULE_CREATE, -1, "rx_rule_manager") == 0 &&
            add_endpoint(prefix, EP_RULE_DELETE, -1, "rx_rule_uninstall") == 0 &&
            add_endpoint(prefix, EP_QUEUES, -1, "queue_ids_by_gpu") == 0 &&
-           add_endpoint(prefix, EP_REGISTRY, -1, "rxdm_application_registry") == 0;
+           add_endpoint(prefix, EP_REGISTRY, -1, "rxdm_application_registry") == 0 &&
+           add_endpoint(prefix, EP_FLOW, -1, "standin_flow_gpu") == 0;
   for (int g = 0; ok && g < ngpus; g++) {
     char name[128];
     snprintf(name, sizeof(name), "get_gpu_fd_%.32s", gpus[g].pci);
@@ -398,7 +425,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
   while (ok && !stop) {
-    struct pollfd pfd[4 + 2 * RXDM_MAX_GPUS + MAX_CONNS];
+    struct pollfd pfd[5 + 2 * RXDM_MAX_GPUS + MAX_CONNS];
     int n = 0;
     for (int i = 0; i < neps; i++) pfd[n++] = (struct pollfd){eps[i].fd, POLLIN, 0};
     int map[MAX_CONNS];
