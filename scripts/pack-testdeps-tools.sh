@@ -6,7 +6,8 @@
 # the asio headers, the pybind11 headers (with a pybind11.pc), and UCX's
 # tarball with its autogen.sh run (no autotools needed there), and in debs/
 # the Debian 12 .debs of protobuf and gtest that scripts/build-tcpx-plugin.sh
-# unpacks to build Google's GPUDirect-TCPX plugin. On the other machine:
+# unpacks to build Google's GPUDirect-TCPX plugin, and cmocka's, with which
+# tests/gpu/run.sh builds the programs of its tcpxreal step. On the other machine:
 # TPX_TESTDEPS_TOOLS=DIR scripts/build-testdeps.sh --cuda and
 # TPX_TESTDEPS_TOOLS=DIR scripts/build-tcpx-plugin.sh (what that machine has
 # itself is used first). docs/NIXL.md, "GPU"; docs/A3HIGH.md.
@@ -49,8 +50,8 @@ rm -rf "$tmp"
 # archive, whatever is installed here).
 mkdir -p "$out/debs"
 (cd "$out/debs" && apt-get download protobuf-compiler libprotoc32 libprotobuf32 libprotobuf-lite32 \
-   libprotobuf-dev zlib1g-dev libgtest-dev libgmock-dev >/dev/null 2>&1) ||
-  die "apt-get download of protobuf/gtest .debs failed (needs Debian 12's archive)"
+   libprotobuf-dev zlib1g-dev libgtest-dev libgmock-dev libcmocka0 libcmocka-dev >/dev/null 2>&1) ||
+  die "apt-get download of protobuf/gtest/cmocka .debs failed (needs Debian 12's archive)"
 cat >"$out/lib/pkgconfig/pybind11.pc" <<EOF
 prefix=\${pcfiledir}/../..
 Name: pybind11

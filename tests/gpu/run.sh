@@ -322,11 +322,22 @@ build_gpu_pieces() {
   gcc "${cflags[@]}" "$ROOT/tools/tpx-unpack-bench.c" "$o"/*.o "${libs[@]}" -o "$BUILD/tpx-unpack-bench"
 }
 
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
+cfg=()
+command -v ninja >/dev/null && cfg=(-G Ninja)
+# The tcpxreal step's programs (tests/fakes, tests/conformance) are built
+# with the tests, which need cmocka; GPU machines have none: Debian's, from
+# the .debs scripts/pack-testdeps-tools.sh carries, when they are there.
+case " $STEPS " in
+*" tcpxreal "*)
+  cm_debs=$(ls "${TPX_TESTDEPS_TOOLS:-/nonexistent}"/debs/libcmocka*.deb 2>/dev/null)
+  if ! ldconfig -p | grep -q 'libcmocka\.so' && [ -n "$cm_debs" ]; then
+    for d in $cm_debs; do dpkg-deb -x "$d" "$BUILD/cmocka"; done
+    cfg+=(-DCMOCKA_LIB="$BUILD/cmocka/usr/lib/x86_64-linux-gnu/libcmocka.so.0" -DCMOCKA_INCLUDE="$BUILD/cmocka/usr/include")
+  fi ;;
+esac
 t0=$SECONDS
 if {
-  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_CUDA=ON &&
+  cmake -S "$ROOT" -B "$BUILD" "${cfg[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPX_CUDA=ON &&
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$(nproc)" --target $TARGETS
 } >"$LOGS/build.log" 2>&1; then

@@ -6,11 +6,11 @@
 # memory (docs/A3HIGH.md, "The real plugin on a GPU machine"). Run by
 # tests/gpu/run.sh, step tcpxreal:
 #
-#   gpu_real_plugin.sh BUILD_DIR PLUGIN_SO [CASE...]
+#   gpu_real_plugin.sh BUILD_DIR PLUGIN_SO [CASE...]   (or TPX_REAL_CASES="CASE...")
 #
 # Cases (all by default; each a line PASS/FAIL NAME in the output):
-#   info conf_host conf_gpu host cuda kv gpu01 gpus01 rules_refused
-#   buffer_full peer_killed last_send
+#   info conf_host conf_gpu cuda host host_recv gpu01 kv rules_refused
+#   buffer_full peer_killed last_send gpus01
 # Every transfer is checked byte for byte (--check); every failure must come
 # within its TPX_TIMEOUT_MS. Exit status: the number of failed cases (0: all
 # passed). Needs 2 GPUs for gpu01, gpus01 (skipped, saying so, with one).
@@ -22,7 +22,7 @@ build=$1 plugin=$2
 build=$(cd "$build" && pwd)
 shift 2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cases=${*:-info conf_host conf_gpu host cuda kv gpu01 gpus01 rules_refused buffer_full peer_killed last_send}
+cases=${*:-${TPX_REAL_CASES:-info conf_host conf_gpu cuda host host_recv gpu01 kv rules_refused buffer_full peer_killed last_send gpus01}}
 # TPX_FAKE_CUDA_DIR: the CUDA test doubles instead (a dry run of this script
 # on a machine without a GPU; set TPX_UNPACK=d2d there too).
 real=("$root/tests/tcpx/with_real_plugin.sh" "$root" "${TPX_FAKE_CUDA_DIR:--}" "$build/tests/fakes/tpx-rxdm-standin" --)
@@ -134,13 +134,19 @@ for c in $cases; do
     --skip 't_truncation_*,t_regmr_cuda' ;;
   conf_gpu) one conf_gpu "${real[@]}" env LD_PRELOAD="$preload" "$conf" --quirks 1 --max-bytes 16M --host-bytes \
     --skip 't_truncation_*' ;;
-  # The engine, one process, 4 KiB .. 256 MiB: host memory (receives land in
-  # the GPU's bounce pages and are gathered to the host), then GPU memory on
-  # the UNPACK path (the unpack kernels read the plugin's metadata).
-  host) one host "${real[@]}" env LD_PRELOAD="$preload" "$bench" loopback -b 4K -e 256M -f 4 \
-    --op write,read,send --iters 3 --warmup 1 --check --progress off ;;
+  # The engine, 4 KiB .. 256 MiB, GPU memory on the UNPACK path (the unpack
+  # kernels read the plugin's metadata), one process; then host memory as
+  # the sender's (two processes: its writes and sends land in the peer's
+  # GPU memory). A receive into host memory is refused (host_recv).
   cuda) one cuda "${real[@]}" env LD_PRELOAD="$preload" "$bench" loopback --mem cuda -b 4K -e 256M -f 4 \
     --op write,read,send --iters 3 --warmup 1 --check --progress off ;;
+  host) one host "${real[@]}" "$self" --pair "$build" "$plugin" --gpu $other --mem cuda -- --gpu 0 --mem host \
+    -b 4K -e 256M -f 4 --op write,send --iters 3 --warmup 1 ;;
+  # The bounce pages are GPU memory the CPU cannot read: the engine refuses
+  # a host receive buffer above TPX_INLINE_BYTES at once (docs/UNPACK.md).
+  host_recv) fails host_recv "cannot be filled from bounce pages in GPU memory" 20 env TPX_RXDM_EXPECT_RULES=0 \
+    "${real[@]}" env LD_PRELOAD="$preload" "$bench" loopback --mem host --size 1M --op write --iters 2 --warmup 0 \
+    --check --progress off ;;
   kv) one kv "${real[@]}" env LD_PRELOAD="$preload" "$bench" loopback --mem cuda --block-size 64K --batch 1000 \
     --op write,read --iters 3 --warmup 1 --check --progress off ;;
   # GPU 0 -> GPU 1, two processes; then each process driving both GPUs.

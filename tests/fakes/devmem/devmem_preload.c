@@ -36,6 +36,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -85,6 +87,26 @@ static void note(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* DEVMEM_STANDIN_LOG=1: a crash prints its stack first (GPU machines have
+ * no debugger). */
+static void on_crash(int sig) {
+  void *frames[48];
+  int n = backtrace(frames, 48);
+  static const char msg[] = "devmem-standin: fatal signal, stack:\n";
+  if (write(2, msg, sizeof(msg) - 1) < 0) n = 0;
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+__attribute__((constructor)) static void crash_stacks(void) {
+  const char *v = getenv("DEVMEM_STANDIN_LOG");
+  if (v && v[0] == '1') {
+    signal(SIGSEGV, on_crash);
+    signal(SIGBUS, on_crash);
+  }
+}
+
 #define REAL(name, ...)                                                        \
   static __typeof__(name) *real_##name;                                        \
   if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
@@ -105,6 +127,7 @@ static struct {
   CUresult (*get_ctx)(CUcontext *);
   CUresult (*ctx_dev)(CUdevice *);
   CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
   CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
   CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
   CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
@@ -126,7 +149,7 @@ static int cu_load(void) {
         {"cuDeviceGetByPCIBusId", (void **)&cu.by_pci}, {"cuDevicePrimaryCtxRetain", (void **)&cu.retain},
         {"cuCtxPushCurrent_v2", (void **)&cu.push}, {"cuCtxPopCurrent_v2", (void **)&cu.pop},
         {"cuCtxGetCurrent", (void **)&cu.get_ctx}, {"cuCtxGetDevice", (void **)&cu.ctx_dev},
-        {"cuDeviceGetAttribute", (void **)&cu.attr},
+        {"cuDeviceGetAttribute", (void **)&cu.attr}, {"cuPointerGetAttribute", (void **)&cu.ptr_attr},
         {"cuMemImportFromShareableHandle", (void **)&cu.import}, {"cuMemAddressReserve", (void **)&cu.reserve},
         {"cuMemMap", (void **)&cu.map}, {"cuMemSetAccess", (void **)&cu.access},
         {"cuMemRelease", (void **)&cu.release}, {"cuMemcpyHtoD_v2", (void **)&cu.htod},
@@ -212,7 +235,10 @@ struct rxbuf {
 };
 static struct rxbuf bufs[MAX_BUFS];
 static int nbufs;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* bufs, nbufs, sock_buf, tx */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nbufs, sock_buf, tx */
+/* Fetching a buffer (RxDM and CUDA calls) holds this one, not lock, which
+ * close() takes: the driver may close descriptors inside its calls. */
+static pthread_mutex_t fetch_lock = PTHREAD_MUTEX_INITIALIZER;
 static int8_t sock_buf[MAX_SOCK_FD];                     /* socket -> 1 + its buffer; 0 unknown */
 
 /* The real GPU's buffer: imported as the plugin imports it (its
@@ -247,7 +273,7 @@ static int import_gpu(struct rxbuf *b, int fd) {
   return 0;
 }
 
-/* The buffer of GPU pci (lock held), fetched from RxDM on first use. */
+/* The buffer of GPU pci (fetch_lock held), fetched from RxDM on first use. */
 static struct rxbuf *buffer_of(const char *pci) {
   for (int i = 0; i < nbufs; i++)
     if (!strcmp(bufs[i].pci, pci)) return &bufs[i];
@@ -272,7 +298,9 @@ static struct rxbuf *buffer_of(const char *pci) {
   if (fd >= 0) sys_close(fd);
   if (ok != 0) return NULL;
   pthread_mutex_init(&b->lock, NULL);
+  pthread_mutex_lock(&lock);
   nbufs++;
+  pthread_mutex_unlock(&lock);
   return b;
 }
 
@@ -302,8 +330,10 @@ static struct rxbuf *socket_buffer(int fd) {
     note("flow %s:%d -> %s:%d: no flow-steering rule (%s)", pip, pp, sip, sp, m.kind == RXDM_RAW ? m.raw : "no answer");
     return NULL;
   }
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&fetch_lock);
   struct rxbuf *b = buffer_of(m.raw + 4);
+  pthread_mutex_unlock(&fetch_lock);
+  pthread_mutex_lock(&lock);
   if (b) sock_buf[fd] = (int8_t)(1 + (b - bufs));
   pthread_mutex_unlock(&lock);
   return b;
@@ -413,16 +443,38 @@ static int tx_slot(void) {
 CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type,
                                        unsigned long long flags) {
   REAL(cuMemGetHandleForAddressRange);
-  if (!real_cuMemGetHandleForAddressRange) return CUDA_ERROR_NOT_FOUND;
+  /* The driver loaded for the plugin alone (dlopen'ed, not in the global
+   * scope RTLD_NEXT searches) is found by name. */
+  if (!real_cuMemGetHandleForAddressRange) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib) real_cuMemGetHandleForAddressRange = (__typeof__(real_cuMemGetHandleForAddressRange))dlsym(lib, "cuMemGetHandleForAddressRange");
+  }
+  if (!real_cuMemGetHandleForAddressRange) {
+    /* The plugin tests the descriptor, not the result, and its own starts at
+     * 0 (stdin): a failure must say -1. */
+    if (handle) *(int *)handle = -1;
+    return note("no driver's cuMemGetHandleForAddressRange"), CUDA_ERROR_NOT_FOUND;
+  }
   CUresult rc = real_cuMemGetHandleForAddressRange(handle, dptr, size, type, flags);
-  struct stat st;
+  /* The test doubles' dma-buf is a memfd that sendmsg maps. */
+  static int fake = -1;
+  if (fake < 0) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    fake = lib && dlsym(lib, "fake_cuda_find");
+  }
+  if (fake) return rc;
   int fd = rc == CUDA_SUCCESS ? *(int *)handle : -1;
-  if (rc == CUDA_SUCCESS && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return rc; /* test doubles: mapped */
-  if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !cu_load()) return rc;
+  if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !cu_load()) return note("dma-buf of 0x%llx: not noted", (unsigned long long)dptr), rc;
   CUcontext ctx = NULL;
-  CUdevice dev;
+  CUdevice dev = 0;
   int dmabuf = 1;
-  if (cu.get_ctx(&ctx) != CUDA_SUCCESS || !ctx || cu.ctx_dev(&dev) != CUDA_SUCCESS) return rc;
+  cu.get_ctx(&ctx);
+  if (ctx) cu.ctx_dev(&dev);
+  /* Copies from the range run in the context that owns it, where it has one
+   * (the plugin calls this in a context of its own). */
+  CUcontext owner = NULL;
+  if (cu.ptr_attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, dptr) == CUDA_SUCCESS && owner) ctx = owner;
+  if (!ctx) return note("dma-buf of 0x%llx: no CUDA context", (unsigned long long)dptr), rc;
   if (rc != CUDA_SUCCESS) {
     /* A driver without dma-buf support: a placeholder descriptor stands for
      * the range (only this library reads it). */
