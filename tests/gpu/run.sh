@@ -328,7 +328,7 @@ command -v ninja >/dev/null && cfg=(-G Ninja)
 # with the tests, which need cmocka; GPU machines have none: Debian's, from
 # the .debs scripts/pack-testdeps-tools.sh carries, when they are there.
 case " $STEPS " in
-*" tcpxreal "*)
+*" tcpxreal "* | *" tcpx_"*)
   cm_debs=$(ls "${TPX_TESTDEPS_TOOLS:-/nonexistent}"/debs/libcmocka*.deb 2>/dev/null)
   if ! ldconfig -p | grep -q 'libcmocka\.so' && [ -n "$cm_debs" ]; then
     for d in $cm_debs; do dpkg-deb -x "$d" "$BUILD/cmocka"; done
