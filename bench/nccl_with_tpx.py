@@ -13,7 +13,8 @@ Transports (--transport, or TPX_BENCH_TRANSPORT):
               libnccl-net-tcpx.so), NCCL_NET=GPUDirectTCPX_v7, GPU memory at
               both ends of the network (NCCL_NET_GDR_LEVEL=SYS,
               NCCL_NET_GDR_READ=1: the plugin's devmem path and NCCL's unpack
-              kernels, as on A3-high) and the three plugin variables tcpx-p2p
+              kernels, as on A3-high), NCCL's Simple protocol only (the one
+              that unpacks) and the three plugin variables tcpx-p2p
               fills in for itself (docs/CONFIG.md). The plugin's own
               NCCL_GPUDIRECTTCPX_* (interfaces, RxDM's socket prefix) and the
               devmem stand-in (LD_PRELOAD) come from the caller:
@@ -75,7 +76,14 @@ COMMON_ENV = {
 # GPU, so NCCL would otherwise stage through host memory and never use the
 # plugin's devmem path or its own unpack kernels).
 TCPX_NAME = "GPUDirectTCPX_v7"
-TCPX_ENV = {"NCCL_NET_GDR_LEVEL": "SYS", "NCCL_NET_GDR_READ": "1"}
+# Only NCCL's Simple protocol unpacks: its LL and LL128 receive kernels read
+# NCCL's own buffer, which the plugin never writes (the bytes land in the
+# devmem receive buffer and wait for the unpack kernel of prims_simple), so
+# they wait for ever. NCCL 2.28.9 picked LL for a 1 KiB all_reduce over the
+# plugin and hung ("rx ctrl timeout"); Google's A3-high configuration sets
+# NCCL_PROTO=Simple too. Small send/recv take LL below NCCL_P2P_LL_THRESHOLD.
+TCPX_ENV = {"NCCL_NET_GDR_LEVEL": "SYS", "NCCL_NET_GDR_READ": "1", "NCCL_PROTO": "Simple",
+            "NCCL_P2P_LL_THRESHOLD": "0"}
 # The plugin's three variables whose unset values are unsafe; tpx-p2p fills
 # in the same for itself (docs/CONFIG.md, "The GPUDirect-TCPX plugin's
 # environment"), so NCCL and the engine run the plugin alike.
