@@ -69,16 +69,6 @@ def make_agent(name, gpu):
     return agent
 
 
-def wait_notif(agent, want):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        for _, msgs in agent.get_new_notifs().items():
-            if want in msgs:
-                return True
-        time.sleep(0.0005)
-    return False
-
-
 def layout(args):
     stride = 2 * args.block  # a gap as large as each block: non-contiguous
     return stride, args.blocks * stride, args.blocks * stride + args.big
@@ -86,6 +76,7 @@ def layout(args):
 
 def target(args):
     import torch
+    from nixl_peer import wait_notif  # bounded by its WAIT_S
     torch.cuda.set_device(args.target_gpu)
     dev = torch.device("cuda", args.target_gpu)
     agent = make_agent("target", args.target_gpu)
@@ -176,6 +167,14 @@ def run_xfer(agent, h, what):
     return time.perf_counter() - t0
 
 
+def report(result, failures, key, what, nbytes, secs, answer):
+    """One transfer's line (its time is informational) and its verdict."""
+    result[key] = secs
+    print(f"{what}: {secs * 1e3:.1f} ms ({nbytes / secs / 1e9:.2f} GB/s): {answer}", flush=True)
+    if not answer.startswith("OK"):
+        failures.append(f"{what}: {answer}")
+
+
 def initiator(args):
     import torch
     torch.cuda.set_device(args.init_gpu)
@@ -209,12 +208,8 @@ def initiator(args):
         src_idx, dst_idx = index_lists(SEED_KV, args.blocks)
         h = agent.make_prepped_xfer("WRITE", local, src_idx, remote, dst_idx, b"kv")
         secs = run_xfer(agent, h, "WRITE 1000 blocks")
-        ans = peer.ask("expect-kv")
-        result["kv_write_s"] = secs
-        print(f"WRITE {args.blocks} x {args.block // KIB} KiB VRAM -> VRAM: {secs * 1e3:.1f} ms "
-              f"({args.blocks * args.block / secs / 1e9:.2f} GB/s, first transfer): {ans}", flush=True)
-        if ans != "OK kv":
-            failures.append(ans)
+        report(result, failures, "kv_write_s", f"WRITE {args.blocks} x {args.block // KIB} KiB VRAM -> VRAM "
+               "(the first transfer: connection included)", args.blocks * args.block, secs, peer.ask("expect-kv"))
         agent.release_xfer_handle(h)
         agent.release_dlist_handle(local)
         agent.release_dlist_handle(remote)
@@ -223,12 +218,8 @@ def initiator(args):
         rbig = agent.get_xfer_descs([(t_addr + big_off, args.big, args.target_gpu)], "VRAM")
         h = agent.initialize_xfer("WRITE", lbig, rbig, "target", b"big")
         secs = run_xfer(agent, h, "WRITE 64 MiB")
-        ans = peer.ask("expect-big")
-        result["big_write_s"] = secs
-        print(f"WRITE {args.big // MIB} MiB VRAM -> VRAM: {secs * 1e3:.1f} ms "
-              f"({args.big / secs / 1e9:.2f} GB/s, first transfer): {ans}", flush=True)
-        if ans != "OK big":
-            failures.append(ans)
+        report(result, failures, "big_write_s", f"WRITE {args.big // MIB} MiB VRAM -> VRAM", args.big, secs,
+               peer.ask("expect-big"))
         agent.release_xfer_handle(h)
         region[big_off:].zero_()
         torch.cuda.synchronize(dev)
@@ -236,11 +227,8 @@ def initiator(args):
         secs = run_xfer(agent, h, "READ 64 MiB")
         torch.cuda.synchronize(dev)
         n = int(torch.count_nonzero(region[big_off:] != gen(torch, SEED_BIG, big_off, args.big, dev)).item())
-        result["big_read_s"] = secs
-        print(f"READ {args.big // MIB} MiB VRAM <- VRAM: {secs * 1e3:.1f} ms "
-              f"({args.big / secs / 1e9:.2f} GB/s): {'OK' if n == 0 else f'BAD {n} bytes differ'}", flush=True)
-        if n:
-            failures.append(f"READ 64 MiB: {n} bytes differ")
+        report(result, failures, "big_read_s", f"READ {args.big // MIB} MiB VRAM <- VRAM", args.big, secs,
+               "OK" if n == 0 else f"BAD {n} bytes differ")
         agent.release_xfer_handle(h)
         agent.remove_remote_agent("target")
         agent.deregister_memory(reg)
