@@ -75,8 +75,12 @@ if [ "$what" = nccl ]; then
   echo "tcpx_clients nccl: plugin $plugin, $("$py" -c 'import torch; v = torch.cuda.nccl.version(); print("torch", torch.__version__, "NCCL", ".".join(map(str, v)) if isinstance(v, tuple) else v)')"
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV} PYTHONUNBUFFERED=1 \
     "${real[@]}" env LD_PRELOAD="$devmem" "$py" "$root/bench/nccl_with_tpx.py" --transport tcpx \
-    --plugin "$plugin" --check-max 256M --sizes 64M --inflight 1,4 --iters 5 --warmup 2 2>&1 | tee "$log"
+    --plugin "$plugin" --check-max 256M --sizes 64M --inflight 1,4 --iters 5 --warmup 2 --timeout 120 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
+  if [ "$rc" != 0 ] && grep -q 'rx ctrl timeout' "$log"; then
+    echo "tcpx_clients nccl: the plugin's receives saw nothing arrive ('rx ctrl timeout'): a protocol other than" \
+      "Simple (NCCL_PROTO) waits for bytes the plugin leaves in its devmem pages (docs/A3HIGH.md)" >&2
+  fi
   [ "$rc" = 0 ] || fail "exit status $rc (wrong results, an error, or the stand-in's record; above)"
   # What NCCL says it used: every line must be there.
   checks=(
