@@ -78,8 +78,8 @@ if [ "$what" = nccl ]; then
     --plugin "$plugin" --check-max 256M --sizes 64M --inflight 1,4 --iters 5 --warmup 2 --timeout 120 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   if [ "$rc" != 0 ] && grep -q 'rx ctrl timeout' "$log"; then
-    echo "tcpx_clients nccl: the plugin's receives saw nothing arrive ('rx ctrl timeout'): a protocol other than" \
-      "Simple (NCCL_PROTO) waits for bytes the plugin leaves in its devmem pages (docs/A3HIGH.md)" >&2
+    echo "tcpx_clients nccl: the plugin's receives saw nothing arrive ('rx ctrl timeout'): the peer's sends did" \
+      "not go, or its NCCL kernel waits for bytes left in the devmem pages (an LL protocol: docs/A3HIGH.md)" >&2
   fi
   [ "$rc" = 0 ] || fail "exit status $rc (wrong results, an error, or the stand-in's record; above)"
   # What NCCL says it used: every line must be there.
