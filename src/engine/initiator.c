@@ -34,8 +34,7 @@ int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f) 
                 (unsigned long long)m.id, (unsigned long long)m.inl_len, (unsigned long long)o->total);
       return TPX_EPROTO;
     }
-    tpx__inline_scatter(o->ents, o->nents, m.data);
-    tpx__op_finish(o, 0);
+    tpx__op_finish(o, tpx__inline_scatter(o->ents, o->nents, m.data));
     return 0;
   }
   return tpx__peer_start_data(p, o, m.first_ch, 1);

@@ -1,6 +1,7 @@
 /* Inline data (inline_data.h). */
 #include <string.h>
 
+#include "cuda/gpu.h"
 #include "engine/endpoint.h"
 #include "engine/inline_data.h"
 #include "engine/mem.h"
@@ -23,10 +24,19 @@ int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_
   return tpx__inline_iov(e, n, iov);
 }
 
-void tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
+int tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
   for (uint32_t i = 0; i < n; i++) {
     if (!e[i].len) continue;
-    memcpy(e[i].mem->base + e[i].off, data, (size_t)e[i].len);
+    uint8_t *dst = e[i].mem->base + e[i].off;
+    /* A write's initiator inlines from its own host memory, not knowing that
+     * the target's region is GPU memory, which the CPU cannot store to. */
+    if (e[i].mem->type == TPX_MEM_CUDA) {
+      int rc = tpx__gpu_memcpy(e[i].mem->device, dst, data, (size_t)e[i].len);
+      if (rc) return rc;
+    } else {
+      memcpy(dst, data, (size_t)e[i].len);
+    }
     data += e[i].len;
   }
+  return 0;
 }

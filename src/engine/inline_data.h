@@ -16,7 +16,8 @@
 int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov);
 /* The same, also TPX_ENOTSUP when total is above the endpoint's inline limit. */
 int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov);
-/* Copy inline bytes into the entries (checked by the caller to fit). */
-void tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data);
+/* Copy inline bytes into the entries (checked by the caller to fit), GPU
+ * memory with a CUDA copy: 0 or that copy's error. */
+int tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data);
 
 #endif

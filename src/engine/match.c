@@ -129,8 +129,7 @@ int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
   o->chunk = m.chunk;
   o->total = m.len;
   if (m.inl) {
-    tpx__inline_scatter(o->ents, 1, m.data);
-    tpx__op_finish(o, 0);
+    tpx__op_finish(o, tpx__inline_scatter(o->ents, 1, m.data));
     return 0;
   }
   o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);

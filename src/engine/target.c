@@ -143,9 +143,15 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
       o->ents[i].len = e.len;
     }
   } else {
+    /* checked: lands inside our registrations */
+    if (m.inl && (rc = tpx__inline_scatter(o->ents, o->nents, m.data)) != 0) {
+      tpx__op_free_internal(o);
+      tpx__peer_fail(p, rc, "peer %s: write %llu: its inline bytes could not be copied in: %s", p->where,
+                     (unsigned long long)m.id, tpx_last_error());
+      return rc;
+    }
     for (uint32_t i = 0; i < m.n; i++) o->ents[i].mem->irefs++;
     o->refs_taken = 1;
-    if (m.inl) tpx__inline_scatter(o->ents, o->nents, m.data); /* checked: lands inside our registrations */
   }
   o->total = total;
   if ((rc = plan_request(p, o, &m, "write", m.inl)) != 0) return rc;

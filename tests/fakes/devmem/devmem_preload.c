@@ -282,7 +282,7 @@ static struct rxbuf *buffer_of(const char *pci) {
   memset(b, 0, sizeof(*b));
   snprintf(b->pci, sizeof(b->pci), "%.32s", pci);
   char name[64];
-  snprintf(name, sizeof(name), "get_gpu_fd_%s", b->pci);
+  snprintf(name, sizeof(name), "get_gpu_fd_%.32s", b->pci);
   int fd = -1, ok = -1;
   struct stat st;
   if (ask(name, pci, NULL, &fd) != 0 || fstat(fd, &st) != 0) {

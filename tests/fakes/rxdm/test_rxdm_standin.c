@@ -221,6 +221,41 @@ static void t_rules(void **state) {
   cleanup(&d);
 }
 
+/* standin_flow_gpu (not RxDM's): which GPU a received flow is steered to,
+ * as the devmem stand-in asks it. */
+static int flow(const struct daemon *d, const char *q, uint8_t *buf, size_t cap) {
+  uint8_t req[128];
+  int len = rxdm_encode_request_raw(req, sizeof(req), q);
+  assert_true(len > 0);
+  return ask(d, "standin_flow_gpu", req, (size_t)len, buf, cap);
+}
+
+static void t_flow_gpu(void **state) {
+  (void)state;
+  struct daemon d;
+  assert_int_equal(start(&d, "4"), 0);
+  uint8_t buf[512];
+  int n = rule(&d, "rx_rule_manager", "127.0.0.1", 40000, "127.0.0.1", 5000, PCI0, buf, sizeof(buf));
+  assert_true(is_ok(buf, n));
+  n = flow(&d, "127.0.0.1 40000 127.0.0.1 5000", buf, sizeof(buf));
+  assert_true(says(buf, n, "gpu " PCI0));
+  n = flow(&d, "127.0.0.1 40001 127.0.0.1 5000", buf, sizeof(buf)); /* another port: no rule */
+  assert_true(says(buf, n, "none"));
+  n = flow(&d, "127.0.0.1 5000 127.0.0.1 40000", buf, sizeof(buf)); /* the other direction */
+  assert_true(says(buf, n, "none"));
+  n = flow(&d, "127.0.0.1 40000", buf, sizeof(buf));
+  assert_true(says(buf, n, "none: malformed"));
+  n = rule(&d, "rx_rule_uninstall", "127.0.0.1", 40000, "127.0.0.1", 5000, PCI0, buf, sizeof(buf));
+  assert_true(is_ok(buf, n));
+  n = flow(&d, "127.0.0.1 40000 127.0.0.1 5000", buf, sizeof(buf)); /* deleted */
+  assert_true(says(buf, n, "none"));
+  assert_true(recorded(&d, "flow 127.0.0.1:40000->127.0.0.1:5000 gpu=" PCI0));
+  assert_true(recorded(&d, "flow 127.0.0.1:40001->127.0.0.1:5000 none"));
+  assert_true(recorded(&d, "bad flow"));
+  assert_int_equal(stop(&d), 0);
+  cleanup(&d);
+}
+
 static void t_registry(void **state) {
   (void)state;
   struct daemon d;
@@ -351,6 +386,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(t_decode, teardown),   cmocka_unit_test_teardown(t_buffer, teardown),
       cmocka_unit_test_teardown(t_rules, teardown),    cmocka_unit_test_teardown(t_registry, teardown),
+      cmocka_unit_test_teardown(t_flow_gpu, teardown),
       cmocka_unit_test_teardown(t_bad_requests, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
