@@ -37,12 +37,63 @@ WAIT_S = 60.0
 SEED_KV, SEED_BIG = 5, 9
 
 
-def gen(torch, seed, start, n, device):
-    """Bytes of the source at [start, start + n): a function of the offset
-    that differs between any two 64 KiB blocks, so a block landing in the
-    wrong place is seen."""
-    i = torch.arange(start, start + n, dtype=torch.int64, device=device)
-    return (((i * 2654435761 + seed * 97) >> 13) & 0xFF).to(torch.uint8)
+class Mem:
+    """A registered byte region: VRAM (a torch tensor on GPU `gpu`) or DRAM
+    (numpy: the CPU check over the CUDA test doubles), and the few array
+    operations the checks need, on the memory's own side."""
+
+    def __init__(self, kind, gpu, nbytes):
+        self.kind, self.nbytes = kind, nbytes
+        self.dev_id = gpu if kind == "VRAM" else 0
+        if kind == "VRAM":
+            import torch
+            self.xp = torch
+            torch.cuda.set_device(gpu)
+            self.dev = torch.device("cuda", gpu)
+            self.buf = torch.zeros(nbytes, dtype=torch.uint8, device=self.dev)
+            self.addr = self.buf.data_ptr()
+        else:
+            import numpy
+            self.xp = numpy
+            self.buf = numpy.zeros(nbytes, dtype=numpy.uint8)
+            self.addr = self.buf.ctypes.data
+
+    def gen(self, seed, start, n):
+        """Bytes of the source at [start, start + n): a function of the
+        offset that differs between any two 64 KiB blocks, so a block landing
+        in the wrong place is seen. Made 16 MiB at a time (int64 temporaries)."""
+        xp, out = self.xp, self.new(n)
+        for o in range(0, n, 16 * MIB):
+            m = min(16 * MIB, n - o)
+            if self.kind == "VRAM":
+                i = xp.arange(start + o, start + o + m, dtype=xp.int64, device=self.dev)
+                out[o:o + m] = (((i * 2654435761 + seed * 97) >> 13) & 0xFF).to(xp.uint8)
+            else:
+                i = xp.arange(start + o, start + o + m, dtype=xp.int64)
+                out[o:o + m] = (((i * 2654435761 + seed * 97) >> 13) & 0xFF).astype(xp.uint8)
+        return out
+
+    def new(self, n):
+        if self.kind == "VRAM":
+            return self.xp.empty(n, dtype=self.xp.uint8, device=self.dev)
+        return self.xp.empty(n, dtype=self.xp.uint8)
+
+    def sync(self):
+        if self.kind == "VRAM":
+            self.xp.cuda.synchronize(self.dev)
+
+    def nonzero(self, x):
+        return int(self.xp.count_nonzero(x))
+
+    def rows_differ(self, a, b):
+        d = (a != b).any(1)
+        return int(d.sum())
+
+    def register(self, agent):
+        return agent.register_memory([(self.addr, self.nbytes, self.dev_id, "")], self.kind)
+
+    def descs(self, offsets, size):
+        return [(self.addr + o, size, self.dev_id) for o in offsets]
 
 
 def index_lists(seed, nblk):
@@ -75,15 +126,13 @@ def layout(args):
 
 
 def target(args):
-    import torch
     from nixl_peer import wait_notif  # bounded by its WAIT_S
-    torch.cuda.set_device(args.target_gpu)
-    dev = torch.device("cuda", args.target_gpu)
-    agent = make_agent("target", args.target_gpu)
     stride, big_off, total = layout(args)
-    region = torch.zeros(total, dtype=torch.uint8, device=dev)
-    reg = agent.register_memory([region])
-    say(f"READY {region.data_ptr()} {total} {agent.get_agent_metadata().hex()}")
+    mem = Mem(args.mem, args.target_gpu, total)
+    agent = make_agent("target", args.target_gpu)
+    reg = mem.register(agent)
+    say(f"READY {mem.addr} {total} {agent.get_agent_metadata().hex()}")
+    region = mem.buf
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "meta":
@@ -93,26 +142,23 @@ def target(args):
             if not wait_notif(agent, b"kv"):
                 say("BAD no notification kv")
                 continue
-            torch.cuda.synchronize(dev)
+            mem.sync()
             src_idx, dst_idx = index_lists(SEED_KV, args.blocks)
-            src = gen(torch, SEED_KV, 0, big_off, dev).view(args.blocks, stride)[:, :args.block]
-            got = region[:big_off].view(args.blocks, stride)
-            want = src[torch.tensor(src_idx, device=dev)]
-            have = got[torch.tensor(dst_idx, device=dev), :args.block]
-            bad = (have != want).any(dim=1).nonzero()
+            src = mem.gen(SEED_KV, 0, big_off).reshape(args.blocks, stride)[:, :args.block]
+            got = region[:big_off].reshape(args.blocks, stride)
+            bad = mem.rows_differ(got[dst_idx, :args.block], src[src_idx])
             # The gaps between blocks must stay untouched.
-            gaps = int(torch.count_nonzero(got[:, args.block:]).item())
-            if bad.numel() or gaps:
-                say(f"BAD kv: {bad.numel()} of {args.blocks} blocks differ, {gaps} gap bytes written")
+            gaps = mem.nonzero(got[:, args.block:])
+            if bad or gaps:
+                say(f"BAD kv: {bad} of {args.blocks} blocks differ, {gaps} gap bytes written")
             else:
                 say("OK kv")
         elif cmd == "expect-big":
             if not wait_notif(agent, b"big"):
                 say("BAD no notification big")
                 continue
-            torch.cuda.synchronize(dev)
-            want = gen(torch, SEED_BIG, big_off, args.big, dev)
-            n = int(torch.count_nonzero(region[big_off:] != want).item())
+            mem.sync()
+            n = mem.nonzero(region[big_off:] != mem.gen(SEED_BIG, big_off, args.big))
             say("OK big" if n == 0 else f"BAD big: {n} bytes differ")
         elif cmd == "quit":
             break
@@ -124,7 +170,7 @@ def target(args):
 class Peer:
     def __init__(self, args):
         cmd = [sys.executable, os.path.abspath(__file__), "--role", "target", "--target-gpu", str(args.target_gpu),
-               "--blocks", str(args.blocks), "--block-size", str(args.block), "--big", str(args.big)]
+               "--blocks", str(args.blocks), "--block-size", str(args.block), "--big", str(args.big), "--mem", args.mem]
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def line(self):
@@ -176,58 +222,57 @@ def report(result, failures, key, what, nbytes, secs, answer):
 
 
 def initiator(args):
-    import torch
-    torch.cuda.set_device(args.init_gpu)
-    dev = torch.device("cuda", args.init_gpu)
     stride, big_off, total = layout(args)
     peer = Peer(args)
-    result = {"plugin": os.environ.get("TPX_NET_PLUGIN", "(built-in)"), "init_gpu": args.init_gpu,
+    result = {"plugin": os.environ.get("TPX_NET_PLUGIN", "(built-in)"), "mem": args.mem, "init_gpu": args.init_gpu,
               "target_gpu": args.target_gpu, "blocks": args.blocks, "block_bytes": args.block, "big_bytes": args.big}
     failures = []
+    kind = args.mem
     try:
         words = peer.line().split()
         if words[0] != "READY":
             raise RuntimeError(f"target: {' '.join(words)}")
         t_addr, t_total, t_meta = int(words[1]), int(words[2]), bytes.fromhex(words[3])
-        assert t_total == total
+        if t_total != total:
+            raise RuntimeError(f"target's region is {t_total} bytes, not {total}")
+        mem = Mem(kind, args.init_gpu, total)
+        region = mem.buf
+        region[:big_off] = mem.gen(SEED_KV, 0, big_off)
+        region[big_off:] = mem.gen(SEED_BIG, big_off, args.big)
+        mem.sync()
         agent = make_agent("init", args.init_gpu)
-        region = torch.empty(total, dtype=torch.uint8, device=dev)
-        region[:big_off] = gen(torch, SEED_KV, 0, big_off, dev)
-        region[big_off:] = gen(torch, SEED_BIG, big_off, args.big, dev)
-        torch.cuda.synchronize(dev)
-        reg = agent.register_memory([region])
+        reg = mem.register(agent)
         agent.add_remote_agent(t_meta)
         if peer.ask("meta " + agent.get_agent_metadata().hex()) != "OK meta":
             raise RuntimeError("target did not take the initiator's metadata")
-        base = region.data_ptr()
+        t_dev = args.target_gpu if kind == "VRAM" else 0
+        blocks = [i * stride for i in range(args.blocks)]
         # 1. 1,000 x 64 KiB, one descriptor per block, prepared once per side.
-        local = agent.prep_xfer_dlist("NIXL_INIT_AGENT", [(base + i * stride, args.block, args.init_gpu)
-                                                          for i in range(args.blocks)], "VRAM")
-        remote = agent.prep_xfer_dlist("target", [(t_addr + i * stride, args.block, args.target_gpu)
-                                                  for i in range(args.blocks)], "VRAM")
+        local = agent.prep_xfer_dlist("NIXL_INIT_AGENT", mem.descs(blocks, args.block), kind)
+        remote = agent.prep_xfer_dlist("target", [(t_addr + o, args.block, t_dev) for o in blocks], kind)
         src_idx, dst_idx = index_lists(SEED_KV, args.blocks)
         h = agent.make_prepped_xfer("WRITE", local, src_idx, remote, dst_idx, b"kv")
-        secs = run_xfer(agent, h, "WRITE 1000 blocks")
-        report(result, failures, "kv_write_s", f"WRITE {args.blocks} x {args.block // KIB} KiB VRAM -> VRAM "
+        secs = run_xfer(agent, h, f"WRITE {args.blocks} blocks")
+        report(result, failures, "kv_write_s", f"WRITE {args.blocks} x {args.block // KIB} KiB {kind} -> {kind} "
                "(the first transfer: connection included)", args.blocks * args.block, secs, peer.ask("expect-kv"))
         agent.release_xfer_handle(h)
         agent.release_dlist_handle(local)
         agent.release_dlist_handle(remote)
-        # 2. one 64 MiB block, WRITE then READ back.
-        lbig = agent.get_xfer_descs([(base + big_off, args.big, args.init_gpu)], "VRAM")
-        rbig = agent.get_xfer_descs([(t_addr + big_off, args.big, args.target_gpu)], "VRAM")
+        # 2. one large block, WRITE then READ back.
+        lbig = agent.get_xfer_descs(mem.descs([big_off], args.big), kind)
+        rbig = agent.get_xfer_descs([(t_addr + big_off, args.big, t_dev)], kind)
         h = agent.initialize_xfer("WRITE", lbig, rbig, "target", b"big")
-        secs = run_xfer(agent, h, "WRITE 64 MiB")
-        report(result, failures, "big_write_s", f"WRITE {args.big // MIB} MiB VRAM -> VRAM", args.big, secs,
+        secs = run_xfer(agent, h, f"WRITE {args.big} bytes")
+        report(result, failures, "big_write_s", f"WRITE {args.big // MIB} MiB {kind} -> {kind}", args.big, secs,
                peer.ask("expect-big"))
         agent.release_xfer_handle(h)
-        region[big_off:].zero_()
-        torch.cuda.synchronize(dev)
+        region[big_off:] = 0
+        mem.sync()
         h = agent.initialize_xfer("READ", lbig, rbig, "target")
-        secs = run_xfer(agent, h, "READ 64 MiB")
-        torch.cuda.synchronize(dev)
-        n = int(torch.count_nonzero(region[big_off:] != gen(torch, SEED_BIG, big_off, args.big, dev)).item())
-        report(result, failures, "big_read_s", f"READ {args.big // MIB} MiB VRAM <- VRAM", args.big, secs,
+        secs = run_xfer(agent, h, f"READ {args.big} bytes")
+        mem.sync()
+        n = mem.nonzero(region[big_off:] != mem.gen(SEED_BIG, big_off, args.big))
+        report(result, failures, "big_read_s", f"READ {args.big // MIB} MiB {kind} <- {kind}", args.big, secs,
                "OK" if n == 0 else f"BAD {n} bytes differ")
         agent.release_xfer_handle(h)
         agent.remove_remote_agent("target")
@@ -242,7 +287,8 @@ def initiator(args):
     if failures:
         print("tcpx_nixl: FAILED: " + "; ".join(failures), file=sys.stderr)
         return 1
-    print("tcpx_nixl: every byte matched (1000 x 64 KiB WRITE, 64 MiB WRITE and READ, VRAM at both ends)")
+    print(f"tcpx_nixl: every byte matched ({args.blocks} x {args.block // KIB} KiB WRITE, {args.big // MIB} MiB WRITE "
+          f"and READ, {kind} at both ends)")
     return 0
 
 
@@ -263,12 +309,17 @@ def main():
     ap.add_argument("--blocks", type=int, default=1000)
     ap.add_argument("--block-size", dest="block", type=size, default=64 * KIB)
     ap.add_argument("--big", type=size, default=64 * MIB)
+    ap.add_argument("--mem", choices=["VRAM", "DRAM"], default="VRAM",
+                    help="VRAM (torch, the GPU machine) or DRAM (numpy: over the CUDA test doubles)")
     args = ap.parse_args()
     if not 1 <= args.blocks <= 100000:
         ap.error("--blocks: 1..100000")
     if args.target_gpu is None:
-        import torch
-        args.target_gpu = 1 if torch.cuda.device_count() >= 2 else 0
+        if args.mem == "VRAM":
+            import torch
+            args.target_gpu = 1 if torch.cuda.device_count() >= 2 else 0
+        else:
+            args.target_gpu = 1
     return target(args) if args.role == "target" else initiator(args)
 
 
