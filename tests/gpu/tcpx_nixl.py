@@ -17,7 +17,8 @@ compared on the GPU that received it. Every wait is bounded; nothing but
 
   TPX_NET_PLUGIN=/path/libnccl-net-tcpx.so python3 tests/gpu/tcpx_nixl.py
 Needs torch with CUDA and NIXL built with --cuda (PYTHONPATH, NIXL_PLUGIN_DIR:
-docs/NIXL.md).
+docs/NIXL.md). --mem DRAM runs the same with numpy host memory at both ends
+(the CPU check over the CUDA test doubles, ctest nixl_tcpx_real).
 """
 
 import argparse
