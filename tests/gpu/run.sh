@@ -52,8 +52,6 @@ STEPS=${STEPS:-$ALL_STEPS}
 TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
-case " $STEPS " in *" tcpxreal "*) TARGETS="$TARGETS tpx-info tpx-conformance tpx-rxdm-standin tpx-devmem-standin" ;; esac
-case " $STEPS " in *" tcpx_"*) TARGETS="$TARGETS tpx-rxdm-standin tpx-devmem-standin" ;; esac
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 [ -n "${OUT:-}" ] && mkdir -p "$OUT"
@@ -225,6 +223,10 @@ step_disagg() {
 # this machine's CUDA driver: conformance, the engine 4 KiB..256 MiB in host
 # and GPU memory, GPU 0 -> GPU 1, faults (tests/tcpx/gpu_real_plugin.sh).
 step_tcpxreal() {
+  if [ -n "$tcpxreal_why" ]; then
+    note "SKIP  tcpxreal ($tcpxreal_why)"
+    return 0
+  fi
   if ! "$ROOT/scripts/build-tcpx-plugin.sh" --check >"$LOGS/tcpxreal_check.log" 2>&1; then
     note "SKIP  tcpxreal ($(tail -n 1 "$LOGS/tcpxreal_check.log"))"
     return 0
@@ -254,6 +256,10 @@ tcpx_prepare() {
 # showing the plugin's name and version (tests/gpu/tcpx_clients.sh).
 tcpx_client_step() {
   local what=$1 limit=$2
+  if [ -n "$tcpxreal_why" ]; then
+    note "SKIP  tcpx_$what ($tcpxreal_why)"
+    return 0
+  fi
   if ! tcpx_prepare; then
     note "FAIL  tcpx_$what (the plugin or the stand-ins did not build: $(tail -n 1 "$LOGS/tcpx_plugin.log" 2>/dev/null); $LOGS/build.log)"
     failed=1
@@ -275,6 +281,10 @@ step_tcpx_bench() {
   n=$(nvidia-smi -L 2>/dev/null | wc -l)
   if [ "$n" -lt 2 ]; then
     note "SKIP  tcpx_bench (needs 2 GPUs, $n present)"
+    return 0
+  fi
+  if [ -n "$tcpxreal_why" ]; then
+    note "SKIP  tcpx_bench ($tcpxreal_why)"
     return 0
   fi
   tcpx_prepare || { note "FAIL  tcpx_bench (the plugin or the stand-ins did not build)"; failed=1; return 1; }
@@ -324,16 +334,23 @@ build_gpu_pieces() {
 
 cfg=()
 command -v ninja >/dev/null && cfg=(-G Ninja)
-# The tcpxreal step's programs (tests/fakes, tests/conformance) are built
+# The tcpx* steps' programs (tests/fakes, tests/conformance) are built
 # with the tests, which need cmocka; GPU machines have none: Debian's, from
 # the .debs scripts/pack-testdeps-tools.sh carries, when they are there.
+# Without cmocka they are not built and the step skips, saying so.
+tcpxreal_why=""
 case " $STEPS " in
 *" tcpxreal "* | *" tcpx_"*)
   cm_debs=$(ls "${TPX_TESTDEPS_TOOLS:-/nonexistent}"/debs/libcmocka*.deb 2>/dev/null)
-  if ! ldconfig -p | grep -q 'libcmocka\.so' && [ -n "$cm_debs" ]; then
-    for d in $cm_debs; do dpkg-deb -x "$d" "$BUILD/cmocka"; done
-    cfg+=(-DCMOCKA_LIB="$BUILD/cmocka/usr/lib/x86_64-linux-gnu/libcmocka.so.0" -DCMOCKA_INCLUDE="$BUILD/cmocka/usr/include")
-  fi ;;
+  if ! ldconfig -p | grep -q 'libcmocka\.so'; then
+    if [ -n "$cm_debs" ]; then
+      for d in $cm_debs; do dpkg-deb -x "$d" "$BUILD/cmocka"; done
+      cfg+=(-DCMOCKA_LIB="$BUILD/cmocka/usr/lib/x86_64-linux-gnu/libcmocka.so.0" -DCMOCKA_INCLUDE="$BUILD/cmocka/usr/include")
+    else
+      tcpxreal_why="no cmocka here nor in \$TPX_TESTDEPS_TOOLS/debs (scripts/pack-testdeps-tools.sh)"
+    fi
+  fi
+  [ -z "$tcpxreal_why" ] && TARGETS="$TARGETS tpx-info tpx-conformance tpx-rxdm-standin tpx-devmem-standin" ;;
 esac
 t0=$SECONDS
 if {
