@@ -38,6 +38,15 @@
 #             bandwidth by threads (bench/membw.c), pinned GPU copies
 #             (bench/gpu_copy.py, PyTorch), 8 iperf3 pairs, each alone and
 #             while another runs
+#   tcpx      Google's real GPUDirect-TCPX plugin with the RxDM and devmem
+#             stand-ins (run it under tests/tcpx/with_real_plugin.sh, which
+#             starts them; bench/tcpx_compare.sh does): the engine GPU
+#             memory -> GPU memory over the plugin, write at 1 and 4 in
+#             flight and send, against PyTorch's NCCL send/recv over the same
+#             plugin and stand-ins (bench/nccl_with_tpx.py, NCCL's defaults
+#             and Google's A3-high tuning), and against the emulation of the
+#             plugin (the built-in transport's unpack mode, TPX_SOCK_UNPACK=1);
+#             2 GPUs (CLIENT_GPU=0, SERVER_GPU=1 unless set), PyTorch
 # Settings (environment):
 #   ROUNDS=5  ITERS64=30  ITERS256=10 (transfers per engine or raw run; other
 #   sizes take ITERS64)  IPERF_SECONDS=3  IPERF3=path|none
@@ -58,7 +67,8 @@
 #   MPS=1: every process under a CUDA MPS daemon of this run's own (two
 #   processes on ONE GPU otherwise take turns on it, which two hosts never do)
 #   N=8 (orch)  MIN=4K MAX=64M KV_MAX=1M (sweep)  SPINS="50 200 1000" MEM
-#   (progress)  PORT_BASE (default from this process id)
+#   (progress)  NCCL_VARIANTS="tcpx tcpx-a3" (tcpx)  PYTHON (tcpx: one with
+#   torch)  PORT_BASE (default from this process id)
 #   LOGS=dir: keep the logs and results.txt there (default: a temp dir)
 # Settings TPX_* in the environment apply to every engine run. A measurement
 # that fails is retried twice on other ports, saying so; a case that fails
@@ -90,8 +100,8 @@ old="${OLD:-}"
 n="${N:-8}"
 port_base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 
-case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem) ;;
-*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem [BUILD_DIR] (see the header)" ;; esac
+case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx) ;;
+*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx [BUILD_DIR] (see the header)" ;; esac
 for b in "$build" ${old:+"$old"}; do
   [ -x "$b/tpx-bench" ] && [ -x "$b/tpx-netbench" ] || die "$b/tpx-bench or tpx-netbench not found; build first"
 done
@@ -143,6 +153,11 @@ trap 'exit 1' INT TERM
 #   procs                      N tpx-bench process pairs at once, total GB/s
 #   membw|THREADS              host memory copy GB/s (bench/membw.c)
 #   gpucopy|DIR                pinned GPU copies, d2h or h2d (bench/gpu_copy.py)
+#   nccl|TRANSPORT|SIZE|INFLIGHT
+#                              PyTorch's NCCL send/recv GPU $CLIENT_GPU -> GPU
+#                              $SERVER_GPU (bench/nccl_with_tpx.py --transport
+#                              TRANSPORT), GB/s per GPU; a round's cases of one
+#                              transport share one run
 #   while|LOAD|KIND|fields     the case KIND while LOAD runs beside it
 #                              (LOAD: "membw T", "gpucopy DIR" or "iperf N")
 # A ratio: A|B|TARGET (">= 0.9", "<= 1.5" or empty).
@@ -257,6 +272,35 @@ mem_set() {
   ratio_of "copy, 8 threads, while iperf3 x 8" "copy, 8 threads"
   ratio_of "iperf3 x 8 while D2H" "iperf3 x 8"
   ratio_of "iperf3 x 8 while H2D" "iperf3 x 8"
+}
+tcpx_set() {
+  # Under with_real_plugin.sh: the plugin it names and the stand-ins it started.
+  tcpx_plugin=${TPX_NET_PLUGIN:-}
+  [ -n "$tcpx_plugin" ] && [ -f "$tcpx_plugin" ] && [ -n "${NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX:-}" ] ||
+    die "tcpx: run under tests/tcpx/with_real_plugin.sh (bench/tcpx_compare.sh does): TPX_NET_PLUGIN and the RxDM stand-in's prefix are not set"
+  tcpx_devmem=${TPX_DEVMEM_STANDIN:-$build/tests/fakes/devmem/libtpx-devmem-standin.so}
+  [ -f "$tcpx_devmem" ] || die "tcpx: the devmem stand-in $tcpx_devmem is not built"
+  # GPU=1 without a GPU: the CUDA test doubles' "GPU" memory (a dry run of the set).
+  [ "$gpu" = 1 ] || die "tcpx: needs GPUs (or GPU=1 over the CUDA test doubles)"
+  tcpx_py=${PYTHON:-python3}
+  [ -z "${NCCL_VARIANTS-x}" ] || "$tcpx_py" -c 'import torch' 2>/dev/null ||
+    die "tcpx: $tcpx_py has no torch (PYTHON=..., or NCCL_VARIANTS= for no NCCL cases)"
+  # Only the cases that name it use the plugin; the emulation's use the built-in transport.
+  unset TPX_NET_PLUGIN
+  [ -n "$cgpu" ] || cgpu=0
+  [ -n "$sgpu" ] || sgpu=1
+  local real="TPX_NET_PLUGIN=$tcpx_plugin LD_PRELOAD=$tcpx_devmem" i v e
+  for i in 1 4; do
+    cases+=("real plugin 64M x$i|eng|cuda|$real|64M|$i|1|" "emulation 64M x$i|eng|cuda|TPX_SOCK_UNPACK=1|64M|$i|1|")
+    for v in ${NCCL_VARIANTS-tcpx tcpx-a3}; do cases+=("NCCL $v 64M x$i|nccl|$v|64M|$i"); done
+  done
+  cases+=("real plugin send 64M x1|eng|cuda|$real|64M|1|1|--op send")
+  for i in 1 4; do
+    e=$([ $i = 1 ] && echo 1.2 || echo 1.3)
+    for v in ${NCCL_VARIANTS-tcpx tcpx-a3}; do ratio_of "real plugin 64M x$i" "NCCL $v 64M x$i" ">= $e"; done
+    ratio_of "real plugin 64M x$i" "emulation 64M x$i" ">= 0.8"
+  done
+  for v in ${NCCL_VARIANTS-tcpx tcpx-a3}; do ratio_of "real plugin send 64M x1" "NCCL $v 64M x1"; done
 }
 bytes() { # 4K -> 4096
   case $1 in *K) echo $((${1%K} << 10)) ;; *M) echo $((${1%M} << 20)) ;; *G) echo $((${1%G} << 30)) ;; *) echo "$1" ;; esac
@@ -421,6 +465,36 @@ run_procs() {
     [ -n "$bw" ] || { bad "no figure from client $i" "$tmp/pc-$i.log"; return 1; }
     val=$(awk -v a="$val" -v b="$bw" 'BEGIN { printf "%.3f", a + b }')
   done
+  cpu="- -"
+}
+
+# nccl: TRANSPORT SIZE INFLIGHT -> GB/s per GPU. One run times every in-flight
+# count the set has for TRANSPORT (PyTorch and NCCL start in seconds, a
+# transfer in milliseconds); the round's other cases of TRANSPORT take theirs
+# from it. The run checks the bytes received and its log must show NCCL's
+# channels going through the plugin.
+declare -A nccl_got=()
+run_nccl() {
+  local tr=$1 size=$2 inf=$3 log="$tmp/nccl.log" infs="" c its
+  if [ -z "${nccl_got[$r|$tr|$size|$inf]:-}" ]; then
+    for c in "${cases[@]}"; do
+      case $c in *"|nccl|$tr|$size|"*) infs="$infs,${c##*|}" ;; esac
+    done
+    its=$(iters_for "$size")
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET CUDA_VISIBLE_DEVICES="$cgpu,$sgpu" LD_PRELOAD="$tcpx_devmem" \
+      timeout 300 "$tcpx_py" "$here/nccl_with_tpx.py" --transport "$tr" --plugin "$tcpx_plugin" --check-max 0 \
+      --sizes "$size" --inflight "${infs#,}" --iters "$its" --warmup 3 >"$log" 2>&1 ||
+      { bad "NCCL $tr failed" "$log"; return 1; }
+    grep -q "via NET/GPUDirectTCPX_v7/" "$log" || { bad "NCCL $tr: no channel via NET/GPUDirectTCPX_v7 in its log" "$log"; return 1; }
+    local line
+    while read -r line; do nccl_got[$r|$tr|$size|${line%% *}]=${line#* }; done < <(
+      sed -n 's/^RESULT //p' "$log" | python3 -c '
+import json, sys
+for t in json.load(sys.stdin)["timed"]:
+    print(t["inflight"], "%.3f" % t["gbps_per_gpu"])')
+  fi
+  val=${nccl_got[$r|$tr|$size|$inf]:-}
+  [ -n "$val" ] || { bad "NCCL $tr: no figure for $size x$inf" "$log"; return 1; }
   cpu="- -"
 }
 

@@ -9,12 +9,32 @@ Transports (--transport, or TPX_BENCH_TRANSPORT):
   socket      NCCL's built-in Socket transport, defaults
   socket-4x4  NCCL Socket with NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
   tpx         our plugin: NCCL_NET_PLUGIN=<--plugin path> NCCL_NET=tpx
+  tcpx        Google's GPUDirect-TCPX plugin (the real one, --plugin PATH to
+              libnccl-net-tcpx.so), NCCL_NET=GPUDirectTCPX_v7, GPU memory at
+              both ends of the network (NCCL_NET_GDR_LEVEL=SYS,
+              NCCL_NET_GDR_READ=1: the plugin's devmem path and NCCL's unpack
+              kernels, as on A3-high), NCCL's Simple protocol only (the one
+              that unpacks) and the three plugin variables tcpx-p2p
+              fills in for itself (docs/CONFIG.md). The plugin's own
+              NCCL_GPUDIRECTTCPX_* (interfaces, RxDM's socket prefix) and the
+              devmem stand-in (LD_PRELOAD) come from the caller:
+              tests/gpu/tcpx_clients.sh
+  tcpx-a3     tcpx with the settings of Google's A3-high NCCL configuration
+              (NCCL_P2P_NET_CHUNKSIZE=524288, NCCL_BUFFSIZE=4194304, and
+              for the plugin 1 thread x 4 sockets per comm: on lo it
+              otherwise takes 1 x 1)
   env         leave NCCL_NET* as the caller set them
 
 Start:  python3 bench/nccl_with_tpx.py --transport tpx --plugin build/libnccl-net-tpx.so
    or:  torchrun --nproc-per-node 2 bench/nccl_with_tpx.py --transport socket
 Exit status 0 only when every result was exact. Prints one line
 "RESULT {json}" (rank 0) for bench/nccl_compare.sh.
+
+--check-max SIZE (default 256M; 0: no checks) bounds the checked sizes;
+--sizes LIST (default 64M,256M) the timed ones; --inflight LIST (default 1)
+times each size with N send/recv pairs posted at once (one NCCL group,
+torch.distributed.batch_isend_irecv, N buffers), N x size bytes an
+iteration.
 
 --selftest-cpu runs the same checks and timing with the gloo backend on the
 CPU (no GPU, no NCCL): a check of this script's own logic.
@@ -50,6 +70,62 @@ COMMON_ENV = {
 }
 
 
+# Google's GPUDirect-TCPX plugin: its ncclNet table's name, and how NCCL is
+# made to use it as A3-high does: GPU memory at both ends of the network
+# (loopback's PCI path, which the devmem stand-in supplies, is not near the
+# GPU, so NCCL would otherwise stage through host memory and never use the
+# plugin's devmem path or its own unpack kernels).
+TCPX_NAME = "GPUDirectTCPX_v7"
+# Only NCCL's Simple protocol unpacks: its LL and LL128 receive kernels read
+# NCCL's own buffer, which the plugin never writes (the bytes land in the
+# devmem receive buffer and wait for the unpack kernel of prims_simple), so
+# they wait for ever. NCCL 2.28.9 picked LL for a 1 KiB all_reduce over the
+# plugin and hung ("rx ctrl timeout"); Google's A3-high configuration sets
+# NCCL_PROTO=Simple too. Small send/recv take LL below NCCL_P2P_LL_THRESHOLD.
+TCPX_ENV = {"NCCL_NET_GDR_LEVEL": "SYS", "NCCL_NET_GDR_READ": "1", "NCCL_PROTO": "Simple",
+            "NCCL_P2P_LL_THRESHOLD": "0"}
+# The plugin's three variables whose unset values are unsafe; tpx-p2p fills
+# in the same for itself (docs/CONFIG.md, "The GPUDirect-TCPX plugin's
+# environment"), so NCCL and the engine run the plugin alike.
+TCPX_PLUGIN_DEFAULTS = {"NCCL_DYNAMIC_CHUNK_SIZE": "524288", "NCCL_GPUDIRECTTCPX_RECV_SYNC": "1",
+                        "NCCL_MIN_ZCOPY_SIZE": "4096"}
+# Google's A3-high NCCL configuration: NCCL's chunk and buffer sizes, and the
+# plugin's threads and sockets per comm (read by the plugin; on a NIC it does
+# not know, lo included, it takes 1 x 1: connect.cc, tcpxGetNsockNthread).
+A3_TUNING = {"NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_BUFFSIZE": "4194304",
+             "NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "4"}
+
+
+def parse_size(text):
+    """'64M' -> 67108864; K, M, G suffixes (powers of 1024) or bytes."""
+    t = text.strip().upper()
+    mult = {"K": KIB, "M": MIB, "G": 1024 * MIB}.get(t[-1:], 1)
+    try:
+        n = int(t[:-1] if mult > 1 else t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"negative size: {text!r}")
+    return n
+
+
+def size_list(text):
+    sizes = [parse_size(x) for x in text.split(",") if x.strip()]
+    if not sizes or any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError(f"sizes: a comma-separated list of positive sizes, not {text!r}")
+    return sizes
+
+
+def int_list(text):
+    try:
+        v = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        v = []
+    if not v or any(n < 1 or n > 64 for n in v):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of integers 1..64, not {text!r}")
+    return v
+
+
 def transport_env(transport, plugin):
     """Environment for one transport, applied before NCCL initialises."""
     env = dict(COMMON_ENV)
@@ -67,6 +143,20 @@ def transport_env(transport, plugin):
             sys.exit(f"nccl_with_tpx: plugin {path} does not exist (build it: make build)")
         env["NCCL_NET_PLUGIN"] = path
         env["NCCL_NET"] = "tpx"
+    elif transport in ("tcpx", "tcpx-a3"):
+        if not plugin:
+            sys.exit(f"nccl_with_tpx: --transport {transport} needs --plugin PATH (libnccl-net-tcpx.so)")
+        path = os.path.abspath(plugin)
+        if not os.path.isfile(path):
+            sys.exit(f"nccl_with_tpx: plugin {path} does not exist (scripts/build-tcpx-plugin.sh builds it)")
+        env["NCCL_NET_PLUGIN"] = path
+        env["NCCL_NET"] = TCPX_NAME
+        env.update(TCPX_ENV)
+        # What the caller set wins (the plugin's own variables, tuning).
+        for k in TCPX_PLUGIN_DEFAULTS:
+            env[k] = os.environ.get(k, TCPX_PLUGIN_DEFAULTS[k])
+        if transport == "tcpx-a3":
+            env.update(A3_TUNING)
     elif transport != "env":
         sys.exit(f"nccl_with_tpx: unknown transport {transport!r}")
     return env
@@ -134,22 +224,32 @@ def sync(torch, device):
         torch.cuda.synchronize(device)
 
 
-def time_send_recv(torch, dist, rank, device, nbytes, warmup, iters):
+def time_send_recv(torch, dist, rank, device, nbytes, warmup, iters, inflight=1):
     seed = nbytes % 251
     want = pattern(torch, nbytes, seed, device)
-    buf = want if rank == 0 else torch.full((nbytes,), 255, dtype=torch.uint8, device=device)
+    if rank == 0:
+        bufs = [want] * inflight
+    else:
+        bufs = [torch.full((nbytes,), 255, dtype=torch.uint8, device=device) for _ in range(inflight)]
 
     def one():
-        if rank == 0:
-            dist.send(buf, dst=1)
-        else:
-            dist.recv(buf, src=0)
+        if inflight == 1:
+            if rank == 0:
+                dist.send(bufs[0], dst=1)
+            else:
+                dist.recv(bufs[0], src=0)
+            return
+        # N pairs in one NCCL group: all posted before any completes.
+        op = dist.isend if rank == 0 else dist.irecv
+        for w in dist.batch_isend_irecv([dist.P2POp(op, b, 1 - rank) for b in bufs]):
+            w.wait()
 
     for _ in range(warmup):
         one()
     sync(torch, device)
     if rank == 1:
-        buf.fill_(255)
+        for b in bufs:
+            b.fill_(255)
     dist.barrier()
     sync(torch, device)
     t0 = time.perf_counter()
@@ -157,14 +257,20 @@ def time_send_recv(torch, dist, rank, device, nbytes, warmup, iters):
         one()
     sync(torch, device)
     elapsed = time.perf_counter() - t0
-    ok = rank == 0 or torch.equal(buf, want)
-    detail = "" if ok else first_mismatch(torch, buf, want)
+    ok, detail = True, ""
+    if rank == 1:
+        for b in bufs:
+            if not torch.equal(b, want):
+                ok, detail = False, first_mismatch(torch, b, want)
+                break
     if not agree(torch, dist, ok, device):
-        raise WrongResult(f"timed send/recv {fmt_size(nbytes)}: wrong bytes on rank {rank}: {detail or 'peer failed'}")
+        raise WrongResult(f"timed send/recv {fmt_size(nbytes)} x{inflight}: wrong bytes on rank {rank}: "
+                          f"{detail or 'peer failed'}")
     slowest = torch.tensor([elapsed], dtype=torch.float64, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     secs = float(slowest.item())
-    return {"bytes": nbytes, "iters": iters, "seconds": secs, "gbps_per_gpu": nbytes * iters / secs / 1e9}
+    return {"bytes": nbytes, "inflight": inflight, "iters": iters, "seconds": secs,
+            "gbps_per_gpu": nbytes * inflight * iters / secs / 1e9}
 
 
 def worker(rank, world, args, env):
@@ -186,13 +292,14 @@ def worker(rank, world, args, env):
             dist.init_process_group("nccl", rank=rank, world_size=world, timeout=timeout)
     rows = []
     try:
-        for i, size in enumerate(CHECK_SIZES):
+        for i, size in enumerate(s for s in CHECK_SIZES if s <= args.check_max):
             check_all_reduce(torch, dist, rank, device, size)
             check_send_recv(torch, dist, rank, device, size, seed=i + 1)
             rows.append(size)
             if rank == 0:
                 print(f"  {fmt_size(size):>10}  all_reduce exact  send/recv exact", flush=True)
-        timed = [time_send_recv(torch, dist, rank, device, s, args.warmup, args.iters) for s in TIMED_SIZES]
+        timed = [time_send_recv(torch, dist, rank, device, s, args.warmup, args.iters, n)
+                 for s in args.sizes for n in args.inflight]
     finally:
         dist.destroy_process_group()
     if rank == 0:
@@ -204,9 +311,10 @@ def worker(rank, world, args, env):
             gpus = f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
         print()
         print(f"transport {args.transport}   torch {torch.__version__}   NCCL {nccl}   GPUs {gpus}")
-        print(f"{'size':>10} {'iters':>6} {'time (s)':>10} {'GB/s per GPU':>13}")
+        print(f"{'size':>10} {'inflight':>8} {'iters':>6} {'time (s)':>10} {'GB/s per GPU':>13}")
         for t in timed:
-            print(f"{fmt_size(t['bytes']):>10} {t['iters']:>6} {t['seconds']:>10.4f} {t['gbps_per_gpu']:>13.2f}")
+            print(f"{fmt_size(t['bytes']):>10} {t['inflight']:>8} {t['iters']:>6} {t['seconds']:>10.4f}"
+                  f" {t['gbps_per_gpu']:>13.2f}")
         result = {
             "transport": "gloo-selftest" if args.selftest_cpu else args.transport,
             "torch": torch.__version__,
@@ -235,9 +343,15 @@ def free_port():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--transport", default=os.environ.get("TPX_BENCH_TRANSPORT", "tpx"),
-                    choices=["socket", "socket-4x4", "tpx", "env"])
+                    choices=["socket", "socket-4x4", "tpx", "tcpx", "tcpx-a3", "env"])
     ap.add_argument("--plugin", default=os.environ.get("TPX_PLUGIN_SO", ""),
-                    help="path to libnccl-net-tpx.so (transport tpx)")
+                    help="path to libnccl-net-tpx.so (transport tpx) or libnccl-net-tcpx.so (tcpx)")
+    ap.add_argument("--check-max", type=parse_size, default=256 * MIB,
+                    help="largest size checked for exact results (default 256M; 0: none)")
+    ap.add_argument("--sizes", type=size_list, default=list(TIMED_SIZES),
+                    help="sizes timed (default 64M,256M)")
+    ap.add_argument("--inflight", type=int_list, default=[1],
+                    help="send/recv pairs in flight while timing, e.g. 1,4 (default 1)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--timeout", type=int, default=600, help="NCCL collective timeout, seconds")

@@ -11,7 +11,10 @@
 #   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
 #   NIXL/TPX (python/tests/test_disagg_serving.py) -> Google's real
 #   GPUDirect-TCPX plugin built from its tarball and run over the RxDM and
-#   devmem TCP stand-ins (tests/tcpx/gpu_real_plugin.sh).
+#   devmem TCP stand-ins (tests/tcpx/gpu_real_plugin.sh) -> PyTorch's NCCL and
+#   NIXL's Python agent over that plugin and the stand-ins
+#   (tests/gpu/tcpx_clients.sh) -> the engine over it next to NCCL over it and
+#   the emulation (bench/tcpx_compare.sh).
 # Every step runs even if an earlier one failed (except after a failed
 # build); the exit status is non-zero if any step failed.
 #
@@ -24,10 +27,10 @@
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
 #               pack flush sockunpack gputcpx memcheck_engine python gpubench disagg
-#               tcpxreal
-#   TPX_TESTDEPS_TOOLS, TPX_THIRD_PARTY, TPX_DEPS_CACHE  where the tcpxreal
-#               step finds the plugin's tarballs and protobuf's .debs and
-#               builds it (scripts/build-tcpx-plugin.sh)
+#               tcpxreal tcpx_nccl tcpx_nixl tcpx_bench
+#   TPX_TESTDEPS_TOOLS, TPX_THIRD_PARTY, TPX_DEPS_CACHE  where the tcpx*
+#               steps find the plugin's tarballs and protobuf's .debs and
+#               build it (scripts/build-tcpx-plugin.sh)
 #   PYTHON      interpreter for the python step (default /usr/bin/python3, else
 #               python3; needs pytest and numpy; torch is used when present)
 #   BENCH_SET   gpu_engine_compare.sh --set (final | sweep | quick; default final)
@@ -44,6 +47,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
 ALL_STEPS="ctx unpack memcheck bench engine pack flush sockunpack gputcpx memcheck_engine python gpubench disagg tcpxreal"
+ALL_STEPS="$ALL_STEPS tcpx_nccl tcpx_nixl tcpx_bench"
 STEPS=${STEPS:-$ALL_STEPS}
 TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_gpu_pack test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
@@ -237,6 +241,61 @@ step_tcpxreal() {
   grep -E 'ver\. |^(PASS|FAIL|SKIP)  tcpx-real' "$LOGS/tcpxreal.log" | sed 's/^\[tpx [^]]*\] /      /' >>"$SUMMARY"
 }
 
+# Google's GPUDirect-TCPX plugin (scripts/build-tcpx-plugin.sh, cached; it
+# prints the plugin's path last) and the stand-ins, built once for the steps
+# below; prints the plugin's path.
+tcpx_plugin=""
+tcpx_prepare() {
+  if [ -z "$tcpx_plugin" ]; then
+    "$ROOT/scripts/build-tcpx-plugin.sh" --check >>"$LOGS/tcpx_plugin.log" 2>&1 &&
+      tcpx_plugin=$("$ROOT/scripts/build-tcpx-plugin.sh" 2>>"$LOGS/tcpx_plugin.log" | tail -n 1)
+  fi
+  [ -n "$tcpx_plugin" ] && [ -f "$tcpx_plugin" ] && [ -x "$BUILD/tests/fakes/tpx-rxdm-standin" ]
+}
+
+# NCCL (PyTorch's, two processes on GPU 0 and GPU 1) and NIXL's Python agent
+# (TPX backend, VRAM at both ends) over the real plugin with the RxDM stand-in
+# running and the devmem stand-in preloaded; every byte checked, NCCL's log
+# showing the plugin's name and version (tests/gpu/tcpx_clients.sh).
+tcpx_client_step() {
+  local what=$1 limit=$2
+  if [ -n "$tcpxreal_why" ]; then
+    note "SKIP  tcpx_$what ($tcpxreal_why)"
+    return 0
+  fi
+  if ! tcpx_prepare; then
+    note "FAIL  tcpx_$what (the plugin or the stand-ins did not build: $(tail -n 1 "$LOGS/tcpx_plugin.log" 2>/dev/null); $LOGS/build.log)"
+    failed=1
+    return 1
+  fi
+  run_step "tcpx_$what" "$limit" env NIXL_PREFIX="${NIXL_PREFIX:-}" "$ROOT/tests/gpu/tcpx_clients.sh" "$what" \
+    --build "$BUILD" --plugin "$tcpx_plugin"
+  [ $? = 77 ] && grep -m 1 'SKIPPED' "$LOGS/tcpx_$what.log" | sed 's/^/      /' >>"$SUMMARY"
+  return 0
+}
+step_tcpx_nccl() { tcpx_client_step nccl 420; }
+step_tcpx_nixl() { tcpx_client_step nixl 300; }
+
+# The engine GPU 0 -> GPU 1 over the real plugin next to NCCL over the same
+# plugin and stand-ins, and next to the emulation (TPX_SOCK_UNPACK=1): the
+# issue's targets as ratios (bench/tcpx_compare.sh, a benchmark, not a test).
+step_tcpx_bench() {
+  local n
+  n=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$n" -lt 2 ]; then
+    note "SKIP  tcpx_bench (needs 2 GPUs, $n present)"
+    return 0
+  fi
+  if [ -n "$tcpxreal_why" ]; then
+    note "SKIP  tcpx_bench ($tcpxreal_why)"
+    return 0
+  fi
+  tcpx_prepare || { note "FAIL  tcpx_bench (the plugin or the stand-ins did not build)"; failed=1; return 1; }
+  run_step tcpx_bench 500 env TPX_TCPX_REAL_PLUGIN="$tcpx_plugin" ROUNDS="${TCPX_BENCH_ROUNDS:-3}" \
+    ITERS64="${TCPX_BENCH_ITERS:-20}" LOGS="$LOGS/tcpx_bench" "$ROOT/bench/tcpx_compare.sh" "$BUILD"
+  sed -n '/^medians/,/^with_real_plugin/p' "$LOGS/tcpx_bench.log" | grep -v '^with_real_plugin' >>"$SUMMARY"
+}
+
 step_bench() {
   if [ "${GPU_QUICK:-0}" = 1 ]; then
     run_step bench 200 "$BUILD/tpx-unpack-bench" --iters 5 --warmup 1 --quick
@@ -278,13 +337,13 @@ build_gpu_pieces() {
 
 cfg=()
 command -v ninja >/dev/null && cfg=(-G Ninja)
-# The tcpxreal step's programs (tests/fakes, tests/conformance) are built
+# The tcpx* steps' programs (tests/fakes, tests/conformance) are built
 # with the tests, which need cmocka; GPU machines have none: Debian's, from
 # the .debs scripts/pack-testdeps-tools.sh carries, when they are there.
 # Without cmocka they are not built and the step skips, saying so.
 tcpxreal_why=""
 case " $STEPS " in
-*" tcpxreal "*)
+*" tcpxreal "* | *" tcpx_"*)
   cm_debs=$(ls "${TPX_TESTDEPS_TOOLS:-/nonexistent}"/debs/libcmocka*.deb 2>/dev/null)
   if ! ldconfig -p | grep -q 'libcmocka\.so'; then
     if [ -n "$cm_debs" ]; then
