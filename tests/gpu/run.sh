@@ -320,12 +320,15 @@ build_gpu_pieces() {
   local cflags=(-std=gnu11 -O2 -g -Wall -Wextra -Werror -DTPX_HAVE_CUDA=1 -I"$ROOT/include" -I"$ROOT/src"
     -I/usr/local/cuda/include)
   local libs=(-L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -lstdc++ -lpthread -ldl)
+  # src/common's keys need libcrypto; a machine without its -dev package
+  # still has the runtime library.
+  if ldconfig -p | grep -q 'libcrypto\.so '; then libs+=(-lcrypto); else libs+=(-l:libcrypto.so.3); fi
   mkdir -p "$o" "$BUILD/tests/gpu" || return 1
   for f in "$ROOT"/src/cuda/*.cu; do
     nvcc -arch=sm_90 -O3 -lineinfo -Xcompiler=-Wall,-Wextra --Werror=all-warnings -DTPX_HAVE_CUDA=1 \
       -I"$ROOT/include" -I"$ROOT/src" -c "$f" -o "$o/$(basename "$f").o" || return 1
   done
-  for f in "$ROOT"/src/common/*.c "$ROOT"/src/cuda/*.c; do
+  for f in "$ROOT"/src/common/*.c "$ROOT"/src/cuda/*.c "$ROOT"/src/tcpx/contract.c; do
     gcc "${cflags[@]}" -c "$f" -o "$o/$(basename "$f").o" || return 1
   done
   for t in test_gpu_ctx test_unpack_gpu; do
