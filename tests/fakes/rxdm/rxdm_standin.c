@@ -368,7 +368,7 @@ static long number(const char *opt, const char *v, long lo, long hi) {
 
 int main(int argc, char **argv) {
   const char *prefix = NULL, *record_path = NULL;
-  long want_gpus = 0, pool = 64L << 20;
+  long want_gpus = 0, pool = 4L << 30; /* RxDM's own size, RX_POOL_SIZE */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
