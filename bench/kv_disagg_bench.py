@@ -8,6 +8,9 @@ cache written --repeat times into fresh scattered blocks of decode's pool:
 
   tpx          the tpx package: one vectored write + notification
   nixl         NIXL's Python agent, backends=["TPX"], as vLLM's NixlConnector
+  nixl-ucx     the same with NIXL's UCX backend over TCP (UCX_TLS=tcp,cuda_copy,
+               UCX_NET_DEVICES=lo unless set; needs a UCX built with CUDA:
+               scripts/build-testdeps.sh --cuda --ucx)
   nccl-socket  torch.distributed NCCL send/recv over NCCL's Socket transport
                (NCCL_NET=Socket, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1: TCP)
   nccl-socket-4x4  the same with NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
@@ -121,8 +124,16 @@ def bench_transport(t, args, out):
         os.environ.update(transport_env(NCCL_NET[t], args.plugin))
         os.environ.setdefault("TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING", "false")
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    a = ds.parse(["--transport", t if t in ds.TRANSPORTS else "tpx"] + args.model_args)
-    a.transport = t
+    if t == "nixl-ucx":
+        # Over TCP only (no cuda_ipc / shared memory between the two GPUs):
+        # device memory goes through host buffers (cuda_copy), as between nodes.
+        os.environ.setdefault("UCX_TLS", "tcp,cuda_copy")
+        os.environ.setdefault("UCX_NET_DEVICES", "lo")
+    kind = "nixl" if t == "nixl-ucx" else t
+    a = ds.parse(["--transport", kind if kind in ds.TRANSPORTS else "tpx"] + args.model_args)
+    a.transport = kind
+    if t == "nixl-ucx":
+        a.nixl_backend = "UCX"
     a.gpus = args.gpus
     t0 = time.monotonic()
     try:

@@ -23,7 +23,9 @@
 #
 # --cuda: let NIXL see the CUDA toolkit (GPU machines with a driver: VRAM
 # through NIXL); by default it is hidden, for a host-only build that runs
-# where the toolkit is installed without a driver.
+# where the toolkit is installed without a driver. With --ucx too, UCX is
+# built with CUDA support (cuda_copy), so NIXL's UCX backend moves VRAM over
+# TCP through host buffers, as NIXL over UCX-TCP does on GPU nodes.
 #
 # Needs the Debian packages scripts/deps.sh --test installs (meson, ninja,
 # pybind11, libasio-dev, liburing, libaio, gtest/gmock, numpy, autotools).
@@ -70,10 +72,13 @@ tarballs="$absl_tgz $nixl_tgz $tf_tgz $toml_tgz"
 
 # Bump when the steps below change what gets built.
 recipe=1
+# UCX with CUDA (only --ucx --cuda builds): its own key, the others' unchanged.
+ucx_cuda_tag=""
+[ "$with_ucx" = 1 ] && [ "$with_cuda" = 1 ] && ucx_cuda_tag=" ucx-cuda"
 # Content decides the build: sha256 of ~12 MB of tarballs costs well under a
 # second. Only the file contents enter the hash, not their paths.
 key=$( (for f in $tarballs; do [ -r "$f" ] || { echo "missing:$f"; continue; }; sha256sum <"$f"; done
-        sha256sum <"$patch_file"; echo "recipe=$recipe ucx=$with_ucx cuda=$with_cuda") | sha256sum | cut -c1-16)
+        sha256sum <"$patch_file"; echo "recipe=$recipe ucx=$with_ucx cuda=$with_cuda$ucx_cuda_tag") | sha256sum | cut -c1-16)
 prefix=$cache/$key
 if [ "$print_only" = 1 ]; then
   [ -f "$prefix/.complete" ] && echo "$prefix"
@@ -200,7 +205,11 @@ if pkg-config --exists liburing 2>/dev/null || [ -f /usr/include/libaio.h ]; the
 tests_opt=true
 pkg-config --exists gtest gmock 2>/dev/null || tests_opt=false
 if [ "$with_ucx" = 1 ]; then
-  step "UCX 1.22 (release configure, multi-threaded, TCP/shared memory only)"
+  ucx_cuda_opt=--without-cuda
+  if [ "$with_cuda" = 1 ]; then
+    ucx_cuda_opt=--with-cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+  fi
+  step "UCX 1.22 (release configure, multi-threaded, TCP/shared memory only; $ucx_cuda_opt)"
   if have_autotools; then
     run tar xzf "$ucx_tgz" -C "$work"
     (cd "$work/ucx-1.22.0" && run ./autogen.sh)
@@ -209,7 +218,7 @@ if [ "$with_ucx" = 1 ]; then
   fi
   (cd "$work/ucx-1.22.0" &&
    run ./contrib/configure-release --prefix="$prefix" --enable-mt --without-java \
-     --without-cuda --without-rocm --without-verbs --without-rdmacm --without-knem \
+     $ucx_cuda_opt --without-rocm --without-verbs --without-rdmacm --without-knem \
      --without-xpmem --without-ugni --without-go --disable-doxygen-doc &&
    run make -j "$jobs" && run make install)
   ucx_opt="-Ducx_path=$prefix"

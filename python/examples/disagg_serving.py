@@ -20,13 +20,16 @@ with a notification) or `nixl` (NIXL's Python agent with backends=["TPX"],
 driven as vLLM's NixlConnector drives it: registered regions, one
 descriptor per block, prep_xfer_dlist / make_prepped_xfer with block ids,
 transfer, check_xfer_state, notifications; needs NIXL_PLUGIN_DIR).
+--nixl-backend UCX drives NIXL's own UCX backend the same way (for
+comparison; over TCP it needs UCX_TLS=tcp,cuda_copy and a UCX built with
+CUDA).
 
 With --check (the default) prefill also continues the generation itself
 from the same cache and the run fails unless decode's greedy tokens and its
 first step's logits are bitwise the same. Prints one line per request and
 "ok" at the end.
 
-    python3 disagg_serving.py [--transport tpx|nixl] [--prompt-lens 100,256,1000]
+    python3 disagg_serving.py [--transport tpx|nixl] [--nixl-backend TPX|UCX] [--prompt-lens 100,256,1000]
         [--layers 4 --hidden 512 --heads 8 --kv-heads 2 --head-dim 64] [--block-size 16]
 """
 import argparse
@@ -261,7 +264,7 @@ class TpxPrefill:
 class NixlDecode:
     def __init__(self, pool, a):
         agent, config = nixl_api()
-        self.agent = agent("decode", config(backends=["TPX"]))
+        self.agent = agent("decode", config(backends=[a.nixl_backend]))
         t0 = time.perf_counter()
         # vLLM's register_kv_caches: every region once, then its metadata to the peer.
         self.descs = self.agent.get_reg_descs(
@@ -293,7 +296,7 @@ class NixlDecode:
 class NixlPrefill:
     def __init__(self, pool, a):
         agent, config = nixl_api()
-        self.agent = agent("prefill", config(backends=["TPX"]))
+        self.agent = agent("prefill", config(backends=[a.nixl_backend]))
         self.descs = self.agent.get_reg_descs([(r.data_ptr(), nbytes(r), 0, "") for r in pool.regions],
                                               seg(pool.regions[0]))
         self.agent.register_memory(self.descs)
@@ -537,6 +540,8 @@ def check_row(a, d, report):
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--transport", choices=sorted(TRANSPORTS), default="tpx")
+    ap.add_argument("--nixl-backend", choices=["TPX", "UCX"], default="TPX",
+                    help="the NIXL backend of --transport nixl")
     ap.add_argument("--layout", choices=["blocks", "layers"], default="blocks")
     ap.add_argument("--prompt-lens", default="100,256,1000", help="comma-separated prompt lengths (tokens)")
     ap.add_argument("--new-tokens", type=int, default=16)
