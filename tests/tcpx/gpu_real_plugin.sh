@@ -98,7 +98,9 @@ peer_killed() {
     --mem cuda >"$tmp/killed-server.log" 2>&1 &
   local spid=$!
   sleep 1
-  LD_PRELOAD=$preload TPX_TIMEOUT_MS=5000 timeout 120 "$bench" client 127.0.0.1 --port $port --gpu 0 --mem cuda \
+  # No `timeout` wrapper here: the SIGKILL below must reach tpx-bench itself
+  # (killing a wrapper leaves the client running on); it is the bound.
+  LD_PRELOAD=$preload TPX_TIMEOUT_MS=5000 "$bench" client 127.0.0.1 --port $port --gpu 0 --mem cuda \
     --size 256M --iters 1000 --warmup 0 --op write --progress off >"$tmp/killed-client.log" 2>&1 &
   local cpid=$!
   sleep 6

@@ -133,9 +133,14 @@ static struct {
   CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
   CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
   CUresult (*release)(CUmemGenericAllocationHandle);
-  CUresult (*htod)(CUdeviceptr, const void *, size_t);
-  CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+  CUresult (*htod)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*dtoh)(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*stream_create)(CUstream *, unsigned int);
+  CUresult (*stream_sync)(CUstream);
   CUresult (*host_alloc)(void **, size_t, unsigned int);
+  /* One non-blocking stream per context for the copies (see cu_copy). */
+  struct { CUcontext ctx; CUstream stream; } streams[32];
+  int nstreams;
 } cu;
 static pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -152,8 +157,9 @@ static int cu_load(void) {
         {"cuDeviceGetAttribute", (void **)&cu.attr}, {"cuPointerGetAttribute", (void **)&cu.ptr_attr},
         {"cuMemImportFromShareableHandle", (void **)&cu.import}, {"cuMemAddressReserve", (void **)&cu.reserve},
         {"cuMemMap", (void **)&cu.map}, {"cuMemSetAccess", (void **)&cu.access},
-        {"cuMemRelease", (void **)&cu.release}, {"cuMemcpyHtoD_v2", (void **)&cu.htod},
-        {"cuMemcpyDtoH_v2", (void **)&cu.dtoh}, {"cuMemHostAlloc", (void **)&cu.host_alloc},
+        {"cuMemRelease", (void **)&cu.release}, {"cuMemcpyHtoDAsync_v2", (void **)&cu.htod},
+        {"cuMemcpyDtoHAsync_v2", (void **)&cu.dtoh}, {"cuStreamCreate", (void **)&cu.stream_create},
+        {"cuStreamSynchronize", (void **)&cu.stream_sync}, {"cuMemHostAlloc", (void **)&cu.host_alloc},
     };
     cu.ok = lib != NULL;
     for (size_t i = 0; cu.ok && i < sizeof(syms) / sizeof(syms[0]); i++)
@@ -167,11 +173,32 @@ static int cu_load(void) {
   return cu.ok;
 }
 
-/* A copy to or from GPU memory in ctx (pushed for the call). 0 or -EIO. */
+/* ctx's copy stream, made on first use (ctx current). NULL when none can be. */
+static CUstream cu_stream(CUcontext ctx) {
+  CUstream st = NULL;
+  pthread_mutex_lock(&cu_lock);
+  for (int i = 0; i < cu.nstreams; i++)
+    if (cu.streams[i].ctx == ctx) st = cu.streams[i].stream;
+  if (!st && cu.nstreams < (int)(sizeof(cu.streams) / sizeof(cu.streams[0])) &&
+      cu.stream_create(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+    cu.streams[cu.nstreams].ctx = ctx;
+    cu.streams[cu.nstreams++].stream = st;
+  }
+  pthread_mutex_unlock(&cu_lock);
+  return st;
+}
+
+/* A copy to or from GPU memory in ctx (pushed for the call). 0 or -EIO.
+ * On a non-blocking stream of its own: the NIC's DMA waits for no kernel, and
+ * a copy on the legacy default stream would wait for every kernel of the
+ * context, among them NCCL's, which spins until these very bytes arrive. */
 static int cu_copy(CUcontext ctx, int to_gpu, CUdeviceptr d, void *h, size_t n) {
   CUcontext popped;
   if (cu.push(ctx) != CUDA_SUCCESS) return -EIO;
-  CUresult rc = to_gpu ? cu.htod(d, h, n) : cu.dtoh(h, d, n);
+  CUstream st = cu_stream(ctx);
+  CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (st) rc = to_gpu ? cu.htod(d, h, n, st) : cu.dtoh(h, d, n, st);
+  if (rc == CUDA_SUCCESS) rc = cu.stream_sync(st);
   cu.pop(&popped);
   if (rc != CUDA_SUCCESS) note("cuMemcpy%s of %zu bytes failed: CUDA error %d", to_gpu ? "HtoD" : "DtoH", n, rc);
   return rc == CUDA_SUCCESS ? 0 : -EIO;
