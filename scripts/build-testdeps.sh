@@ -207,7 +207,10 @@ pkg-config --exists gtest gmock 2>/dev/null || tests_opt=false
 if [ "$with_ucx" = 1 ]; then
   ucx_cuda_opt=--without-cuda
   if [ "$with_cuda" = 1 ]; then
-    ucx_cuda_opt=--with-cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+    # GDA-KI (mlx5 device verbs) needs DOCA GPUNetIO headers the release
+    # tarball leaves out (an empty git submodule): not built, and neither is
+    # the perftest's CUDA kernel, which includes them (its Makefile, below).
+    ucx_cuda_opt="--with-cuda=$(dirname "$(dirname "$(command -v nvcc)")") --without-gda"
   fi
   step "UCX 1.22 (release configure, multi-threaded, TCP/shared memory only; $ucx_cuda_opt)"
   if have_autotools; then
@@ -220,6 +223,7 @@ if [ "$with_ucx" = 1 ]; then
    run ./contrib/configure-release --prefix="$prefix" --enable-mt --without-java \
      $ucx_cuda_opt --without-rocm --without-verbs --without-rdmacm --without-knem \
      --without-xpmem --without-ugni --without-go --disable-doxygen-doc &&
+   { [ "$with_cuda" = 0 ] || run sed -i 's/^SUBDIRS = lib cuda /SUBDIRS = lib /' src/tools/perf/Makefile; } &&
    run make -j "$jobs" && run make install)
   ucx_opt="-Ducx_path=$prefix"
   plugins="UCX${plugins:+,$plugins}"
