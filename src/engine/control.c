@@ -151,9 +151,12 @@ static void closing_add(tpx_endpoint_t *ep, int fd) {
 void tpx__ctl_drop(struct tpx_peer *p, int graceful) {
   if (p->fd < 0) return;
   tpx_endpoint_t *ep = p->ep;
+  /* Flush before leaving the epoll set: a flush that meets a full socket
+   * buffer arms EPOLLOUT, and an fd left armed in the closing list would
+   * wake the progress thread for a peer that may be freed by then. */
+  if (graceful && !p->eof) (void)tpx__ctl_flush(p);
   tpx__ctl_epoll_set(ep, p, 0);
   if (graceful && !p->eof) {
-    (void)tpx__ctl_flush(p);
     shutdown(p->fd, SHUT_WR);
     closing_add(ep, p->fd);
   } else {
