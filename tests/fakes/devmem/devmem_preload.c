@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,24 @@ static int cu_copy(CUcontext ctx, int to_gpu, CUdeviceptr d, void *h, size_t n) 
   return rc == CUDA_SUCCESS ? 0 : -EIO;
 }
 
+/* Pinned read buffers, allocated where a buffer is imported (while the plugin
+ * sets up, before any kernel runs): allocating pinned memory at the first
+ * receive could wait for the device, whose NCCL kernel waits for that very
+ * receive. A thread takes one on its first read; past them, malloc. */
+#define READ_POOL 16
+static void *read_pool[READ_POOL];
+static int read_pool_n;
+
+static void read_pool_fill(void) { /* a context current */
+  pthread_mutex_lock(&cu_lock);
+  while (read_pool_n < READ_POOL &&
+         cu.host_alloc(&read_pool[read_pool_n], READ_MAX, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS)
+    read_pool_n++;
+  pthread_mutex_unlock(&cu_lock);
+}
+
 /* ---- the RxDM stand-in's sockets ---- */
+static _Thread_local int in_ask; /* our own requests are not the plugin's (connect below) */
 static const char *prefix(void) {
   const char *p = getenv("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX");
   return p ? p : "/tmp";
@@ -222,9 +240,10 @@ static int ask(const char *name, const char *text, struct rxdm_msg *m, int *fd) 
   uint8_t req[256], ans[2 + 512];
   int n = rxdm_encode_request_raw(req, sizeof(req), text);
   int rc = -1;
-  if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || n < 0 ||
-      send(s, req, (size_t)n, MSG_NOSIGNAL) != n)
-    goto out;
+  in_ask = 1;
+  int c = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+  in_ask = 0;
+  if (c != 0 || n < 0 || send(s, req, (size_t)n, MSG_NOSIGNAL) != n) goto out;
   if (fd) {
     char byte, ctl[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {&byte, 1};
@@ -293,6 +312,10 @@ static int import_gpu(struct rxbuf *b, int fd) {
   CUmemAccessDesc desc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   if (rc == CUDA_SUCCESS) rc = cu.access(b->dptr, md.size, &desc, 1);
+  if (rc == CUDA_SUCCESS) {
+    (void)cu_stream(b->ctx); /* made now, not at the first copy */
+    read_pool_fill();
+  }
   cu.pop(&popped);
   if (rc != CUDA_SUCCESS) return note("importing the buffer of GPU %s: CUDA error %d", b->pci, rc), -1;
   if (devmem_pages_init(&b->pages, NULL, md.size) != 0) return -1;
@@ -370,14 +393,11 @@ static struct rxbuf *socket_buffer(int fd) {
 static uint8_t *read_buffer(struct rxbuf *b) {
   static _Thread_local uint8_t *tmp;
   if (tmp) return tmp;
-  if (!b->pages.base) {
-    CUcontext popped;
-    void *p = NULL;
-    if (cu.push(b->ctx) == CUDA_SUCCESS) {
-      if (cu.host_alloc(&p, READ_MAX, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) p = NULL;
-      cu.pop(&popped);
-    }
-    if (p) return tmp = p;
+  if (!b->pages.base) { /* no CUDA call here: see read_pool */
+    pthread_mutex_lock(&cu_lock);
+    if (read_pool_n > 0) tmp = read_pool[--read_pool_n];
+    pthread_mutex_unlock(&cu_lock);
+    if (tmp) return tmp;
   }
   return tmp = malloc(READ_MAX);
 }
@@ -502,6 +522,11 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
   CUcontext owner = NULL;
   if (cu.ptr_attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, dptr) == CUDA_SUCCESS && owner) ctx = owner;
   if (!ctx) return note("dma-buf of 0x%llx: no CUDA context", (unsigned long long)dptr), rc;
+  CUcontext popped;
+  if (cu.push(ctx) == CUDA_SUCCESS) { /* the copy stream now, while the plugin sets up */
+    (void)cu_stream(ctx);
+    cu.pop(&popped);
+  }
   if (rc != CUDA_SUCCESS) {
     /* A driver without dma-buf support: a placeholder descriptor stands for
      * the range (only this library reads it). */
@@ -641,6 +666,52 @@ int ioctl(int fd, unsigned long req, ...) {
     }
   pthread_mutex_unlock(&lock);
   return nfd;
+}
+
+/* The plugin asks RxDM for a GPU's receive buffer while it sets up a receive
+ * comm (its accept), before any kernel runs: the buffer is imported then, in
+ * a thread of its own (RxDM answers the plugin first). Imported at the first
+ * receive instead, the driver's mapping calls ran while NCCL's kernel spun
+ * waiting for those very bytes. */
+static void *prefetch_main(void *arg) {
+  pthread_mutex_lock(&fetch_lock);
+  (void)buffer_of(arg);
+  pthread_mutex_unlock(&fetch_lock);
+  free(arg);
+  return NULL;
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len) {
+  REAL(connect);
+  int rc = real_connect(fd, sa, len);
+  if (in_ask || !sa || sa->sa_family != AF_UNIX || len <= offsetof(struct sockaddr_un, sun_path)) return rc;
+  static const char key[] = "/get_gpu_fd_";
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+  size_t n = len - offsetof(struct sockaddr_un, sun_path);
+  if (n > sizeof(path) - 1) n = sizeof(path) - 1;
+  memcpy(path, ((const struct sockaddr_un *)sa)->sun_path, n);
+  path[n] = '\0';
+  const char *k = strstr(path, key);
+  if (!k || strncmp(path, prefix(), strlen(prefix())) != 0) return rc;
+  static char asked[MAX_BUFS][40];
+  static int nasked;
+  int fresh = 1;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < nasked; i++) fresh &= strcmp(asked[i], k + sizeof(key) - 1) != 0;
+  if (fresh && nasked < MAX_BUFS) snprintf(asked[nasked++], sizeof(asked[0]), "%.39s", k + sizeof(key) - 1);
+  else fresh = 0;
+  pthread_mutex_unlock(&lock);
+  char *pci = fresh ? strdup(k + sizeof(key) - 1) : NULL;
+  pthread_t t;
+  pthread_attr_t at;
+  if (pci && pthread_attr_init(&at) == 0) {
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, prefetch_main, pci) != 0) free(pci);
+    pthread_attr_destroy(&at);
+  } else {
+    free(pci);
+  }
+  return rc;
 }
 
 char *realpath(const char *path, char *resolved) {
