@@ -27,9 +27,10 @@
  * Two kinds of memory, told apart by the descriptors: the CUDA test doubles'
  * (tests/fakes/cuda: memfds, mapped and used as they are) and a real GPU's
  * (NVIDIA's shareable handles and dma-bufs cannot be mapped): the receive
- * buffer is imported with the driver's VMM calls and written with
- * cuMemcpyHtoD; a send reads the registered range with cuMemcpyDtoH into a
- * host shadow of the range, whose pages stay put until the zero-copy
+ * buffer is imported with the driver's VMM calls (when the plugin asks RxDM
+ * for it) and written with cuMemcpyHtoDAsync on a non-blocking stream; a
+ * send reads the registered range with cuMemcpyDtoHAsync into a host shadow
+ * of the range, whose pages stay put until the zero-copy
  * completion, as the GPU memory would. The driver is found with dlopen, only
  * when real GPU memory shows up.
  * DEVMEM_STANDIN_LOG=1: one line per refusal or buffer on stderr. */
