@@ -25,12 +25,12 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "nixl"))
+from peer_process import PeerProcess  # noqa: E402
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -168,35 +168,11 @@ def target(args):
     return 0
 
 
-class Peer:
+class Peer(PeerProcess):
     def __init__(self, args):
-        cmd = [sys.executable, os.path.abspath(__file__), "--role", "target", "--target-gpu", str(args.target_gpu),
-               "--blocks", str(args.blocks), "--block-size", str(args.block), "--big", str(args.big), "--mem", args.mem]
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def line(self):
-        # Lines without the prefix are NIXL's logging. The target answers
-        # within its own bounded waits; readline returns at its exit.
-        while True:
-            s = self.p.stdout.readline()
-            if not s:
-                raise RuntimeError(f"target exited (rc {self.p.poll()})")
-            if s.startswith("@@ "):
-                return s[3:].strip()
-
-    def ask(self, cmd):
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
-        return self.line()
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.ask("quit")
-                self.p.wait(timeout=30)
-            except (BrokenPipeError, RuntimeError, subprocess.TimeoutExpired):
-                self.p.kill()
-                self.p.wait(timeout=30)
+        super().__init__([sys.executable, os.path.abspath(__file__), "--role", "target", "--target-gpu",
+                          str(args.target_gpu), "--blocks", str(args.blocks), "--block-size", str(args.block),
+                          "--big", str(args.big), "--mem", args.mem])
 
 
 def run_xfer(agent, h, what):

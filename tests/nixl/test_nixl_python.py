@@ -13,7 +13,6 @@ machine, torch and a --cuda NIXL build needed).
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 
@@ -25,44 +24,19 @@ sys.path.insert(0, HERE)
 
 from nixl_import import _bindings, nixl_agent, nixl_agent_config  # noqa: E402
 from nixl_peer import BLK, MEM, NBLK, STRIDE, Region, free_port, pattern  # noqa: E402
+from peer_process import PeerProcess  # noqa: E402
 
 WAIT_S = 60.0  # bound of every loop below (a hang fails the test, never blocks ctest)
 
 
-class Target:
+class Target(PeerProcess):
     """The other agent (tests/nixl/nixl_peer.py) in its own process."""
 
     def __init__(self, region_bytes: int = 0):
-        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "nixl_peer.py"), "target",
-                                   str(region_bytes)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        super().__init__([sys.executable, os.path.join(HERE, "nixl_peer.py"), "target", str(region_bytes)])
         words = self.line().split()
         assert words[0] == "READY", words
         self.port, self.addr, self.nbytes = int(words[1]), int(words[2]), int(words[3])
-
-    def line(self) -> str:
-        # The peer answers within its own bounded waits; readline returns at
-        # EOF. Lines without the prefix are NIXL's logging.
-        while True:
-            s = self.p.stdout.readline()
-            assert s, f"target exited (rc {self.p.poll()})"
-            if s.startswith("@@ "):
-                return s[3:].strip()
-
-    def ask(self, cmd: str) -> str:
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
-        return self.line()
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.p.stdin.write("quit\n")
-                self.p.stdin.flush()
-                self.p.wait(timeout=30)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                self.p.kill()
-                self.p.wait(timeout=30)
 
 
 def until(cond, what: str, limit: float = WAIT_S):
