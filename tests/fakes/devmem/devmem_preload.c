@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +53,10 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -77,10 +80,18 @@ struct dma_buf_create_pages_info {
 #define MAX_SOCK_FD 65536     /* sockets known by descriptor below this */
 #define MAX_TX 256            /* GPU ranges registered for sends */
 
-static void note(const char *fmt, ...) {
+/* DEVMEM_STANDIN_LOG: 1 notes, 2 also a line per devmem receive, send and
+ * token return. */
+static int log_level(void) {
   static int on = -1;
-  if (on < 0) on = getenv("DEVMEM_STANDIN_LOG") && getenv("DEVMEM_STANDIN_LOG")[0] == '1';
-  if (!on) return;
+  if (on < 0) on = getenv("DEVMEM_STANDIN_LOG") ? atoi(getenv("DEVMEM_STANDIN_LOG")) : 0;
+  return on;
+}
+
+#define trace(...) (log_level() >= 2 ? note(__VA_ARGS__) : (void)0)
+
+static void note(const char *fmt, ...) {
+  if (log_level() < 1) return;
   va_list ap;
   va_start(ap, fmt);
   fputs("devmem-standin: ", stderr);
@@ -117,6 +128,76 @@ __attribute__((constructor)) static void crash_stacks(void) {
 static int sys_close(int fd) {
   REAL(close);
   return real_close(fd);
+}
+
+/* ---- a watch on our own driver calls ---- */
+/* With DEVMEM_STANDIN_LOG set, a driver call of ours still running after
+ * 3 s is named once, with its thread: a call that waits for the device
+ * while a kernel waits for the network (NCCL's does) stalls the plugin. */
+#define WATCH_SLOTS 64
+static struct {
+  _Atomic int used;
+  const char *what;
+  size_t bytes;
+  pid_t tid;
+  uint64_t since_ns;
+  int said;
+} watch[WATCH_SLOTS];
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *watch_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    sleep(1);
+    uint64_t now = mono_ns();
+    for (int i = 0; i < WATCH_SLOTS; i++)
+      if (atomic_load(&watch[i].used) == 2 && !watch[i].said && now - watch[i].since_ns > 3000000000ull) {
+        watch[i].said = 1;
+        note("thread %d: %s (%zu bytes) still running after %.1f s", (int)watch[i].tid, watch[i].what,
+             watch[i].bytes, (double)(now - watch[i].since_ns) / 1e9);
+      }
+  }
+  return NULL;
+}
+
+static int watch_on;
+static void watch_start(void) {
+  pthread_t t;
+  pthread_attr_t at;
+  if (pthread_attr_init(&at) != 0) return;
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  watch_on = pthread_create(&t, &at, watch_main, NULL) == 0;
+  pthread_attr_destroy(&at);
+}
+
+/* A slot for a call about to be made; -1 when not watching. */
+static int watch_begin(const char *what, size_t bytes) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (log_level() < 1) return -1;
+  pthread_once(&once, watch_start);
+  if (!watch_on) return -1;
+  for (int i = 0; i < WATCH_SLOTS; i++) {
+    int free_ = 0;
+    if (atomic_compare_exchange_strong(&watch[i].used, &free_, 1)) {
+      watch[i].what = what;
+      watch[i].bytes = bytes;
+      watch[i].tid = (pid_t)syscall(SYS_gettid);
+      watch[i].since_ns = mono_ns();
+      watch[i].said = 0;
+      atomic_store(&watch[i].used, 2);
+      return i;
+    }
+  }
+  return -1;
+}
+
+static void watch_end(int slot) {
+  if (slot >= 0) atomic_store(&watch[slot].used, 0);
 }
 
 /* ---- the CUDA driver, for real GPU memory ---- */
@@ -181,10 +262,13 @@ static CUstream cu_stream(CUcontext ctx) {
   pthread_mutex_lock(&cu_lock);
   for (int i = 0; i < cu.nstreams; i++)
     if (cu.streams[i].ctx == ctx) st = cu.streams[i].stream;
-  if (!st && cu.nstreams < (int)(sizeof(cu.streams) / sizeof(cu.streams[0])) &&
-      cu.stream_create(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
-    cu.streams[cu.nstreams].ctx = ctx;
-    cu.streams[cu.nstreams++].stream = st;
+  if (!st && cu.nstreams < (int)(sizeof(cu.streams) / sizeof(cu.streams[0]))) {
+    int w = watch_begin("cuStreamCreate", 0);
+    if (cu.stream_create(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+      cu.streams[cu.nstreams].ctx = ctx;
+      cu.streams[cu.nstreams++].stream = st;
+    }
+    watch_end(w);
   }
   pthread_mutex_unlock(&cu_lock);
   return st;
@@ -199,8 +283,10 @@ static int cu_copy(CUcontext ctx, int to_gpu, CUdeviceptr d, void *h, size_t n) 
   if (cu.push(ctx) != CUDA_SUCCESS) return -EIO;
   CUstream st = cu_stream(ctx);
   CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+  int w = watch_begin(to_gpu ? "cuMemcpyHtoDAsync + cuStreamSynchronize" : "cuMemcpyDtoHAsync + cuStreamSynchronize", n);
   if (st) rc = to_gpu ? cu.htod(d, h, n, st) : cu.dtoh(h, d, n, st);
   if (rc == CUDA_SUCCESS) rc = cu.stream_sync(st);
+  watch_end(w);
   cu.pop(&popped);
   if (rc != CUDA_SUCCESS) note("cuMemcpy%s of %zu bytes failed: CUDA error %d", to_gpu ? "HtoD" : "DtoH", n, rc);
   return rc == CUDA_SUCCESS ? 0 : -EIO;
@@ -216,9 +302,11 @@ static int read_pool_n;
 
 static void read_pool_fill(void) { /* a context current */
   pthread_mutex_lock(&cu_lock);
+  int w = watch_begin("cuMemHostAlloc", READ_MAX);
   while (read_pool_n < READ_POOL &&
          cu.host_alloc(&read_pool[read_pool_n], READ_MAX, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS)
     read_pool_n++;
+  watch_end(w);
   pthread_mutex_unlock(&cu_lock);
 }
 
@@ -304,6 +392,7 @@ static int import_gpu(struct rxbuf *b, int fd) {
   CUresult rc = cu.by_pci(&dev, b->pci);
   if (rc == CUDA_SUCCESS) rc = cu.retain(&b->ctx, dev);
   if (rc != CUDA_SUCCESS || cu.push(b->ctx) != CUDA_SUCCESS) return note("GPU %s: CUDA error %d", b->pci, rc), -1;
+  int w = watch_begin("importing RxDM's buffer (cuMemImportFromShareableHandle, cuMemMap, cuMemSetAccess)", md.size);
   rc = cu.import(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   if (rc == CUDA_SUCCESS) {
     rc = cu.reserve(&b->dptr, md.size, md.align, 0, 0);
@@ -313,6 +402,7 @@ static int import_gpu(struct rxbuf *b, int fd) {
   CUmemAccessDesc desc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   if (rc == CUDA_SUCCESS) rc = cu.access(b->dptr, md.size, &desc, 1);
+  watch_end(w);
   if (rc == CUDA_SUCCESS) {
     (void)cu_stream(b->ctx); /* made now, not at the first copy */
     read_pool_fill();
@@ -466,6 +556,7 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   }
   msg->msg_controllen = nf * CMSG_SPACE(sizeof(struct devmemvec));
   msg->msg_flags = 0;
+  trace("recvmsg fd %d: %zd bytes in %zu fragments, %u pages free", fd, r, nf, dp->nfree);
   return r;
 }
 
@@ -605,7 +696,9 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     errno = EIO;
     return -1;
   }
-  return send(fd, p, len, flags);
+  ssize_t n = send(fd, p, len, flags);
+  trace("sendmsg fd %d: %zu bytes from dma-buf fd %d + %d: %zd", fd, len, v[0], v[1], n);
+  return n;
 }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
@@ -620,6 +713,7 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len) {
     rc = devmem_pages_dontneed(&bufs[k - 1].pages, fd, val, len / sizeof(struct devmemtoken));
     pthread_mutex_unlock(&bufs[k - 1].lock);
   }
+  trace("SO_DEVMEM_DONTNEED fd %d: %zu tokens: %ld", fd, (size_t)(len / sizeof(struct devmemtoken)), rc);
   if (rc < 0) {
     note("SO_DEVMEM_DONTNEED on fd %d: a token given back twice or never handed out", fd);
     errno = EINVAL;
