@@ -769,6 +769,7 @@ int ioctl(int fd, unsigned long req, ...) {
  * receive instead, the driver's mapping calls ran while NCCL's kernel spun
  * waiting for those very bytes. */
 static void *prefetch_main(void *arg) {
+  note("the plugin asked RxDM for the buffer of GPU %s: importing it now", (const char *)arg);
   pthread_mutex_lock(&fetch_lock);
   (void)buffer_of(arg);
   pthread_mutex_unlock(&fetch_lock);
