@@ -124,16 +124,15 @@ def bench_transport(t, args, out):
         os.environ.update(transport_env(NCCL_NET[t], args.plugin))
         os.environ.setdefault("TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING", "false")
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    kind, extra = t, []
     if t == "nixl-ucx":
         # Over TCP only (no cuda_ipc / shared memory between the two GPUs):
         # device memory goes through host buffers (cuda_copy), as between nodes.
         os.environ.setdefault("UCX_TLS", "tcp,cuda_copy")
         os.environ.setdefault("UCX_NET_DEVICES", "lo")
-    kind = "nixl" if t == "nixl-ucx" else t
-    a = ds.parse(["--transport", kind if kind in ds.TRANSPORTS else "tpx"] + args.model_args)
+        kind, extra = "nixl", ["--nixl-backend", "UCX"]
+    a = ds.parse(["--transport", kind if kind in ds.TRANSPORTS else "tpx"] + extra + args.model_args)
     a.transport = kind
-    if t == "nixl-ucx":
-        a.nixl_backend = "UCX"
     a.gpus = args.gpus
     t0 = time.monotonic()
     try:

@@ -165,15 +165,19 @@ static void *watch_main(void *arg) {
   return NULL;
 }
 
-static int watch_on;
-static void watch_start(void) {
+/* A thread nobody joins (it runs until the process ends, or ends itself). 0 or -1. */
+static int spawn_detached(void *(*fn)(void *), void *arg) {
   pthread_t t;
   pthread_attr_t at;
-  if (pthread_attr_init(&at) != 0) return;
+  if (pthread_attr_init(&at) != 0) return -1;
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  watch_on = pthread_create(&t, &at, watch_main, NULL) == 0;
+  int rc = pthread_create(&t, &at, fn, arg);
   pthread_attr_destroy(&at);
+  return rc == 0 ? 0 : -1;
 }
+
+static int watch_on;
+static void watch_start(void) { watch_on = spawn_detached(watch_main, NULL) == 0; }
 
 /* A slot for a call about to be made; -1 when not watching. */
 static int watch_begin(const char *what, size_t bytes) {
@@ -798,15 +802,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   else fresh = 0;
   pthread_mutex_unlock(&lock);
   char *pci = fresh ? strdup(k + sizeof(key) - 1) : NULL;
-  pthread_t t;
-  pthread_attr_t at;
-  if (pci && pthread_attr_init(&at) == 0) {
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, prefetch_main, pci) != 0) free(pci);
-    pthread_attr_destroy(&at);
-  } else {
-    free(pci);
-  }
+  if (pci && spawn_detached(prefetch_main, pci) != 0) free(pci);
   return rc;
 }
 
