@@ -225,9 +225,14 @@ static struct {
   CUresult (*stream_create)(CUstream *, unsigned int);
   CUresult (*stream_sync)(CUstream);
   CUresult (*host_alloc)(void **, size_t, unsigned int);
+  CUresult (*ctx_create)(CUcontext *, unsigned int, CUdevice);
+  CUresult (*retain_handle)(CUmemGenericAllocationHandle *, void *);
   /* One non-blocking stream per context for the copies (see cu_copy). */
   struct { CUcontext ctx; CUstream stream; } streams[32];
   int nstreams;
+  /* The copy context of each GPU (see copy_ctx). */
+  struct { CUdevice dev; CUcontext ctx; } copy[MAX_BUFS];
+  int ncopy;
 } cu;
 static pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -255,6 +260,11 @@ static int cu_load(void) {
         cu.ok = 0;
       }
     if (!lib) note("no CUDA driver: %s", dlerror());
+    /* Optional (copy_ctx): without them, copies run in the memory's context. */
+    if (cu.ok) {
+      cu.ctx_create = (__typeof__(cu.ctx_create))dlsym(lib, "cuCtxCreate_v2");
+      cu.retain_handle = (__typeof__(cu.retain_handle))dlsym(lib, "cuMemRetainAllocationHandle");
+    }
   }
   pthread_mutex_unlock(&cu_lock);
   return cu.ok;
@@ -294,6 +304,45 @@ static int cu_copy(CUcontext ctx, int to_gpu, CUdeviceptr d, void *h, size_t n) 
   cu.pop(&popped);
   if (rc != CUDA_SUCCESS) note("cuMemcpy%s of %zu bytes failed: CUDA error %d", to_gpu ? "HtoD" : "DtoH", n, rc);
   return rc == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+/* The context the copies of dev's VMM memory (cuMemMap'ed: RxDM's buffer,
+ * NCCL's own buffers) run in: one of the stand-in's own, not the
+ * application's. Streams of one context share the device's few hardware
+ * queues, so a copy on a stream of the application's context can wait behind
+ * a kernel that spins until that copy's bytes arrive (NCCL's receive kernel);
+ * another context has queues of its own, as the NIC's DMA needs none. VMM
+ * mappings are the process's, granted per device, so any context of the
+ * device reaches them. DEVMEM_STANDIN_COPY_CTX=owner: the memory's own
+ * context instead. Called with a context of dev current (the new one is
+ * popped again); NULL when none can be made. */
+static CUcontext copy_ctx(CUdevice dev) {
+  const char *mode = getenv("DEVMEM_STANDIN_COPY_CTX");
+  if ((mode && strcmp(mode, "owner") == 0) || !cu.ctx_create) return NULL;
+  CUcontext c = NULL, popped;
+  pthread_mutex_lock(&cu_lock);
+  for (int i = 0; i < cu.ncopy; i++)
+    if (cu.copy[i].dev == dev) c = cu.copy[i].ctx;
+  if (!c && cu.ncopy < MAX_BUFS) {
+    int w = watch_begin("cuCtxCreate", 0);
+    CUresult rc = cu.ctx_create(&c, 0, dev);
+    watch_end(w);
+    if (rc == CUDA_SUCCESS) {
+      cu.pop(&popped); /* cuCtxCreate made it current */
+      cu.copy[cu.ncopy].dev = dev;
+      cu.copy[cu.ncopy++].ctx = c;
+      note("GPU %d: copies in a context of the stand-in's own", (int)dev);
+    } else {
+      c = NULL;
+      note("GPU %d: no context of our own (CUDA error %d): copies in the memory's context", (int)dev, rc);
+    }
+  }
+  pthread_mutex_unlock(&cu_lock);
+  if (c && cu.push(c) == CUDA_SUCCESS) { /* its stream now, while the plugin sets up */
+    (void)cu_stream(c);
+    cu.pop(&popped);
+  }
+  return c;
 }
 
 /* Pinned read buffers, allocated where a buffer is imported (while the plugin
@@ -410,6 +459,8 @@ static int import_gpu(struct rxbuf *b, int fd) {
   if (rc == CUDA_SUCCESS) {
     (void)cu_stream(b->ctx); /* made now, not at the first copy */
     read_pool_fill();
+    CUcontext own = copy_ctx(dev);
+    if (own) b->ctx = own;
   }
   cu.pop(&popped);
   if (rc != CUDA_SUCCESS) return note("importing the buffer of GPU %s: CUDA error %d", b->pci, rc), -1;
@@ -621,6 +672,13 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
   CUcontext popped;
   if (cu.push(ctx) == CUDA_SUCCESS) { /* the copy stream now, while the plugin sets up */
     (void)cu_stream(ctx);
+    CUmemGenericAllocationHandle h; /* VMM memory: copies in the stand-in's context */
+    CUdevice owner_dev;
+    if (cu.retain_handle && cu.retain_handle(&h, (void *)dptr) == CUDA_SUCCESS) {
+      cu.release(h);
+      CUcontext own = cu.ctx_dev(&owner_dev) == CUDA_SUCCESS ? copy_ctx(owner_dev) : NULL;
+      if (own) ctx = own;
+    }
     cu.pop(&popped);
   }
   if (rc != CUDA_SUCCESS) {
