@@ -181,10 +181,18 @@ static void test_older_peer(void **state) {
   st->fail_accepts = 1;
   tpx_peer_t *ab = NULL;
   int rc = tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab);
-  print_message("%s: %s\n", tpx_strerror(rc), tpx_last_error());
-  assert_int_equal(rc, TPX_EINTERNAL);
-  assert_non_null(strstr(tpx_last_error(), "accept on net device 0 failed"));
-  assert_null(strstr(tpx_last_error(), "attempt"));
+  print_message("%s: %s\n", tpx_strerror(rc), rc ? tpx_last_error() : "");
+  if (rc == 0) {
+    /* B's accept failed after A's own side was done: without fresh handles
+     * there is no UP to wait for, so A learns it from B's report, at once. */
+    for (int i = 0; i < 500 && tpx_peer_status(ab) == 0; i++) usleep(10000);
+    assert_int_equal(tpx_peer_status(ab), TPX_EINTERNAL);
+    tpx_peer_close(ab);
+  } else {
+    assert_int_equal(rc, TPX_EINTERNAL);
+    assert_non_null(strstr(tpx_last_error(), "accept on net device 0 failed"));
+    assert_null(strstr(tpx_last_error(), "attempt"));
+  }
   assert_int_equal(st->accept_failed, 1);
   assert_int_equal(st->listen, 4); /* no fresh handle */
   tpx_endpoint_destroy(a);

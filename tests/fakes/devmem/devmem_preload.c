@@ -288,21 +288,51 @@ static CUstream cu_stream(CUcontext ctx) {
   return st;
 }
 
-/* A copy to or from GPU memory in ctx (pushed for the call). 0 or -EIO.
+/* What the copies cost, said at exit with DEVMEM_STANDIN_LOG: [0] out of
+ * GPU memory (sends), [1] into it (receives). */
+static _Atomic uint64_t copy_calls[2], copy_runs[2], copy_bytes[2], copy_ns[2];
+
+__attribute__((destructor)) static void copy_totals(void) {
+  for (int to_gpu = 1; to_gpu >= 0; to_gpu--)
+    if (copy_calls[to_gpu])
+      note("copies %s GPU memory: %llu calls, %llu runs, %llu bytes, %.3f s (%.1f us a call)",
+           to_gpu ? "into" : "out of", (unsigned long long)copy_calls[to_gpu],
+           (unsigned long long)copy_runs[to_gpu], (unsigned long long)copy_bytes[to_gpu],
+           (double)copy_ns[to_gpu] / 1e9, (double)copy_ns[to_gpu] / 1e3 / (double)copy_calls[to_gpu]);
+}
+
+/* Runs of bytes to or from GPU memory, copied in ctx (pushed for the call)
+ * and waited for once. 0 or -EIO.
  * On a non-blocking stream of its own: the NIC's DMA waits for no kernel, and
  * a copy on the legacy default stream would wait for every kernel of the
  * context, among them NCCL's, which spins until these very bytes arrive. */
-static int cu_copy(CUcontext ctx, int to_gpu, CUdeviceptr d, void *h, size_t n) {
+struct cu_run {
+  CUdeviceptr d;
+  void *h;
+  size_t n;
+};
+static int cu_copy(CUcontext ctx, int to_gpu, const struct cu_run *runs, size_t nruns) {
   CUcontext popped;
   if (cu.push(ctx) != CUDA_SUCCESS) return -EIO;
   CUstream st = cu_stream(ctx);
-  CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
-  int w = watch_begin(to_gpu ? "cuMemcpyHtoDAsync + cuStreamSynchronize" : "cuMemcpyDtoHAsync + cuStreamSynchronize", n);
-  if (st) rc = to_gpu ? cu.htod(d, h, n, st) : cu.dtoh(h, d, n, st);
-  if (rc == CUDA_SUCCESS) rc = cu.stream_sync(st);
+  CUresult rc = st ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  size_t bytes = 0;
+  for (size_t i = 0; i < nruns; i++) bytes += runs[i].n;
+  uint64_t t0 = mono_ns();
+  int w = watch_begin(to_gpu ? "cuMemcpyHtoDAsync + cuStreamSynchronize" : "cuMemcpyDtoHAsync + cuStreamSynchronize", bytes);
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < nruns; i++)
+    rc = to_gpu ? cu.htod(runs[i].d, runs[i].h, runs[i].n, st) : cu.dtoh(runs[i].h, runs[i].d, runs[i].n, st);
+  if (st) { /* what was queued is waited for, even after an error */
+    CUresult sync = cu.stream_sync(st);
+    if (rc == CUDA_SUCCESS) rc = sync;
+  }
   watch_end(w);
   cu.pop(&popped);
-  if (rc != CUDA_SUCCESS) note("cuMemcpy%s of %zu bytes failed: CUDA error %d", to_gpu ? "HtoD" : "DtoH", n, rc);
+  atomic_fetch_add(&copy_calls[to_gpu], 1);
+  atomic_fetch_add(&copy_runs[to_gpu], nruns);
+  atomic_fetch_add(&copy_bytes[to_gpu], bytes);
+  atomic_fetch_add(&copy_ns[to_gpu], mono_ns() - t0);
+  if (rc != CUDA_SUCCESS) note("cuMemcpy%s of %zu bytes failed: CUDA error %d", to_gpu ? "HtoD" : "DtoH", bytes, rc);
   return rc == CUDA_SUCCESS ? 0 : -EIO;
 }
 
@@ -587,18 +617,20 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   /* GPU memory: the pages are this socket's now; copy them in, a run of
    * consecutive pages at a time. */
   if (!dp->base) {
-    size_t done = 0;
+    struct cu_run runs[READ_MAX / DEVMEM_PAGE];
+    size_t done = 0, nruns = 0;
     for (size_t i = 0; i < nf;) {
       size_t j = i + 1, len = frags[i].frag_size;
       while (j < nf && frags[j].frag_offset == frags[j - 1].frag_offset + DEVMEM_PAGE &&
              frags[j - 1].frag_size == DEVMEM_PAGE)
         len += frags[j++].frag_size;
-      if (cu_copy(b->ctx, 1, b->dptr + frags[i].frag_offset, tmp + done, len) != 0) {
-        errno = EIO;
-        return -1;
-      }
+      runs[nruns++] = (struct cu_run){b->dptr + frags[i].frag_offset, tmp + done, len};
       done += len;
       i = j;
+    }
+    if (cu_copy(b->ctx, 1, runs, nruns) != 0) {
+      errno = EIO;
+      return -1;
     }
   }
   struct cmsghdr *cm = CMSG_FIRSTHDR(msg);
@@ -754,7 +786,7 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
   /* A real GPU range: its bytes into the shadow first. Sends of the same
    * bytes at once copy the same values; the range is not closed while a
    * send from it is under way. */
-  if (dptr && cu_copy(ctx, 0, dptr, p, len) != 0) {
+  if (dptr && cu_copy(ctx, 0, &(struct cu_run){dptr, p, len}, 1) != 0) {
     errno = EIO;
     return -1;
   }
