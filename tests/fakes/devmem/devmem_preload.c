@@ -150,11 +150,32 @@ static uint64_t mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* What the copies cost, said with DEVMEM_STANDIN_LOG every 20 s while it
+ * changes and at exit: [0] out of GPU memory (sends), [1] into it
+ * (receives). */
+static _Atomic uint64_t copy_calls[2], copy_runs[2], copy_bytes[2], copy_ns[2];
+
+static void copy_totals(void) {
+  for (int to_gpu = 1; to_gpu >= 0; to_gpu--)
+    if (copy_calls[to_gpu])
+      note("pid %d: copies %s GPU memory: %llu calls, %llu runs, %llu bytes, %.3f s (%.1f us a call)",
+           (int)getpid(), to_gpu ? "into" : "out of", (unsigned long long)copy_calls[to_gpu],
+           (unsigned long long)copy_runs[to_gpu], (unsigned long long)copy_bytes[to_gpu],
+           (double)copy_ns[to_gpu] / 1e9, (double)copy_ns[to_gpu] / 1e3 / (double)copy_calls[to_gpu]);
+}
+
+__attribute__((destructor)) static void copy_totals_at_exit(void) { copy_totals(); }
+
 static void *watch_main(void *arg) {
   (void)arg;
-  for (;;) {
+  uint64_t said_calls = 0;
+  for (unsigned tick = 1;; tick++) {
     sleep(1);
-    uint64_t now = mono_ns();
+    uint64_t now = mono_ns(), calls = copy_calls[0] + copy_calls[1];
+    if (tick % 20 == 0 && calls != said_calls) {
+      said_calls = calls;
+      copy_totals();
+    }
     for (int i = 0; i < WATCH_SLOTS; i++)
       if (atomic_load(&watch[i].used) == 2 && !watch[i].said && now - watch[i].since_ns > 3000000000ull) {
         watch[i].said = 1;
@@ -286,19 +307,6 @@ static CUstream cu_stream(CUcontext ctx) {
   }
   pthread_mutex_unlock(&cu_lock);
   return st;
-}
-
-/* What the copies cost, said at exit with DEVMEM_STANDIN_LOG: [0] out of
- * GPU memory (sends), [1] into it (receives). */
-static _Atomic uint64_t copy_calls[2], copy_runs[2], copy_bytes[2], copy_ns[2];
-
-__attribute__((destructor)) static void copy_totals(void) {
-  for (int to_gpu = 1; to_gpu >= 0; to_gpu--)
-    if (copy_calls[to_gpu])
-      note("copies %s GPU memory: %llu calls, %llu runs, %llu bytes, %.3f s (%.1f us a call)",
-           to_gpu ? "into" : "out of", (unsigned long long)copy_calls[to_gpu],
-           (unsigned long long)copy_runs[to_gpu], (unsigned long long)copy_bytes[to_gpu],
-           (double)copy_ns[to_gpu] / 1e9, (double)copy_ns[to_gpu] / 1e3 / (double)copy_calls[to_gpu]);
 }
 
 /* Runs of bytes to or from GPU memory, copied in ctx (pushed for the call)
