@@ -356,7 +356,7 @@ case " $STEPS " in
       tcpxreal_why="no cmocka here nor in \$TPX_TESTDEPS_TOOLS/debs (scripts/pack-testdeps-tools.sh)"
     fi
   fi
-  [ -z "$tcpxreal_why" ] && TARGETS="$TARGETS tpx-info tpx-conformance tpx-rxdm-standin tpx-devmem-standin" ;;
+  [ -z "$tcpxreal_why" ] && TARGETS="$TARGETS tpx-info tpx-conformance tpx-rxdm-standin tpx-devmem-standin tpx-netbench" ;;
 esac
 t0=$SECONDS
 if {
