@@ -100,6 +100,7 @@ int cf_case_teardown(void **state) {
     if (wait_baseline(&fds, &thr) != 0) {
       print_error("LEAK after '%s': %d fds open (baseline %d), %d threads (baseline %d)\n",
                   fx->c->name, fds, G.fd_base, thr, G.thr_base);
+      tu_fds_print_new(&G.fds_base, "  not there at the baseline: ");
       ret = -1;
     }
   }

@@ -54,6 +54,7 @@ typedef struct cf_global {
   int side_fd;   /* two-process side channel, -1 in one-process mode */
   int side_dead; /* the peer process is gone: fail fast instead of waiting */
   int fd_base, thr_base;
+  tu_fds_t fds_base; /* which ones, to name a leak's */
   uint32_t case_no; /* running case number: seeds differ between cases */
 } cf_global_t;
 

@@ -337,6 +337,7 @@ int main(int argc, char **argv) {
   if (side_channel_up() != 0) goto out;
   if (warm_up() != 0) goto out;
   G.fd_base = tu_count_fds();
+  tu_fds_snapshot(&G.fds_base);
   G.thr_base = cf_thread_count();
   if (G.o.filter) cmocka_set_test_filter(G.o.filter);
   /* --skip takes several globs (cmocka's filter takes one). */

@@ -71,6 +71,31 @@ int tu_count_fds(void) {
   return n - 1; /* the DIR's own fd */
 }
 
+void tu_fds_snapshot(tu_fds_t *s) {
+  memset(s, 0, sizeof(*s));
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] != '.' && fd >= 0 && fd < TU_FDS_MAX && fd != dirfd(d)) s->bits[fd / 64] |= 1ull << (fd % 64);
+  }
+  closedir(d);
+}
+
+void tu_fds_print_new(const tu_fds_t *s, const char *prefix) {
+  tu_fds_t now;
+  tu_fds_snapshot(&now);
+  for (int fd = 0; fd < TU_FDS_MAX; fd++) {
+    if (!(now.bits[fd / 64] >> (fd % 64) & 1) || (s->bits[fd / 64] >> (fd % 64) & 1)) continue;
+    char path[32], what[256];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, what, sizeof(what) - 1);
+    what[n > 0 ? n : 0] = '\0';
+    fprintf(stderr, "%sfd %d: %s\n", prefix, fd, n > 0 ? what : "?");
+  }
+}
+
 static int fd_baseline;
 
 int tu_fd_setup(void **state) {

@@ -22,6 +22,15 @@ size_t tu_check(const void *buf, size_t len, uint32_t seed, size_t offset);
 int tu_peek(void *dst, const void *src, size_t len);
 /* Number of open file descriptors of this process (leak checks). */
 int tu_count_fds(void);
+/* Which descriptors below TU_FDS_MAX are open now, one bit each (a leak
+ * check's baseline), and the open ones a snapshot lacks, printed with what
+ * they are (readlink of /proc/self/fd/N): what a leak left. */
+#define TU_FDS_MAX 4096
+typedef struct tu_fds {
+  uint64_t bits[TU_FDS_MAX / 64];
+} tu_fds_t;
+void tu_fds_snapshot(tu_fds_t *s);
+void tu_fds_print_new(const tu_fds_t *s, const char *prefix);
 /* cmocka setup/teardown pair: the test must leave as many fds open as it found. */
 int tu_fd_setup(void **state);
 int tu_fd_teardown(void **state);
