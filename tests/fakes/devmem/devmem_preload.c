@@ -352,8 +352,8 @@ static int cu_copy(CUcontext ctx, int to_gpu, const struct cu_run *runs, size_t 
  * another context has queues of its own, as the NIC's DMA needs none. VMM
  * mappings are the process's, granted per device, so any context of the
  * device reaches them. DEVMEM_STANDIN_COPY_CTX=owner: the memory's own
- * context instead. Called with a context of dev current (the new one is
- * popped again); NULL when none can be made. */
+ * context instead. Any thread: the caller's current context stays as it
+ * was. NULL when none can be made. */
 static CUcontext copy_ctx(CUdevice dev) {
   const char *mode = getenv("DEVMEM_STANDIN_COPY_CTX");
   if ((mode && strcmp(mode, "owner") == 0) || !cu.ctx_create) return NULL;
@@ -870,6 +870,17 @@ int ioctl(int fd, unsigned long req, ...) {
  * a thread of its own (RxDM answers the plugin first). Imported at the first
  * receive instead, the driver's mapping calls ran while NCCL's kernel spun
  * waiting for those very bytes. */
+/* The copy context of the GPU named pci (copy_ctx), made here, in the
+ * plugin's own call, so that its accept returns with it: made by the
+ * import's thread, its descriptors would appear some time after the plugin
+ * set up, looking like a leak of whatever ran next. Real drivers only. */
+static void early_copy_ctx(const char *pci) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib || dlsym(lib, "fake_cuda_find") || !cu_load()) return;
+  CUdevice dev;
+  if (cu.by_pci(&dev, pci) == CUDA_SUCCESS) (void)copy_ctx(dev);
+}
+
 static void *prefetch_main(void *arg) {
   note("the plugin asked RxDM for the buffer of GPU %s: importing it now", (const char *)arg);
   pthread_mutex_lock(&fetch_lock);
@@ -900,6 +911,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   else fresh = 0;
   pthread_mutex_unlock(&lock);
   char *pci = fresh ? strdup(k + sizeof(key) - 1) : NULL;
+  if (pci) early_copy_ctx(pci);
   if (pci && spawn_detached(prefetch_main, pci) != 0) free(pci);
   return rc;
 }
