@@ -79,7 +79,8 @@ if [ "$what" = nccl ]; then
   rc=${PIPESTATUS[0]}
   if [ "$rc" != 0 ] && grep -q 'rx ctrl timeout' "$log"; then
     echo "tcpx_clients nccl: the plugin's receives saw nothing arrive ('rx ctrl timeout'): the peer's sends did" \
-      "not go, or its NCCL kernel waits for bytes left in the devmem pages (an LL protocol: docs/A3HIGH.md)" >&2
+      "not go, its NCCL kernel waits for bytes left in the devmem pages (an LL protocol), or a copy of the devmem" \
+      "stand-in waits behind a kernel (DEVMEM_STANDIN_LOG=1 names it): docs/A3HIGH.md" >&2
   fi
   [ "$rc" = 0 ] || fail "exit status $rc (wrong results, an error, or the stand-in's record; above)"
   # What NCCL says it used: every line must be there.
