@@ -870,15 +870,23 @@ int ioctl(int fd, unsigned long req, ...) {
  * a thread of its own (RxDM answers the plugin first). Imported at the first
  * receive instead, the driver's mapping calls ran while NCCL's kernel spun
  * waiting for those very bytes. */
-/* The copy context of the GPU named pci (copy_ctx), made here, in the
- * plugin's own call, so that its accept returns with it: made by the
- * import's thread, its descriptors would appear some time after the plugin
- * set up, looking like a leak of whatever ran next. Real drivers only. */
-static void early_copy_ctx(const char *pci) {
+/* The contexts the import and the copies of the GPU named pci use (its
+ * primary context, retained, and copy_ctx's), with their streams, made here,
+ * in the plugin's own call, so that they exist when its accept returns: made
+ * by the import's thread, their descriptors would appear some time after the
+ * plugin set up, looking like a leak of whatever ran next. Real drivers
+ * only; the import needs RxDM's answer, so it stays in that thread. */
+static void early_contexts(const char *pci) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!lib || dlsym(lib, "fake_cuda_find") || !cu_load()) return;
   CUdevice dev;
-  if (cu.by_pci(&dev, pci) == CUDA_SUCCESS) (void)copy_ctx(dev);
+  CUcontext primary, popped;
+  if (cu.by_pci(&dev, pci) != CUDA_SUCCESS || cu.retain(&primary, dev) != CUDA_SUCCESS) return;
+  if (cu.push(primary) == CUDA_SUCCESS) {
+    (void)cu_stream(primary);
+    cu.pop(&popped);
+  }
+  (void)copy_ctx(dev);
 }
 
 static void *prefetch_main(void *arg) {
@@ -911,7 +919,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
   else fresh = 0;
   pthread_mutex_unlock(&lock);
   char *pci = fresh ? strdup(k + sizeof(key) - 1) : NULL;
-  if (pci) early_copy_ctx(pci);
+  if (pci) early_contexts(pci);
   if (pci && spawn_detached(prefetch_main, pci) != 0) free(pci);
   return rc;
 }
