@@ -28,12 +28,15 @@
  * (tests/fakes/cuda: memfds, mapped and used as they are) and a real GPU's
  * (NVIDIA's shareable handles and dma-bufs cannot be mapped): the receive
  * buffer is imported with the driver's VMM calls (when the plugin asks RxDM
- * for it) and written with cuMemcpyHtoDAsync on a non-blocking stream; a
- * send reads the registered range with cuMemcpyDtoHAsync into a host shadow
- * of the range, whose pages stay put until the zero-copy
- * completion, as the GPU memory would. The driver is found with dlopen, only
- * when real GPU memory shows up.
- * DEVMEM_STANDIN_LOG=1: one line per refusal or buffer on stderr. */
+ * for it) and written with cuMemcpyHtoDAsync on a non-blocking stream in a
+ * CUDA context of the stand-in's own (copy_ctx); a send reads the
+ * registered range with cuMemcpyDtoHAsync into a host shadow of the range,
+ * whose pages stay put until the zero-copy completion, as the GPU memory
+ * would. The driver is found with dlopen, only when real GPU memory shows
+ * up.
+ * DEVMEM_STANDIN_LOG=1: one line per refusal or buffer on stderr, and the
+ * copies' totals (=2: a line per receive, send and token return too).
+ * DEVMEM_STANDIN_COPY_CTX=owner: copies in the memory's own context. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -865,11 +868,6 @@ int ioctl(int fd, unsigned long req, ...) {
   return nfd;
 }
 
-/* The plugin asks RxDM for a GPU's receive buffer while it sets up a receive
- * comm (its accept), before any kernel runs: the buffer is imported then, in
- * a thread of its own (RxDM answers the plugin first). Imported at the first
- * receive instead, the driver's mapping calls ran while NCCL's kernel spun
- * waiting for those very bytes. */
 /* The contexts the import and the copies of the GPU named pci use (its
  * primary context, retained, and copy_ctx's), with their streams, made here,
  * in the plugin's own call, so that they exist when its accept returns: made
@@ -889,6 +887,11 @@ static void early_contexts(const char *pci) {
   (void)copy_ctx(dev);
 }
 
+/* The plugin asks RxDM for a GPU's receive buffer while it sets up a receive
+ * comm (its accept), before any kernel runs: the buffer is imported then, in
+ * a thread of its own (RxDM answers the plugin first). Imported at the first
+ * receive instead, the driver's mapping calls ran while NCCL's kernel spun
+ * waiting for those very bytes. */
 static void *prefetch_main(void *arg) {
   note("the plugin asked RxDM for the buffer of GPU %s: importing it now", (const char *)arg);
   pthread_mutex_lock(&fetch_lock);
