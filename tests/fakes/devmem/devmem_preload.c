@@ -294,6 +294,20 @@ static int cu_load(void) {
   return cu.ok;
 }
 
+/* 1 when the loaded libcuda.so.1 is NVIDIA's driver; 0 when it is the CUDA
+ * test doubles' (tests/fakes/cuda, whose memory this library maps itself)
+ * or none is loaded yet. */
+static int driver_is_real(void) {
+  static _Atomic int known = -1; /* settled once a driver is loaded */
+  int k = atomic_load(&known);
+  if (k < 0) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) return 0;
+    atomic_store(&known, k = !dlsym(lib, "fake_cuda_find"));
+  }
+  return k;
+}
+
 /* ctx's copy stream, made on first use (ctx current). NULL when none can be. */
 static CUstream cu_stream(CUcontext ctx) {
   CUstream st = NULL;
@@ -470,6 +484,23 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* nbufs, sock_buf, tx 
 static pthread_mutex_t fetch_lock = PTHREAD_MUTEX_INITIALIZER;
 static int8_t sock_buf[MAX_SOCK_FD];                     /* socket -> 1 + its buffer; 0 unknown */
 
+/* The contexts of the GPU named pci: its primary one (retained; RxDM's
+ * buffer is imported there) and copy_ctx's (*copy, NULL when none), with
+ * their streams. Made where the plugin asks RxDM for the buffer
+ * (early_contexts), and found again by the import. The CUDA error. */
+static CUresult gpu_contexts(const char *pci, CUdevice *dev, CUcontext *primary, CUcontext *copy) {
+  CUcontext popped;
+  CUresult rc = cu.by_pci(dev, pci);
+  if (rc == CUDA_SUCCESS) rc = cu.retain(primary, *dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (cu.push(*primary) == CUDA_SUCCESS) { /* the stream now, not at the first copy */
+    (void)cu_stream(*primary);
+    cu.pop(&popped);
+  }
+  *copy = copy_ctx(*dev);
+  return CUDA_SUCCESS;
+}
+
 /* The real GPU's buffer: imported as the plugin imports it (its
  * src/gpu/common.cu), in the GPU's primary context. */
 static int import_gpu(struct rxbuf *b, int fd) {
@@ -482,9 +513,8 @@ static int import_gpu(struct rxbuf *b, int fd) {
   if (!cu_load()) return -1;
   CUdevice dev;
   CUmemGenericAllocationHandle h;
-  CUcontext popped;
-  CUresult rc = cu.by_pci(&dev, b->pci);
-  if (rc == CUDA_SUCCESS) rc = cu.retain(&b->ctx, dev);
+  CUcontext copy, popped;
+  CUresult rc = gpu_contexts(b->pci, &dev, &b->ctx, &copy);
   if (rc != CUDA_SUCCESS || cu.push(b->ctx) != CUDA_SUCCESS) return note("GPU %s: CUDA error %d", b->pci, rc), -1;
   int w = watch_begin("importing RxDM's buffer (cuMemImportFromShareableHandle, cuMemMap, cuMemSetAccess)", md.size);
   rc = cu.import(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -498,10 +528,8 @@ static int import_gpu(struct rxbuf *b, int fd) {
   if (rc == CUDA_SUCCESS) rc = cu.access(b->dptr, md.size, &desc, 1);
   watch_end(w);
   if (rc == CUDA_SUCCESS) {
-    (void)cu_stream(b->ctx); /* made now, not at the first copy */
     read_pool_fill();
-    CUcontext own = copy_ctx(dev);
-    if (own) b->ctx = own;
+    if (copy) b->ctx = copy;
   }
   cu.pop(&popped);
   if (rc != CUDA_SUCCESS) return note("importing the buffer of GPU %s: CUDA error %d", b->pci, rc), -1;
@@ -694,12 +722,7 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
   }
   CUresult rc = real_cuMemGetHandleForAddressRange(handle, dptr, size, type, flags);
   /* The test doubles' dma-buf is a memfd that sendmsg maps. */
-  static int fake = -1;
-  if (fake < 0) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    fake = lib && dlsym(lib, "fake_cuda_find");
-  }
-  if (fake) return rc;
+  if (!driver_is_real()) return rc;
   int fd = rc == CUDA_SUCCESS ? *(int *)handle : -1;
   if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !cu_load()) return note("dma-buf of 0x%llx: not noted", (unsigned long long)dptr), rc;
   CUcontext ctx = NULL;
@@ -875,16 +898,9 @@ int ioctl(int fd, unsigned long req, ...) {
  * plugin set up, looking like a leak of whatever ran next. Real drivers
  * only; the import needs RxDM's answer, so it stays in that thread. */
 static void early_contexts(const char *pci) {
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib || dlsym(lib, "fake_cuda_find") || !cu_load()) return;
   CUdevice dev;
-  CUcontext primary, popped;
-  if (cu.by_pci(&dev, pci) != CUDA_SUCCESS || cu.retain(&primary, dev) != CUDA_SUCCESS) return;
-  if (cu.push(primary) == CUDA_SUCCESS) {
-    (void)cu_stream(primary);
-    cu.pop(&popped);
-  }
-  (void)copy_ctx(dev);
+  CUcontext primary, copy;
+  if (driver_is_real() && cu_load()) (void)gpu_contexts(pci, &dev, &primary, &copy);
 }
 
 /* The plugin asks RxDM for a GPU's receive buffer while it sets up a receive
