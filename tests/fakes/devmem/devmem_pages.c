@@ -5,30 +5,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void page_free(struct devmem_pages *dp, uint32_t p) {
+  dp->owner[p] = -1;
+  dp->freebits[p / 64] |= UINT64_C(1) << (p % 64);
+  if (p / 64 < dp->hint) dp->hint = p / 64;
+  dp->nfree++;
+}
+
+/* The lowest free page; the caller has checked that one is free. */
+static uint32_t page_take(struct devmem_pages *dp) {
+  while (dp->freebits[dp->hint] == 0) dp->hint++;
+  uint64_t *w = &dp->freebits[dp->hint];
+  uint32_t p = dp->hint * 64 + (uint32_t)__builtin_ctzll(*w);
+  *w &= *w - 1;
+  dp->nfree--;
+  return p;
+}
+
 int devmem_pages_init(struct devmem_pages *dp, void *base, size_t size) {
   memset(dp, 0, sizeof(*dp));
   size_t n = size / DEVMEM_PAGE;
-  if (n == 0 || n > UINT32_MAX) return -EINVAL;
+  if (n == 0 || n > INT32_MAX) return -EINVAL;
   dp->owner = malloc(n * sizeof(*dp->owner));
-  dp->free = malloc(n * sizeof(*dp->free));
-  if (!dp->owner || !dp->free) {
+  dp->freebits = calloc((n + 63) / 64, sizeof(*dp->freebits));
+  if (!dp->owner || !dp->freebits) {
     devmem_pages_fini(dp);
     return -ENOMEM;
   }
   dp->base = base;
   dp->npages = (uint32_t)n;
-  /* Lowest pages first, so a fresh buffer fills from its start. */
-  for (uint32_t i = 0; i < dp->npages; i++) {
-    dp->owner[i] = -1;
-    dp->free[i] = dp->npages - 1 - i;
-  }
-  dp->nfree = dp->npages;
+  for (uint32_t p = 0; p < dp->npages; p++) page_free(dp, p);
   return 0;
 }
 
 void devmem_pages_fini(struct devmem_pages *dp) {
   free(dp->owner);
-  free(dp->free);
+  free(dp->freebits);
   memset(dp, 0, sizeof(*dp));
 }
 
@@ -36,7 +48,7 @@ size_t devmem_pages_rx(struct devmem_pages *dp, int sock, const void *data, size
                        size_t max, size_t *nfrags) {
   size_t done = 0, n = 0;
   while (done < len && n < max && dp->nfree > 0) {
-    uint32_t page = dp->free[--dp->nfree];
+    uint32_t page = page_take(dp);
     size_t take = len - done < DEVMEM_PAGE ? len - done : DEVMEM_PAGE;
     if (dp->base) memcpy(dp->base + (size_t)page * DEVMEM_PAGE, (const uint8_t *)data + done, take);
     dp->owner[page] = sock;
@@ -64,8 +76,7 @@ long devmem_pages_dontneed(struct devmem_pages *dp, int sock, const struct devme
         bad = 1;
         continue;
       }
-      dp->owner[t] = -1;
-      dp->free[dp->nfree++] = (uint32_t)t;
+      page_free(dp, (uint32_t)t);
       freed++;
     }
   }
@@ -76,8 +87,7 @@ uint32_t devmem_pages_release_sock(struct devmem_pages *dp, int sock) {
   uint32_t n = 0;
   for (uint32_t p = 0; p < dp->npages; p++)
     if (dp->owner[p] == sock) {
-      dp->owner[p] = -1;
-      dp->free[dp->nfree++] = p;
+      page_free(dp, p);
       n++;
     }
   return n;

@@ -13,6 +13,12 @@
  *   SO_DEVMEM_DONTNEED, as {token_start, token_count} ranges (`struct
  *   devmemtoken`, the plugin's src/devcomm/unpack_defs1.h, which merges
  *   consecutive tokens). Tokens belong to the socket that received them.
+ * - Pages are handed out lowest free address first: the kernel takes each
+ *   one from the binding's genpool (net/core/devmem.c,
+ *   net_devmem_alloc_dmabuf -> gen_pool_alloc_owner, first fit by address
+ *   in lib/genalloc.c). So pages given back together are reused as one
+ *   run, as they are there. The kernel's page_pool also caches recycled
+ *   pages ahead of the genpool; that order is not modelled.
  * - The buffer full (tokens not given back), nothing more arrives: the NIC
  *   has nowhere to put packets and the kernel drops them (devmem.rst); here
  *   a receive then takes nothing.
@@ -41,7 +47,8 @@ struct devmem_pages {
   uint8_t *base;       /* the receive buffer (host), or NULL */
   uint32_t npages;
   int32_t *owner;      /* per page: the socket holding it, or -1 (free) */
-  uint32_t *free;      /* stack of free page indexes */
+  uint64_t *freebits;  /* bit p set: page p is free */
+  uint32_t hint;       /* no free page in the words below this one */
   uint32_t nfree;
   uint64_t misuse;     /* tokens given back twice or never handed out */
 };

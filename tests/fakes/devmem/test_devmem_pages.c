@@ -115,8 +115,33 @@ static void t_socket_close(void **state) {
   devmem_pages_fini(&dp);
 }
 
+static void t_lowest_first(void **state) {
+  (void)state;
+  struct devmem_pages dp;
+  assert_int_equal(devmem_pages_init(&dp, buf, sizeof(buf)), 0);
+  fill();
+  struct devmemvec f[PAGES];
+  size_t nf;
+  assert_int_equal(devmem_pages_rx(&dp, 1, data, sizeof(buf), f, PAGES, &nf), sizeof(buf));
+  for (size_t i = 0; i < nf; i++) assert_int_equal(f[i].frag_token, i);
+  /* Given back out of order, one at a time: reused lowest first, so the
+   * next receive lands in pages 2..5, one run. */
+  static const uint32_t back[] = {5, 3, 2, 4};
+  for (size_t i = 0; i < 4; i++)
+    assert_int_equal(devmem_pages_dontneed(&dp, 1, &(struct devmemtoken){back[i], 1}, 1), 1);
+  assert_int_equal(devmem_pages_rx(&dp, 1, data, 4 * DEVMEM_PAGE, f, PAGES, &nf), 4 * DEVMEM_PAGE);
+  assert_int_equal(nf, 4);
+  for (size_t i = 0; i < nf; i++) {
+    assert_int_equal(f[i].frag_token, 2 + i);
+    assert_memory_equal(buf + f[i].frag_offset, data + i * DEVMEM_PAGE, DEVMEM_PAGE);
+  }
+  assert_int_equal(dp.nfree, 0);
+  devmem_pages_fini(&dp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(t_fragments), cmocka_unit_test(t_full_and_refill),
+                                     cmocka_unit_test(t_lowest_first),
                                      cmocka_unit_test(t_bad_tokens), cmocka_unit_test(t_socket_close)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
