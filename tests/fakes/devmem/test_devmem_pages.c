@@ -22,6 +22,12 @@ static void fill(void) {
   for (size_t i = 0; i < sizeof(data); i++) data[i] = (uint8_t)(i * 7 + 3);
 }
 
+/* A fresh buffer of PAGES pages over buf, and data to receive. */
+static void start(struct devmem_pages *dp) {
+  assert_int_equal(devmem_pages_init(dp, buf, sizeof(buf)), 0);
+  fill();
+}
+
 static void t_fragments(void **state) {
   (void)state;
   struct devmem_pages dp;
@@ -51,8 +57,7 @@ static void t_fragments(void **state) {
 static void t_full_and_refill(void **state) {
   (void)state;
   struct devmem_pages dp;
-  assert_int_equal(devmem_pages_init(&dp, buf, sizeof(buf)), 0);
-  fill();
+  start(&dp);
   struct devmemvec f[PAGES + 1];
   size_t nf;
   /* More than the buffer holds: what fits, then nothing until tokens return. */
@@ -72,8 +77,7 @@ static void t_full_and_refill(void **state) {
 static void t_bad_tokens(void **state) {
   (void)state;
   struct devmem_pages dp;
-  assert_int_equal(devmem_pages_init(&dp, buf, sizeof(buf)), 0);
-  fill();
+  start(&dp);
   struct devmemvec f[2];
   size_t nf;
   assert_int_equal(devmem_pages_rx(&dp, 1, data, 2 * DEVMEM_PAGE, f, 2, &nf), 2 * DEVMEM_PAGE);
@@ -102,8 +106,7 @@ static void t_bad_tokens(void **state) {
 static void t_socket_close(void **state) {
   (void)state;
   struct devmem_pages dp;
-  assert_int_equal(devmem_pages_init(&dp, buf, sizeof(buf)), 0);
-  fill();
+  start(&dp);
   struct devmemvec f[PAGES];
   size_t nf;
   devmem_pages_rx(&dp, 1, data, 3 * DEVMEM_PAGE, f, PAGES, &nf);
@@ -118,8 +121,7 @@ static void t_socket_close(void **state) {
 static void t_lowest_first(void **state) {
   (void)state;
   struct devmem_pages dp;
-  assert_int_equal(devmem_pages_init(&dp, buf, sizeof(buf)), 0);
-  fill();
+  start(&dp);
   struct devmemvec f[PAGES];
   size_t nf;
   assert_int_equal(devmem_pages_rx(&dp, 1, data, sizeof(buf), f, PAGES, &nf), sizeof(buf));
