@@ -326,6 +326,15 @@ static CUstream cu_stream(CUcontext ctx) {
   return st;
 }
 
+/* ctx's copy stream made now, while the plugin sets up, rather than at the
+ * first copy, when making it could wait behind a running kernel. */
+static void cu_stream_now(CUcontext ctx) {
+  CUcontext popped;
+  if (cu.push(ctx) != CUDA_SUCCESS) return;
+  (void)cu_stream(ctx);
+  cu.pop(&popped);
+}
+
 /* Runs of bytes to or from GPU memory, copied in ctx (pushed for the call)
  * and waited for once. 0 or -EIO.
  * On a non-blocking stream of its own: the NIC's DMA waits for no kernel, and
@@ -393,10 +402,7 @@ static CUcontext copy_ctx(CUdevice dev) {
     }
   }
   pthread_mutex_unlock(&cu_lock);
-  if (c && cu.push(c) == CUDA_SUCCESS) { /* its stream now, while the plugin sets up */
-    (void)cu_stream(c);
-    cu.pop(&popped);
-  }
+  if (c) cu_stream_now(c);
   return c;
 }
 
@@ -489,14 +495,10 @@ static int8_t sock_buf[MAX_SOCK_FD];                     /* socket -> 1 + its bu
  * their streams. Made where the plugin asks RxDM for the buffer
  * (early_contexts), and found again by the import. The CUDA error. */
 static CUresult gpu_contexts(const char *pci, CUdevice *dev, CUcontext *primary, CUcontext *copy) {
-  CUcontext popped;
   CUresult rc = cu.by_pci(dev, pci);
   if (rc == CUDA_SUCCESS) rc = cu.retain(primary, *dev);
   if (rc != CUDA_SUCCESS) return rc;
-  if (cu.push(*primary) == CUDA_SUCCESS) { /* the stream now, not at the first copy */
-    (void)cu_stream(*primary);
-    cu.pop(&popped);
-  }
+  cu_stream_now(*primary);
   *copy = copy_ctx(*dev);
   return CUDA_SUCCESS;
 }
