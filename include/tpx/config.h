@@ -111,6 +111,13 @@ typedef struct tpx_config {
                               TPX_CONNECT_TIMEOUT_MS still bounds them */
   int socket_retry_sleep_msec; /* TPX_SOCKET_RETRY_SLEEP_MSEC: pause before retry k is k times this,
                               at most max(1000, this) ms */
+  /* channels (docs/RELIABILITY.md, "Links that differ or go away") */
+  int stripe;              /* TPX_STRIPE: 1 "adaptive" (the default: chunks follow each channel's
+                              measured speed, a lost channel's chunks are sent again on the others),
+                              0 "fixed" (chunk i on channel (first + i) % channels; a lost channel
+                              fails the peer), as peers without adaptive striping do */
+  int channel_stall_ms;    /* TPX_CHANNEL_STALL_MS: a channel whose requests make no progress this
+                              long while another channel of the peer moves is taken for lost */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -88,6 +88,9 @@ static const struct var vars[] = {
     /* connection setup on transient errors (common/retry.h) */
     {"TPX_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_CNT", V_INT, F(socket_retry_cnt), 0, 10000, T_TUNING},
     {"TPX_SOCKET_RETRY_SLEEP_MSEC", "NCCL_SOCKET_RETRY_SLEEP_MSEC", V_INT, F(socket_retry_sleep_msec), 1, 60000, T_TUNING},
+    /* channels that differ or go away (engine/stripe.h, engine/failover.h) */
+    {"TPX_STRIPE", NULL, V_INT, F(stripe), 0, 1, T_TUNING},
+    {"TPX_CHANNEL_STALL_MS", NULL, V_INT, F(channel_stall_ms), 100, 600000, T_TUNING},
 };
 
 /* Settings retired once their experiment was answered (docs/CONFIG.md,
@@ -161,6 +164,11 @@ void tpx_config_defaults(tpx_config_t *cfg) {
   /* NCCL's socket retry defaults; TPX_CONNECT_TIMEOUT_MS (10 s) ends them first. */
   cfg->socket_retry_cnt = 34;
   cfg->socket_retry_sleep_msec = 100;
+  /* Adaptive striping and failover where both peers have them; a channel
+   * silent for 2 s while another moves is lost (a slow link's chunk of
+   * a few MiB still moves well within it: it gets fewer chunks). */
+  cfg->stripe = 1;
+  cfg->channel_stall_ms = 2000;
 }
 
 int tpx__config_name_ok(const char *s, size_t cap) {
@@ -214,6 +222,14 @@ static int auto_value(const struct var *v, const char *val, size_t *out) {
   int is_auto = strcasecmp(val, "auto") == 0;
   if (v->off == offsetof(tpx_config_t, pack_bytes) && is_auto) *out = TPX_PACK_BYTES_AUTO;
   else if (v->off == offsetof(tpx_config_t, chunk_bytes) && (is_auto || strcmp(val, "0") == 0)) *out = 0;
+  else return 0;
+  return 1;
+}
+/* TPX_STRIPE's names: "fixed" (0) and "adaptive" (1). 1 and *out, or 0. */
+static int named_value(const struct var *v, const char *val, int *out) {
+  if (!val || v->off != offsetof(tpx_config_t, stripe)) return 0;
+  if (strcasecmp(val, "fixed") == 0) *out = 0;
+  else if (strcasecmp(val, "adaptive") == 0) *out = 1;
   else return 0;
   return 1;
 }
@@ -281,7 +297,7 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
     return 0;
   }
   long long n;
-  if (auto_value(v, val, (size_t *)field)) return 0;
+  if (auto_value(v, val, (size_t *)field) || named_value(v, val, (int *)field)) return 0;
   if (parse_checked(v, val, &n) != 0)
     return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number in [%lld, %lld]", name, val, v->lo, v->hi);
   if (v->kind == V_INT) *(int *)field = (int)n;

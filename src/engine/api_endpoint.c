@@ -66,6 +66,16 @@ static int open_transport(tpx_endpoint_t *ep, const tpx_endpoint_params_t *param
     return tpx_err(TPX_ENOTSUP, "endpoint %s: transport %s delivers receives through bounce buffers "
                    "(UNPACK device); the engine's unpack stage comes with GPU support", ep->name, ep->net->name);
   }
+  /* Every device the channels may use carries data: by default at least one
+   * channel per device, whatever the CPU count set num_channels to. */
+  tpx_config_t def;
+  tpx_config_defaults(&def);
+  int span = ep->nchdev > 0 ? ep->nchdev : ep->ndev;
+  ep->nchan = c->num_channels;
+  if (c->num_channels == def.num_channels && span > ep->nchan) {
+    ep->nchan = span < WIRE_MAX_CHANNELS ? span : WIRE_MAX_CHANNELS;
+    TPX_INFO("endpoint %s: %d channels, one per device (TPX_NUM_CHANNELS sets it)", ep->name, ep->nchan);
+  }
   int limit = caps->max_requests;
   ep->window = c->window < limit ? c->window : limit;
   if (c->window > limit)
@@ -140,7 +150,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     goto fail;
   }
   TPX_INFO("endpoint %s: transport %s, %d device(s), %d channel(s), chunk %zu%s, window %d, port %d, %s progress",
-           ep->name, ep->net->name, ep->ndev, c->num_channels, tpx__op_chunk(ep, 0, 1),
+           ep->name, ep->net->name, ep->ndev, ep->nchan, tpx__op_chunk(ep, 0, 1),
            c->chunk_bytes ? "" : " (auto)", ep->window, ep->port,
            ep->thread_on ? "thread" : "caller");
   *out = ep;

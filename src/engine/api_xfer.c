@@ -14,6 +14,7 @@
 #include "engine/channel.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
+#include "engine/failover.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/gpu/pack_runs.h"
 #include "engine/mem.h"
@@ -247,7 +248,7 @@ int tpx_xfer_post(tpx_xfer_t *x) {
   } else {
     tpx__start_now(p, o);
     if (p->state == P_READY) { /* post and drain now, never block */
-      int r = tpx__channels_progress(p);
+      int r = tpx__failover_progress(p);
       if (r < 0) tpx__peer_fail_last(p, r);
     }
     /* Control answers wake the progress thread through epoll; only requests

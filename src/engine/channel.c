@@ -78,53 +78,72 @@ static int failed(struct chan_fail *f, int c, int accept, int code) {
   return code;
 }
 
+/* Connect / accept of channel c; the caller binds the GPU. 1 both comms up,
+ * 0 not yet (did: comms that came up), < 0 error (f says which call). */
+static int channel_connect_one(struct tpx_peer *p, int c, int *did, struct chan_fail *f) {
+  tpx_net_t *net = p->ep->net;
+  struct channel *ch = &p->ch[c];
+  int all = 1;
+  if (!ch->sq.comm && ch->rt.want_handle) {
+    all = 0;
+  } else if (!ch->sq.comm) {
+    void *comm = NULL;
+    const uint8_t *key = p->net_key;
+    struct dial_buf *d = ch->dial;
+    tpx__err_clear(); /* a failure names the transport's reason, or only its code */
+    int rc = key ? net->ops->connect_keyed(net, ch->dev, key, d->handle, &comm, &d->dev)
+                 : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
+    d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
+    if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
+      return failed(f, c, 0, tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s",
+                                           p->where, c, ch->dev,
+                                           tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
+    if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
+    if (comm) ++*did;
+    else all = 0;
+  }
+  if (!ch->rq.comm && !ch->listen_comm) { /* listening anew after a failed accept (rt) */
+    all = 0;
+  } else if (!ch->rq.comm) {
+    void *comm = NULL;
+    tpx__err_clear();
+    int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
+    if (rc) /* the transport's reason stays in the message, as for connect */
+      return failed(f, c, 1, tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s",
+                                           p->where, c, ch->dev,
+                                           tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
+    if (!comm) return 0;
+    if ((rc = comm_up(p, &ch->rq, comm)) != 0) return rc;
+    ++*did;
+    rc = net->ops->close_listen(net, ch->listen_comm); /* one accept per listen */
+    if (rc) TPX_WARN("peer %s channel %d: closeListen failed: %s", p->where, c, tpx_strerror(rc));
+    ch->listen_comm = NULL;
+  }
+  return all;
+}
+
 /* One pass of connect/accept over the channels; the caller binds the GPU. */
 static int channels_connect_pass(struct tpx_peer *p, int *did, struct chan_fail *f) {
-  tpx_net_t *net = p->ep->net;
   int all = 1;
   *did = 0;
   for (int c = 0; c < p->nch; c++) {
-    struct channel *ch = &p->ch[c];
-    if (!ch->sq.comm && ch->rt.want_handle) {
-      all = 0;
-    } else if (!ch->sq.comm) {
-      void *comm = NULL;
-      const uint8_t *key = p->net_key;
-      struct dial_buf *d = ch->dial;
-      tpx__err_clear(); /* a failure names the transport's reason, or only its code */
-      int rc = key ? net->ops->connect_keyed(net, ch->dev, key, d->handle, &comm, &d->dev)
-                   : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
-      d->started = rc == 0 && !comm; /* ended either way: a comm, or the transport's failure */
-      if (rc) /* the transport's reason (e.g. a keyed handle, TPX_EAUTH) stays in the message */
-        return failed(f, c, 0, tpx_err_quiet(rc, "peer %s channel %d: connect on net device %d failed: %.200s",
-                                             p->where, c, ch->dev,
-                                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
-      if (comm && (rc = comm_up(p, &ch->sq, comm)) != 0) return rc;
-      if (comm) ++*did;
-      else all = 0;
-    }
-    if (!ch->rq.comm && !ch->listen_comm) { /* listening anew after a failed accept (rt) */
-      all = 0;
-    } else if (!ch->rq.comm) {
-      void *comm = NULL;
-      tpx__err_clear();
-      int rc = net->ops->accept(net, ch->listen_comm, &comm, &ch->recv_dev);
-      if (rc) /* the transport's reason stays in the message, as for connect */
-        return failed(f, c, 1, tpx_err_quiet(rc, "peer %s channel %d: accept on net device %d failed: %.200s",
-                                             p->where, c, ch->dev,
-                                             tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc)));
-      if (!comm) {
-        all = 0;
-        continue;
-      }
-      if ((rc = comm_up(p, &ch->rq, comm)) != 0) return rc;
-      ++*did;
-      rc = net->ops->close_listen(net, ch->listen_comm); /* one accept per listen */
-      if (rc) TPX_WARN("peer %s channel %d: closeListen failed: %s", p->where, c, tpx_strerror(rc));
-      ch->listen_comm = NULL;
-    }
+    int n = 0;
+    int r = channel_connect_one(p, c, &n, f);
+    *did += n;
+    if (r < 0) return r;
+    if (r == 0) all = 0;
   }
   return all;
+}
+
+int tpx__channel_connect(struct tpx_peer *p, int c) {
+  struct gpu_bind b;
+  struct chan_fail f;
+  int did = 0;
+  int rc = tpx__gpu_bind_enter(p->ep, -1, &b);
+  if (rc == 0) rc = channel_connect_one(p, c, &did, &f);
+  tpx__gpu_bind_leave(&b);
+  return rc;
 }
 
 int tpx__channels_connect(struct tpx_peer *p, int *did, struct chan_fail *f) {
@@ -230,18 +249,12 @@ void tpx__channels_close(struct tpx_peer *p) {
   }
 }
 
-int tpx__channels_progress(struct tpx_peer *p) {
-  int did = 0;
-  for (int c = 0; c < p->nch; c++) {
-    struct channel *ch = &p->ch[c];
-    int r = tpx__window_progress(p, &ch->sq, tpx__op_chunk_done);
-    if (r < 0) return r;
-    did += r;
-    r = tpx__window_progress(p, &ch->rq, tpx__op_chunk_done);
-    if (r < 0) return r;
-    did += r;
-  }
-  return did;
+int tpx__channel_progress(struct tpx_peer *p, int c) {
+  struct channel *ch = &p->ch[c];
+  int r = tpx__window_progress(p, &ch->sq, tpx__op_chunk_done);
+  if (r < 0) return r;
+  int s = tpx__window_progress(p, &ch->rq, tpx__op_chunk_done);
+  return s < 0 ? s : r + s;
 }
 
 int tpx__channels_busy(const struct tpx_peer *p) {

@@ -44,6 +44,16 @@ struct channel {
   struct dial_buf *dial;          /* the peer's handle, connected to; NULL once given away */
   tpx_net_dev_handle_t recv_dev;  /* caller-owned device handle storage of accept */
   struct chan_retry rt;
+  int down;                       /* lost (failover.h): its comms are closed, its chunks go elsewhere */
+  uint32_t losses;                /* times it was lost */
+  uint32_t rejoins;               /* times it came back */
+  uint64_t rejoin_next_ns;        /* rejoin.h: the next attempt */
+  int rejoin_wait_ms;             /* and the pause after a failed one */
+  uint32_t rj_gen;                /* our listen handle's generation (CHAN_REJOIN) */
+  int rj_listening;               /* our fresh handle went to the peer */
+  int rj_have_handle;             /* the peer's fresh handle is in dial->handle */
+  int rj_up_sent, rj_peer_up;     /* CHAN_UP sent / received for this attempt */
+  uint64_t rj_deadline;           /* this attempt ends */
 };
 
 /* Which transport call failed in tpx__channels_connect. */
@@ -52,6 +62,13 @@ struct chan_fail {
   int accept; /* 1 accept, 0 connect */
   int code;   /* the transport's code */
 };
+
+/* Data progress of channel c's two windows: state changes, or < 0 with the
+ * window's detail. */
+int tpx__channel_progress(struct tpx_peer *p, int c);
+/* Transport connect / accept of channel c alone (a channel rejoining): 1 both
+ * comms up, 0 not yet, < 0 error. */
+int tpx__channel_connect(struct tpx_peer *p, int c);
 
 /* Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
 int tpx__channels_alloc(struct tpx_peer *p, int n);
@@ -81,7 +98,6 @@ void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap);
 void tpx__channels_close(struct tpx_peer *p);
 /* Post and drain every window of the peer. Returns the number of state
  * changes, or < 0 with the failure's detail in tpx_last_error(). */
-int tpx__channels_progress(struct tpx_peer *p);
 /* Anything still queued or in flight on any channel? */
 int tpx__channels_busy(const struct tpx_peer *p);
 

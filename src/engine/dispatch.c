@@ -9,10 +9,18 @@
 #include "engine/dispatch.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
+#include "engine/failover.h"
 #include "engine/handshake.h"
+#include "engine/stripe.h"
 #include "engine/msg.h"
 #include "engine/peer.h"
 #include "engine/relisten.h"
+
+/* A handler that leaves failing the peer to us. */
+static int failed(struct tpx_peer *p, int rc) {
+  if (rc < 0) tpx__peer_fail_last(p, rc);
+  return rc;
+}
 
 static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   switch (f->type) {
@@ -23,6 +31,8 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   case MSG_READ_DATA: return tpx__initiator_on_read_data(p, f);
   case MSG_STATUS: return tpx__initiator_on_status(p, f);
   case MSG_NOTIF: return tpx__initiator_on_notif(p, f);
+  case MSG_SCHED: return failed(p, tpx__stripe_on_sched(p, f));
+  case MSG_CHAN: return failed(p, tpx__failover_on_frame(p, f));
   default:
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
     return TPX_EPROTO;

@@ -19,6 +19,7 @@
 #include "engine/peer.h"
 #include "engine/redial.h"
 #include "engine/relisten.h"
+#include "engine/stripe.h"
 #include "net/caps.h"
 
 static int send_hello(struct tpx_peer *p, int ack) {
@@ -28,7 +29,7 @@ static int send_hello(struct tpx_peer *p, int ack) {
   for (int c = 0; c < p->nch; c++)
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
   uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p) |
-                   (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0);
+                   (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0) | (ep->cfg.stripe ? HELLO_F_SCHED : 0);
   struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
@@ -39,7 +40,7 @@ static int send_hello(struct tpx_peer *p, int ack) {
 /* Connector: channels listen, HELLO offers their handles. */
 static void start_hello(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
-  int rc = tpx__channels_alloc(p, ep->cfg.num_channels);
+  int rc = tpx__channels_alloc(p, ep->nchan);
   if (rc == 0) rc = tpx__channels_listen(p, 0, p->nch);
   if (rc == 0) rc = send_hello(p, 0);
   if (rc) {
@@ -78,6 +79,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->pack_iov = p->pack && (h->flags & HELLO_F_IOV) != 0;
   p->pack_gpu = p->pack && (h->flags & HELLO_F_PACK_GPU) != 0;
   tpx__relisten_agree(p, h->flags);
+  p->sched = p->ep->cfg.stripe && (h->flags & HELLO_F_SCHED) != 0;
   snprintf(p->name, sizeof(p->name), "%s", h->name);
   char where[sizeof(p->where)];
   snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);
@@ -99,7 +101,7 @@ void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
     return;
   }
   accept_identity(p, &h);
-  int n = h.nch < ep->cfg.num_channels ? h.nch : ep->cfg.num_channels;
+  int n = h.nch < ep->nchan ? h.nch : ep->nchan;
   if ((rc = tpx__dial_check(p, h.handles, n)) != 0) { /* before anything is dialled */
     tpx__peer_fail_last(p, rc);
     return;
@@ -147,6 +149,7 @@ static int became_ready(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
   p->state = P_READY;
   p->ever_ready = 1;
+  tpx__stripe_init(p);
   ep->setups--;
   if (p->fd >= 0) tpx__ctl_epoll_set(ep, p, p->ev | EPOLLIN); /* reading may have stopped during setup */
   if (p->incoming && !p->user_closed) {

@@ -90,8 +90,17 @@ void tpx__op_free(struct op *o) {
   free(o->ents);
   free(o->rents);
   free(o->links);
+  tpx__op_drop_layers(o);
   free(o->notif);
   free(o);
+}
+
+void tpx__op_drop_layers(struct op *o) {
+  for (uint32_t k = 0; k < o->nlayers; k++) free(o->layers[k].links);
+  free(o->layers);
+  o->layers = NULL;
+  o->nlayers = 0;
+  o->await_mask = 0;
 }
 
 void tpx__op_free_internal(struct op *o) {
@@ -196,8 +205,9 @@ int tpx__op_send_status(struct tpx_peer *p, int what, uint64_t id, int status) {
 
 /* ---- the data phase ---- */
 uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
-  uint32_t f = p->next_first_ch % (uint32_t)p->nch;
-  p->next_first_ch = (uint32_t)((f + (nchunks ? nchunks : 1)) % (uint64_t)p->nch);
+  uint32_t len = p->tx_pat.len ? p->tx_pat.len : (uint32_t)p->nch;
+  uint32_t f = p->next_first_ch % len;
+  p->next_first_ch = (uint32_t)((f + (nchunks ? nchunks : 1)) % (uint64_t)len);
   return f;
 }
 
@@ -223,22 +233,40 @@ static int op_data_done(struct op *o) {
 int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
   struct tpx_peer *p = o->peer;
   o->nch = (uint32_t)p->nch;
-  o->first_ch = first_ch % o->nch;
+  tpx__op_drop_layers(o); /* a reposted transfer starts over */
+  /* The pattern the data's sender announced last (route.h; the fixed one
+   * until it announces any): ours for what we send, the peer's for what we
+   * receive. */
+  const struct route_pat *pat = is_recv ? &p->rx_pat : &p->tx_pat;
+  if (pat->len) o->pat = *pat;
+  else tpx__route_pat_fixed(&o->pat, p->nch);
+  o->first_ch = first_ch % o->pat.len;
   o->phase = PH_DATA;
   o->chunks_left = o->nchunks;
   if (o->nchunks == 0) return op_data_done(o);
   for (uint32_t c = 0; c < o->nch; c++) {
-    uint64_t idx = tpx__plan_first_idx(c, o->first_ch, o->nch);
-    if (idx >= o->nchunks) continue;
     struct wlink *l = &o->links[c];
+    memset(l, 0, sizeof(*l));
     l->op = o;
-    tpx__plan_seek_packed(o->ents, o->nents, o->chunk, o->pack_max, idx, &l->cur);
-    tpx__window_enqueue(p, is_recv ? &p->ch[c].rq : &p->ch[c].sq, l);
+    l->ch = (uint8_t)c;
+  }
+  for (uint32_t c = 0; c < o->nch; c++) {
+    struct wlink *l = &o->links[c];
+    if (!tpx__route_first(l, &l->cur)) continue;
+    struct channel *ch = &p->ch[c];
+    if (ch->down) continue; /* failover.h: the peer hears which of these it must send again */
+    tpx__window_enqueue(p, is_recv ? &ch->rq : &ch->sq, l);
   }
   return 0;
 }
 
-int tpx__op_chunk_done(struct op *o) {
-  if (--o->chunks_left == 0 && o->phase == PH_DATA) return op_data_done(o);
+int tpx__op_chunk_done(struct op *o, int ch) {
+  o->links[ch].done++;
+  if (--o->chunks_left == 0 && o->phase == PH_DATA && !o->await_mask) return op_data_done(o);
+  return 0;
+}
+
+int tpx__op_maybe_done(struct op *o) {
+  if (o->chunks_left == 0 && o->phase == PH_DATA && !o->await_mask) return op_data_done(o);
   return 0;
 }

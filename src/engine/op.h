@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "engine/plan.h"
+#include "engine/route.h"
 #include "engine/wire.h"
 
 struct tpx_peer;
@@ -50,7 +51,11 @@ struct op {
   uint64_t nchunks, chunks_left;
   uint32_t first_ch, nch;
   uint32_t inflight;        /* requests of this op inside the transport */
-  struct wlink *links;      /* [nch] */
+  struct wlink *links;      /* [nch]: layer 0's links */
+  struct route_pat pat;     /* layer 0 of where chunks travel (route.h) */
+  struct route_layer *layers; /* resend layers 1..nlayers (failover.h) */
+  uint32_t nlayers;
+  uint64_t await_mask;      /* data sender: lost channels whose receiver's answer is due */
   /* two-sided */
   uint64_t tag, cap, received, match_id;
   /* write bookkeeping */
@@ -141,8 +146,13 @@ uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks);
 /* Queue every chunk on the peer's windows (or finish at once when there
  * are none). Returns < 0 when the peer can no longer go on. */
 int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv);
-/* window_done_fn: one chunk of o left its window. */
-int tpx__op_chunk_done(struct op *o);
+/* window_done_fn: one chunk of o left channel ch's window. */
+int tpx__op_chunk_done(struct op *o, int ch);
+/* Every chunk is through and no lost channel's answer is due: the data
+ * phase ends (as when its last chunk finishes). */
+int tpx__op_maybe_done(struct op *o);
+/* Free the resend layers (route.h); none of their links may be queued. */
+void tpx__op_drop_layers(struct op *o);
 /* Done (status 0) or failed: user ops report, internal ops are freed once
  * they leave the peer's arrival-order FIFO (notif.c). */
 void tpx__op_finish(struct op *o, int status);

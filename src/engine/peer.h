@@ -12,6 +12,7 @@
 #include "common/retry.h"
 #include "engine/channel.h"
 #include "engine/peer_log.h"
+#include "engine/route.h"
 #include "engine/wire.h"
 #include "tpx/endpoint.h"
 
@@ -106,6 +107,16 @@ struct tpx_peer {
   struct op *start_head, *start_tail; /* posted, start left to the progress pass (start.c) */
   struct op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
   uint32_t next_first_ch;
+  /* adaptive striping and failover (stripe.h, failover.h), when both sides
+   * said HELLO_F_SCHED */
+  int sched;
+  struct route_pat tx_pat;   /* where our chunks go: announced to the peer (MSG_SCHED) */
+  struct route_pat rx_pat;   /* where the peer's go: its last MSG_SCHED */
+  uint64_t stripe_next_ns;   /* the next look at the channels' speeds */
+  uint64_t stripe_bytes[64], stripe_busy[64]; /* each send window's totals at the last look */
+  uint32_t stripe_rate[64];  /* each channel's measured speed, KB/s (0: unknown) */
+  int nup;                   /* channels not lost */
+  uint64_t fo_next_ns;       /* failover.h: the next look for stalled channels */
   uint64_t inflight; /* requests in the transport */
   /* bounds on what the peer makes us hold (docs/SECURITY.md) */
   uint32_t nserve;       /* its requests we hold (internal ops) */

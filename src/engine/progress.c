@@ -17,6 +17,7 @@
 #include "engine/dispatch.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
+#include "engine/failover.h"
 #include "engine/handshake.h"
 #include "engine/listen.h"
 #include "engine/peer.h"
@@ -44,7 +45,11 @@ static int peer_pass(struct tpx_peer *p, uint64_t now) {
   }
   if (p->start_head) did += tpx__start_deferred(p); /* posts that left their start to us */
   if (p->state == P_READY || p->state == P_CLOSING) {
-    int r = tpx__channels_progress(p);
+    int r = tpx__failover_progress(p);
+    if (r >= 0) { /* speeds, stalls, channels coming back */
+      int t = tpx__failover_tick(p, now);
+      if (t < 0) r = t;
+    }
     if (r < 0) {
       tpx__peer_fail_last(p, r);
       return did + 1;

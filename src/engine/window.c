@@ -17,6 +17,7 @@
 #include "engine/op.h"
 #include "engine/pack.h"
 #include "engine/peer.h"
+#include "engine/route.h"
 #include "engine/window.h"
 #include "net/caps.h"
 
@@ -177,6 +178,10 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   s->state = WS_POSTED;
   s->pack_end = packed ? tpx__pack_commit(q->pack) : 0;
   if (packed) s->pcur = l->cur;
+  if (q->tail == q->head) { /* the window goes busy */
+    q->busy_since = tpx__now_ns();
+    q->moved_ns = q->busy_since;
+  }
   q->tail++;
   q->posted++;
   account(p, o, 1);
@@ -184,7 +189,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
             (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
             (unsigned long long)len);
-  if (!tpx__plan_advance(o->ents, o->nents, o->chunk, &l->cur, o->nch)) {
+  if (!tpx__route_advance(l, &l->cur)) {
     q->pend = l->next;
     if (!q->pend) q->pend_tail = NULL;
     l->next = NULL;
@@ -279,9 +284,15 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
     s->op = NULL;
     q->head++;
     q->done++;
+    q->bytes_done += s->len;
+    q->moved_ns = tpx__now_ns();
+    if (q->head == q->tail && q->busy_since) { /* idle again */
+      q->busy_ns += q->moved_ns - q->busy_since;
+      q->busy_since = 0;
+    }
     did++;
     account(p, o, -1);
-    int rc = done(o);
+    int rc = done(o, q->ch);
     if (rc < 0) return rc;
   }
   return did;
@@ -332,6 +343,7 @@ void tpx__window_purge(struct tpx_peer *p, struct window *q) {
   }
   tpx__pack_purge(q->pack);
   q->head = q->test = q->tail = 0;
+  q->busy_since = 0;
   for (struct wlink *l = q->pend, *n; l; l = n) {
     n = l->next;
     l->next = NULL;

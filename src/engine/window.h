@@ -45,6 +45,9 @@ struct wlink {
   struct op *op;
   struct cursor cur;
   uint8_t queued;
+  uint8_t ch;     /* its window's channel */
+  uint8_t layer;  /* of the op's route (route.h): 0, or the resend layer it carries */
+  uint64_t done;  /* layer 0's links: the op's chunks finished on this channel, any layer */
 };
 
 struct window {
@@ -61,11 +64,16 @@ struct window {
   struct gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
   struct pack_ring *pack; /* packed chunks' buffer (pack.h); NULL until the first one */
   uint64_t posted, done;
+  /* speed and stalls (stripe.h, failover.h) */
+  uint64_t bytes_done;   /* chunk bytes finished */
+  uint64_t busy_ns;      /* time with requests in the transport */
+  uint64_t busy_since;   /* start of the current busy span (0: idle) */
+  uint64_t moved_ns;     /* when a request last finished, or the window last went busy */
 };
 
 /* A chunk left the window (sent, or landed and consumed). Returns < 0 when
  * the peer can no longer go on (the window stops and passes it up). */
-typedef int (*window_done_fn)(struct op *o);
+typedef int (*window_done_fn)(struct op *o, int ch);
 
 int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap);
 void tpx__window_free(struct window *q);

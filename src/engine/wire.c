@@ -499,6 +499,115 @@ int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m) 
   return rd_done(&r, "relisten");
 }
 
+static int sched_bad(const struct wire_sched *m) { return m->len < 1 || m->len > WIRE_MAX_CHANNELS; }
+
+static void put_pat(struct wbuf *b, const struct wire_sched *m) {
+  wb_u8(b, m->len);
+  wb_bytes(b, m->ch, m->len);
+}
+
+static void get_pat(struct rd *r, struct wire_sched *m) {
+  m->len = rd_u8(r);
+  if (sched_bad(m)) {
+    r->bad = 1;
+    return;
+  }
+  const uint8_t *p = rd_take(r, m->len);
+  if (p) memcpy(m->ch, p, m->len);
+}
+
+int tpx__wire_put_sched(struct wbuf *b, const struct wire_sched *m) {
+  if (sched_bad(m)) return tpx_err_quiet(TPX_EINVAL, "schedule: %u channels", m->len);
+  size_t s = frame_begin(b, MSG_SCHED);
+  put_pat(b, m);
+  return frame_end(b, s);
+}
+
+int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m) {
+  struct rd r = rd_of(f);
+  memset(m, 0, sizeof(*m));
+  get_pat(&r, m);
+  return rd_done(&r, "schedule");
+}
+
+static int chan_bad(const struct wire_chan *m) {
+  if (m->step < CHAN_DOWN || m->step > CHAN_UP || m->ch >= WIRE_MAX_CHANNELS) return 1;
+  if (m->step == CHAN_DOWN) return m->code >= 0 || m->code < TPX_EUNKNOWN;
+  if (m->step == CHAN_ASK || m->step == CHAN_VERDICT || m->step == CHAN_RESEND)
+    return m->what < ST_WRITE || m->what > ST_SEND || (m->step == CHAN_VERDICT && m->need > 1) ||
+           (m->step == CHAN_RESEND && sched_bad(&m->pat));
+  return 0;
+}
+
+int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m) {
+  if (chan_bad(m) || (m->step == CHAN_REJOIN && !m->handle))
+    return tpx_err_quiet(TPX_EINVAL, "channel message: step %u channel %u", m->step, m->ch);
+  size_t s = frame_begin(b, MSG_CHAN);
+  wb_u8(b, m->step);
+  wb_u16(b, m->ch);
+  switch (m->step) {
+  case CHAN_DOWN: wb_u32(b, (uint32_t)m->code); break;
+  case CHAN_ASK:
+    wb_u8(b, m->what);
+    wb_u64(b, m->id);
+    break;
+  case CHAN_VERDICT:
+    wb_u8(b, m->what);
+    wb_u64(b, m->id);
+    wb_u32(b, m->layers);
+    wb_u8(b, m->need);
+    break;
+  case CHAN_RESEND:
+    wb_u8(b, m->what);
+    wb_u64(b, m->id);
+    wb_u32(b, m->seed);
+    put_pat(b, &m->pat);
+    break;
+  case CHAN_REJOIN:
+    wb_u32(b, m->gen);
+    wb_bytes(b, m->handle, TPX_NET_HANDLE_BYTES);
+    break;
+  default: wb_u32(b, m->gen); break;
+  }
+  return frame_end(b, s);
+}
+
+int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m) {
+  struct rd r = rd_of(f);
+  memset(m, 0, sizeof(*m));
+  m->step = rd_u8(&r);
+  m->ch = rd_u16(&r);
+  switch (m->step) {
+  case CHAN_DOWN: m->code = (int32_t)rd_u32(&r); break;
+  case CHAN_ASK:
+    m->what = rd_u8(&r);
+    m->id = rd_u64(&r);
+    break;
+  case CHAN_VERDICT:
+    m->what = rd_u8(&r);
+    m->id = rd_u64(&r);
+    m->layers = rd_u32(&r);
+    m->need = rd_u8(&r);
+    break;
+  case CHAN_RESEND:
+    m->what = rd_u8(&r);
+    m->id = rd_u64(&r);
+    m->seed = rd_u32(&r);
+    get_pat(&r, &m->pat);
+    if (r.bad) m->pat.len = 1; /* reported by rd_done below, not as a bad pattern */
+    break;
+  case CHAN_REJOIN:
+    m->gen = rd_u32(&r);
+    m->handle = rd_take(&r, TPX_NET_HANDLE_BYTES);
+    break;
+  case CHAN_UP: m->gen = rd_u32(&r); break;
+  default: return tpx_err_quiet(TPX_EPROTO, "channel message: step %u", m->step);
+  }
+  if (!r.bad && chan_bad(m))
+    return tpx_err_quiet(TPX_EPROTO, "channel message: step %u channel %u out of range", m->step, m->ch);
+  return rd_done(&r, "channel message");
+}
+
 /* ---- blobs ---- */
 int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
   struct wbuf b = {0};

@@ -46,7 +46,9 @@ enum wire_type {
   MSG_BYE = 11,      /* graceful close: no more messages from the sender */
   MSG_AUTH = 12,     /* shared-key challenge-response before HELLO (engine/auth.h) */
   MSG_RELISTEN = 13, /* transport setup with a plugin: fresh listen handles (engine/relisten.h) */
-  MSG_TYPE_MAX = 13
+  MSG_SCHED = 14,    /* data sender -> receiver: the pattern its next transfers use (engine/route.h) */
+  MSG_CHAN = 15,     /* a channel lost, its chunks sent again, rejoining (engine/failover.h) */
+  MSG_TYPE_MAX = 15
 };
 
 /* MSG_AUTH: step u8, then by step (sizes WIRE_AUTH_NONCE, WIRE_AUTH_MAC):
@@ -67,6 +69,44 @@ struct wire_auth {
 #define HELLO_F_IOV 0x2u  /* and this side moves them without copies (vectored requests) */
 #define HELLO_F_RELISTEN 0x4u /* MSG_RELISTEN during transport setup (sent by a side on a loaded plugin) */
 #define HELLO_F_PACK_GPU 0x8u /* packed chunks may name this side's GPU memory (its GPU path stages both ways) */
+#define HELLO_F_SCHED 0x10u   /* MSG_SCHED and MSG_CHAN: adaptive striping and failover of lost channels */
+
+/* MSG_SCHED: len u8 (1..WIRE_MAX_CHANNELS) | len channels u8 (each below the
+ * channels agreed). Transfers announced after it place chunk i on
+ * pattern[(first_ch + i) % len] (engine/route.h). */
+struct wire_sched {
+  uint8_t len;
+  uint8_t ch[WIRE_MAX_CHANNELS];
+};
+
+/* MSG_CHAN: step u8 | channel u16, then by step:
+ *   CHAN_DOWN (either side): code i32; the channel is lost: both close its
+ *     comms, and its chunks travel on the others.
+ *   CHAN_ASK (data sender -> receiver): what u8 (wire_status_what) | id u64:
+ *     does the transfer still need chunks it had on the lost channel?
+ *   CHAN_VERDICT (data receiver -> sender): what u8 | id u64 | layers u32 |
+ *     need u8: the answer, as seen after `layers` resend layers.
+ *   CHAN_RESEND (data sender -> receiver): what u8 | id u64 | seed u32 | len u8
+ *     | len channels u8: a resend layer: the transfer's chunks on the lost
+ *     channel are placed anew (engine/route.h) and follow.
+ *   CHAN_REJOIN (either side): gen u32 | handle (TPX_NET_HANDLE_BYTES): the
+ *     channel's fresh listen handle; connect to it.
+ *   CHAN_UP (either side): gen u32: my comms of that generation are up.
+ * Exactly that long. */
+enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6 };
+struct wire_chan {
+  uint8_t step;
+  uint16_t ch;
+  int32_t code;          /* CHAN_DOWN */
+  uint8_t what;          /* CHAN_ASK / CHAN_VERDICT / CHAN_RESEND */
+  uint64_t id;
+  uint32_t layers;       /* CHAN_VERDICT */
+  uint8_t need;
+  uint32_t seed;         /* CHAN_RESEND */
+  struct wire_sched pat;
+  uint32_t gen;          /* CHAN_REJOIN / CHAN_UP */
+  const uint8_t *handle; /* CHAN_REJOIN: TPX_NET_HANDLE_BYTES, into the payload */
+};
 
 /* MSG_RELISTEN: step u8 | channel u16 | gen u32 | code i32, then for
  * RELISTEN_HANDLE the handle (TPX_NET_HANDLE_BYTES); exactly that long.
@@ -200,6 +240,8 @@ int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
 int tpx__wire_put_bye(struct wbuf *b);
 int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m);
 int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m);
+int tpx__wire_put_sched(struct wbuf *b, const struct wire_sched *m);
+int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
 int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
@@ -212,6 +254,9 @@ int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
 int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
 int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m);
 int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m);
+/* Channel numbers are checked against the channels agreed by the caller. */
+int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m);
+int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 /* During transport setup the frames a peer sends once it is ready wait
  * unread, but its reason for failing the setup must not: the first whole

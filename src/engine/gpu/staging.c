@@ -23,6 +23,7 @@
 #include "common/timeline.h"
 #include "engine/gpu/gpu_path_int.h"
 #include "engine/gpu/pack_runs.h"
+#include "engine/route.h"
 #include "topo/topo.h"
 
 #define ARENA_MAX (1ull << 30) /* v7 regMr takes an int size */
@@ -381,7 +382,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
         seen++;
       }
       if (--budget <= 0) break;
-      if (!tpx__plan_advance(o->ents, o->nents, o->chunk, &c, o->nch)) break;
+      if (!tpx__route_advance(l, &c)) break;
     }
     if (r <= 0 || budget <= 0) break;
   }

@@ -1,0 +1,236 @@
+/* A lost channel costs bandwidth, not the transfer (failover.h). */
+#include "engine/failover.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/channel.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/op.h"
+#include "engine/peer.h"
+#include "engine/rejoin.h"
+#include "engine/route.h"
+#include "engine/stripe.h"
+#include "engine/window.h"
+
+/* ---- which op, which role ---- */
+static int sends_data(const struct op *o) { return o->kind == K_WRITE || o->kind == K_SERVE_READ || o->kind == K_SEND; }
+
+static uint8_t what_of(const struct op *o) {
+  switch (o->kind) {
+  case K_WRITE:
+  case K_IN_WRITE: return ST_WRITE;
+  case K_READ:
+  case K_SERVE_READ: return ST_READ;
+  default: return ST_SEND;
+  }
+}
+
+/* The id both sides know the transfer by: the initiator's for one-sided
+ * requests, the receive's for two-sided ones. */
+static uint64_t key_of(const struct op *o) { return o->kind == K_SEND ? o->match_id : o->id; }
+
+static struct op *find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender) {
+  for (struct op *o = p->active; o; o = o->next)
+    if (o->kind != K_NOTIF && sends_data(o) == sender && what_of(o) == what && key_of(o) == id) return o;
+  return NULL;
+}
+
+static int chan_send(struct tpx_peer *p, const struct wire_chan *m) {
+  return tpx__ctl_send(p, tpx__wire_put_chan(&p->out, m));
+}
+
+/* ---- losing a channel ---- */
+
+/* Our transfers with chunks on c: counted as done until the receiver says
+ * which it still needs (CHAN_ASK). */
+static int ask_about(struct tpx_peer *p, int c) {
+  for (struct op *o = p->active; o; o = o->next) {
+    if (!sends_data(o) || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || (uint32_t)c >= o->nch) continue;
+    uint64_t n = tpx__route_count(o, c);
+    if (!n) continue;
+    o->chunks_left -= n - o->links[c].done;
+    o->links[c].done = n;
+    o->await_mask |= 1ull << c;
+    struct wire_chan m = {.step = CHAN_ASK, .ch = (uint16_t)c, .what = what_of(o), .id = key_of(o)};
+    int rc = chan_send(p, &m);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Channel c is lost: why (detail), code. told: the peer said so. Returns 0,
+ * or < 0 when the peer cannot go on (no channel left, fixed striping). */
+static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) {
+  struct channel *ch = &p->ch[c];
+  if (ch->down) return 0;
+  if (!p->sched || p->nup <= 1 || p->state != P_READY) return tpx_err_quiet(code, "%s", why);
+  ch->down = 1;
+  ch->losses++;
+  p->nup--;
+  TPX_WARN("peer %s channel %d lost%s: %s; its chunks go on the %d other channel(s)", p->where, c,
+           told ? " (the peer's side)" : "", why, p->nup);
+  tpx__window_purge(p, &ch->sq);
+  tpx__window_purge(p, &ch->rq);
+  int rc = tpx__channel_drop_send(p, ch);
+  tpx__channel_drop_recv(p, ch);
+  ch->rejoin_next_ns = tpx__now_ns() + tpx__ms_to_ns(REJOIN_FIRST_MS);
+  ch->rejoin_wait_ms = REJOIN_FIRST_MS;
+  struct wire_chan m = {.step = CHAN_DOWN, .ch = (uint16_t)c, .code = code < 0 && code >= TPX_EUNKNOWN ? code : TPX_ESYSTEM};
+  if (rc == 0 && !told) rc = chan_send(p, &m);
+  if (rc == 0) rc = tpx__stripe_replan(p); /* new transfers leave it out */
+  if (rc == 0) rc = ask_about(p, c);
+  return rc;
+}
+
+/* ---- resend layers ---- */
+
+/* A resend layer on o: its chunks on the lost channel c placed over pat.
+ * Both sides call it at the same point of the control stream. */
+static int add_layer(struct tpx_peer *p, struct op *o, int c, uint32_t seed, const struct route_pat *pat, int is_recv) {
+  if (o->nlayers >= ROUTE_MAX_LAYERS)
+    return tpx_err_quiet(TPX_ESYSTEM, "peer %s: %s %llu lost more than %d channels", p->where, tpx__op_kind_name(o->kind),
+                         (unsigned long long)o->id, ROUTE_MAX_LAYERS);
+  struct route_layer *ls = realloc(o->layers, (o->nlayers + 1) * sizeof(*ls));
+  if (!ls) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
+  o->layers = ls;
+  struct route_layer *L = &ls[o->nlayers];
+  memset(L, 0, sizeof(*L));
+  L->links = calloc(o->nch, sizeof(*L->links));
+  if (!L->links) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
+  L->dead = (uint8_t)c;
+  L->seed = seed;
+  L->pat = *pat;
+  o->nlayers++;
+  o->chunks_left += o->links[c].done; /* every chunk it had on c comes again */
+  o->links[c].done = 0;
+  if (o->phase == PH_WAIT_ACK) o->phase = PH_DATA;
+  for (uint32_t d = 0; d < o->nch; d++) {
+    struct wlink *l = &L->links[d];
+    l->op = o;
+    l->ch = (uint8_t)d;
+    l->layer = (uint8_t)o->nlayers;
+    if (!tpx__route_first(l, &l->cur) || p->ch[d].down) continue; /* a chunk on a lost one: asked about later */
+    tpx__window_enqueue(p, is_recv ? &p->ch[d].rq : &p->ch[d].sq, l);
+  }
+  return 0;
+}
+
+/* ---- the frames ---- */
+static int on_ask(struct tpx_peer *p, const struct wire_chan *m) {
+  struct op *o = find(p, m->what, m->id, 0);
+  struct wire_chan v = {.step = CHAN_VERDICT, .ch = m->ch, .what = m->what, .id = m->id};
+  if (o && o->phase == PH_DATA && m->ch < o->nch) {
+    v.layers = o->nlayers;
+    v.need = o->links[m->ch].done < tpx__route_count(o, m->ch);
+  }
+  return chan_send(p, &v); /* an op we no longer have: it has every byte (or failed, and said so) */
+}
+
+static int on_verdict(struct tpx_peer *p, const struct wire_chan *m) {
+  struct op *o = find(p, m->what, m->id, 1);
+  uint64_t bit = 1ull << m->ch;
+  if (!o || !(o->await_mask & bit)) return 0; /* finished or failed meanwhile */
+  o->await_mask &= ~bit;
+  if (m->need) {
+    uint32_t seed = (uint32_t)tpx__now_ns() ^ (uint32_t)(o->nlayers * 2654435761u);
+    int rc = add_layer(p, o, m->ch, seed, &p->tx_pat, 0);
+    if (rc) return rc;
+    struct wire_chan r = {.step = CHAN_RESEND, .ch = m->ch, .what = m->what, .id = m->id, .seed = seed};
+    r.pat.len = p->tx_pat.len;
+    memcpy(r.pat.ch, p->tx_pat.ch, p->tx_pat.len);
+    if ((rc = chan_send(p, &r)) != 0) return rc;
+    TPX_DEBUG("peer %s: %s %llu: chunks of lost channel %u sent again", p->where, tpx__op_kind_name(o->kind),
+              (unsigned long long)o->id, m->ch);
+  }
+  return tpx__op_maybe_done(o);
+}
+
+static int on_resend(struct tpx_peer *p, const struct wire_chan *m) {
+  struct op *o = find(p, m->what, m->id, 0);
+  if (!o || o->phase != PH_DATA || m->ch >= o->nch)
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: chunks sent again for unknown or finished transfer id %llu", p->where,
+                         (unsigned long long)m->id);
+  struct route_pat pat;
+  pat.len = m->pat.len;
+  memcpy(pat.ch, m->pat.ch, pat.len);
+  if (!tpx__route_pat_valid(&pat, p->nch))
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: resend pattern names a channel beyond its %d", p->where, p->nch);
+  return add_layer(p, o, m->ch, m->seed, &pat, 1);
+}
+
+int tpx__failover_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
+  struct wire_chan m;
+  if (!p->sched) return tpx_err_quiet(TPX_EPROTO, "peer %s: a channel message, but failover was not agreed", p->where);
+  int rc = tpx__wire_get_chan(f, &m);
+  if (rc) return tpx_err_quiet(rc, "peer %s: bad channel message: %s", p->where, tpx_last_error());
+  if (m.ch >= p->nch) return tpx_err_quiet(TPX_EPROTO, "peer %s: channel %u of %d", p->where, m.ch, p->nch);
+  switch (m.step) {
+  case CHAN_DOWN: {
+    if (p->ch[m.ch].down) return tpx__rejoin_on_frame(p, &m); /* the peer gave a rejoin attempt up */
+    char why[64];
+    snprintf(why, sizeof(why), "%s", tpx_strerror(m.code));
+    return lose(p, m.ch, TPX_EREMOTE, why, 1);
+  }
+  case CHAN_ASK: return on_ask(p, &m);
+  case CHAN_VERDICT: return on_verdict(p, &m);
+  case CHAN_RESEND: return on_resend(p, &m);
+  default: return tpx__rejoin_on_frame(p, &m);
+  }
+}
+
+/* ---- progress and stalls ---- */
+int tpx__failover_progress(struct tpx_peer *p) {
+  int did = 0;
+  for (int c = 0; c < p->nch; c++) {
+    if (p->ch[c].down) continue;
+    int r = tpx__channel_progress(p, c);
+    if (r >= 0) {
+      did += r;
+      continue;
+    }
+    char why[300];
+    snprintf(why, sizeof(why), "%s", tpx_last_error());
+    if ((r = lose(p, c, r, why, 0)) < 0) return r;
+    did++;
+  }
+  return did;
+}
+
+/* A window with requests in the transport that moved nothing for the stall
+ * time while another channel moved since. */
+static int stalled(const struct window *q, uint64_t now, uint64_t stall, uint64_t others) {
+  return q->comm && q->tail > q->head && now - q->moved_ns > stall && others > q->moved_ns && now - others < stall;
+}
+
+int tpx__failover_tick(struct tpx_peer *p, uint64_t now) {
+  if (p->state != P_READY || !p->sched || now < p->fo_next_ns) return 0;
+  p->fo_next_ns = now + 10000000ull;
+  int rc = tpx__stripe_tick(p, now);
+  if (rc) return rc;
+  uint64_t stall = tpx__ms_to_ns(p->ep->cfg.channel_stall_ms);
+  for (int c = 0; c < p->nch && p->nup > 1; c++) {
+    struct channel *ch = &p->ch[c];
+    if (ch->down) continue;
+    uint64_t others = 0;
+    int by = -1;
+    for (int d = 0; d < p->nch; d++) {
+      const struct channel *o = &p->ch[d];
+      if (d == c || o->down) continue;
+      uint64_t t = o->sq.moved_ns > o->rq.moved_ns ? o->sq.moved_ns : o->rq.moved_ns;
+      if (t > others) others = t, by = d;
+    }
+    const struct window *q = stalled(&ch->sq, now, stall, others) ? &ch->sq : &ch->rq;
+    if (!stalled(q, now, stall, others)) continue;
+    char why[160];
+    snprintf(why, sizeof(why), "%s chunk %llu made no progress for %d ms while channel %d moved", q->is_recv ? "recv" : "send",
+             (unsigned long long)q->ring[q->head % q->cap].chunk, p->ep->cfg.channel_stall_ms, by);
+    if ((rc = lose(p, c, TPX_ETIMEDOUT, why, 0)) < 0) return rc;
+  }
+  return tpx__rejoin_tick(p, now);
+}

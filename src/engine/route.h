@@ -1,0 +1,67 @@
+/* Where each chunk of a transfer travels: rules both sides compute, so no
+ * per-chunk header travels with the data (the TCPX plugin's receive buffers
+ * are GPU memory no CPU reads).
+ *
+ * Layer 0 is a pattern of channels: chunk i goes to pat[(first + i) % len].
+ * The sender picks the pattern from each channel's measured speed (stripe.h)
+ * and announces it (MSG_SCHED) before the transfers that use it; a peer
+ * without adaptive striping gets the fixed pattern 0, 1, .., nch - 1, which
+ * is the old rule chunk i on channel (first + i) % nch.
+ *
+ * A lost channel adds a layer (failover.h): every chunk the layers below
+ * placed on the dead channel is placed anew, on pat[mix(i, seed) % len] of
+ * the layer's own pattern (the channels then alive). Each layer queues its
+ * own links at the end of each window, on both sides in the order of the
+ * control stream, so the two ends of every channel see the same chunks in
+ * the same order. */
+#ifndef TPX_ENGINE_ROUTE_H
+#define TPX_ENGINE_ROUTE_H
+
+#include <stdint.h>
+
+#include "engine/plan.h"
+
+#define ROUTE_MAX_PAT 64   /* WIRE_MAX_CHANNELS: a pattern's slots */
+#define ROUTE_MAX_LAYERS 8 /* channels lost during one transfer, at most */
+
+struct op;
+struct wlink;
+
+struct route_pat {
+  uint8_t len;                /* 1..ROUTE_MAX_PAT */
+  uint8_t ch[ROUTE_MAX_PAT];  /* channel of each slot */
+};
+
+struct route_layer {
+  uint8_t dead;         /* the channel whose chunks this layer places anew */
+  uint32_t seed;        /* of mix() */
+  struct route_pat pat; /* channels alive when the layer was made */
+  struct wlink *links;  /* [nch]: the layer's place in each channel's window */
+};
+
+/* pat = 0, 1, .., n - 1. */
+void tpx__route_pat_fixed(struct route_pat *pat, int n);
+/* A pattern of at most ROUTE_MAX_PAT slots over the channels with w[c] > 0,
+ * each getting slots in proportion to its weight (at least one), spread
+ * evenly (smooth weighted round robin). 0, or -1 when no weight is > 0. */
+int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n);
+/* The pattern names only channels below n, and at least one slot. */
+int tpx__route_pat_valid(const struct route_pat *pat, int n);
+
+/* Channel of chunk i after the first `layers` layers of o (0: layer 0 only). */
+int tpx__route_ch_at(const struct op *o, uint64_t i, uint32_t layers);
+/* Channel of chunk i under all of o's layers. */
+int tpx__route_ch(const struct op *o, uint64_t i);
+/* Chunks of o whose channel is ch under all layers. */
+uint64_t tpx__route_count(const struct op *o, int ch);
+/* Chunks placed on ch by a layer above `layers` (a peer that had applied only
+ * the first `layers` layers has not seen them there). */
+int tpx__route_moved_to(const struct op *o, int ch, uint32_t layers);
+
+/* The first chunk of link l (its layer's chunks on its channel): c set and
+ * 1, or 0 when it has none. */
+int tpx__route_first(const struct wlink *l, struct cursor *c);
+/* Advance c to the next chunk of link l: 1, or 0 past its last. */
+int tpx__route_advance(const struct wlink *l, struct cursor *c);
+
+#endif

@@ -1,0 +1,113 @@
+/* Striping that follows each channel's speed (stripe.h). */
+#include "engine/stripe.h"
+
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/peer.h"
+#include "engine/route.h"
+
+#define STRIPE_PERIOD_MS 100
+/* A sample needs this much busy time to say anything about a speed. */
+#define STRIPE_MIN_BUSY_NS 20000000ull
+
+void tpx__stripe_init(struct tpx_peer *p) {
+  tpx__route_pat_fixed(&p->tx_pat, p->nch);
+  tpx__route_pat_fixed(&p->rx_pat, p->nch);
+  p->nup = p->nch;
+  p->stripe_next_ns = 0;
+  for (int c = 0; c < p->nch && c < ROUTE_MAX_PAT; c++) {
+    p->stripe_rate[c] = 0;
+    p->stripe_bytes[c] = p->ch[c].sq.bytes_done;
+    p->stripe_busy[c] = p->ch[c].sq.busy_ns;
+  }
+}
+
+/* Each channel's weight: its measured speed; one not yet measured gets the
+ * fastest known (so it is tried), a lost one 0. */
+static void weights(const struct tpx_peer *p, uint32_t *w) {
+  uint32_t best = 0;
+  for (int c = 0; c < p->nch; c++)
+    if (!p->ch[c].down && p->stripe_rate[c] > best) best = p->stripe_rate[c];
+  for (int c = 0; c < p->nch; c++) {
+    if (p->ch[c].down) w[c] = 0;
+    else if (p->stripe_rate[c]) w[c] = p->stripe_rate[c];
+    else w[c] = best ? best : 1;
+  }
+}
+
+static int slots_of(const struct route_pat *pat, int c) {
+  int n = 0;
+  for (int k = 0; k < pat->len; k++) n += pat->ch[k] == c;
+  return n;
+}
+
+static int announce(struct tpx_peer *p, const struct route_pat *pat) {
+  struct wire_sched m;
+  m.len = pat->len;
+  memcpy(m.ch, pat->ch, pat->len);
+  p->tx_pat = *pat;
+  p->next_first_ch = 0;
+  return tpx__ctl_send(p, tpx__wire_put_sched(&p->out, &m));
+}
+
+/* A new pattern from the weights; announced when forced or when some
+ * channel's share moved by more than one slot. */
+static int plan(struct tpx_peer *p, int force) {
+  uint32_t w[ROUTE_MAX_PAT];
+  struct route_pat pat;
+  weights(p, w);
+  if (tpx__route_pat_weighted(&pat, w, p->nch) != 0) return 0; /* no channel left: the peer fails elsewhere */
+  int moved = force;
+  for (int c = 0; c < p->nch && !moved; c++) {
+    int d = slots_of(&pat, c) - slots_of(&p->tx_pat, c);
+    moved = d > 1 || d < -1;
+  }
+  if (!moved) return 0;
+  TPX_DEBUG("peer %s: striping pattern of %u slots%s", p->where, pat.len, force ? " (channels changed)" : "");
+  return announce(p, &pat);
+}
+
+int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
+  if (!p->sched || now < p->stripe_next_ns) return 0;
+  p->stripe_next_ns = now + tpx__ms_to_ns(STRIPE_PERIOD_MS);
+  for (int c = 0; c < p->nch; c++) {
+    const struct window *q = &p->ch[c].sq;
+    uint64_t busy = q->busy_ns + (q->busy_since ? now - q->busy_since : 0);
+    uint64_t db = q->bytes_done - p->stripe_bytes[c], dt = busy - p->stripe_busy[c];
+    if (p->ch[c].down || dt < STRIPE_MIN_BUSY_NS) continue; /* too little seen: keep the sample going */
+    p->stripe_bytes[c] = q->bytes_done;
+    p->stripe_busy[c] = busy;
+    uint64_t kbs = db * 1000000ull / dt; /* bytes per ns x 1e6 = KB/s */
+    uint32_t s = kbs > UINT32_MAX ? UINT32_MAX : kbs ? (uint32_t)kbs : 1;
+    uint32_t r = p->stripe_rate[c];
+    p->stripe_rate[c] = r ? (uint32_t)(((uint64_t)r + s) / 2) : s; /* the last few samples */
+  }
+  return plan(p, 0);
+}
+
+int tpx__stripe_replan(struct tpx_peer *p) {
+  if (!p->sched) return 0;
+  for (int c = 0; c < p->nch; c++) /* measured afresh from here: a lost channel's totals restart */
+    if (p->ch[c].down) p->stripe_rate[c] = 0;
+  return plan(p, 1);
+}
+
+int tpx__stripe_on_sched(struct tpx_peer *p, const struct wire_frame *f) {
+  struct wire_sched m;
+  if (!p->sched)
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: a striping pattern, but adaptive striping was not agreed", p->where);
+  int rc = tpx__wire_get_sched(f, &m);
+  if (rc) return tpx_err_quiet(rc, "peer %s: bad striping pattern: %s", p->where, tpx_last_error());
+  struct route_pat pat;
+  pat.len = m.len;
+  memcpy(pat.ch, m.ch, m.len);
+  if (!tpx__route_pat_valid(&pat, p->nch))
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: striping pattern names a channel beyond its %d", p->where, p->nch);
+  p->rx_pat = pat;
+  return 0;
+}
