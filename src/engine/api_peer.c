@@ -226,6 +226,32 @@ const char *tpx_peer_name(const tpx_peer_t *p) { return p ? p->name : ""; }
 int tpx_peer_gpu(const tpx_peer_t *p) { return p ? p->gpu : -1; }
 int tpx_peer_num_channels(const tpx_peer_t *p) { return p ? p->nch : 0; }
 
+int tpx_peer_channel_stats(tpx_peer_t *p, int c, tpx_channel_stats_t *out) {
+  if (!p || !out) return tpx_err(TPX_EINVAL, "tpx_peer_channel_stats: NULL argument");
+  memset(out, 0, sizeof(*out));
+  pthread_mutex_lock(&p->ep->lock);
+  int rc = 0;
+  if (c < 0 || c >= p->nch || !p->ch) {
+    rc = tpx_err(TPX_EINVAL, "tpx_peer_channel_stats: channel %d of %d", c, p->nch);
+  } else {
+    const struct channel *ch = &p->ch[c];
+    out->up = !ch->down;
+    out->dev = ch->dev;
+    out->adaptive = p->sched;
+    out->losses = ch->losses;
+    out->rejoins = ch->rejoins;
+    out->slots = p->tx_pat.len;
+    for (int k = 0; k < p->tx_pat.len; k++) out->share += p->tx_pat.ch[k] == c;
+    out->rate_kbs = c < ROUTE_MAX_PAT ? p->stripe_rate[c] : 0;
+    out->chunks_sent = ch->sq.done;
+    out->chunks_recv = ch->rq.done;
+    out->bytes_sent = ch->sq.bytes_done;
+    out->bytes_recv = ch->rq.bytes_done;
+  }
+  pthread_mutex_unlock(&p->ep->lock);
+  return rc;
+}
+
 tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name) {
   if (!ep || !name) return NULL;
   tpx_peer_t *found = NULL;

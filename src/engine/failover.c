@@ -185,6 +185,15 @@ int tpx__failover_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
 }
 
 /* ---- progress and stalls ---- */
+
+/* What a lost link looks like to a window: the transport reporting the
+ * connection closed or failed, or a request past its deadline. A peer that
+ * breaks the byte accounting (TPX_EPROTO), or our own resources failing, is
+ * not a link: those fail the peer as before. */
+static int link_error(int rc) {
+  return rc == TPX_ESYSTEM || rc == TPX_EREMOTE || rc == TPX_ECLOSED || rc == TPX_ETIMEDOUT;
+}
+
 int tpx__failover_progress(struct tpx_peer *p) {
   int did = 0;
   for (int c = 0; c < p->nch; c++) {
@@ -194,6 +203,7 @@ int tpx__failover_progress(struct tpx_peer *p) {
       did += r;
       continue;
     }
+    if (!link_error(r)) return r;
     char why[300];
     snprintf(why, sizeof(why), "%s", tpx_last_error());
     if ((r = lose(p, c, r, why, 0)) < 0) return r;

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "tpx/error.h"
+
 #include "engine/op.h"
 #include "engine/window.h"
 
@@ -22,7 +24,7 @@ int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n) {
       sum += w[c];
       live++;
     }
-  if (!live) return -1;
+  if (!live) return TPX_EINVAL;
   /* Slots per channel: its share of ROUTE_MAX_PAT, at least one (a slow
    * channel keeps being measured), largest remainders first. */
   uint32_t slots[ROUTE_MAX_PAT] = {0};

@@ -43,7 +43,8 @@ struct route_layer {
 void tpx__route_pat_fixed(struct route_pat *pat, int n);
 /* A pattern of at most ROUTE_MAX_PAT slots over the channels with w[c] > 0,
  * each getting slots in proportion to its weight (at least one), spread
- * evenly (smooth weighted round robin). 0, or -1 when no weight is > 0. */
+ * evenly (smooth weighted round robin). 0, or TPX_EINVAL when no weight is
+ * > 0. */
 int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n);
 /* The pattern names only channels below n, and at least one slot. */
 int tpx__route_pat_valid(const struct route_pat *pat, int n);

@@ -12,6 +12,9 @@
  * processes tear down with no descriptor left open (and, in sanitizer builds,
  * no leak).
  *
+ * This is fixed striping (TPX_STRIPE=fixed), as with a peer without adaptive
+ * striping; test_engine_failover holds what adaptive striping does instead.
+ *
  * Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2; skipped otherwise.
  * Addresses: 198.18.<k>.1 (side A) <-> 198.18.<k>.2 (side B), k = 1..4. */
 #define _GNU_SOURCE
@@ -138,6 +141,7 @@ static void open_side(struct side *s, int ready_fd) {
   cfg.num_channels = NCH;
   cfg.timeout_ms = TIMEOUT_MS;
   cfg.progress_thread = 1;
+  cfg.stripe = 0; /* fixed striping: a lost link fails the transfer (test_engine_failover: adaptive) */
   char why[256];
   int rc = nn_ep_open(s->t, s->me, NLINK, &cfg, CTRL_PORT, SIZE, &s->ep, &s->buf, &s->mem, why, sizeof(why));
   CK(s, rc == 0, "%s", why);
