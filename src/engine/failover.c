@@ -79,6 +79,7 @@ static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) 
   tpx__window_purge(p, &ch->rq);
   int rc = tpx__channel_drop_send(p, ch);
   tpx__channel_drop_recv(p, ch);
+  tpx__stripe_reset(p, c);
   ch->rejoin_next_ns = tpx__now_ns() + tpx__ms_to_ns(REJOIN_FIRST_MS);
   ch->rejoin_wait_ms = REJOIN_FIRST_MS;
   struct wire_chan m = {.step = CHAN_DOWN, .ch = (uint16_t)c, .code = code < 0 && code >= TPX_EUNKNOWN ? code : TPX_ESYSTEM};

@@ -50,6 +50,7 @@ static int back(struct tpx_peer *p, struct channel *ch) {
   ch->rejoin_wait_ms = REJOIN_FIRST_MS;
   uint64_t now = tpx__now_ns();
   ch->sq.moved_ns = ch->rq.moved_ns = now;
+  tpx__stripe_reset(p, ch->idx);
   TPX_INFO("peer %s channel %d is back (%d of %d channels up)", p->where, ch->idx, p->nup, p->nch);
   return tpx__stripe_replan(p);
 }

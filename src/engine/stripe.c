@@ -15,16 +15,22 @@
 /* A sample needs this much busy time to say anything about a speed. */
 #define STRIPE_MIN_BUSY_NS 20000000ull
 
+static uint64_t busy_of(const struct window *q, uint64_t now) {
+  return q->busy_ns + (q->busy_since ? now - q->busy_since : 0);
+}
+
+void tpx__stripe_reset(struct tpx_peer *p, int c) {
+  p->stripe_rate[c] = 0;
+  p->stripe_bytes[c] = p->ch[c].sq.bytes_done;
+  p->stripe_busy[c] = busy_of(&p->ch[c].sq, tpx__now_ns());
+}
+
 void tpx__stripe_init(struct tpx_peer *p) {
   tpx__route_pat_fixed(&p->tx_pat, p->nch);
   tpx__route_pat_fixed(&p->rx_pat, p->nch);
   p->nup = p->nch;
   p->stripe_next_ns = 0;
-  for (int c = 0; c < p->nch && c < ROUTE_MAX_PAT; c++) {
-    p->stripe_rate[c] = 0;
-    p->stripe_bytes[c] = p->ch[c].sq.bytes_done;
-    p->stripe_busy[c] = p->ch[c].sq.busy_ns;
-  }
+  for (int c = 0; c < p->nch && c < ROUTE_MAX_PAT; c++) tpx__stripe_reset(p, c);
 }
 
 /* Each channel's weight: its measured speed; one not yet measured gets the
@@ -77,7 +83,11 @@ int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
   p->stripe_next_ns = now + tpx__ms_to_ns(STRIPE_PERIOD_MS);
   for (int c = 0; c < p->nch; c++) {
     const struct window *q = &p->ch[c].sq;
-    uint64_t busy = q->busy_ns + (q->busy_since ? now - q->busy_since : 0);
+    uint64_t busy = busy_of(q, now);
+    if (busy < p->stripe_busy[c]) { /* the window was purged (a lost channel): start afresh */
+      tpx__stripe_reset(p, c);
+      continue;
+    }
     uint64_t db = q->bytes_done - p->stripe_bytes[c], dt = busy - p->stripe_busy[c];
     if (p->ch[c].down || dt < STRIPE_MIN_BUSY_NS) continue; /* too little seen: keep the sample going */
     p->stripe_bytes[c] = q->bytes_done;
@@ -92,8 +102,6 @@ int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
 
 int tpx__stripe_replan(struct tpx_peer *p) {
   if (!p->sched) return 0;
-  for (int c = 0; c < p->nch; c++) /* measured afresh from here: a lost channel's totals restart */
-    if (p->ch[c].down) p->stripe_rate[c] = 0;
   return plan(p, 1);
 }
 

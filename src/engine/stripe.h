@@ -19,6 +19,8 @@ void tpx__stripe_init(struct tpx_peer *p);
  * announced when a channel's share moved. 0, or < 0 (the control connection
  * failed; detail recorded). */
 int tpx__stripe_tick(struct tpx_peer *p, uint64_t now);
+/* Channel c's speed measured afresh from now (it was lost, or came back). */
+void tpx__stripe_reset(struct tpx_peer *p, int c);
 /* A channel was lost or came back: a new pattern now, announced. */
 int tpx__stripe_replan(struct tpx_peer *p);
 /* MSG_SCHED from the peer: the pattern of its next transfers. 0, or

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,30 +35,27 @@ static long long mono_ms(void) {
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int spawn_ip(char **argv, int quiet, pid_t *pid) {
+static int spawn_tool(const char *tool, char **argv, int quiet, pid_t *pid) {
   posix_spawn_file_actions_t fa;
   if (posix_spawn_file_actions_init(&fa) != 0) return -1;
   if (quiet) posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   /* PATH first, then where iproute2 lives when PATH lacks sbin. */
-  static const char *const paths[] = {"ip", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
+  static const char *const dirs[] = {"", "/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"};
   int rc = ENOENT;
-  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && rc == ENOENT; i++) {
-    argv[0] = (char *)paths[i];
-    rc = posix_spawnp(pid, paths[i], &fa, NULL, argv, environ);
+  char path[64];
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && rc == ENOENT; i++) {
+    snprintf(path, sizeof(path), "%s%s", dirs[i], tool);
+    argv[0] = path;
+    rc = posix_spawnp(pid, path, &fa, NULL, argv, environ);
   }
   posix_spawn_file_actions_destroy(&fa);
   return rc;
 }
 
-int nn_ip(int quiet, const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
+/* Run tool with the space-separated arguments of line, bounded in time. */
+static int run_tool(const char *tool, int quiet, char *line) {
   char *argv[40];
-  int argc = 1; /* argv[0] filled by spawn_ip */
+  int argc = 1; /* argv[0] filled by spawn_tool */
   for (char *save = NULL, *tok = strtok_r(line, " ", &save); tok;
        tok = strtok_r(NULL, " ", &save)) {
     if (argc >= (int)(sizeof(argv) / sizeof(argv[0])) - 1) return -1;
@@ -65,10 +63,10 @@ int nn_ip(int quiet, const char *fmt, ...) {
   }
   argv[argc] = NULL;
   pid_t pid;
-  int rc = spawn_ip(argv, quiet, &pid);
+  int rc = spawn_tool(tool, argv, quiet, &pid);
   if (rc == ENOENT) return 127;
   if (rc != 0) {
-    fprintf(stderr, "netns: cannot run ip: %s\n", strerror(rc));
+    fprintf(stderr, "netns: cannot run %s: %s\n", tool, strerror(rc));
     return -1;
   }
   long long deadline = mono_ms() + IP_LIMIT_MS;
@@ -78,8 +76,7 @@ int nn_ip(int quiet, const char *fmt, ...) {
     if (w == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (w < 0 && errno != EINTR) return -1;
     if (mono_ms() > deadline) {
-      fprintf(stderr, "netns: 'ip %s ...' still running after %d ms: killed\n", argv[1],
-              IP_LIMIT_MS);
+      fprintf(stderr, "netns: '%s %s ...' still running after %d ms: killed\n", tool, argv[1], IP_LIMIT_MS);
       kill(pid, SIGKILL);
       while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
       }
@@ -87,6 +84,85 @@ int nn_ip(int quiet, const char *fmt, ...) {
     }
     usleep(2000);
   }
+}
+
+int nn_ip(int quiet, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
+  return run_tool("ip", quiet, line);
+}
+
+int nn_tc(const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
+  return run_tool("tc", 1, line);
+}
+
+int nn_run_sides(const nn_topo_t *t, void (*fn)(const nn_topo_t *t, int me, int ready_fd), int limit_ms,
+                 char *why, size_t cap) {
+  fflush(stdout);
+  fflush(stderr);
+  int pfd[2];
+  if (pipe(pfd) != 0) {
+    snprintf(why, cap, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t kid[2] = {-1, -1}, parent = getpid();
+  for (int me = 1; me >= 0; me--) { /* B first: it listens */
+    kid[me] = fork();
+    if (kid[me] < 0) {
+      snprintf(why, cap, "fork: %s", strerror(errno));
+      return -1;
+    }
+    if (kid[me] == 0) {
+      /* Die with the parent (killed by a ctest timeout, say). */
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(11);
+      close(pfd[me ? 0 : 1]);
+      fn(t, me, pfd[me ? 1 : 0]);
+      _exit(12); /* fn exits itself */
+    }
+  }
+  close(pfd[0]);
+  close(pfd[1]);
+  int st[2] = {-1, -1}, hung[2] = {0, 0}, left = 2;
+  long long until = mono_ms() + limit_ms;
+  while (left > 0 && mono_ms() < until) {
+    for (int i = 0; i < 2; i++) {
+      if (st[i] != -1) continue;
+      int s;
+      if (waitpid(kid[i], &s, WNOHANG) == kid[i]) {
+        st[i] = s, left--;
+        /* One side failed: the other would only wait for it; cut it short. */
+        if (s != 0 && mono_ms() + 2000 < until) until = mono_ms() + 2000;
+      }
+    }
+    if (left) usleep(20000);
+  }
+  for (int i = 0; i < 2; i++) {
+    if (st[i] != -1) continue;
+    fprintf(stderr, "[netns] side %c still running: killed\n", "AB"[i]);
+    kill(kid[i], SIGKILL);
+    while (waitpid(kid[i], &st[i], 0) < 0 && errno == EINTR) {
+    }
+    hung[i] = 1;
+  }
+  /* The side that failed first is the story; a side we killed is not. */
+  for (int i = 0; i < 2; i++) {
+    if (hung[i]) continue;
+    if (WIFSIGNALED(st[i])) return snprintf(why, cap, "side %c died of signal %d", "AB"[i], WTERMSIG(st[i])), -1;
+    if (WEXITSTATUS(st[i]) != 0) return snprintf(why, cap, "side %c failed (exit %d)", "AB"[i], WEXITSTATUS(st[i])), -1;
+  }
+  for (int i = 0; i < 2; i++)
+    if (hung[i]) return snprintf(why, cap, "side %c hung (still running after %d ms)", "AB"[i], limit_ms), -1;
+  return 0;
 }
 
 /* Can this process make a network namespace at all? 0 yes, EPERM-ish errno no. */

@@ -73,4 +73,15 @@ int nn_ep_open(const nn_topo_t *t, int me, int nlinks, tpx_config_t *cfg, int po
 /* Undo nn_ep_open (peers closed first by the caller). 0, or -1 with why. */
 int nn_ep_close(tpx_endpoint_t *ep, uint8_t *buf, tpx_mem_t *mem, char *why, size_t cap);
 
+/* Fork side B (1) then side A (0), each running fn(t, me, ready_fd) in a
+ * child that dies with the parent: B writes 'r' to ready_fd once it listens,
+ * A reads it; each exits 0 when it passed. Waits at most limit_ms (a side that
+ * fails cuts the other's wait to 2 s). 0 when both passed, else -1 with why
+ * naming the side that failed first (hung or failed). */
+int nn_run_sides(const nn_topo_t *t, void (*fn)(const nn_topo_t *t, int me, int ready_fd), int limit_ms,
+                 char *why, size_t cap);
+/* Run `tc` with the formatted arguments in the current namespace (a child
+ * that entered it). Returns its exit status (127: not found). */
+int nn_tc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

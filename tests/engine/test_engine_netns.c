@@ -474,55 +474,10 @@ static void test_four_nics(void **state) {
   if (rc != NN_OK) fail_msg("%s", why);
   print_message("namespaces %s / %s, links %s..%s, built in %.0f ms\n", topo.ns[0], topo.ns[1],
                 topo.ifname[0][0], topo.ifname[0][NLINK - 1], now_ms() - t0);
-  fflush(stdout);
-  fflush(stderr);
-  int pfd[2];
-  assert_int_equal(pipe(pfd), 0);
-  pid_t kid[2], parent = getpid();
-  for (int me = 1; me >= 0; me--) { /* B first: it listens */
-    kid[me] = fork();
-    assert_true(kid[me] >= 0);
-    if (kid[me] == 0) {
-      /* Die with the parent (killed by a ctest timeout, say). */
-      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(11);
-      close(pfd[me ? 0 : 1]);
-      side_main(&topo, me, pfd[me ? 1 : 0]);
-    }
-  }
-  close(pfd[0]);
-  close(pfd[1]);
-  int st[2] = {-1, -1}, hung[2] = {0, 0}, left = 2;
-  double until = now_ms() + CHILD_LIMIT_MS;
-  while (left > 0 && now_ms() < until) {
-    for (int i = 0; i < 2; i++) {
-      if (st[i] != -1) continue;
-      int s;
-      pid_t w = waitpid(kid[i], &s, WNOHANG);
-      if (w == kid[i]) {
-        st[i] = s, left--;
-        /* One side failed: the other would only wait for it; cut it short. */
-        if (s != 0 && now_ms() + 2000 < until) until = now_ms() + 2000;
-      }
-    }
-    if (left) usleep(20000);
-  }
-  for (int i = 0; i < 2; i++) {
-    if (st[i] != -1) continue;
-    fprintf(stderr, "[netns] side %c still running: killed\n", "AB"[i]);
-    kill(kid[i], SIGKILL);
-    while (waitpid(kid[i], &st[i], 0) < 0 && errno == EINTR) {
-    }
-    hung[i] = 1;
-  }
+  char fail[128];
+  rc = nn_run_sides(&topo, side_main, CHILD_LIMIT_MS, fail, sizeof(fail));
   print_message("both sides done in %.0f ms\n", now_ms() - t0);
-  /* The side that failed first is the story; a side we killed is not. */
-  for (int i = 0; i < 2; i++) {
-    if (hung[i]) continue;
-    if (WIFSIGNALED(st[i])) fail_msg("side %c died of signal %d", "AB"[i], WTERMSIG(st[i]));
-    if (WEXITSTATUS(st[i]) != 0) fail_msg("side %c failed (exit %d)", "AB"[i], WEXITSTATUS(st[i]));
-  }
-  for (int i = 0; i < 2; i++)
-    if (hung[i]) fail_msg("side %c hung (still running after %d ms)", "AB"[i], CHILD_LIMIT_MS);
+  if (rc) fail_msg("%s", fail);
 }
 
 int main(void) {
