@@ -99,6 +99,23 @@ TPX_API int tpx_peer_status(const tpx_peer_t *peer);
 TPX_API const char *tpx_peer_name(const tpx_peer_t *peer); /* the remote endpoint's name */
 TPX_API int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index */
 TPX_API int tpx_peer_num_channels(const tpx_peer_t *peer); /* channels agreed with the peer */
+
+/* One channel of a peer, as tpx_peer_channel_stats reports it (docs/RELIABILITY.md,
+ * "Links that differ or go away"). Counters are since the peer connected. */
+typedef struct tpx_channel_stats {
+  int up;                   /* 1 carrying data; 0 lost (its chunks go on the others; rejoining) */
+  int dev;                  /* the transport device it uses */
+  int adaptive;             /* 1: chunks follow the channels' speeds (both sides agreed, TPX_STRIPE) */
+  uint32_t losses, rejoins; /* times it was lost / came back */
+  uint32_t share;           /* slots of the 64-slot pattern our chunks follow now (fixed striping: 1 of
+                               the channel count) */
+  uint32_t slots;           /* the pattern's slots in all */
+  uint64_t rate_kbs;        /* its measured send speed, KB/s (0: not measured yet) */
+  uint64_t chunks_sent, chunks_recv; /* chunks finished on it, each direction */
+  uint64_t bytes_sent, bytes_recv;
+} tpx_channel_stats_t;
+/* Fill *out for channel ch (0 .. tpx_peer_num_channels - 1). 0, or TPX_EINVAL. */
+TPX_API int tpx_peer_channel_stats(tpx_peer_t *peer, int ch, tpx_channel_stats_t *out);
 /* Find a ready peer by the remote endpoint's name; NULL if none. */
 TPX_API tpx_peer_t *tpx_peer_find(tpx_endpoint_t *ep, const char *name);
 

@@ -160,6 +160,11 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
     return;
   }
   for (struct op *o = p->active; o; o = o->next) {
+    if (o->phase == PH_DATA && o->resend_deadline && now > o->resend_deadline) {
+      tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: %s %llu: chunks of a lost channel did not come again within %d ms",
+                     p->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id, p->ep->cfg.timeout_ms);
+      return;
+    }
     if ((o->phase == PH_WAIT_ACK || (o->kind == K_READ && o->phase == PH_WAIT_HDR)) &&
         o->deadline && now > o->deadline) {
       tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: %s %llu got no %s after %d ms", p->where,

@@ -64,6 +64,17 @@ static int ask_about(struct tpx_peer *p, int c) {
   return 0;
 }
 
+/* Our receiving transfers with chunks on c still missing: they must come
+ * again within the request deadline (a sender that had already finished
+ * cannot send them; the peer then fails, as without failover). */
+static void expect_again(struct tpx_peer *p, int c) {
+  uint64_t by = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
+  for (struct op *o = p->active; o; o = o->next)
+    if (!sends_data(o) && o->kind != K_NOTIF && o->phase == PH_DATA && (uint32_t)c < o->nch &&
+        o->links[c].done < tpx__route_count(o, c) && !o->resend_deadline)
+      o->resend_deadline = by;
+}
+
 /* Channel c is lost: why (detail), code. told: the peer said so. Returns 0,
  * or < 0 when the peer cannot go on (no channel left, fixed striping). */
 static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) {
@@ -86,6 +97,7 @@ static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) 
   if (rc == 0 && !told) rc = chan_send(p, &m);
   if (rc == 0) rc = tpx__stripe_replan(p); /* new transfers leave it out */
   if (rc == 0) rc = ask_about(p, c);
+  expect_again(p, c);
   return rc;
 }
 
@@ -108,6 +120,7 @@ static int add_layer(struct tpx_peer *p, struct op *o, int c, uint32_t seed, con
   L->seed = seed;
   L->pat = *pat;
   o->nlayers++;
+  o->resend_deadline = 0;
   o->chunks_left += o->links[c].done; /* every chunk it had on c comes again */
   o->links[c].done = 0;
   if (o->phase == PH_WAIT_ACK) o->phase = PH_DATA;

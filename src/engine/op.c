@@ -101,6 +101,7 @@ void tpx__op_drop_layers(struct op *o) {
   o->layers = NULL;
   o->nlayers = 0;
   o->await_mask = 0;
+  o->resend_deadline = 0;
 }
 
 void tpx__op_free_internal(struct op *o) {

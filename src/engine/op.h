@@ -56,6 +56,8 @@ struct op {
   struct route_layer *layers; /* resend layers 1..nlayers (failover.h) */
   uint32_t nlayers;
   uint64_t await_mask;      /* data sender: lost channels whose receiver's answer is due */
+  uint64_t resend_deadline; /* data receiver: chunks of a lost channel missing; by then they come again
+                               (failover.h) or the peer fails */
   /* two-sided */
   uint64_t tag, cap, received, match_id;
   /* write bookkeeping */

@@ -2,8 +2,8 @@
  *
  * A transfer is a list of entries (contiguous pieces of local memory). Sender
  * and receiver derive the same sequence of chunks from the same lengths, so
- * no per-chunk message is needed. Chunk i of the transfer goes to channel
- * (first_ch + i) % nch. Zero-length entries give no bytes. Two plans:
+ * no per-chunk message is needed; which channel each chunk takes is route.h's.
+ * Zero-length entries give no bytes. Two plans:
  *
  *  - plain: each entry is cut into chunks of `chunk` bytes from its start
  *    (the last one shorter); a chunk never holds two entries;
@@ -57,7 +57,8 @@ static inline uint64_t tpx__plan_len(const struct xent *ents, uint32_t chunk, co
 static inline int tpx__plan_gathered(const struct xent *ents, const struct cursor *c) {
   return c->len > ents[c->e].len - c->off;
 }
-/* First chunk index that channel ch gets, given first_ch and nch. */
+/* First chunk index that channel ch gets under the fixed pattern (route.h)
+ * with first_ch and nch channels. */
 static inline uint64_t tpx__plan_first_idx(uint32_t ch, uint32_t first_ch, uint32_t nch) {
   return (uint64_t)((ch + nch - first_ch % nch) % nch);
 }
