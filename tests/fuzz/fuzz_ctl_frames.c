@@ -206,6 +206,23 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     same_frame(&b, tpx__wire_put_relisten(&b, &r), frame, n);
     break;
   }
+  case MSG_SCHED: {
+    struct wire_sched s;
+    if (tpx__wire_get_sched(f, &s) != 0) break;
+    FUZZ_CHECK(s.len >= 1 && s.len <= WIRE_MAX_CHANNELS && f->len == 1u + s.len);
+    same_frame(&b, tpx__wire_put_sched(&b, &s), frame, n);
+    break;
+  }
+  case MSG_CHAN: {
+    struct wire_chan c;
+    if (tpx__wire_get_chan(f, &c) != 0) break;
+    FUZZ_CHECK(c.step >= CHAN_DOWN && c.step <= CHAN_UP && c.ch < WIRE_MAX_CHANNELS);
+    FUZZ_CHECK((c.step == CHAN_REJOIN) == (c.handle != NULL));
+    if (c.step == CHAN_RESEND) FUZZ_CHECK(c.pat.len >= 1 && c.pat.len <= WIRE_MAX_CHANNELS);
+    if (c.handle) touch(c.handle, TPX_NET_HANDLE_BYTES);
+    same_frame(&b, tpx__wire_put_chan(&b, &c), frame, n);
+    break;
+  }
   default: break; /* MSG_BYE: no payload to decode (dispatch.c ignores it) */
   }
   tpx__wbuf_free(&b);

@@ -54,7 +54,7 @@ static void ctl_frames(void) {
     const char *name;
     int rc;
     struct wbuf b;
-  } f[22];
+  } f[40];
   int n = 0;
 #define FRAME(nm, call)                                                                            \
   do {                                                                                             \
@@ -90,6 +90,20 @@ static void ctl_frames(void) {
   FRAME("relisten_handle", tpx__wire_put_relisten(b, &rl_handle));
   FRAME("relisten_ask", tpx__wire_put_relisten(b, &rl_ask));
   FRAME("relisten_up", tpx__wire_put_relisten(b, &rl_up));
+  struct wire_sched sched = {5, {0, 1, 0, 2, 3}};
+  FRAME("sched", tpx__wire_put_sched(b, &sched));
+  struct wire_chan down = {.step = CHAN_DOWN, .ch = 2, .code = TPX_ETIMEDOUT};
+  struct wire_chan ask = {.step = CHAN_ASK, .ch = 2, .what = ST_WRITE, .id = 77};
+  struct wire_chan verdict = {.step = CHAN_VERDICT, .ch = 2, .what = ST_READ, .id = 78, .layers = 1, .need = 1};
+  struct wire_chan resend = {.step = CHAN_RESEND, .ch = 2, .what = ST_SEND, .id = 79, .seed = 5, .pat = {3, {0, 1, 3}}};
+  struct wire_chan rejoin = {.step = CHAN_REJOIN, .ch = 1, .gen = 2, .handle = handles};
+  struct wire_chan up = {.step = CHAN_UP, .ch = 1, .gen = 2};
+  FRAME("chan_down", tpx__wire_put_chan(b, &down));
+  FRAME("chan_ask", tpx__wire_put_chan(b, &ask));
+  FRAME("chan_verdict", tpx__wire_put_chan(b, &verdict));
+  FRAME("chan_resend", tpx__wire_put_chan(b, &resend));
+  FRAME("chan_rejoin", tpx__wire_put_chan(b, &rejoin));
+  FRAME("chan_up", tpx__wire_put_chan(b, &up));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);
