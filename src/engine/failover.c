@@ -11,6 +11,7 @@
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
+#include "engine/gpu/gpu_path.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 #include "engine/rejoin.h"
@@ -90,6 +91,10 @@ static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) 
   tpx__window_purge(p, &ch->rq);
   int rc = tpx__channel_drop_send(p, ch);
   tpx__channel_drop_recv(p, ch);
+  /* GPU state tied to the closed comms (staging arena registration, the
+   * UNPACK device handle) goes with them; a rejoined comm gets its own. */
+  tpx__gpu_window_free(&ch->sq);
+  tpx__gpu_window_free(&ch->rq);
   tpx__stripe_reset(p, c);
   ch->rejoin_next_ns = tpx__now_ns() + tpx__ms_to_ns(REJOIN_FIRST_MS);
   ch->rejoin_wait_ms = REJOIN_FIRST_MS;
