@@ -168,8 +168,8 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
     if ((o->phase == PH_WAIT_ACK || (o->kind == K_READ && o->phase == PH_WAIT_HDR)) &&
         o->deadline && now > o->deadline) {
       tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: %s %llu got no %s after %d ms", p->where,
-                o->kind == K_WRITE ? "write" : "read", (unsigned long long)o->id,
-                o->kind == K_WRITE ? "acknowledgement" : "answer", p->ep->cfg.timeout_ms);
+                tpx__op_kind_name(o->kind), (unsigned long long)o->id,
+                o->kind == K_READ ? "answer" : "acknowledgement", p->ep->cfg.timeout_ms);
       return;
     }
   }

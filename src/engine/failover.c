@@ -183,6 +183,19 @@ static int on_resend(struct tpx_peer *p, const struct wire_chan *m) {
   return add_layer(p, o, m->ch, m->seed, &pat, 1);
 }
 
+/* Every chunk of a send or served read we kept landed. */
+static int on_landed(struct tpx_peer *p, const struct wire_chan *m) {
+  struct op *o = find(p, m->what, m->id, 1);
+  if (!o || o->kind == K_WRITE || o->acked)
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: landed for unknown or finished transfer id %llu", p->where,
+                         (unsigned long long)m->id);
+  o->acked = 1;
+  o->await_mask = 0; /* nothing of it is missing: no answer about a lost channel is needed */
+  if (o->phase == PH_WAIT_ACK) tpx__op_finish(o, 0);
+  else return tpx__op_maybe_done(o); /* its last sends' completions may still be coming */
+  return 0;
+}
+
 int tpx__failover_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   struct wire_chan m;
   if (!p->sched) return tpx_err_quiet(TPX_EPROTO, "peer %s: a channel message, but failover was not agreed", p->where);
@@ -199,6 +212,7 @@ int tpx__failover_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   case CHAN_ASK: return on_ask(p, &m);
   case CHAN_VERDICT: return on_verdict(p, &m);
   case CHAN_RESEND: return on_resend(p, &m);
+  case CHAN_LANDED: return on_landed(p, &m);
   default: return tpx__rejoin_on_frame(p, &m);
   }
 }

@@ -186,7 +186,8 @@ void tpx__op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
       int waits = o->phase == PH_QUEUED || (o->kind == K_SEND && o->phase == PH_WAIT_CTS) ||
                   (o->kind == K_RECV && o->phase == PH_WAIT_HDR) ||
                   (o->kind == K_READ && o->phase == PH_WAIT_HDR) ||
-                  (o->kind == K_WRITE && o->phase == PH_WAIT_ACK && !o->acked);
+                  (o->kind == K_WRITE && o->phase == PH_WAIT_ACK && !o->acked) ||
+                  ((o->kind == K_SEND || o->kind == K_SERVE_READ) && o->phase == PH_WAIT_ACK);
       if (!waits) continue;
     }
     tpx__op_finish(o, err);
@@ -225,6 +226,26 @@ static int op_data_done(struct op *o) {
       o->phase = PH_WAIT_ACK;
       o->deadline = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
     }
+    break;
+  case K_SEND:
+  case K_SERVE_READ:
+    /* With failover, kept until the receiver says every chunk landed: a
+     * lost channel's chunks can still be sent again (failover.h). */
+    if (p->sched && o->nchunks && !o->acked && p->state == P_READY) {
+      o->phase = PH_WAIT_ACK;
+      o->deadline = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
+    } else {
+      tpx__op_finish(o, 0);
+    }
+    break;
+  case K_READ:
+  case K_RECV:
+    if (p->sched && o->nchunks && p->state == P_READY) { /* the sender keeps it until this */
+      struct wire_chan m = {.step = CHAN_LANDED, .what = o->kind == K_READ ? ST_READ : ST_SEND, .id = o->id};
+      int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
+      if (rc) return rc;
+    }
+    tpx__op_finish(o, 0);
     break;
   default: tpx__op_finish(o, 0); break;
   }

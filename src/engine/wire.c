@@ -531,9 +531,9 @@ int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m) {
 }
 
 static int chan_bad(const struct wire_chan *m) {
-  if (m->step < CHAN_DOWN || m->step > CHAN_UP || m->ch >= WIRE_MAX_CHANNELS) return 1;
+  if (m->step < CHAN_DOWN || m->step > CHAN_LANDED || m->ch >= WIRE_MAX_CHANNELS) return 1;
   if (m->step == CHAN_DOWN) return m->code >= 0 || m->code < TPX_EUNKNOWN;
-  if (m->step == CHAN_ASK || m->step == CHAN_VERDICT || m->step == CHAN_RESEND)
+  if (m->step == CHAN_ASK || m->step == CHAN_VERDICT || m->step == CHAN_RESEND || m->step == CHAN_LANDED)
     return m->what < ST_WRITE || m->what > ST_SEND || (m->step == CHAN_VERDICT && m->need > 1) ||
            (m->step == CHAN_RESEND && sched_bad(&m->pat));
   return 0;
@@ -548,6 +548,7 @@ int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m) {
   switch (m->step) {
   case CHAN_DOWN: wb_u32(b, (uint32_t)m->code); break;
   case CHAN_ASK:
+  case CHAN_LANDED:
     wb_u8(b, m->what);
     wb_u64(b, m->id);
     break;
@@ -580,6 +581,7 @@ int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m) {
   switch (m->step) {
   case CHAN_DOWN: m->code = (int32_t)rd_u32(&r); break;
   case CHAN_ASK:
+  case CHAN_LANDED:
     m->what = rd_u8(&r);
     m->id = rd_u64(&r);
     break;

@@ -92,13 +92,15 @@ struct wire_sched {
  *   CHAN_REJOIN (either side): gen u32 | handle (TPX_NET_HANDLE_BYTES): the
  *     channel's fresh listen handle; connect to it.
  *   CHAN_UP (either side): gen u32: my comms of that generation are up.
+ *   CHAN_LANDED (data receiver -> sender): what u8 | id u64: every chunk of
+ *     the send or read landed (its sender kept it until now, to send again).
  * Exactly that long. */
-enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6 };
+enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6, CHAN_LANDED = 7 };
 struct wire_chan {
   uint8_t step;
   uint16_t ch;
   int32_t code;          /* CHAN_DOWN */
-  uint8_t what;          /* CHAN_ASK / CHAN_VERDICT / CHAN_RESEND */
+  uint8_t what;          /* CHAN_ASK / CHAN_VERDICT / CHAN_RESEND / CHAN_LANDED */
   uint64_t id;
   uint32_t layers;       /* CHAN_VERDICT */
   uint8_t need;

@@ -6,7 +6,10 @@
  *     byte right; the channel is reported lost;
  *  2. more writes while it is down: they complete, nothing goes on it;
  *  3. the link comes back: the channel rejoins and carries chunks again;
- *  4. one link shaped to a tenth (tbf on A's egress): the engine's counters
+ *  4. the link goes down in the middle of a read (B's data to A), then of a
+ *     send from B to A: both complete, every byte right, and the channel
+ *     comes back after each;
+ *  5. one link shaped to a tenth (tbf on A's egress): the engine's counters
  *     show it got fewer chunks than each of the others.
  * On loopback (no root needed): a peer with fixed striping (an older peer)
  * and one with adaptive striping interoperate, with the fixed order.
@@ -137,6 +140,84 @@ static void write_checked(struct side *s, uint32_t seed) {
   expect_ok(s);
 }
 
+/* Take dev down once x has moved 256 KiB over it (counter: "tx_bytes" or
+ * "rx_bytes"), or after 5 s. Returns when it went down. */
+static double down_during(struct side *s, tpx_xfer_t *x, const char *dev, const char *counter) {
+  uint64_t c0 = 0, c = 0;
+  CK(s, nn_counter(dev, counter, &c0) == 0, "counter");
+  double until = now_ms() + 5000;
+  while (now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
+    CK(s, nn_counter(dev, counter, &c) == 0, "counter");
+    if (c - c0 >= (256u << 10)) break;
+  }
+  CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
+  return now_ms();
+}
+
+/* The link back up, and channel c with it (rejoins counted past `before`). */
+static void back_up(struct side *s, const char *dev, int c, uint32_t before) {
+  CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
+  CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
+  double t_up = now_ms(), until = t_up + 30000;
+  while (now_ms() < until && !(stat_of(s, c).up && stat_of(s, c).rejoins > before)) usleep(20000);
+  tpx_channel_stats_t st = stat_of(s, c);
+  CK(s, st.up && st.rejoins > before, "channel %d did not rejoin within 30 s of its link coming back", c);
+  printf("[failover A] channel %d back %.0f ms after its link\n", c, now_ms() - t_up);
+}
+
+/* The transfer across the down may have moved all of the link's share
+ * before it: writes with the link still down until the channel is lost. */
+static void until_lost(struct side *s, int c, uint32_t losses, uint32_t seed) {
+  for (int i = 0; i < 3 && stat_of(s, c).losses == losses; i++) write_checked(s, seed + 100 + (uint32_t)i);
+  CK(s, !stat_of(s, c).up && stat_of(s, c).losses > losses, "channel %d not reported lost", c);
+}
+
+/* Ask B for something ("R<seed>": fill your buffer; "S<seed>": send it to
+ * me) and wait for its "ok" when it is ready. */
+static void ask_b(struct side *s, char what, uint32_t seed) {
+  char nt[16];
+  snprintf(nt, sizeof(nt), "%c%u", what, seed);
+  CK(s, tpx_notify(s->peer, nt, strlen(nt)) == 0, "notify %s", nt);
+  if (what == 'R') expect_ok(s);
+}
+
+/* 4. down in the middle of a read, then of a send from B: both complete. */
+static void other_way(struct side *s, int lost, uint32_t seed) {
+  const char *dev = s->t->ifname[0][DOWN_LINK];
+  uint32_t rj = stat_of(s, lost).rejoins, ls = stat_of(s, lost).losses;
+  ask_b(s, 'R', seed);
+  memset(s->buf, 0, SIZE);
+  tpx_xfer_t *x = NULL;
+  CK(s, tpx_read(s->peer, s->mem, 0, s->remote, 0, SIZE, &x) == 0, "post read");
+  double t = down_during(s, x, dev, "rx_bytes");
+  int rc = tpx_xfer_wait(x, STEP_MS);
+  CK(s, rc == 0, "read across the link going down: %s", tpx_strerror(rc));
+  tpx_xfer_free(x);
+  size_t bad = tu_check(s->buf, SIZE, seed, 0);
+  CK(s, bad == SIZE_MAX, "read: byte %zu differs", bad);
+  printf("[failover A] read with %s going down: complete, every byte right, %.0f ms after the down\n", dev,
+         now_ms() - t);
+  until_lost(s, lost, ls, seed);
+  back_up(s, dev, lost, rj);
+  rj = stat_of(s, lost).rejoins;
+  ls = stat_of(s, lost).losses;
+  memset(s->buf, 0, SIZE);
+  CK(s, tpx_recv(s->peer, s->mem, 0, SIZE, 9, &x) == 0, "post recv");
+  ask_b(s, 'S', seed + 1);
+  t = down_during(s, x, dev, "rx_bytes");
+  rc = tpx_xfer_wait(x, STEP_MS);
+  CK(s, rc == 0, "recv across the link going down: %s", tpx_strerror(rc));
+  CK(s, tpx_xfer_received(x) == SIZE, "received %zu bytes", tpx_xfer_received(x));
+  tpx_xfer_free(x);
+  bad = tu_check(s->buf, SIZE, seed + 1, 0);
+  CK(s, bad == SIZE_MAX, "recv: byte %zu differs", bad);
+  expect_ok(s); /* B's send completed too */
+  printf("[failover A] send from B with %s going down: complete, every byte right, %.0f ms after the down\n", dev,
+         now_ms() - t);
+  until_lost(s, lost, ls, seed);
+  back_up(s, dev, lost, rj);
+}
+
 static void run_a(struct side *s) {
   const char *dev = s->t->ifname[0][DOWN_LINK];
   int lost = chan_on(s, DOWN_LINK);
@@ -172,17 +253,14 @@ static void run_a(struct side *s) {
   CK(s, stat_of(s, lost).chunks_sent == sent, "chunks went on the lost channel %d", lost);
   CK(s, tpx_peer_status(s->peer) == 0, "peer failed: %s", tpx_strerror(tpx_peer_status(s->peer)));
   /* 3. the link comes back: the channel rejoins and carries chunks */
-  CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
-  CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
-  double t_up = now_ms();
-  until = t_up + 30000;
-  while (now_ms() < until && !stat_of(s, lost).up) usleep(20000);
+  back_up(s, dev, lost, 0);
   st = stat_of(s, lost);
-  CK(s, st.up && st.rejoins >= 1, "channel %d did not rejoin within 30 s of its link coming back", lost);
-  printf("[failover A] channel %d back %.0f ms after its link\n", lost, now_ms() - t_up);
   for (int i = 0; i < 3; i++) write_checked(s, seed++);
   CK(s, stat_of(s, lost).chunks_sent > st.chunks_sent, "the rejoined channel %d carried nothing", lost);
-  /* 4. one link at a tenth: fewer chunks on it than on each other */
+  /* 4. the other way: a read, a send from B */
+  other_way(s, lost, seed);
+  seed += 2;
+  /* 5. one link at a tenth: fewer chunks on it than on each other */
   const char *slow = s->t->ifname[0][SLOW_LINK];
   rc = nn_tc("qdisc add dev %s root tbf rate 200mbit burst 64kb latency 200ms", slow);
   if (rc == 127) {
@@ -217,7 +295,23 @@ static void run_b(struct side *s) {
     char t[16] = {0};
     memcpy(t, n.msg, n.len < sizeof(t) - 1 ? n.len : sizeof(t) - 1);
     unsigned seed = 0;
-    CK(s, sscanf(t, "W%u", &seed) == 1, "notification '%s'", t);
+    CK(s, sscanf(t + 1, "%u", &seed) == 1, "notification '%s'", t);
+    if (t[0] == 'R') { /* A reads it */
+      tu_fill(s->buf, SIZE, seed, 0);
+      CK(s, tpx_notify(s->peer, "ok", 2) == 0, "notify ok");
+      continue;
+    }
+    if (t[0] == 'S') { /* we send it to A */
+      tu_fill(s->buf, SIZE, seed, 0);
+      tpx_xfer_t *x = NULL;
+      CK(s, tpx_send(s->peer, s->mem, 0, SIZE, 9, &x) == 0, "post send");
+      rc = tpx_xfer_wait(x, STEP_MS);
+      CK(s, rc == 0, "send across the link going down: %s", tpx_strerror(rc));
+      tpx_xfer_free(x);
+      CK(s, tpx_notify(s->peer, "ok", 2) == 0, "notify ok");
+      continue;
+    }
+    CK(s, t[0] == 'W', "notification '%s'", t);
     size_t bad = tu_check(s->buf, SIZE, seed, 0);
     CK(s, bad == SIZE_MAX, "write %u: byte %zu differs", seed, bad);
     memset(s->buf, 0, SIZE); /* the next write must land every byte again */

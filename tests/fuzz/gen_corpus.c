@@ -104,6 +104,8 @@ static void ctl_frames(void) {
   FRAME("chan_resend", tpx__wire_put_chan(b, &resend));
   FRAME("chan_rejoin", tpx__wire_put_chan(b, &rejoin));
   FRAME("chan_up", tpx__wire_put_chan(b, &up));
+  struct wire_chan landed = {.step = CHAN_LANDED, .ch = 0, .what = ST_SEND, .id = 80};
+  FRAME("chan_landed", tpx__wire_put_chan(b, &landed));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);
