@@ -115,6 +115,7 @@ struct tpx_peer {
   uint64_t stripe_next_ns;   /* the next look at the channels' speeds */
   uint64_t stripe_bytes[64], stripe_busy[64]; /* each send window's totals at the last look */
   uint32_t stripe_rate[64];  /* each channel's measured speed, KB/s (0: unknown) */
+  uint64_t stripe_acc_bytes[64], stripe_acc_busy[64]; /* its recent bytes and busy ns, decayed */
   int nup;                   /* channels not lost */
   uint64_t fo_next_ns;       /* failover.h: the next look for stalled channels */
   uint64_t inflight; /* requests in the transport */

@@ -17,29 +17,29 @@ void tpx__route_pat_fixed(struct route_pat *pat, int n) {
 }
 
 int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n) {
-  uint64_t sum = 0;
   int live = 0;
-  for (int c = 0; c < n && c < ROUTE_MAX_PAT; c++)
-    if (w[c]) {
-      sum += w[c];
-      live++;
-    }
+  for (int c = 0; c < n && c < ROUTE_MAX_PAT; c++) live += w[c] != 0;
   if (!live) return TPX_EINVAL;
-  /* Slots per channel: its share of ROUTE_MAX_PAT, at least one (a slow
-   * channel keeps being measured), largest remainders first. */
+  /* Slots one at a time, each to the channel that would finish its share
+   * soonest with it ((slots + 1) / weight smallest): the slowest channel
+   * sets the transfer's end, so rounding never favours a slow one. Then at
+   * least one each (a slow channel keeps being measured), taken from the
+   * channel with the most. */
   uint32_t slots[ROUTE_MAX_PAT] = {0};
-  int total = 0;
-  for (int c = 0; c < n && c < ROUTE_MAX_PAT; c++) {
-    if (!w[c]) continue;
-    slots[c] = (uint32_t)((uint64_t)w[c] * (uint64_t)(ROUTE_MAX_PAT - live) / sum) + 1;
-    total += (int)slots[c];
-  }
-  while (total < ROUTE_MAX_PAT) { /* the rounding's leftovers, to the heaviest */
+  int total = ROUTE_MAX_PAT;
+  for (int k = 0; k < total; k++) {
     int best = -1;
     for (int c = 0; c < n && c < ROUTE_MAX_PAT; c++)
-      if (w[c] && (best < 0 || (uint64_t)w[c] * slots[best] > (uint64_t)w[best] * slots[c])) best = c;
+      if (w[c] && (best < 0 || (uint64_t)(slots[c] + 1) * w[best] < (uint64_t)(slots[best] + 1) * w[c])) best = c;
     slots[best]++;
-    total++;
+  }
+  for (int c = 0; c < n && c < ROUTE_MAX_PAT; c++) {
+    if (!w[c] || slots[c]) continue;
+    int most = 0;
+    for (int d = 1; d < n && d < ROUTE_MAX_PAT; d++)
+      if (slots[d] > slots[most]) most = d;
+    slots[most]--;
+    slots[c] = 1;
   }
   /* Smooth weighted round robin: each slot to the channel furthest behind
    * its share, so a channel's chunks are spread through the pattern. */

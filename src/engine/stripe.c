@@ -1,6 +1,7 @@
 /* Striping that follows each channel's speed (stripe.h). */
 #include "engine/stripe.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -21,6 +22,7 @@ static uint64_t busy_of(const struct window *q, uint64_t now) {
 
 void tpx__stripe_reset(struct tpx_peer *p, int c) {
   p->stripe_rate[c] = 0;
+  p->stripe_acc_bytes[c] = p->stripe_acc_busy[c] = 0;
   p->stripe_bytes[c] = p->ch[c].sq.bytes_done;
   p->stripe_busy[c] = busy_of(&p->ch[c].sq, tpx__now_ns());
 }
@@ -74,7 +76,13 @@ static int plan(struct tpx_peer *p, int force) {
     moved = d > 1 || d < -1;
   }
   if (!moved) return 0;
-  TPX_DEBUG("peer %s: striping pattern of %u slots%s", p->where, pat.len, force ? " (channels changed)" : "");
+  if (TPX_LOG_DEBUG <= tpx__log_level) {
+    char line[512];
+    int off = 0;
+    for (int c = 0; c < p->nch && off < (int)sizeof(line) - 40; c++)
+      off += snprintf(line + off, sizeof(line) - (size_t)off, " ch%d %d@%uKB/s", c, slots_of(&pat, c), p->stripe_rate[c]);
+    TPX_DEBUG("peer %s: striping pattern%s:%s", p->where, force ? " (channels changed)" : "", line);
+  }
   return announce(p, &pat);
 }
 
@@ -92,10 +100,14 @@ int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
     if (p->ch[c].down || dt < STRIPE_MIN_BUSY_NS) continue; /* too little seen: keep the sample going */
     p->stripe_bytes[c] = q->bytes_done;
     p->stripe_busy[c] = busy;
-    uint64_t kbs = db * 1000000ull / dt; /* bytes per ns x 1e6 = KB/s */
-    uint32_t s = kbs > UINT32_MAX ? UINT32_MAX : kbs ? (uint32_t)kbs : 1;
-    uint32_t r = p->stripe_rate[c];
-    p->stripe_rate[c] = r ? (uint32_t)(((uint64_t)r + s) / 2) : s; /* the last few samples */
+    /* Bytes and busy time each decayed by 1/8 per sample, their ratio the
+     * speed: a send completes once its bytes are in the socket's buffer, so a
+     * window going busy after a pause first "moves" a buffer's worth at once;
+     * over the last several samples that burst is a small part. */
+    p->stripe_acc_bytes[c] = p->stripe_acc_bytes[c] - p->stripe_acc_bytes[c] / 8 + db;
+    p->stripe_acc_busy[c] = p->stripe_acc_busy[c] - p->stripe_acc_busy[c] / 8 + dt;
+    uint64_t kbs = p->stripe_acc_bytes[c] * 1000000ull / p->stripe_acc_busy[c]; /* bytes per ns x 1e6 = KB/s */
+    p->stripe_rate[c] = kbs > UINT32_MAX ? UINT32_MAX : kbs ? (uint32_t)kbs : 1;
   }
   return plan(p, 0);
 }
