@@ -86,24 +86,27 @@ static int run_tool(const char *tool, int quiet, char *line) {
   }
 }
 
-int nn_ip(int quiet, const char *fmt, ...) {
+static int run_toolv(const char *tool, int quiet, const char *fmt, va_list ap) {
   char line[512];
+  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
+  return run_tool(tool, quiet, line);
+}
+
+int nn_ip(int quiet, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  int rc = run_toolv("ip", quiet, fmt, ap);
   va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
-  return run_tool("ip", quiet, line);
+  return rc;
 }
 
 int nn_tc(const char *fmt, ...) {
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  int rc = run_toolv("tc", 1, fmt, ap);
   va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
-  return run_tool("tc", 1, line);
+  return rc;
 }
 
 int nn_run_sides(const nn_topo_t *t, void (*fn)(const nn_topo_t *t, int me, int ready_fd), int limit_ms,
