@@ -14,6 +14,7 @@
 #include "engine/gpu/gpu_path.h"
 #include "engine/op.h"
 #include "engine/peer.h"
+#include "engine/peer_log.h"
 #include "engine/rejoin.h"
 #include "engine/route.h"
 #include "engine/stripe.h"
@@ -85,8 +86,8 @@ static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) 
   ch->down = 1;
   ch->losses++;
   p->nup--;
-  TPX_WARN("peer %s channel %d lost%s: %s; its chunks go on the %d other channel(s)", p->where, c,
-           told ? " (the peer's side)" : "", why, p->nup);
+  TPX_PEER_LOG(p, PL_CHANNEL_LOST, TPX_LOG_WARN, "peer %s channel %d lost%s: %s; its chunks go on the %d other channel(s)",
+               p->where, c, told ? " (the peer's side)" : "", why, p->nup);
   tpx__window_purge(p, &ch->sq);
   tpx__window_purge(p, &ch->rq);
   int rc = tpx__channel_drop_send(p, ch);

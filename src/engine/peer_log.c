@@ -12,6 +12,7 @@ static const struct {
     [PL_READ_REFUSED] = {"refused reads", TPX_LOG_ERROR},
     [PL_NOTIF_DROPPED] = {"dropped notifications of failed requests", TPX_LOG_WARN},
     [PL_SEND_TRUNC] = {"sends larger than the matching receive", TPX_LOG_WARN},
+    [PL_CHANNEL_LOST] = {"channels lost (a flapping link)", TPX_LOG_WARN},
 };
 
 static void summary(struct tpx_peer *p, int kind, uint64_t n, const char *when) {

@@ -12,7 +12,7 @@
 
 struct tpx_peer;
 
-enum peer_log_kind { PL_WRITE_REFUSED, PL_READ_REFUSED, PL_NOTIF_DROPPED, PL_SEND_TRUNC, PL_KINDS };
+enum peer_log_kind { PL_WRITE_REFUSED, PL_READ_REFUSED, PL_NOTIF_DROPPED, PL_SEND_TRUNC, PL_CHANNEL_LOST, PL_KINDS };
 
 /* 1: log this line in full; 0: counted (a summary is logged meanwhile). */
 int tpx__peer_log_ok(struct tpx_peer *p, int kind);
