@@ -97,7 +97,7 @@ TPX_API void tpx_peer_close(tpx_peer_t *peer);
  * remote side closed, TPX_ETIMEDOUT, TPX_EREMOTE, ...). */
 TPX_API int tpx_peer_status(const tpx_peer_t *peer);
 TPX_API const char *tpx_peer_name(const tpx_peer_t *peer); /* the remote endpoint's name */
-TPX_API int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index */
+TPX_API int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index; TPX_EINVAL for NULL */
 TPX_API int tpx_peer_num_channels(const tpx_peer_t *peer); /* channels agreed with the peer */
 
 /* One channel of a peer, as tpx_peer_channel_stats reports it (docs/RELIABILITY.md,

@@ -99,7 +99,10 @@ static const char *const retired[] = {"TPX_STAGING_COPY"};
 #define NVARS (sizeof(vars) / sizeof(vars[0]))
 #define NRETIRED (sizeof(retired) / sizeof(retired[0]))
 
-void tpx_config_defaults(tpx_config_t *cfg) {
+/* The defaults alone; tpx_config_defaults also reads the process's
+ * configuration first (tpx_config_global), as every public way to a
+ * configuration does. */
+static void defaults(tpx_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->log_level = TPX_LOG_WARN;
   /* Built-in transport. 8 I/O threads per device, shared by all its comms:
@@ -375,9 +378,11 @@ static void key_refused(tpx_config_t *cfg, const char *why, int report) {
   if (report) TPX_ERROR("%s; endpoints will refuse to start", why);
 }
 
-int tpx_config_from_env(tpx_config_t *cfg) {
+/* The environment into cfg, without the process's configuration (which is
+ * read with this). */
+static int from_env(tpx_config_t *cfg) {
   int rc = 0;
-  tpx_config_defaults(cfg);
+  defaults(cfg);
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const struct var *v = &vars[i];
     const char *name = v->name;
@@ -408,6 +413,16 @@ int tpx_config_from_env(tpx_config_t *cfg) {
       TPX_WARN("config: %s=%s: the setting is retired and ignored (docs/CONFIG.md, \"Retired\")", retired[i], val);
   }
   return rc;
+}
+
+void tpx_config_defaults(tpx_config_t *cfg) {
+  (void)tpx_config_global();
+  defaults(cfg);
+}
+
+int tpx_config_from_env(tpx_config_t *cfg) {
+  (void)tpx_config_global();
+  return from_env(cfg);
 }
 
 int tpx_config_check(const tpx_config_t *cfg) {
@@ -469,8 +484,12 @@ size_t tpx_config_chunk(const tpx_config_t *cfg, uint64_t bytes, int channels) {
 static tpx_config_t global_cfg;
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
+/* The process's configuration is read on its first use, never at load: the
+ * log level (TPX_LOG) and the timeline hold from the first configuration any
+ * caller makes or asks for (tpx_config_defaults, tpx_config_from_env, an
+ * endpoint, a transport or a rendezvous without one). */
 static void global_init(void) {
-  (void)tpx_config_from_env(&global_cfg);
+  (void)from_env(&global_cfg);
   tpx__log_level = global_cfg.log_level;
   tpx__tl_open(global_cfg.timeline);
 }

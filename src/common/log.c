@@ -10,9 +10,6 @@
 
 int tpx__log_level = TPX_LOG_WARN;
 
-/* Read TPX_LOG before main() so the level holds from the first call. */
-__attribute__((constructor)) static void log_init(void) { (void)tpx_config_global(); }
-
 void tpx__log_emit(int level, const char *file, int line, const char *fmt, ...) {
   static const char *tags[] = {"", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
   char msg[1024];

@@ -6,7 +6,7 @@
 
 #include "tpx/config.h"
 
-extern int tpx__log_level; /* enum tpx__log_level; set from TPX_LOG at load */
+extern int tpx__log_level; /* enum tpx__log_level; from TPX_LOG at the first config read */
 
 void tpx__log_emit(int level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -17,7 +17,7 @@
 #include "common/util.h"
 #include "engine/abandon.h"
 #include "engine/control.h"
-#include "net/loader.h"
+#include "ncclnet/loader.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"

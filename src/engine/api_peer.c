@@ -223,7 +223,7 @@ int tpx_peer_status(const tpx_peer_t *p) {
   return TPX_EINPROGRESS;
 }
 const char *tpx_peer_name(const tpx_peer_t *p) { return p ? p->name : ""; }
-int tpx_peer_gpu(const tpx_peer_t *p) { return p ? p->gpu : -1; }
+int tpx_peer_gpu(const tpx_peer_t *p) { return p ? p->gpu : TPX_EINVAL; }
 int tpx_peer_num_channels(const tpx_peer_t *p) { return p ? p->nch : 0; }
 
 int tpx_peer_channel_stats(tpx_peer_t *p, int c, tpx_channel_stats_t *out) {

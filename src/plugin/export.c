@@ -32,7 +32,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "net/abi.h"
+#include "ncclnet/abi.h"
 #include "tpx/net.h"
 
 #define EXPORT __attribute__((visibility("default")))

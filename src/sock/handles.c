@@ -2,10 +2,12 @@
  * generation) instead of pointers, so a stale, foreign or wrong-kind handle is
  * detected by a bounds and generation check rather than dereferenced. Lookup
  * is lock-free (pages are never freed before the net is); add/del take a mutex
- * and are off the data path. */
+ * and are off the data path. Also a net's fresh ids (tpx__sock_random) and
+ * the check of a buffer against its registration (tpx__sock_mr_check). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "sock/sock.h"
 
 void tpx__sock_reg_init(tpx_sock_reg_t *r, uint32_t salt) {
@@ -105,5 +107,28 @@ uint64_t tpx__sock_reg_next(tpx_sock_reg_t *r, uint32_t *it) {
     if (e && atomic_load(&e->obj) != NULL)
       return ((uint64_t)(atomic_load(&e->gen) & 0xffffu) << 32) | ((uint64_t)idx + 1);
   }
+  return 0;
+}
+
+/* ---- ids and registrations of a net ---- */
+
+uint64_t tpx__sock_random(tpx_sock_net_t *sn) {
+  /* splitmix64 over a counter seeded from getrandom: unique, unpredictable
+   * enough to tell connections apart (not a security boundary). */
+  uint64_t z = atomic_fetch_add(&sn->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
+  if (mh == NULL) return 0;
+  tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
+  if (mr == NULL) return tpx_err_quiet(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
+  if (size == 0) return 0;
+  uintptr_t b = (uintptr_t)mr->base, p = (uintptr_t)data;
+  if (p < b || p - b > mr->size || size > mr->size - (p - b))
+    return tpx_err_quiet(TPX_EINVAL, "%s: buffer %p + %zu lies outside its registration %p + %zu", fn,
+                   data, size, (void *)mr->base, mr->size);
   return 0;
 }

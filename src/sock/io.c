@@ -422,3 +422,30 @@ void tpx__sock_io_detach(tpx_sock_conn_t **cs, int n) {
     cs[i]->thr = NULL;
   if (cmds != stack_cmds) free(cmds);
 }
+
+/* ---- a device's pool, shared by its comms ---- */
+
+int tpx__sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out) {
+  tpx_sock_dev_t *d = &sn->devs[dev];
+  int rc = 0;
+  pthread_mutex_lock(&d->pool_mu);
+  if (d->pool == NULL) rc = tpx__sock_pool_create(d->name, sn->cfg.nthreads, &d->pool);
+  if (rc == 0) d->pool_refs++;
+  *out = d->pool;
+  pthread_mutex_unlock(&d->pool_mu);
+  return rc;
+}
+
+void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev) {
+  tpx_sock_dev_t *d = &sn->devs[dev];
+  tpx_sock_pool_t *dead = NULL;
+  pthread_mutex_lock(&d->pool_mu);
+  /* The last comm takes the threads with it: an idle net holds no threads
+   * or descriptors. */
+  if (--d->pool_refs == 0) {
+    dead = d->pool;
+    d->pool = NULL;
+  }
+  pthread_mutex_unlock(&d->pool_mu);
+  tpx__sock_pool_destroy(dead);
+}

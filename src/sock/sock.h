@@ -1,12 +1,13 @@
-/* The built-in TCP transport ("tpx"): internal declarations.
+/* The built-in TCP transport ("tpx"): internal declarations, the types'
+ * floor of src/sock/ (this header has no sock.c: the top is net.c).
  *
  * Layout of the code:
  *   ifaces.c   interface selection (common/ifname.h matcher), addresses
  *   handles.c  the per-net handle table: every object given to the caller
  *              (listen/send/recv comm, memory handle, connect state, request)
  *              is an opaque token checked on every call, so unknown, freed and
- *              wrong-kind handles are reported instead of dereferenced
- *   sock.c     open/destroy, devices, properties, regMr, the ops table
+ *              wrong-kind handles are reported instead of dereferenced; a
+ *              net's fresh ids; a buffer checked against its registration
  *   setup.c    listen, connect, accept (never block; state kept in the handle
  *              buffer / the listen comm)
  *   ready.c    one epoll set over the sockets in setup, so that accept reads
@@ -17,6 +18,8 @@
  *   unpack.c   unpack mode (TPX_SOCK_UNPACK=1): the TCPX receive contract
  *              (bounce pages, loadMeta slots, irecvConsumed) and the staging
  *              of CUDA sends; docs/UNPACK.md
+ *   net.c      open/destroy, devices, properties, regMr, the ops tables: the
+ *              top; the files below reach it only through tpx__sock_net_of
  *
  * Data path. A comm has nsocks + 1 sockets: socket 0 carries the small
  * messages (<= TPX_SOCK_INLINE_MAX), sockets 1..nsocks the larger ones, cut
@@ -150,7 +153,7 @@ void tpx__sock_reg_del(tpx_sock_reg_t *r, uint64_t token);
 /* Iterate live objects: *it starts at 0; returns the next token or 0. */
 uint64_t tpx__sock_reg_next(tpx_sock_reg_t *r, uint32_t *it);
 
-/* ---- devices and the net (sock.c) ------------------------------------------ */
+/* ---- devices and the net (net.c) ------------------------------------------- */
 
 struct tpx_sock_pool;
 
@@ -200,6 +203,7 @@ typedef struct tpx_sock_net {
                            receives"); tests may set it on a GPU-less host */
 } tpx_sock_net_t;
 
+/* A fresh 64-bit id (comm ids, nonces): handles.c. */
 uint64_t tpx__sock_random(tpx_sock_net_t *sn);
 /* The transport state of a tpx_net_t, or NULL (logged) if it is not ours. */
 tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn);
@@ -232,6 +236,10 @@ int tpx__sock_pool_create(const char *devname, int nthreads, tpx_sock_pool_t **o
 void tpx__sock_pool_place(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
 void tpx__sock_pool_forget(tpx_sock_pool_t *p, struct tpx_sock_comm *m);
 void tpx__sock_pool_destroy(tpx_sock_pool_t *p);
+/* Acquire / release the device's I/O pool: made with its first comm, gone
+ * with its last. */
+int tpx__sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);
+void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev);
 /* Hand a connected socket to thread `t` (edge-triggered epoll) and kick it. */
 int tpx__sock_io_attach(struct tpx_sock_io *t, struct tpx_sock_conn *c);
 /* Take conns back: when it returns, their threads hold no reference to them.
@@ -495,14 +503,15 @@ int tpx__sock_close_listen(tpx_net_t *net, void *listen_comm);
 void tpx__sock_listen_free(void *listen_obj);
 void tpx__sock_connect_free(void *connect_obj);
 
-/* Memory handles (sock.c). */
+/* Memory handles (net.c). */
 typedef struct tpx_sock_mr {
   char *base;
   size_t size;
   int type;
   int gpu; /* TPX_PTR_CUDA: the GPU owning the memory */
 } tpx_sock_mr_t;
-/* Check that [data, data+size) lies in memory handle mh (NULL mh: no check). */
+/* Check that [data, data+size) lies in memory handle mh (NULL mh: no check;
+ * handles.c). */
 int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn);
 
 /* ---- unpack mode (unpack.c) ------------------------------------------------ */
@@ -576,11 +585,7 @@ int tpx__sock_stage_copy(tpx_sock_comm_t *m, tpx_sock_req_t *r, int gpu, const v
 void tpx__sock_stage_release(tpx_sock_comm_t *m, tpx_sock_req_t *r);
 /* Comm teardown: staging and GPU references. */
 void tpx__sock_gpu_fini(tpx_sock_comm_t *m);
-/* ops of unpack mode (irecv_consumed in comm.c, get_device_mr in sock.c) */
+/* ops of unpack mode (irecv_consumed in comm.c, get_device_mr in net.c) */
 int tpx__sock_irecv_consumed(tpx_net_t *net, void *comm, int n, void *request);
-
-/* Acquire / release the device's I/O pool. */
-int tpx__sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out);
-void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev);
 
 #endif

@@ -25,7 +25,7 @@
 #include "eng.h"
 #include "engine/wire.h"
 #include "fake_open.h"
-#include "net/abi.h"
+#include "ncclnet/abi.h"
 
 #define FAKE "fake-v7"
 

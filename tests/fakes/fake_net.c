@@ -25,7 +25,7 @@
  * threads at once: every record is atomic (ThreadSanitizer-clean). */
 #define STAT_ADD(f, n) __atomic_add_fetch(&fake_stats.f, (n), __ATOMIC_RELAXED)
 #define STAT_SET(f, v) __atomic_store_n(&fake_stats.f, (v), __ATOMIC_RELAXED)
-#include "net/abi.h"
+#include "ncclnet/abi.h"
 
 /* Each flavour uses a different subset of the shared calls. */
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -225,7 +225,7 @@ static int accept_inside;
 
 /* The TCPX-named flavour takes a moment in accept, as the real plugin does
  * when it imports its receive buffer there: overlapping calls, which the
- * loader must not make (src/net/adapt.c), get counted. */
+ * loader must not make (src/ncclnet/adapt.c), get counted. */
 static void accept_enter(void) {
   if (__atomic_add_fetch(&accept_inside, 1, __ATOMIC_SEQ_CST) > 1) STAT_ADD(accept_overlap, 1);
 #ifdef FAKE_TCPX_NAME

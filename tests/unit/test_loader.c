@@ -9,8 +9,8 @@
 
 #include "fake_open.h"
 #include "fake_stats.h"
-#include "net/adapt.h"
-#include "net/loader.h"
+#include "ncclnet/adapt.h"
+#include "ncclnet/loader.h"
 #include "test_loader_util.h"
 #include "tpx/tcpx.h"
 

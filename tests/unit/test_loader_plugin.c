@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/abi.h"
-#include "net/loader.h"
+#include "ncclnet/abi.h"
+#include "ncclnet/loader.h"
 #include "test_loader_util.h"
 
 #ifndef TPX_PLUGIN_SO

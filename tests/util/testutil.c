@@ -126,6 +126,7 @@ void tu_log_capture_start(tu_log_capture_t *c) {
   c->saved = dup(2);
   assert_true(c->saved >= 0);
   assert_int_equal(dup2(c->fd, 2), 2);
+  (void)tpx_config_global(); /* read first: its TPX_LOG would reset the level */
   c->level = tpx__log_level;
   tpx__log_level = TPX_LOG_WARN;
 }

@@ -1,7 +1,7 @@
 /* The page and token bookkeeping of a devmem TCP stand-in: what the kernel
  * does, on A3-high, with the GPU receive buffer RxDM binds to a NIC queue,
  * as the GPUDirect-TCPX plugin (4b8ea7f) sees it. Only the bookkeeping;
- * devmem_preload.c gives the plugin's sockets these receives.
+ * devmem_rx.c gives the plugin's sockets these receives.
  *
  * Rules, with their source:
  * - The buffer is cut into 4 KiB pages; a received fragment lies in one page,

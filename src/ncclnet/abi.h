@@ -20,8 +20,8 @@
  *   v12 table as v11 (v12 types); vProps.devs grows to 8; properties append
  *       int16_t railId, planeId (128 bytes in all).
  */
-#ifndef TPX_NET_ABI_H
-#define TPX_NET_ABI_H
+#ifndef TPX_NCCLNET_ABI_H
+#define TPX_NCCLNET_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>

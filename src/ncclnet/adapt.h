@@ -5,13 +5,17 @@
  * one variant of each versioned call is non-NULL), then every internal op is
  * one shared wrapper that validates its arguments, converts sizes and results,
  * and calls whichever variant is present. */
-#ifndef TPX_NET_ADAPT_H
-#define TPX_NET_ADAPT_H
+#ifndef TPX_NCCLNET_ADAPT_H
+#define TPX_NCCLNET_ADAPT_H
 
 #include <limits.h>
 
-#include "net/abi.h"
+#include "ncclnet/abi.h"
 #include "tpx/net.h"
+
+/* Most buffers one grouped irecv/test may carry through the adapters (NCCL
+ * groups at most 8). */
+#define TPX_NET_MAX_RECVS 64
 
 struct tpx_plugin_fns {
   /* init: one of */

@@ -2,7 +2,7 @@
  * follow docs/NCCLNET.md and what NCCL 2.28's own compatibility layer does
  * (src/plugin/net/net_v*.cc there), so a plugin sees the calls it would see
  * under NCCL. */
-#include "net/adapt.h"
+#include "ncclnet/adapt.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -15,7 +15,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "net/loader.h"
 #include "tcpx/contract.h"
 #include "tcpx/plugin_env.h"
 

@@ -1,8 +1,8 @@
 /* Internal side of the plugin loader (tpx_net_open in tpx/net.h is the public
  * entry). Tools and tests use these to force an older ABI or to say which file
  * was loaded. */
-#ifndef TPX_NET_LOADER_H
-#define TPX_NET_LOADER_H
+#ifndef TPX_NCCLNET_LOADER_H
+#define TPX_NCCLNET_LOADER_H
 
 #include "tpx/net.h"
 
@@ -23,9 +23,5 @@ const char *tpx_net_plugin_file(const tpx_net_t *net);
 
 /* Where the loader looks last for a bare name N: <dir>/libnccl-net-N.so. */
 #define TPX_NET_TCPX_LIBDIR "/usr/local/tcpx/lib64"
-
-/* Most buffers one grouped irecv/test may carry through the adapters (NCCL
- * groups at most 8). */
-#define TPX_NET_MAX_RECVS 64
 
 #endif

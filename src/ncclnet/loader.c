@@ -13,9 +13,9 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "net/adapt.h"
+#include "ncclnet/adapt.h"
+#include "ncclnet/loader.h"
 #include "net/caps.h"
-#include "net/loader.h"
 #include "tpx/config.h"
 #include "tcpx/plugin_env.h"
 #include "tpx/net.h"

@@ -1,5 +1,6 @@
 /* The built-in TCP transport: open/destroy, devices, properties, memory
- * registration, the per-device I/O pools, and the ops table. */
+ * registration, and the ops table: the top of src/sock/, which the files
+ * below it reach only through tpx__sock_net_of. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ifaddrs.h>
@@ -31,15 +32,6 @@ tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn) {
     return NULL;
   }
   return net->impl;
-}
-
-uint64_t tpx__sock_random(tpx_sock_net_t *sn) {
-  /* splitmix64 over a counter seeded from getrandom: unique, unpredictable
-   * enough to tell connections apart (not a security boundary). */
-  uint64_t z = atomic_fetch_add(&sn->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 /* ---- discovery ------------------------------------------------------------------ */
@@ -131,33 +123,6 @@ static int discover(tpx_sock_net_t *sn) {
   sn->ndev = cnt;
   free(sel);
   return 0;
-}
-
-/* ---- pools ------------------------------------------------------------------------ */
-
-int tpx__sock_pool_get(tpx_sock_net_t *sn, int dev, tpx_sock_pool_t **out) {
-  tpx_sock_dev_t *d = &sn->devs[dev];
-  int rc = 0;
-  pthread_mutex_lock(&d->pool_mu);
-  if (d->pool == NULL) rc = tpx__sock_pool_create(d->name, sn->cfg.nthreads, &d->pool);
-  if (rc == 0) d->pool_refs++;
-  *out = d->pool;
-  pthread_mutex_unlock(&d->pool_mu);
-  return rc;
-}
-
-void tpx__sock_pool_put(tpx_sock_net_t *sn, int dev) {
-  tpx_sock_dev_t *d = &sn->devs[dev];
-  tpx_sock_pool_t *dead = NULL;
-  pthread_mutex_lock(&d->pool_mu);
-  /* The last comm takes the threads with it: an idle net holds no threads
-   * or descriptors. */
-  if (--d->pool_refs == 0) {
-    dead = d->pool;
-    d->pool = NULL;
-  }
-  pthread_mutex_unlock(&d->pool_mu);
-  tpx__sock_pool_destroy(dead);
 }
 
 /* ---- ops -------------------------------------------------------------------------- */
@@ -315,18 +280,6 @@ static int sock_get_device_mr(tpx_net_t *net, void *comm, void *mhandle, void **
     return tpx_err_quiet(TPX_EINVAL, "getDeviceMr: %p is not a registered memory handle (%s)", mhandle,
                    kind != TPX_SK_NONE ? "wrong kind of handle" : "unknown or deregistered");
   *dptr_mhandle = mhandle;
-  return 0;
-}
-
-int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t size, const char *fn) {
-  if (mh == NULL) return 0;
-  tpx_sock_mr_t *mr = tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)mh, TPX_SK_MR, NULL);
-  if (mr == NULL) return tpx_err_quiet(TPX_EINVAL, "%s: %p is not a registered memory handle", fn, mh);
-  if (size == 0) return 0;
-  uintptr_t b = (uintptr_t)mr->base, p = (uintptr_t)data;
-  if (p < b || p - b > mr->size || size > mr->size - (p - b))
-    return tpx_err_quiet(TPX_EINVAL, "%s: buffer %p + %zu lies outside its registration %p + %zu", fn,
-                   data, size, (void *)mr->base, mr->size);
   return 0;
 }
 
