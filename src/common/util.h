@@ -13,6 +13,8 @@ static inline uint64_t tpx__now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t tpx__ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
+
 /* Non-zero random 64 bits: getrandom (which waits only until the kernel's
  * generator is first seeded), else clock and pid. */
 static inline uint64_t tpx__random_u64(void) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "engine/wire.h"
 #include "tpx/config.h"
 #include "tpx/endpoint.h"
@@ -103,7 +104,6 @@ struct tpx_endpoint {
   uint64_t next_deadline_scan;
 };
 
-static inline uint64_t tpx__ms_to_ns(int ms) { return (uint64_t)ms * 1000000ull; }
 
 /* Work was posted: the progress thread, if asleep, looks again. */
 static inline void tpx__ep_wake(tpx_endpoint_t *ep) {
