@@ -35,15 +35,17 @@ void tpx__stripe_init(struct tpx_peer *p) {
   for (int c = 0; c < p->nch && c < ROUTE_MAX_PAT; c++) tpx__stripe_reset(p, c);
 }
 
-/* Each channel's weight: its measured speed; one not yet measured gets the
- * fastest known (so it is tried), a lost one 0. */
+/* Each channel's weight: its measured speed; one within a fifth of the
+ * fastest counts as the fastest (channels alike share equally: measurement
+ * noise never skews the pattern, which a transfer of a few chunks feels);
+ * one not yet measured gets the fastest (so it is tried); a lost one 0. */
 static void weights(const struct tpx_peer *p, uint32_t *w) {
   uint32_t best = 0;
   for (int c = 0; c < p->nch; c++)
     if (!p->ch[c].down && p->stripe_rate[c] > best) best = p->stripe_rate[c];
   for (int c = 0; c < p->nch; c++) {
     if (p->ch[c].down) w[c] = 0;
-    else if (p->stripe_rate[c]) w[c] = p->stripe_rate[c];
+    else if (p->stripe_rate[c] && (uint64_t)p->stripe_rate[c] * 5 < (uint64_t)best * 4) w[c] = p->stripe_rate[c];
     else w[c] = best ? best : 1;
   }
 }
