@@ -111,6 +111,8 @@ typedef struct tpx_config {
                               TPX_CONNECT_TIMEOUT_MS still bounds them */
   int socket_retry_sleep_msec; /* TPX_SOCKET_RETRY_SLEEP_MSEC: pause before retry k is k times this,
                               at most max(1000, this) ms */
+  int peer_timeout_ms;     /* TPX_PEER_TIMEOUT_MS: a ready peer with no sign of life for this long
+                              fails (docs/RELIABILITY.md, "A silent peer"); 0 = never judged */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -10,6 +10,7 @@
 #include "engine/endpoint.h"
 #include "engine/fail.h"
 #include "engine/handshake.h"
+#include "engine/live.h"
 #include "engine/msg.h"
 #include "engine/peer.h"
 #include "engine/relisten.h"
@@ -23,6 +24,7 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   case MSG_READ_DATA: return tpx__initiator_on_read_data(p, f);
   case MSG_STATUS: return tpx__initiator_on_status(p, f);
   case MSG_NOTIF: return tpx__initiator_on_notif(p, f);
+  case MSG_PING: return tpx__live_on_ping(p, f);
   default:
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
     return TPX_EPROTO;

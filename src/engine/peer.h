@@ -11,6 +11,7 @@
 #include "engine/admit.h"
 #include "common/retry.h"
 #include "engine/channel.h"
+#include "engine/live.h"
 #include "engine/peer_log.h"
 #include "engine/wire.h"
 #include "tpx/endpoint.h"
@@ -96,6 +97,7 @@ struct tpx_peer {
    * in the transport at this time and none completed since, fail the peer
    * (a plugin may never complete nor fail them: TCPX's rc 2). */
   uint64_t eof_deadline;
+  struct live live; /* silence and pings once ready (live.h) */
   /* ops */
   struct op *active;
   struct id_slot *ids;

@@ -46,7 +46,10 @@ enum wire_type {
   MSG_BYE = 11,      /* graceful close: no more messages from the sender */
   MSG_AUTH = 12,     /* shared-key challenge-response before HELLO (engine/auth.h) */
   MSG_RELISTEN = 13, /* transport setup with a plugin: fresh listen handles (engine/relisten.h) */
-  MSG_TYPE_MAX = 13
+  /* 14, 15: reserved (MSG_SCHED, MSG_CHAN) */
+  MSG_PING = 16,     /* liveness of a ready peer: ask / answer (engine/live.h); only to a peer
+                        that sent HELLO_F_LIVE */
+  MSG_TYPE_MAX = 16
 };
 
 /* MSG_AUTH: step u8, then by step (sizes WIRE_AUTH_NONCE, WIRE_AUTH_MAC):
@@ -67,6 +70,18 @@ struct wire_auth {
 #define HELLO_F_IOV 0x2u  /* and this side moves them without copies (vectored requests) */
 #define HELLO_F_RELISTEN 0x4u /* MSG_RELISTEN during transport setup (sent by a side on a loaded plugin) */
 #define HELLO_F_PACK_GPU 0x8u /* packed chunks may name this side's GPU memory (its GPU path stages both ways) */
+/* 0x10: reserved */
+#define HELLO_F_LIVE 0x20u /* this side answers MSG_PING on its own (a progress thread): it may be
+                              pinged, and is judged by its silence (engine/live.h) */
+
+/* MSG_PING: kind u8 | seq u32, exactly WIRE_PING_BYTES. PING_ASK wants a
+ * PING_ANSWER with the same seq; seq counts the asker's asks from 1. */
+enum wire_ping_kind { PING_ASK = 1, PING_ANSWER = 2 };
+#define WIRE_PING_BYTES 5
+struct wire_ping {
+  uint8_t kind;
+  uint32_t seq;
+};
 
 /* MSG_RELISTEN: step u8 | channel u16 | gen u32 | code i32, then for
  * RELISTEN_HANDLE the handle (TPX_NET_HANDLE_BYTES); exactly that long.
@@ -200,6 +215,7 @@ int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
 int tpx__wire_put_bye(struct wbuf *b);
 int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m);
 int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m);
+int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
 int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
@@ -212,6 +228,7 @@ int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
 int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
 int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m);
 int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m);
+int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 /* During transport setup the frames a peer sends once it is ready wait
  * unread, but its reason for failing the setup must not: the first whole
