@@ -54,7 +54,7 @@ static void ctl_frames(void) {
     const char *name;
     int rc;
     struct wbuf b;
-  } f[22];
+  } f[24];
   int n = 0;
 #define FRAME(nm, call)                                                                            \
   do {                                                                                             \
@@ -90,6 +90,9 @@ static void ctl_frames(void) {
   FRAME("relisten_handle", tpx__wire_put_relisten(b, &rl_handle));
   FRAME("relisten_ask", tpx__wire_put_relisten(b, &rl_ask));
   FRAME("relisten_up", tpx__wire_put_relisten(b, &rl_up));
+  struct wire_ping ping_ask = {PING_ASK, 1}, ping_answer = {PING_ANSWER, 0x01020304u};
+  FRAME("ping_ask", tpx__wire_put_ping(b, &ping_ask));
+  FRAME("ping_answer", tpx__wire_put_ping(b, &ping_answer));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);
