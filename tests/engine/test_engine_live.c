@@ -327,6 +327,35 @@ static void test_older_peer(void **state) {
   eng_pair_close(&P);
 }
 
+/* TPX_PEER_TIMEOUT_MS: the same range from the environment, by name, and
+ * in a configuration handed to an endpoint (0..86400000, 0 = off). */
+static void test_setting_range(void **state) {
+  (void)state;
+  tpx_config_t c;
+  tpx_config_defaults(&c);
+  assert_int_equal(c.peer_timeout_ms, 4000);
+  assert_int_equal(tpx_config_set(&c, "TPX_PEER_TIMEOUT_MS", "0"), 0);
+  assert_int_equal(c.peer_timeout_ms, 0);
+  assert_int_equal(tpx_config_set(&c, "peer_timeout_ms", "86400000"), 0);
+  assert_int_equal(tpx_config_set(&c, "peer_timeout_ms", "86400001"), TPX_EINVAL);
+  assert_int_equal(tpx_config_set(&c, "peer_timeout_ms", "-1"), TPX_EINVAL);
+  assert_int_equal(c.peer_timeout_ms, 86400000);
+  assert_int_equal(tpx_config_check(&c), 0);
+  c.peer_timeout_ms = -1;
+  assert_int_equal(tpx_config_check(&c), TPX_EINVAL);
+  assert_non_null(strstr(tpx_last_error(), "TPX_PEER_TIMEOUT_MS"));
+  char *old = getenv("TPX_PEER_TIMEOUT_MS") ? strdup(getenv("TPX_PEER_TIMEOUT_MS")) : NULL;
+  assert_int_equal(setenv("TPX_PEER_TIMEOUT_MS", "86400001", 1), 0);
+  assert_int_equal(tpx_config_from_env(&c), TPX_EINVAL);
+  assert_int_equal(c.peer_timeout_ms, 4000); /* refused: the default kept */
+  assert_int_equal(setenv("TPX_PEER_TIMEOUT_MS", "2500", 1), 0);
+  assert_int_equal(tpx_config_from_env(&c), 0);
+  assert_int_equal(c.peer_timeout_ms, 2500);
+  if (old) assert_int_equal(setenv("TPX_PEER_TIMEOUT_MS", old, 1), 0);
+  else assert_int_equal(unsetenv("TPX_PEER_TIMEOUT_MS"), 0);
+  free(old);
+}
+
 /* ---- a blackholed route (root: a network namespace of its own) ---- */
 #define BH_SKIP 77
 
@@ -423,6 +452,7 @@ static void test_blackholed_route(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_setting_range),
       cmocka_unit_test(test_sigstop_fails_within_setting),
       cmocka_unit_test(test_descheduled_not_failed),
       cmocka_unit_test(test_loaded_not_failed),
