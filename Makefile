@@ -4,7 +4,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-# libFuzzer runs (tests/fuzz, docs/RELIABILITY.md): clang, each harness for
+# libFuzzer runs (tests/fuzz, docs/FUZZING.md): clang, each harness for
 # FUZZ_SECONDS, FUZZ_JOBS at a time.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30

@@ -118,6 +118,8 @@ typedef struct tpx_config {
                               fails the peer), as peers without adaptive striping do */
   int channel_stall_ms;    /* TPX_CHANNEL_STALL_MS: a channel whose requests make no progress this
                               long while another channel of the peer moves is taken for lost */
+  int peer_timeout_ms;     /* TPX_PEER_TIMEOUT_MS: a ready peer with no sign of life for this long
+                              fails (docs/RELIABILITY.md, "A silent peer"); 0 = never judged */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -23,6 +23,35 @@ int tpx__ctl_set_nodelay(int fd) {
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+int tpx__ctl_set_keepalive(int fd, int timeout_ms) {
+  /* Probes every second once idle for one (keepalive's unit): with
+   * TCP_USER_TIMEOUT set, the kernel aborts at the first probe that finds
+   * nothing received for timeout_ms, so the bound is timeout_ms plus up to
+   * one second. */
+  int one = 1, secs = 1, cnt = 127;
+  unsigned int ut = (unsigned int)timeout_ms;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof(secs)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &secs, sizeof(secs)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut)) != 0)
+    return tpx_err_quiet(TPX_ESYSTEM, "control socket keepalive: %s", strerror(errno));
+  return 0;
+}
+
+/* The kernel gave up on the connection (tpx__ctl_set_keepalive): the peer's
+ * host or the route to it is gone, not the peer's choice to close. */
+static int ctl_errno(struct tpx_peer *p, int e, int sending) {
+  if (e == ETIMEDOUT && p->ep->cfg.peer_timeout_ms > 0)
+    return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s: no sign of life for %d ms: the control connection timed out "
+                         "(TCP keepalive, TPX_PEER_TIMEOUT_MS)", p->where, p->ep->cfg.peer_timeout_ms);
+  if (e == ETIMEDOUT)
+    return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s: the control connection timed out (the kernel's retransmissions)",
+                         p->where);
+  if (sending) return tpx_err_quiet(TPX_ECLOSED, "peer %s: control send failed: %s", p->where, strerror(e));
+  return tpx_err_quiet(TPX_ECLOSED, "%s", e ? "control connection reset" : "peer closed the control connection");
+}
+
 void tpx__ctl_refuse(tpx_endpoint_t *ep, int fd, int code, const char *why) {
   struct wbuf b = {0};
   if (tpx__wire_put_error(&b, code, ep->cfg.auth_key_len ? "refused" : why) == 0) {
@@ -67,7 +96,7 @@ int tpx__ctl_flush(struct tpx_peer *p) {
       if (!(p->ev & EPOLLOUT)) tpx__ctl_epoll_set(p->ep, p, p->ev | EPOLLOUT);
       return 0;
     }
-    return tpx_err_quiet(TPX_ECLOSED, "peer %s: control send failed: %s", p->where, strerror(errno));
+    return ctl_errno(p, errno, 1);
   }
   p->out_off = 0;
   p->out.len = 0;
@@ -117,6 +146,7 @@ int tpx__ctl_read(struct tpx_peer *p) {
     ssize_t n = recv(p->fd, p->in + p->in_len, p->in_cap - p->in_len, MSG_DONTWAIT);
     if (n > 0) {
       p->in_len += (size_t)n;
+      p->live.rx = 1; /* a sign of life (live.h) */
       return (int)(n > 0x7fffffff ? 0x7fffffff : n);
     }
     if (n < 0 && errno == EINTR) continue;
@@ -128,7 +158,7 @@ int tpx__ctl_read(struct tpx_peer *p) {
     tpx__ctl_epoll_set(p->ep, p, 0);
     close(p->fd);
     p->fd = -1;
-    return tpx_err_quiet(TPX_ECLOSED, "%s", e ? "control connection reset" : "peer closed the control connection");
+    return ctl_errno(p, e, 0);
   }
 }
 

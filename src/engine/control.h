@@ -26,6 +26,12 @@ void tpx__ctl_drop(struct tpx_peer *p, int graceful);
 /* Lingering closes: step them (force: close all now). */
 void tpx__ctl_closing_step(tpx_endpoint_t *ep, uint64_t now, int force);
 int tpx__ctl_set_nodelay(int fd);
+/* The kernel's liveness on a control socket (engine/live.h): keepalive
+ * probes after a second of silence, and the connection aborted (ETIMEDOUT,
+ * which tpx__ctl_read reports as TPX_ETIMEDOUT) once nothing came back for
+ * timeout_ms, probes and unacknowledged data alike. 0, or TPX_ESYSTEM with
+ * tpx_err_quiet detail. */
+int tpx__ctl_set_keepalive(int fd, int timeout_ms);
 /* A connection refused before it became a peer (limits): one ERROR frame
  * saying why, sent without waiting (best effort), then closed. With a key
  * the text is only "refused": the connector is not authenticated. */

@@ -98,6 +98,12 @@ void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e) {
                  p->where, e->msg);
 }
 
+void tpx__peer_fail_silent(struct tpx_peer *p, uint64_t silent_ms, uint32_t unanswered) {
+  tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: no sign of life for %llu ms (%u ping(s) unanswered, "
+                 "TPX_PEER_TIMEOUT_MS=%d)", p->where, (unsigned long long)silent_ms, unanswered,
+                 p->ep->cfg.peer_timeout_ms);
+}
+
 void tpx__peer_shutdown(struct tpx_peer *p, int err) {
   tpx__peer_fail(p, err, "peer %s: closed locally", p->where);
 }

@@ -23,6 +23,9 @@ int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, in
 /* The peer's ERROR (its reason for failing the connection): its text is the
  * peer's claim, shown as its report, anything not printable replaced. */
 void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e);
+/* A ready peer gave no sign of life for silent_ms (live.h), unanswered
+ * pings outstanding: it fails with TPX_ETIMEDOUT. */
+void tpx__peer_fail_silent(struct tpx_peer *p, uint64_t silent_ms, uint32_t unanswered);
 /* Graceful close by the user. */
 void tpx__peer_shutdown(struct tpx_peer *p, int err);
 /* The remote said goodbye or closed: finish what is in flight, fail what

@@ -16,6 +16,7 @@
 #include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/handshake.h"
+#include "engine/live.h"
 #include "engine/peer.h"
 #include "engine/redial.h"
 #include "engine/relisten.h"
@@ -29,7 +30,8 @@ static int send_hello(struct tpx_peer *p, int ack) {
   for (int c = 0; c < p->nch; c++)
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
   uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p) |
-                   (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0) | (ep->cfg.stripe ? HELLO_F_SCHED : 0);
+                   (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0) | (ep->cfg.stripe ? HELLO_F_SCHED : 0) |
+                   tpx__live_flag(ep);
   struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
@@ -80,6 +82,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->pack_gpu = p->pack && (h->flags & HELLO_F_PACK_GPU) != 0;
   tpx__relisten_agree(p, h->flags);
   p->sched = p->ep->cfg.stripe && (h->flags & HELLO_F_SCHED) != 0;
+  tpx__live_agree(p, h->flags);
   snprintf(p->name, sizeof(p->name), "%s", h->name);
   char where[sizeof(p->where)];
   snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);

@@ -18,6 +18,21 @@
 
 struct op;
 
+/* A ready peer's silence and pings (live.h). */
+struct live {
+  int armed;         /* stepping since the peer became ready */
+  int judged;        /* the peer sent HELLO_F_LIVE: pinged, and failed when silent */
+  int heard;         /* a byte came since it became ready */
+  int rx;            /* bytes came since the last step (set by control.c's reads) */
+  uint64_t rx_at;    /* last sign of life, ns (shifted past our own gaps) */
+  uint64_t step_at;  /* our last step */
+  uint64_t ping_at;  /* our last PING_ASK */
+  uint32_t seq;      /* our last PING_ASK's seq (0: none yet) */
+  uint32_t answered; /* the highest seq the peer answered */
+  uint64_t asks_in;  /* the peer's PING_ASKs we answered */
+};
+
+
 enum peer_state {
   P_CONNECTING = 1, /* TCP connect in progress (we dialled) */
   P_WAIT_AUTH,      /* dialled, with a key: challenge sent, waiting for the response (auth.h) */
@@ -97,6 +112,7 @@ struct tpx_peer {
    * in the transport at this time and none completed since, fail the peer
    * (a plugin may never complete nor fail them: TCPX's rc 2). */
   uint64_t eof_deadline;
+  struct live live; /* silence and pings once ready (live.h) */
   /* ops */
   struct op *active;
   struct id_slot *ids;

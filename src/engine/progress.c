@@ -20,6 +20,7 @@
 #include "engine/failover.h"
 #include "engine/handshake.h"
 #include "engine/listen.h"
+#include "engine/live.h"
 #include "engine/peer.h"
 #include "engine/placement.h"
 #include "engine/progress.h"
@@ -81,7 +82,10 @@ int tpx__ep_pass(tpx_endpoint_t *ep) {
   for (struct tpx_peer *p = ep->peers; p; p = p->next) did += peer_pass(p, now);
   if (now >= ep->next_deadline_scan) {
     ep->next_deadline_scan = now + 1000000ull;
-    for (struct tpx_peer *p = ep->peers; p; p = p->next) tpx__peer_deadlines(p, now);
+    for (struct tpx_peer *p = ep->peers; p; p = p->next) {
+      tpx__peer_deadlines(p, now);
+      tpx__live_step(p, now); /* after this pass read what had come */
+    }
     tpx__peer_sweep(ep);
     tpx__listen_resume(ep, now);
     if (ep->nclosing) tpx__ctl_closing_step(ep, now, 0);

@@ -610,6 +610,28 @@ int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m) {
   return rd_done(&r, "channel message");
 }
 
+/* MSG_PING: both kinds, seq from 1 (0 is "none sent"). */
+static int ping_bad(const struct wire_ping *m) {
+  return (m->kind != PING_ASK && m->kind != PING_ANSWER) || m->seq == 0;
+}
+
+int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m) {
+  if (ping_bad(m)) return tpx_err_quiet(TPX_EINVAL, "ping: kind %u seq %u", m->kind, m->seq);
+  size_t s = frame_begin(b, MSG_PING);
+  wb_u8(b, m->kind);
+  wb_u32(b, m->seq);
+  return frame_end(b, s);
+}
+
+int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m) {
+  struct rd r = rd_of(f);
+  m->kind = rd_u8(&r);
+  m->seq = rd_u32(&r);
+  int rc = rd_done(&r, "ping");
+  if (rc == 0 && ping_bad(m)) rc = tpx_err_quiet(TPX_EPROTO, "ping: kind %u seq %u out of range", m->kind, m->seq);
+  return rc;
+}
+
 /* ---- blobs ---- */
 int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
   struct wbuf b = {0};

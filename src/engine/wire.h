@@ -48,7 +48,9 @@ enum wire_type {
   MSG_RELISTEN = 13, /* transport setup with a plugin: fresh listen handles (engine/relisten.h) */
   MSG_SCHED = 14,    /* data sender -> receiver: the pattern its next transfers use (engine/route.h) */
   MSG_CHAN = 15,     /* a channel lost, its chunks sent again, rejoining (engine/failover.h) */
-  MSG_TYPE_MAX = 15
+  MSG_PING = 16,     /* liveness of a ready peer: ask / answer (engine/live.h); only to a peer
+                        that sent HELLO_F_LIVE */
+  MSG_TYPE_MAX = 16
 };
 
 /* MSG_AUTH: step u8, then by step (sizes WIRE_AUTH_NONCE, WIRE_AUTH_MAC):
@@ -108,6 +110,18 @@ struct wire_chan {
   struct wire_sched pat;
   uint32_t gen;          /* CHAN_REJOIN / CHAN_UP */
   const uint8_t *handle; /* CHAN_REJOIN: TPX_NET_HANDLE_BYTES, into the payload */
+};
+
+#define HELLO_F_LIVE 0x20u /* this side answers MSG_PING on its own (a progress thread): it may be
+                              pinged, and is judged by its silence (engine/live.h) */
+
+/* MSG_PING: kind u8 | seq u32, exactly WIRE_PING_BYTES. PING_ASK wants a
+ * PING_ANSWER with the same seq; seq counts the asker's asks from 1. */
+enum wire_ping_kind { PING_ASK = 1, PING_ANSWER = 2 };
+#define WIRE_PING_BYTES 5
+struct wire_ping {
+  uint8_t kind;
+  uint32_t seq;
 };
 
 /* MSG_RELISTEN: step u8 | channel u16 | gen u32 | code i32, then for
@@ -244,6 +258,7 @@ int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m);
 int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m);
 int tpx__wire_put_sched(struct wbuf *b, const struct wire_sched *m);
 int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m);
+int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
 int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
@@ -259,6 +274,7 @@ int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m);
 /* Channel numbers are checked against the channels agreed by the caller. */
 int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m);
 int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m);
+int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 /* During transport setup the frames a peer sends once it is ready wait
  * unread, but its reason for failing the setup must not: the first whole

@@ -191,6 +191,53 @@ static void test_small_msgs(void **state) {
   tpx__wbuf_free(&b);
 }
 
+/* MSG_PING: exactly kind u8 | seq u32, both kinds, seq from 1. */
+static void test_ping(void **state) {
+  (void)state;
+  struct wbuf b = {0};
+  struct wire_ping ask = {PING_ASK, 0x01020304u};
+  assert_int_equal(tpx__wire_put_ping(&b, &ask), 0);
+  assert_int_equal(b.len, WIRE_HDR_BYTES + WIRE_PING_BYTES);
+  assert_int_equal(b.p[5], MSG_PING);
+  assert_int_equal(b.p[WIRE_HDR_BYTES], PING_ASK);
+  assert_int_equal(b.p[WIRE_HDR_BYTES + 1], 0x04); /* little-endian */
+  struct wire_frame f;
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), (long)b.len);
+  struct wire_ping m;
+  assert_int_equal(tpx__wire_get_ping(&f, &m), 0);
+  assert_true(m.kind == PING_ASK && m.seq == 0x01020304u);
+  /* truncated, trailing byte */
+  uint8_t pl[WIRE_PING_BYTES + 1];
+  memcpy(pl, f.payload, WIRE_PING_BYTES);
+  pl[WIRE_PING_BYTES] = 0;
+  struct wire_frame t = {WIRE_VERSION, MSG_PING, WIRE_PING_BYTES - 1, pl};
+  assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
+  t.len = WIRE_PING_BYTES + 1;
+  assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
+  t.len = 0;
+  assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
+  /* unknown kind, seq 0: refused both ways */
+  t.len = WIRE_PING_BYTES;
+  pl[0] = 3;
+  assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
+  pl[0] = PING_ANSWER;
+  memset(pl + 1, 0, 4);
+  assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
+  pl[1] = 9;
+  assert_int_equal(tpx__wire_get_ping(&t, &m), 0);
+  assert_true(m.kind == PING_ANSWER && m.seq == 9);
+  b.len = 0;
+  struct wire_ping bad = {0, 1}, zero = {PING_ASK, 0};
+  assert_int_equal(tpx__wire_put_ping(&b, &bad), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_ping(&b, &zero), TPX_EINVAL);
+  assert_int_equal(b.len, 0);
+  /* the framer knows the type; one past the last is refused */
+  assert_int_equal(tpx__wire_put_ping(&b, &ask), 0);
+  b.p[5] = MSG_TYPE_MAX + 1;
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EPROTO);
+  tpx__wbuf_free(&b);
+}
+
 static void test_inline(void **state) {
   (void)state;
   struct wbuf b = {0};
@@ -443,6 +490,7 @@ int main(void) {
       cmocka_unit_test(test_hello),           cmocka_unit_test(test_rw),
       cmocka_unit_test(test_small_msgs),      cmocka_unit_test(test_blobs),
       cmocka_unit_test(test_plan),            cmocka_unit_test(test_inline),
+      cmocka_unit_test(test_ping),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

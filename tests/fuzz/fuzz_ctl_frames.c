@@ -1,7 +1,7 @@
 /* The engine's control stream (src/engine/wire.c), as a peer sends it: the
  * input is the byte stream of a control connection. Each frame the framer
  * accepts goes to the decoder of its type, as dispatch.c routes it (MSG_AUTH
- * and MSG_RELISTEN included); a frame a decoder accepts must encode back to exactly its own bytes (one encoding
+ * MSG_RELISTEN and MSG_PING included); a frame a decoder accepts must encode back to exactly its own bytes (one encoding
  * per message: nothing a decoder accepts is lost or invented), and every
  * pointer a decoder hands out is read whole (ASan checks it lies in the
  * frame). A WRITE or READ then goes through what the target derives from it
@@ -221,6 +221,13 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     if (c.step == CHAN_RESEND) FUZZ_CHECK(c.pat.len >= 1 && c.pat.len <= WIRE_MAX_CHANNELS);
     if (c.handle) touch(c.handle, TPX_NET_HANDLE_BYTES);
     same_frame(&b, tpx__wire_put_chan(&b, &c), frame, n);
+    break;
+  }
+  case MSG_PING: {
+    struct wire_ping m;
+    if (tpx__wire_get_ping(f, &m) != 0) break;
+    FUZZ_CHECK((m.kind == PING_ASK || m.kind == PING_ANSWER) && m.seq != 0 && f->len == WIRE_PING_BYTES);
+    same_frame(&b, tpx__wire_put_ping(&b, &m), frame, n);
     break;
   }
   default: break; /* MSG_BYE: no payload to decode (dispatch.c ignores it) */

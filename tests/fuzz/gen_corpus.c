@@ -106,6 +106,9 @@ static void ctl_frames(void) {
   FRAME("chan_up", tpx__wire_put_chan(b, &up));
   struct wire_chan landed = {.step = CHAN_LANDED, .ch = 0, .what = ST_SEND, .id = 80};
   FRAME("chan_landed", tpx__wire_put_chan(b, &landed));
+  struct wire_ping ping_ask = {PING_ASK, 1}, ping_answer = {PING_ANSWER, 0x01020304u};
+  FRAME("ping_ask", tpx__wire_put_ping(b, &ping_ask));
+  FRAME("ping_answer", tpx__wire_put_ping(b, &ping_answer));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);

@@ -3,7 +3,7 @@
 # New inputs go to WORK/corpus (the checked-in SEEDS stay as they are), a
 # crash to WORK/crash-*; the exit status is libFuzzer's (0: no crash, no
 # sanitizer report, no leak, no timeout). The last lines name the
-# executions, for docs/RELIABILITY.md.
+# executions, for docs/FUZZING.md.
 set -eu
 fuzzer=$1 seeds=$2 work=$3 secs=$4 maxlen=$5
 mkdir -p "$work/corpus"
