@@ -50,6 +50,7 @@ static tpx_net_t *open_retry(int retries, int sleep_ms, int timeout_ms, int *hel
   cfg.socket_retry_cnt = retries;
   cfg.socket_retry_sleep_msec = sleep_ms;
   cfg.connect_timeout_ms = timeout_ms;
+  cfg.dial_syns = 100000; /* the retry count and the deadline are what is shown here (the budget: test_sock_hostile) */
   tpx_net_t *net = ts_open_cfg(&cfg);
   int port;
   *held = held_port(&port);
