@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "engine/peer_log.h"
 #include "engine/wire.h"
 #include "tpx/config.h"
 #include "tpx/endpoint.h"
@@ -99,6 +100,7 @@ struct tpx_endpoint {
   uint64_t accept_resume;  /* listener paused (EMFILE/ENFILE) until then; 0: not paused */
   uint64_t accept_log_next; /* refused connections are logged once per interval */
   uint64_t accept_refused; /* since the last log */
+  struct refused_log refused_log; /* failures of connections that never became peers (peer_log.h) */
   uint64_t next_deadline_scan;
 };
 

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/printable.h"
 #include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/control.h"
@@ -78,9 +79,10 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   p->pack_iov = p->pack && (h->flags & HELLO_F_IOV) != 0;
   p->pack_gpu = p->pack && (h->flags & HELLO_F_PACK_GPU) != 0;
   tpx__relisten_agree(p, h->flags);
-  snprintf(p->name, sizeof(p->name), "%s", h->name);
-  char where[sizeof(p->where)];
-  snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);
+  tpx__printable(p->name, sizeof(p->name), h->name, sizeof(h->name)); /* the peer's: hostile (printable.h) */
+  char where[sizeof(p->where)], name[41];
+  tpx__printable(name, sizeof(name), h->name, sizeof(h->name));
+  snprintf(where, sizeof(where), "%s (%.50s)", name, p->where);
   memcpy(p->where, where, sizeof(where));
 }
 

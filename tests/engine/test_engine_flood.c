@@ -237,10 +237,234 @@ static void test_attack_hello_syn_flood_keyed(void **state) {
   eng_pair_close(&P);
 }
 
+/* ---- 2. logs a peer cannot write into -------------------------------------------- */
+
+/* stderr (where the log goes) into a file, for reading. */
+typedef struct capture {
+  int saved, fd;
+} capture_t;
+
+static void capture_start(capture_t *c) {
+  char path[] = "/tmp/tpx-flood-log-XXXXXX";
+  c->fd = mkstemp(path);
+  assert_true(c->fd >= 0);
+  unlink(path);
+  fflush(stderr);
+  c->saved = dup(2);
+  assert_true(c->saved >= 0);
+  assert_int_equal(dup2(c->fd, 2), 2);
+}
+
+static char *capture_stop(capture_t *c, size_t *len) {
+  fflush(stderr);
+  assert_int_equal(dup2(c->saved, 2), 2);
+  close(c->saved);
+  off_t n = lseek(c->fd, 0, SEEK_END);
+  assert_true(n >= 0);
+  char *text = malloc((size_t)n + 1);
+  assert_non_null(text);
+  assert_int_equal(pread(c->fd, text, (size_t)n, 0), n);
+  text[n] = 0;
+  close(c->fd);
+  *len = (size_t)n;
+  return text;
+}
+
+/* A name a hostile peer sends: a line break, a forged log line, an escape
+ * sequence (clear screen, red) and a byte above ASCII. */
+static const char EVIL[] = "evil\n[tpx 1 1:1 ERROR forged.c:1] pwned\x1b[2J\x1b[31m\xff";
+
+/* Every line of text starts as our log lines do, and no byte outside
+ * printable ASCII (but the newlines ending lines) is in it. */
+static void log_clean(const char *text) {
+  for (const char *l = text; *l;) {
+    if (strncmp(l, "[tpx ", 5) != 0 && strncmp(l, "[ ", 2) != 0 && strncmp(l, "SYN", 3) != 0)
+      fail_msg("a log line that is not ours: '%.80s'", l);
+    if (strncmp(l, "[tpx 1 1:1", 10) == 0) fail_msg("a forged line: '%.80s'", l);
+    const char *e = strchr(l, '\n');
+    size_t len = e ? (size_t)(e - l) : strlen(l);
+    for (size_t i = 0; i < len; i++)
+      if ((unsigned char)l[i] < 0x20 || (unsigned char)l[i] > 0x7e) fail_msg("byte 0x%02x in '%.80s'", (unsigned char)l[i], l);
+    l = e ? e + 1 : l + len;
+  }
+}
+
+static void no_raw_bytes(const char *what, const char *s) {
+  for (const char *c = s; *c; c++)
+    if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) fail_msg("%s has byte 0x%02x: '%s'", what, (unsigned char)*c, s);
+}
+
+/* A fake server: accepts one connection, reads what the client sends
+ * (its HELLO, or with a key its challenge), then answers with `reply`. */
+typedef struct fake {
+  int lfd, port;
+  struct wbuf reply;
+  pthread_t thr;
+} fake_t;
+
+static void *fake_main(void *arg) {
+  fake_t *f = arg;
+  struct pollfd pf = {f->lfd, POLLIN, 0};
+  if (poll(&pf, 1, 5000) != 1) return NULL;
+  int fd = accept(f->lfd, NULL, NULL);
+  if (fd < 0) return NULL;
+  static uint8_t buf[1 << 16];
+  struct pollfd pc = {fd, POLLIN, 0};
+  if (poll(&pc, 1, 5000) == 1) (void)recv(fd, buf, sizeof(buf), 0);
+  (void)send(fd, f->reply.p, f->reply.len, MSG_NOSIGNAL);
+  eng_read_to_eof(fd, buf, sizeof(buf));
+  close(fd);
+  return NULL;
+}
+
+static void fake_start(fake_t *f) {
+  f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(f->lfd, 4), 0);
+  socklen_t sl = sizeof(sa);
+  assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sa, &sl), 0);
+  f->port = ntohs(sa.sin_port);
+  assert_int_equal(pthread_create(&f->thr, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake_t *f) {
+  pthread_join(f->thr, NULL);
+  close(f->lfd);
+  tpx__wbuf_free(&f->reply);
+}
+
+/* HELLO and HELLO_ACK names were checked for NUL only: a newline, a forged
+ * "[tpx ... ERROR ...]" line and raw ESC bytes reached the server's log,
+ * and a fake server's name the client's log and its tpx_connect error. Now
+ * every peer-supplied string is escaped (\x0a, \x1b, \\) before a log line
+ * or an error string; both directions. */
+static void test_attack_log_injection(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  cfg.num_channels = 1;
+  int level = tpx__log_level;
+  tpx__log_level = TPX_LOG_WARN;
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  uint16_t refused;
+  int hold = held_port(&refused);
+  capture_t cap;
+  capture_start(&cap);
+  /* server side: a HELLO under the name, whose setup then fails (logged with the name) */
+  int fd = eng_raw_connect(tpx_endpoint_port(P.b));
+  send_hello(fd, refused, 1, 1, EVIL);
+  static uint8_t buf[1 << 16];
+  eng_read_to_eof(fd, buf, sizeof(buf));
+  close(fd);
+  /* client side: a fake server answers HELLO_ACK under the name, with a handle that refuses */
+  fake_t f = {0};
+  uint8_t h[TPX_NET_HANDLE_BYTES];
+  mk_handle(h, refused, 1);
+  struct wire_hello ack = {80, 0, 1, 0, "", h};
+  snprintf(ack.name, sizeof(ack.name), "%s", EVIL);
+  assert_int_equal(tpx__wire_put_hello(&f.reply, 1, &ack), 0);
+  fake_start(&f);
+  tpx_endpoint_t *c = eng_ep_open(&cfg, "client");
+  tpx_peer_t *cp = NULL;
+  int rc = tpx_connect(c, "127.0.0.1", f.port, &cp);
+  char err[512];
+  snprintf(err, sizeof(err), "%s", tpx_last_error());
+  tpx_endpoint_destroy(c);
+  fake_stop(&f);
+  size_t len;
+  char *text = capture_stop(&cap, &len);
+  tpx__log_level = level;
+  print_message("log injection: tpx_connect to the fake server: %s: %s\n", tpx_strerror(rc), err);
+  assert_true(rc != 0);
+  no_raw_bytes("the tpx_connect error", err);
+  assert_non_null(strstr(err, "evil\\x0a[tpx 1 1:1 ERROR"));
+  assert_non_null(strstr(text, "evil\\x0a[tpx 1 1:1 ERROR")); /* the server's log, escaped */
+  log_clean(text);
+  free(text);
+  close(hold);
+  legit_transfer(P.a, P.b, 21);
+  eng_pair_close(&P);
+}
+
+/* A client with a key took the code and text of an ERROR frame from a
+ * server that had not proved the key (anyone on the path could send one:
+ * "too many peers", TPX_EAGAIN, made it wait and retry). Now it fails with
+ * TPX_EAUTH, saying the text was not taken. */
+static void test_attack_error_before_proof(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  assert_int_equal(tpx_config_set_auth_key(&cfg, KEY, sizeof(KEY) - 1), 0);
+  fake_t f = {0};
+  assert_int_equal(tpx__wire_put_error(&f.reply, TPX_EAGAIN, "too many peers (TPX_MAX_PEERS)\n[tpx forged]"), 0);
+  fake_start(&f);
+  tpx_endpoint_t *c = eng_ep_open(&cfg, "client");
+  tpx_peer_t *cp = NULL;
+  int rc = tpx_connect(c, "127.0.0.1", f.port, &cp);
+  char err[512];
+  snprintf(err, sizeof(err), "%s", tpx_last_error());
+  tpx_endpoint_destroy(c);
+  fake_stop(&f);
+  print_message("an error before the proof: %s: %s\n", tpx_strerror(rc), err);
+  assert_int_equal(rc, TPX_EAUTH);
+  assert_non_null(strstr(err, "before it proved the key"));
+  no_raw_bytes("the tpx_connect error", err);
+}
+
+/* Refused connections logged one ERROR line each, without a limit: 20,000
+ * wrong-key attempts made 3.58 MB of log, garbage from 40 sources 1.42 MB.
+ * Now they are rate-limited per source and in total: here 2,000 HELLOs
+ * without the proof from 40 sources log at most REFUSED_LOG_BURST lines. */
+static void test_attack_refused_log_flood(void **state) {
+  (void)state;
+  enum { N = 2000, SOURCES = 40 };
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  assert_int_equal(tpx_config_set_auth_key(&cfg, KEY, sizeof(KEY) - 1), 0);
+  int level = tpx__log_level;
+  tpx__log_level = TPX_LOG_WARN;
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  int port = tpx_endpoint_port(P.b);
+  capture_t cap;
+  capture_start(&cap);
+  int refused = 0;
+  static uint8_t buf[4096];
+  for (int i = 0; i < N; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)(10 + i % SOURCES))};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    send_hello(fd, 9, 1, 1, "no-proof");
+    refused += eng_read_to_eof(fd, buf, sizeof(buf)) > 0; /* told "refused", dropped */
+    close(fd);
+  }
+  size_t len;
+  char *text = capture_stop(&cap, &len);
+  tpx__log_level = level;
+  int lines = 0;
+  for (const char *c = text; *c; c++) lines += *c == '\n';
+  print_message("refused connections: %d HELLOs without the proof from %d sources: %d refused, %zu log bytes in "
+                "%d lines (was about 180 bytes each)\n", N, SOURCES, refused, len, lines);
+  assert_int_equal(refused, N);
+  assert_true(lines <= 20 + 2);
+  assert_true(len < 8 * 1024);
+  free(text);
+  legit_transfer(P.a, P.b, 22);
+  eng_pair_close(&P);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_hello_syn_flood),
       cmocka_unit_test(test_attack_hello_syn_flood_keyed),
+      cmocka_unit_test(test_attack_log_injection),
+      cmocka_unit_test(test_attack_error_before_proof),
+      cmocka_unit_test(test_attack_refused_log_flood),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
