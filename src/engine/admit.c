@@ -1,6 +1,8 @@
 /* Admission against the endpoint's limits (admit.h): incoming control
  * connections, held notifications. */
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -32,51 +34,143 @@ static int same_src(const struct tpx_src *a, const struct tpx_src *b) {
   return a->fam && a->fam == b->fam && memcmp(a->b, b->b, sizeof(a->b)) == 0;
 }
 
-static int unauth(const struct tpx_peer *p) { return p->incoming && p->state == P_WAIT_HELLO; }
+/* An incoming connection that is not a peer yet: before its HELLO, or in
+ * transport setup. */
+static int unfinished(const struct tpx_peer *p) {
+  return p->incoming && (p->state == P_WAIT_HELLO || p->state == P_NET_SETUP);
+}
 
-/* Slots without a handshake held by connections from s. */
+/* Proved the key: never displaced by a connection that has not. */
+static int proven(const struct tpx_peer *p) { return p->ep->cfg.auth_key_len && p->auth == PEER_AUTH_OK; }
+
+/* Connections in setup from s (its share: TPX_MAX_UNAUTH_PER_SOURCE). */
 static int src_count(const tpx_endpoint_t *ep, const struct tpx_src *s) {
   int n = 0;
-  for (const struct tpx_peer *p = ep->peers; p; p = p->next) n += unauth(p) && same_src(&p->src, s);
+  for (const struct tpx_peer *p = ep->peers; p; p = p->next) n += unfinished(p) && same_src(&p->src, s);
   return n;
 }
 
-/* The oldest connection of the source holding the most slots. */
-static struct tpx_peer *victim(tpx_endpoint_t *ep) {
-  struct tpx_peer *best = NULL;
-  int best_n = 0;
-  for (struct tpx_peer *p = ep->peers; p; p = p->next) {
-    if (!unauth(p)) continue;
-    int n = p->src.fam ? src_count(ep, &p->src) : 1;
-    if (n > best_n || (n == best_n && p->setup_deadline < best->setup_deadline)) {
-      best = p;
-      best_n = n;
-    }
+/* What a connection has shown, least first: 0 nothing (before HELLO, not a
+ * byte read or waiting), 1 something before its HELLO (a challenge, part of
+ * a frame), 2 its HELLO (in transport setup). */
+static int shown(const struct tpx_peer *p) {
+  if (p->state == P_NET_SETUP) return 2;
+  if (p->auth != PEER_AUTH_NONE || p->in_len) return 1;
+  int n = 0;
+  return p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0; /* sent, not read yet */
+}
+
+struct cand {
+  struct tpx_peer *p;
+  int shown, src_n;
+};
+
+/* Is a the better one to evict than b: it has shown less; then its source
+ * holds more (evictions spread over the sources, the largest first); then
+ * it progressed the least (transport setup: the longest wait between
+ * steps); then it is the oldest. */
+static int worse(const struct cand *a, const struct cand *b) {
+  if (a->shown != b->shown) return a->shown < b->shown;
+  if (a->src_n != b->src_n) return a->src_n > b->src_n;
+  if (a->shown == 2 && a->p->setup_wait != b->p->setup_wait) return a->p->setup_wait > b->p->setup_wait;
+  return a->p->setup_deadline < b->p->setup_deadline;
+}
+
+/* Connections in setup per source, counted once per eviction (O(peers)). */
+struct src_tab {
+  struct {
+    struct tpx_src s;
+    int n;
+  } *e;
+  size_t cap;
+};
+
+static size_t src_hash(const struct tpx_src *s) {
+  uint64_t h = 1469598103934665603ull ^ s->fam;
+  for (int i = 0; i < 8; i++) h = (h ^ s->b[i]) * 1099511628211ull;
+  return (size_t)h;
+}
+
+/* The source's slot (NULL: no table, counted as 1). */
+static int *src_slot(struct src_tab *t, const struct tpx_src *s) {
+  if (!t->e || !s->fam) return NULL;
+  for (size_t i = src_hash(s) & (t->cap - 1), k = 0; k < t->cap; k++, i = (i + 1) & (t->cap - 1)) {
+    if (!t->e[i].s.fam) t->e[i].s = *s;
+    if (same_src(&t->e[i].s, s)) return &t->e[i].n;
   }
-  return best;
+  return NULL;
+}
+
+static void src_tab_fill(struct src_tab *t, const tpx_endpoint_t *ep) {
+  size_t n = 0;
+  for (const struct tpx_peer *p = ep->peers; p; p = p->next) n += unfinished(p);
+  for (t->cap = 64; t->cap < 2 * n; t->cap *= 2) {
+  }
+  t->e = calloc(t->cap, sizeof(*t->e)); /* NULL: every source counts 1 (still a choice) */
+  for (const struct tpx_peer *p = ep->peers; p; p = p->next) {
+    int *c = unfinished(p) ? src_slot(t, &p->src) : NULL;
+    if (c) ++*c;
+  }
+}
+
+/* The connection to evict for a new one: among those in setup that have
+ * not proved the key, only before HELLO (pre_hello), only from s (s), the
+ * one that has shown the least (worse). NULL when none may go. */
+static struct tpx_peer *victim(tpx_endpoint_t *ep, int pre_hello, const struct tpx_src *s) {
+  struct cand best = {0};
+  struct src_tab t = {0};
+  if (!s) src_tab_fill(&t, ep); /* one source: its count is the same for all */
+  for (struct tpx_peer *p = ep->peers; p; p = p->next) {
+    if (!unfinished(p) || proven(p) || (pre_hello && p->state != P_WAIT_HELLO) || (s && !same_src(&p->src, s)))
+      continue;
+    int *n = src_slot(&t, &p->src);
+    struct cand c = {p, shown(p), n ? *n : 1};
+    if (!best.p || worse(&c, &best)) best = c;
+  }
+  free(t.e);
+  return best.p;
+}
+
+static void evict(struct tpx_peer *v, const char *limit) {
+  /* told in words naming the limit; logged with the other refused connections (peer_log.h) */
+  tpx__peer_fail(v, TPX_EAGAIN, "peer %s: evicted during connection setup for a new connection: %s", v->where, limit);
 }
 
 int tpx__admit(tpx_endpoint_t *ep, const struct tpx_src *s, const char **why) {
   *why = NULL;
-  if (s->fam && src_count(ep, s) >= ep->cfg.max_unauth_per_source) {
-    *why = "its source holds its share of the connections without a handshake (TPX_MAX_UNAUTH_PER_SOURCE)";
-    return 0;
+  const tpx_config_t *c = &ep->cfg;
+  static const char share[] = "its source holds its share of the connections in setup (TPX_MAX_UNAUTH_PER_SOURCE)",
+                    unauth[] = "too many connections without a handshake (TPX_MAX_UNAUTH)",
+                    peers[] = "too many peers (TPX_MAX_PEERS)";
+  /* Past its source's share, its own connection that has shown the least
+   * makes room (a client behind the attacker's address is not locked out
+   * by idle ones); one that has proved the key never does. */
+  if (s->fam && src_count(ep, s) >= c->max_unauth_per_source) {
+    struct tpx_peer *v = victim(ep, 0, s);
+    if (!v) {
+      *why = share;
+      return 0;
+    }
+    evict(v, share);
+    *why = share;
   }
-  int full = tpx__peer_count_live(ep, 1) >= ep->cfg.max_unauth;
-  struct tpx_peer *v = full ? victim(ep) : NULL;
-  if (full && !v) {
-    *why = "too many connections without a handshake (TPX_MAX_UNAUTH)";
-    return 0;
+  if (tpx__peer_count_live(ep, 1) >= c->max_unauth) {
+    struct tpx_peer *v = victim(ep, 1, NULL);
+    if (!v) {
+      *why = unauth;
+      return 0;
+    }
+    evict(v, unauth);
+    *why = unauth;
   }
-  if (tpx__peer_count_live(ep, 0) - (v != NULL) >= ep->cfg.max_peers) { /* nobody evicted for nothing */
-    *why = "too many peers (TPX_MAX_PEERS)";
-    return 0;
-  }
-  if (v) {
-    /* quiet (ECANCELED): an attacker's evictions are counted in one line a second, not one each */
-    tpx__peer_fail(v, TPX_ECANCELED, "peer %s: evicted before its handshake: every slot was taken "
-                   "(TPX_MAX_UNAUTH) and it was the oldest of the source holding the most", v->where);
-    *why = "the oldest connection without a handshake evicted for a new one (TPX_MAX_UNAUTH)";
+  if (tpx__peer_count_live(ep, 0) >= c->max_peers) {
+    struct tpx_peer *v = victim(ep, 0, NULL);
+    if (!v) {
+      *why = peers;
+      return 0;
+    }
+    evict(v, peers);
+    *why = peers;
   }
   return 1;
 }

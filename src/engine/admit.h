@@ -1,14 +1,15 @@
 /* Admission against the endpoint's limits.
  *
- * Incoming control connections. Before its HELLO (with a key:
- * through the key handshake too) a connection holds one of TPX_MAX_UNAUTH
- * slots, and one source (an IPv4 address, or an IPv6 /64 prefix) holds at
- * most TPX_MAX_UNAUTH_PER_SOURCE of them: past its share a new connection
- * of that source is closed at once. When every slot is taken, the oldest
- * connection of the source holding the most slots is evicted in favour of
- * the new one, so connections that never finish their handshake cannot
- * keep a peer out. Past TPX_MAX_PEERS (in setup or connected) new
- * connections are closed. Lock held. */
+ * Incoming control connections. Before its HELLO (with a key: through
+ * the key handshake too) a connection holds one of TPX_MAX_UNAUTH slots;
+ * before HELLO or in transport setup, one of its source's (an IPv4 address,
+ * or an IPv6 /64 prefix) TPX_MAX_UNAUTH_PER_SOURCE; any peer, one of
+ * TPX_MAX_PEERS. A bound reached makes room by evicting a connection still
+ * in setup that has not proved the key (its source's own, for its share):
+ * the one that has shown the least (nothing, then something before HELLO,
+ * then in transport setup, slowest first), from the source holding the
+ * most, the oldest; the new one is refused only when none may go. Lock
+ * held. */
 #ifndef TPX_ENGINE_ADMIT_H
 #define TPX_ENGINE_ADMIT_H
 
@@ -24,8 +25,8 @@ struct tpx_src {
 };
 
 void tpx__src_of(const struct sockaddr *sa, struct tpx_src *out);
-/* 1: the connection from s may be held (some other one may have been
- * evicted: *why says so); 0: close it (*why says why). */
+/* 1: the connection from s may be held (others may have been evicted, told
+ * why: *why names the last limit); 0: refuse it (*why says why). */
 int tpx__admit(tpx_endpoint_t *ep, const struct tpx_src *s, const char **why);
 
 struct tpx_peer;

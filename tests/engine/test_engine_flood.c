@@ -458,6 +458,162 @@ static void test_attack_refused_log_flood(void **state) {
   eng_pair_close(&P);
 }
 
+/* ---- 3. admission through the whole setup ----------------------------------------- */
+
+/* A connection from 127.0.0.<src> to port; -1 when refused. */
+static int connect_from(int port, int src) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)src)};
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* An attacker for as long as `stop` is 0 (at most 30 s): connections from
+ * 127.0.0.<first..first+nsrc) in turn, each kept until KEEP newer ones
+ * exist; with hello_port, each sends a HELLO naming that port (a
+ * blackhole: its setup never ends), else nothing at all. */
+typedef struct flood {
+  int port, first, nsrc;
+  uint16_t hello_port;
+  atomic_int stop, opened;
+  pthread_t thr;
+} flood_t;
+
+static void *flood_main(void *arg) {
+  enum { KEEP = 96 };
+  flood_t *f = arg;
+  int fds[KEEP], n = 0;
+  uint64_t end = tpx__now_ns() + 30000000000ull;
+  for (int i = 0; !atomic_load(&f->stop) && tpx__now_ns() < end; i++) {
+    if (n >= KEEP && fds[n % KEEP] >= 0) close(fds[n % KEEP]);
+    int fd = connect_from(f->port, f->first + i % f->nsrc);
+    if (fd >= 0 && f->hello_port) send_hello(fd, f->hello_port, 1, 1, "setup-flooder");
+    fds[n % KEEP] = fd;
+    if (fd >= 0) atomic_fetch_add(&f->opened, 1);
+    n++;
+    if (i % 8 == 7) usleep(1000);
+  }
+  for (int i = 0; i < (n < KEEP ? n : KEEP); i++)
+    if (fds[i] >= 0) close(fds[i]);
+  return NULL;
+}
+
+/* In setup from 127.0.0.<src> (before HELLO or in transport setup). */
+static int in_setup_from(tpx_endpoint_t *ep, int src) {
+  pthread_mutex_lock(&ep->lock);
+  int n = 0;
+  for (struct tpx_peer *p = ep->peers; p; p = p->next)
+    n += p->incoming && (p->state == P_WAIT_HELLO || p->state == P_NET_SETUP) && p->src.fam == 4 &&
+         p->src.b[0] == 127 && p->src.b[3] == src && p->src.b[1] == 0 && p->src.b[2] == 0;
+  pthread_mutex_unlock(&ep->lock);
+  return n;
+}
+
+/* Legitimate connects and transfers from a to b while the flood runs: how
+ * many of `tries` got through. */
+static int legit_tries(tpx_endpoint_t *a, tpx_endpoint_t *b, int tries) {
+  int ok = 0;
+  eng_buf_t y;
+  eng_buf(b, 1 << 16, TPX_ACCESS_WRITE, &y);
+  for (int i = 0; i < tries; i++) {
+    tpx_peer_t *ab = NULL, *ba = NULL;
+    if (tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab) != 0) continue;
+    if (tpx_accept(b, 5000, &ba) == 0) {
+      eng_buf_t x;
+      eng_buf(a, 1 << 16, 0, &x);
+      eng_write_check(ab, &x, &y, 300 + (uint32_t)i);
+      eng_buf_free(&x);
+      ok++;
+      tpx_peer_close(ba);
+    }
+    tpx_peer_close(ab);
+  }
+  eng_buf_free(&y);
+  return ok;
+}
+
+static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, int *ok, int tries) {
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  cfg.num_channels = 1;
+  cfg.max_unauth = 16;
+  cfg.max_unauth_per_source = 4;
+  cfg.max_peers = 32;
+  cfg.connect_timeout_ms = 5000;
+  if (key) assert_int_equal(tpx_config_set_auth_key(&cfg, KEY, sizeof(KEY) - 1), 0);
+  eng_res_t base;
+  eng_res_now(&base);
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  uint16_t hp = 0;
+  int filler = -1, bh = hello ? blackhole(&hp, &filler) : -1;
+  flood_t f = {.port = tpx_endpoint_port(P.b), .first = first, .nsrc = nsrc, .hello_port = hp};
+  assert_int_equal(pthread_create(&f.thr, NULL, flood_main, &f), 0);
+  for (int i = 0; i < 200 && atomic_load(&f.opened) < 64; i++) usleep(5000);
+  *max_held = 0;
+  *ok = 0;
+  for (int r = 0; r < tries; r += 5) {
+    *ok += legit_tries(P.a, P.b, 5);
+    int held = in_setup_from(P.b, first);
+    if (held > *max_held) *max_held = held;
+  }
+  atomic_store(&f.stop, 1);
+  pthread_join(f.thr, NULL);
+  print_message("setup flood (%s, %d source(s) from 127.0.0.%d, %s): %d connections opened; one source held at most "
+                "%d in setup (share 4); a legitimate client got through %d of %d\n",
+                hello ? "HELLOs whose setup never ends" : "connections that never speak", nsrc, first,
+                key ? "with a key" : "no key", atomic_load(&f.opened), *max_held, *ok, tries);
+  if (bh >= 0) {
+    close(filler);
+    close(bh);
+  }
+  assert_int_equal(tpx_peer_status(P.ab), 0);
+  eng_pair_close(&P);
+  eng_res_settled(&base, 64 << 10);
+}
+
+/* One source sending HELLOs one at a time, each naming its own address on
+ * a port that never answers, kept every peer slot in transport setup (the
+ * per-source share applied only before HELLO): legitimate clients were
+ * refused "too many peers" 13-14 times in 15-18. Now the share covers the
+ * whole setup, and its own connection that has shown the least makes room. */
+static void test_attack_setup_one_source(void **state) {
+  (void)state;
+  int held, ok;
+  setup_flood(0, 2, 1, 1, &held, &ok, 20);
+  assert_true(held <= 4);
+  assert_true(ok >= 19);
+}
+
+/* Sixteen idle connections from one address made every other client from
+ * it refused at accept (same host, same NAT). Now a newcomer from a source
+ * at its share evicts that source's connection that has shown the least:
+ * here the attacker is on the legitimate client's own address. */
+static void test_attack_setup_shared_source(void **state) {
+  (void)state;
+  int held, ok;
+  setup_flood(0, 1, 1, 0, &held, &ok, 20);
+  assert_true(ok >= 19);
+}
+
+/* Never-speaking connections churned from 200 sources made "the oldest of
+ * the largest source" often the legitimate client (every source holds
+ * about one); with a key it got through 0 times in 10. Now what a
+ * connection has shown comes first: the client that sent its challenge is
+ * never chosen while silent ones are there. */
+static void test_attack_churn_many_sources_keyed(void **state) {
+  (void)state;
+  int held, ok;
+  setup_flood(1, 2, 200, 0, &held, &ok, 20);
+  assert_true(ok >= 19);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_hello_syn_flood),
@@ -465,6 +621,9 @@ int main(void) {
       cmocka_unit_test(test_attack_log_injection),
       cmocka_unit_test(test_attack_error_before_proof),
       cmocka_unit_test(test_attack_refused_log_flood),
+      cmocka_unit_test(test_attack_setup_one_source),
+      cmocka_unit_test(test_attack_setup_shared_source),
+      cmocka_unit_test(test_attack_churn_many_sources_keyed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
