@@ -60,7 +60,7 @@ static void refused_summary(tpx_endpoint_t *ep, uint64_t n) {
   int most = -1;
   for (int i = 0; i < REFUSED_LOG_SOURCES; i++)
     if (r->s[i].counted && (most < 0 || r->s[i].counted > r->s[most].counted)) most = i;
-  char from[64] = "";
+  char from[128] = "";
   if (most >= 0) {
     char a[INET6_ADDRSTRLEN] = "?";
     const struct tpx_src *s = &r->s[most].src;
