@@ -368,13 +368,13 @@ static int build_hellos(tpx_sock_connect_t *s, int keyed) {
 #define TWO_SYNS_MS 1500
 #define CUT_SLACK_NS 300000000ull
 
-/* Reserve the SYNs of socket i's next attempt: 0, or -1 when none is left. */
+/* Reserve the SYNs of socket i's next attempt: 1, or 0 when none is left. */
 static int syns_reserve(tpx_sock_connect_t *s, int i) {
   int left = s->syn_budget - s->syns;
-  if (left < 1) return -1;
+  if (left < 1) return 0;
   s->rsv[i] = (uint8_t)(left < ATTEMPT_SYNS ? 1 : ATTEMPT_SYNS);
   s->syns += s->rsv[i];
-  return 0;
+  return 1;
 }
 
 /* Socket i's attempt (fd still open) ended, connected or not: what it
@@ -444,7 +444,7 @@ static int sock_failed(tpx_sock_net_t *sn, tpx_sock_connect_t *s, int i, int e) 
     joined |= j != i && s->st[j] == CS_RETRY && s->retry.next_ns > now;
   int again = joined && tpx__retry_transient(e);
   if (!again) again = tpx__retry_failed(&s->retry, e, sn->cfg.socket_retry_cnt, sn->cfg.socket_retry_sleep_msec, now);
-  if (again && syns_reserve(s, i) != 0) {
+  if (again && !syns_reserve(s, i)) {
     if (joined) tpx__retry_note(&s->retry, e);
     char causes[256];
     tpx__retry_causes(&s->retry, causes, sizeof(causes));
@@ -516,7 +516,7 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   s->syn_budget = sn->cfg.dial_syns * (nsocks + 1);
   int rc = build_hellos(s, keyed);
   for (int i = 0; i <= nsocks && rc == 0; i++) {
-    if (syns_reserve(s, i) != 0) rc = tpx_err_quiet(TPX_EINVAL, "connect: TPX_DIAL_SYNS=%d", sn->cfg.dial_syns);
+    if (!syns_reserve(s, i)) rc = tpx_err_quiet(TPX_EINVAL, "connect: TPX_DIAL_SYNS=%d", sn->cfg.dial_syns);
     if (rc == 0) rc = sock_open(s, i);
     if (rc > 0) rc = sock_failed(sn, s, i, rc);
   }
