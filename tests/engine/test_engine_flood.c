@@ -33,23 +33,12 @@ static const char KEY[] = "flood-test-key-0123456789abcdef";
 
 /* ---- pieces ---------------------------------------------------------------- */
 
-static void mk_handle(uint8_t *h, uint16_t port, int nsocks) {
-  memset(h, 0, TPX_NET_HANDLE_BYTES);
-  tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
-  tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
-  tpx__put16(h + TPX_WH_FAMILY, 4);
-  assert_int_equal(inet_pton(AF_INET, "127.0.0.1", h + TPX_WH_ADDR), 1);
-  uint16_t np = htons(port);
-  memcpy(h + TPX_WH_PORT, &np, 2);
-  tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)nsocks);
-}
-
 /* A HELLO of nch handles naming 127.0.0.1:port, nsocks data sockets each,
  * under `name`. */
 static void send_hello(int fd, uint16_t port, int nch, int nsocks, const char *name) {
   static uint8_t hs[8 * TPX_NET_HANDLE_BYTES];
   assert_true(nch <= 8);
-  for (int c = 0; c < nch; c++) mk_handle(hs + c * TPX_NET_HANDLE_BYTES, port, nsocks);
+  for (int c = 0; c < nch; c++) eng_mk_handle(hs + c * TPX_NET_HANDLE_BYTES, port, nsocks);
   struct wbuf w = {0};
   struct wire_hello h = {79, 0, (uint16_t)nch, 0, "", hs};
   snprintf(h.name, sizeof(h.name), "%s", name);
@@ -69,33 +58,6 @@ static int held_port(uint16_t *port) {
   assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
   *port = ntohs(sa.sin_port);
   return fd;
-}
-
-/* A loopback listener whose accept queue is full (backlog 0, one
- * connection queued): the kernel drops every further SYN. */
-static int blackhole(uint16_t *port, int *filler) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  assert_int_equal(listen(fd, 0), 0);
-  socklen_t sl = sizeof(sa);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  *port = ntohs(sa.sin_port);
-  *filler = eng_raw_connect(*port);
-  return fd;
-}
-
-static void legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, uint32_t seed) {
-  tpx_peer_t *ab, *ba;
-  eng_connect(a, b, &ab, &ba);
-  eng_buf_t x, y;
-  eng_buf(a, 1 << 16, 0, &x);
-  eng_buf(b, 1 << 16, TPX_ACCESS_WRITE, &y);
-  eng_write_check(ab, &x, &y, seed);
-  eng_buf_free(&x);
-  eng_buf_free(&y);
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
 }
 
 /* ---- SYNs on the wire ---------------------------------------------------------- */
@@ -195,27 +157,27 @@ static void test_attack_hello_syn_flood(void **state) {
   eng_res_now(&base);
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
-  uint16_t refused, dropped;
-  int hold = held_port(&refused), filler, bh = blackhole(&dropped, &filler);
+  uint16_t refused;
+  int hold = held_port(&refused);
+  eng_blackhole_t bh;
+  eng_blackhole_open(&bh);
   int r = syns_per_hello(P.b, refused, 0);
   if (r < 0) {
     close(hold);
-    close(filler);
-    close(bh);
+    eng_blackhole_close(&bh);
     eng_pair_close(&P);
     skip();
   }
-  int d = syns_per_hello(P.b, dropped, 0);
+  int d = syns_per_hello(P.b, bh.port, 0);
   print_message("SYN flood: a HELLO naming %d data sockets (%d channels): %d SYNs to a refusing port, %d to one "
                 "dropping SYNs (bound %d: TPX_DIAL_SYNS=%d per socket; was about 3,900)\n", SYN_SOCKS, SYN_CH, r,
                 d, cfg.dial_syns * SYN_SOCKS, cfg.dial_syns);
   assert_true(r >= SYN_SOCKS && r <= 2 * SYN_SOCKS); /* each socket was dialled, within the bound */
   assert_true(d >= SYN_SOCKS && d <= 2 * SYN_SOCKS);
-  legit_transfer(P.a, P.b, 11);
+  eng_legit_transfer(P.a, P.b, 1 << 16, 11);
   assert_int_equal(tpx_peer_status(P.ab), 0);
   close(hold);
-  close(filler);
-  close(bh);
+  eng_blackhole_close(&bh);
   eng_pair_close(&P);
   eng_res_settled(&base, 64 << 10);
 }
@@ -240,42 +202,11 @@ static void test_attack_hello_syn_flood_keyed(void **state) {
   }
   print_message("SYN flood with a key: an unauthenticated HELLO: %d SYNs\n", r);
   assert_int_equal(r, 0);
-  legit_transfer(P.a, P.b, 12);
+  eng_legit_transfer(P.a, P.b, 1 << 16, 12);
   eng_pair_close(&P);
 }
 
 /* ---- 2. logs a peer cannot write into -------------------------------------------- */
-
-/* stderr (where the log goes) into a file, for reading. */
-typedef struct capture {
-  int saved, fd;
-} capture_t;
-
-static void capture_start(capture_t *c) {
-  char path[] = "/tmp/tpx-flood-log-XXXXXX";
-  c->fd = mkstemp(path);
-  assert_true(c->fd >= 0);
-  unlink(path);
-  fflush(stderr);
-  c->saved = dup(2);
-  assert_true(c->saved >= 0);
-  assert_int_equal(dup2(c->fd, 2), 2);
-}
-
-static char *capture_stop(capture_t *c, size_t *len) {
-  fflush(stderr);
-  assert_int_equal(dup2(c->saved, 2), 2);
-  close(c->saved);
-  off_t n = lseek(c->fd, 0, SEEK_END);
-  assert_true(n >= 0);
-  char *text = malloc((size_t)n + 1);
-  assert_non_null(text);
-  assert_int_equal(pread(c->fd, text, (size_t)n, 0), n);
-  text[n] = 0;
-  close(c->fd);
-  *len = (size_t)n;
-  return text;
-}
 
 /* A name a hostile peer sends: a line break, a forged log line, an escape
  * sequence (clear screen, red) and a byte above ASCII. */
@@ -341,6 +272,19 @@ static void fake_stop(fake_t *f) {
   tpx__wbuf_free(&f->reply);
 }
 
+/* A client endpoint of cfg connects to the fake server (reply set): the
+ * result, and its error text into err. */
+static int fake_connect(fake_t *f, const tpx_config_t *cfg, char *err, size_t cap) {
+  fake_start(f);
+  tpx_endpoint_t *c = eng_ep_open(cfg, "client");
+  tpx_peer_t *cp = NULL;
+  int rc = tpx_connect(c, "127.0.0.1", f->port, &cp);
+  snprintf(err, cap, "%s", tpx_last_error());
+  tpx_endpoint_destroy(c);
+  fake_stop(f);
+  return rc;
+}
+
 /* HELLO and HELLO_ACK names were checked for NUL only: a newline, a forged
  * "[tpx ... ERROR ...]" line and raw ESC bytes reached the server's log,
  * and a fake server's name the client's log and its tpx_connect error. Now
@@ -357,8 +301,8 @@ static void test_attack_log_injection(void **state) {
   eng_pair_open(&P, &cfg);
   uint16_t refused;
   int hold = held_port(&refused);
-  capture_t cap;
-  capture_start(&cap);
+  eng_capture_t cap;
+  eng_capture_start(&cap);
   /* server side: a HELLO under the name, whose setup then fails (logged with the name) */
   int fd = eng_raw_connect(tpx_endpoint_port(P.b));
   send_hello(fd, refused, 1, 1, EVIL);
@@ -368,20 +312,14 @@ static void test_attack_log_injection(void **state) {
   /* client side: a fake server answers HELLO_ACK under the name, with a handle that refuses */
   fake_t f = {0};
   uint8_t h[TPX_NET_HANDLE_BYTES];
-  mk_handle(h, refused, 1);
+  eng_mk_handle(h, refused, 1);
   struct wire_hello ack = {80, 0, 1, 0, "", h};
   snprintf(ack.name, sizeof(ack.name), "%s", EVIL);
   assert_int_equal(tpx__wire_put_hello(&f.reply, 1, &ack), 0);
-  fake_start(&f);
-  tpx_endpoint_t *c = eng_ep_open(&cfg, "client");
-  tpx_peer_t *cp = NULL;
-  int rc = tpx_connect(c, "127.0.0.1", f.port, &cp);
   char err[512];
-  snprintf(err, sizeof(err), "%s", tpx_last_error());
-  tpx_endpoint_destroy(c);
-  fake_stop(&f);
+  int rc = fake_connect(&f, &cfg, err, sizeof(err));
   size_t len;
-  char *text = capture_stop(&cap, &len);
+  char *text = eng_capture_stop(&cap, &len);
   tpx__log_level = level;
   print_message("log injection: tpx_connect to the fake server: %s: %s\n", tpx_strerror(rc), err);
   assert_true(rc != 0);
@@ -391,7 +329,7 @@ static void test_attack_log_injection(void **state) {
   log_clean(text);
   free(text);
   close(hold);
-  legit_transfer(P.a, P.b, 21);
+  eng_legit_transfer(P.a, P.b, 1 << 16, 21);
   eng_pair_close(&P);
 }
 
@@ -406,14 +344,8 @@ static void test_attack_error_before_proof(void **state) {
   assert_int_equal(tpx_config_set_auth_key(&cfg, KEY, sizeof(KEY) - 1), 0);
   fake_t f = {0};
   assert_int_equal(tpx__wire_put_error(&f.reply, TPX_EAGAIN, "too many peers (TPX_MAX_PEERS)\n[tpx forged]"), 0);
-  fake_start(&f);
-  tpx_endpoint_t *c = eng_ep_open(&cfg, "client");
-  tpx_peer_t *cp = NULL;
-  int rc = tpx_connect(c, "127.0.0.1", f.port, &cp);
   char err[512];
-  snprintf(err, sizeof(err), "%s", tpx_last_error());
-  tpx_endpoint_destroy(c);
-  fake_stop(&f);
+  int rc = fake_connect(&f, &cfg, err, sizeof(err));
   print_message("an error before the proof: %s: %s\n", tpx_strerror(rc), err);
   assert_int_equal(rc, TPX_EAUTH);
   assert_non_null(strstr(err, "before it proved the key"));
@@ -435,8 +367,8 @@ static void test_attack_refused_log_flood(void **state) {
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   int port = tpx_endpoint_port(P.b);
-  capture_t cap;
-  capture_start(&cap);
+  eng_capture_t cap;
+  eng_capture_start(&cap);
   int refused = 0;
   static uint8_t buf[4096];
   for (int i = 0; i < N; i++) {
@@ -451,7 +383,7 @@ static void test_attack_refused_log_flood(void **state) {
     close(fd);
   }
   size_t len;
-  char *text = capture_stop(&cap, &len);
+  char *text = eng_capture_stop(&cap, &len);
   tpx__log_level = level;
   int lines = 0;
   for (const char *c = text; *c; c++) lines += *c == '\n';
@@ -461,7 +393,7 @@ static void test_attack_refused_log_flood(void **state) {
   assert_true(lines <= 20 + 2);
   assert_true(len < 8 * 1024);
   free(text);
-  legit_transfer(P.a, P.b, 22);
+  eng_legit_transfer(P.a, P.b, 1 << 16, 22);
   eng_pair_close(&P);
 }
 
@@ -558,9 +490,9 @@ static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, 
   eng_res_now(&base);
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
-  uint16_t hp = 0;
-  int filler = -1, bh = hello ? blackhole(&hp, &filler) : -1;
-  flood_t f = {.port = tpx_endpoint_port(P.b), .first = first, .nsrc = nsrc, .hello_port = hp};
+  eng_blackhole_t bh = {-1, -1, 0};
+  if (hello) eng_blackhole_open(&bh);
+  flood_t f = {.port = tpx_endpoint_port(P.b), .first = first, .nsrc = nsrc, .hello_port = bh.port};
   assert_int_equal(pthread_create(&f.thr, NULL, flood_main, &f), 0);
   for (int i = 0; i < 200 && atomic_load(&f.opened) < 64; i++) usleep(5000);
   *max_held = 0;
@@ -576,10 +508,7 @@ static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, 
                 "%d in setup (share 4); a legitimate client got through %d of %d\n",
                 hello ? "HELLOs whose setup never ends" : "connections that never speak", nsrc, first,
                 key ? "with a key" : "no key", atomic_load(&f.opened), *max_held, *ok, tries);
-  if (bh >= 0) {
-    close(filler);
-    close(bh);
-  }
+  if (hello) eng_blackhole_close(&bh);
   assert_int_equal(tpx_peer_status(P.ab), 0);
   eng_pair_close(&P);
   eng_res_settled(&base, 64 << 10);
