@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/util.h"
 #include "engine/admit.h"
 #include "engine/endpoint.h"
 #include "engine/fail.h"
@@ -50,14 +51,22 @@ static int src_count(const tpx_endpoint_t *ep, const struct tpx_src *s) {
   return n;
 }
 
-/* What a connection has shown, least first: 0 nothing (before HELLO, not a
- * byte read or waiting), 1 something before its HELLO (a challenge, part of
- * a frame), 2 its HELLO (in transport setup). */
-static int shown(const struct tpx_peer *p) {
-  if (p->state == P_NET_SETUP) return 2;
-  if (p->auth != PEER_AUTH_NONE || p->in_len) return 1;
+/* A connection this young that has said nothing yet may be a client on
+ * its way to its first frame (its HELLO waits for its channels to listen):
+ * it goes after those that have been silent longer. */
+#define SPEAK_GRACE_NS 100000000ull /* 100 ms */
+
+/* What a connection has shown, least first: 0 nothing for longer than the
+ * grace (before HELLO, not a byte read or waiting), 1 nothing yet within
+ * the grace, 2 something before its HELLO (a challenge, part of a frame),
+ * 3 its HELLO (in transport setup). */
+static int shown(const struct tpx_peer *p, uint64_t now) {
+  if (p->state == P_NET_SETUP) return 3;
+  if (p->auth != PEER_AUTH_NONE || p->in_len) return 2;
   int n = 0;
-  return p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0; /* sent, not read yet */
+  if (p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0) return 2; /* sent, not read yet */
+  uint64_t born = p->setup_deadline - tpx__ms_to_ns(p->ep->cfg.connect_timeout_ms);
+  return now - born < SPEAK_GRACE_NS;
 }
 
 struct cand {
@@ -72,7 +81,7 @@ struct cand {
 static int worse(const struct cand *a, const struct cand *b) {
   if (a->shown != b->shown) return a->shown < b->shown;
   if (a->src_n != b->src_n) return a->src_n > b->src_n;
-  if (a->shown == 2 && a->p->setup_wait != b->p->setup_wait) return a->p->setup_wait > b->p->setup_wait;
+  if (a->shown == 3 && a->p->setup_wait != b->p->setup_wait) return a->p->setup_wait > b->p->setup_wait;
   return a->p->setup_deadline < b->p->setup_deadline;
 }
 
@@ -119,12 +128,13 @@ static void src_tab_fill(struct src_tab *t, const tpx_endpoint_t *ep) {
 static struct tpx_peer *victim(tpx_endpoint_t *ep, int pre_hello, const struct tpx_src *s) {
   struct cand best = {0};
   struct src_tab t = {0};
+  uint64_t now = tpx__now_ns();
   if (!s) src_tab_fill(&t, ep); /* one source: its count is the same for all */
   for (struct tpx_peer *p = ep->peers; p; p = p->next) {
     if (!unfinished(p) || proven(p) || (pre_hello && p->state != P_WAIT_HELLO) || (s && !same_src(&p->src, s)))
       continue;
     int *n = src_slot(&t, &p->src);
-    struct cand c = {p, shown(p), n ? *n : 1};
+    struct cand c = {p, shown(p, now), n ? *n : 1};
     if (!best.p || worse(&c, &best)) best = c;
   }
   free(t.e);
@@ -176,29 +186,42 @@ int tpx__admit(tpx_endpoint_t *ep, const struct tpx_src *s, const char **why) {
 }
 
 /* ---- notifications ---- */
-/* The peer whose notifications cost the most (dead ones too: what they left
- * is held until popped). */
-static struct tpx_peer *noisiest(tpx_endpoint_t *ep) {
+/* The endpoint's bound divided among the peers holding notifications (p
+ * counted, holding or not). */
+static uint64_t fair_share(tpx_endpoint_t *ep, const struct tpx_peer *p) {
+  uint64_t n = 1;
+  for (struct tpx_peer *q = ep->peers; q; q = q->next) n += q != p && q->notif_bytes;
+  return ep->cfg.max_ep_notif_bytes / n;
+}
+
+/* The peer whose notifications cost the most, p excluded (dead ones too:
+ * what they left is held until popped). */
+static struct tpx_peer *noisiest(tpx_endpoint_t *ep, const struct tpx_peer *p) {
   struct tpx_peer *m = NULL;
   for (struct tpx_peer *q = ep->peers; q; q = q->next)
-    if (q->notif_bytes && (!m || q->notif_bytes > m->notif_bytes)) m = q;
+    if (q != p && q->notif_bytes && (!m || q->notif_bytes > m->notif_bytes)) m = q;
   return m;
 }
 
-/* The endpoint's bound (TPX_MAX_EP_NOTIF_BYTES): past it the noisiest peer
- * goes with its notifications, unless p itself would then be the noisiest. */
+/* The endpoint's bound (TPX_MAX_EP_NOTIF_BYTES): past it a peer above its
+ * fair share goes with its notifications: p itself when p, with this one,
+ * is above it and holds the most; else the one holding the most (which is
+ * then above it: the bound is exceeded, so someone holds more than the
+ * average). A peer within its fair share is never the one dropped. */
 static int ep_room(struct tpx_peer *p, uint64_t c) {
   tpx_endpoint_t *ep = p->ep;
   size_t max = ep->cfg.max_ep_notif_bytes;
   while (ep->notif_bytes + c > max) {
-    struct tpx_peer *q = noisiest(ep);
-    if (!q || q == p || q->notif_bytes <= p->notif_bytes + c)
+    uint64_t share = fair_share(ep, p), mine = p->notif_bytes + c;
+    struct tpx_peer *q = noisiest(ep, p);
+    if (!q || (mine > share && q->notif_bytes <= mine) || q->notif_bytes <= share)
       return tpx_err_quiet(TPX_EAGAIN, "peer %s: the endpoint holds %llu bytes of notifications not popped "
-                           "(TPX_MAX_EP_NOTIF_BYTES=%zu) and this peer the most (%llu); dropped", p->where,
-                           (unsigned long long)ep->notif_bytes, max, (unsigned long long)p->notif_bytes + c);
-    tpx__peer_fail(q, TPX_EAGAIN, "peer %s: its notifications not popped (%llu bytes) were the endpoint's largest "
-                   "share when it reached TPX_MAX_EP_NOTIF_BYTES=%zu; dropped with them", q->where,
-                   (unsigned long long)q->notif_bytes, max);
+                           "(TPX_MAX_EP_NOTIF_BYTES=%zu) and this peer the most (%llu, its fair share %llu); "
+                           "dropped", p->where, (unsigned long long)ep->notif_bytes, max, (unsigned long long)mine,
+                           (unsigned long long)share);
+    tpx__peer_fail(q, TPX_EAGAIN, "peer %s: its notifications not popped (%llu bytes) were above its fair share "
+                   "(%llu) when the endpoint reached TPX_MAX_EP_NOTIF_BYTES=%zu; dropped with them", q->where,
+                   (unsigned long long)q->notif_bytes, (unsigned long long)share, max);
     tpx__notif_forget_peer(ep, q);
     if (q->notif_bytes) /* still held by its requests in flight: they go with it, not now */
       return tpx_err_quiet(TPX_EAGAIN, "peer %s: the endpoint holds %llu bytes of notifications not popped "

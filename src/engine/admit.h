@@ -33,9 +33,11 @@ struct tpx_peer;
 /* Pending notifications are bounded per peer (TPX_MAX_NOTIFS, _BYTES) and
  * per endpoint (TPX_MAX_EP_NOTIF_BYTES), each charged tpx__notif_cost:
  * may one more of len bytes be held? 0, or TPX_EAGAIN (tpx_err_quiet
- * detail); the caller drops the peer. At the endpoint's bound the peer
- * holding the most is dropped instead (its notifications not popped
- * discarded), unless that would be p. A notification counts from its
+ * detail); the caller drops the peer. At the endpoint's bound only a peer
+ * above its fair share (the bound divided among the peers holding
+ * notifications) is dropped: the one holding the most (its notifications
+ * not popped discarded), or p when p is above its share and holds the
+ * most. A notification counts from its
  * arrival (tpx__notif_arrive, or entering the FIFO with its op) until it is
  * popped, dropped, or its peer is freed. */
 int tpx__admit_notif(struct tpx_peer *p, uint32_t len);

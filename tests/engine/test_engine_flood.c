@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "eng.h"
 #include "engine/endpoint.h"
+#include "engine/notif.h"
 #include "engine/peer.h"
 #include "engine/wire.h"
 #include "sock/wire.h"
@@ -420,9 +421,33 @@ static int connect_from(int port, int src) {
 typedef struct flood {
   int port, first, nsrc;
   uint16_t hello_port;
+  int refill; /* instead: keep `refill` idle connections open, re-opening those the server closed */
   atomic_int stop, opened;
   pthread_t thr;
 } flood_t;
+
+/* The `refill` attacker: every 5 ms, its connections the server closed (or
+ * told why) are opened again. */
+static void *refill_main(void *arg) {
+  flood_t *f = arg;
+  int fds[64];
+  assert_true(f->refill <= 64);
+  for (int i = 0; i < f->refill; i++) fds[i] = -1;
+  uint64_t end = tpx__now_ns() + 30000000000ull;
+  while (!atomic_load(&f->stop) && tpx__now_ns() < end) {
+    for (int i = 0; i < f->refill; i++) {
+      struct pollfd pf = {fds[i], POLLIN, 0};
+      if (fds[i] >= 0 && poll(&pf, 1, 0) == 0) continue; /* still held, silent */
+      if (fds[i] >= 0) close(fds[i]);
+      fds[i] = connect_from(f->port, f->first);
+      if (fds[i] >= 0) atomic_fetch_add(&f->opened, 1);
+    }
+    usleep(5000);
+  }
+  for (int i = 0; i < f->refill; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  return NULL;
+}
 
 static void *flood_main(void *arg) {
   enum { KEEP = 96 };
@@ -462,7 +487,11 @@ static int legit_tries(tpx_endpoint_t *a, tpx_endpoint_t *b, int tries) {
   eng_buf(b, 1 << 16, TPX_ACCESS_WRITE, &y);
   for (int i = 0; i < tries; i++) {
     tpx_peer_t *ab = NULL, *ba = NULL;
-    if (tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab) != 0) continue;
+    int rc = tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab);
+    if (rc != 0) {
+      print_message("legitimate connect %d: %s: %s\n", i, tpx_strerror(rc), tpx_last_error());
+      continue;
+    }
     if (tpx_accept(b, 5000, &ba) == 0) {
       eng_buf_t x;
       eng_buf(a, 1 << 16, 0, &x);
@@ -477,12 +506,14 @@ static int legit_tries(tpx_endpoint_t *a, tpx_endpoint_t *b, int tries) {
   return ok;
 }
 
-static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, int *ok, int tries) {
+enum { SHARE = 8 }; /* TPX_MAX_UNAUTH_PER_SOURCE of these tests */
+
+static void setup_flood(int key, int first, int nsrc, int hello, int refill, int *max_held, int *ok, int tries) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.num_channels = 1;
-  cfg.max_unauth = 16;
-  cfg.max_unauth_per_source = 4;
+  cfg.max_unauth = 24;
+  cfg.max_unauth_per_source = SHARE;
   cfg.max_peers = 32;
   cfg.connect_timeout_ms = 5000;
   if (key) assert_int_equal(tpx_config_set_auth_key(&cfg, KEY, sizeof(KEY) - 1), 0);
@@ -492,9 +523,9 @@ static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, 
   eng_pair_open(&P, &cfg);
   eng_blackhole_t bh = {-1, -1, 0};
   if (hello) eng_blackhole_open(&bh);
-  flood_t f = {.port = tpx_endpoint_port(P.b), .first = first, .nsrc = nsrc, .hello_port = bh.port};
-  assert_int_equal(pthread_create(&f.thr, NULL, flood_main, &f), 0);
-  for (int i = 0; i < 200 && atomic_load(&f.opened) < 64; i++) usleep(5000);
+  flood_t f = {.port = tpx_endpoint_port(P.b), .first = first, .nsrc = nsrc, .hello_port = bh.port, .refill = refill};
+  assert_int_equal(pthread_create(&f.thr, NULL, refill ? refill_main : flood_main, &f), 0);
+  for (int i = 0; i < 200 && atomic_load(&f.opened) < (refill ? refill : 64); i++) usleep(5000);
   *max_held = 0;
   *ok = 0;
   for (int r = 0; r < tries; r += 5) {
@@ -505,9 +536,9 @@ static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, 
   atomic_store(&f.stop, 1);
   pthread_join(f.thr, NULL);
   print_message("setup flood (%s, %d source(s) from 127.0.0.%d, %s): %d connections opened; one source held at most "
-                "%d in setup (share 4); a legitimate client got through %d of %d\n",
-                hello ? "HELLOs whose setup never ends" : "connections that never speak", nsrc, first,
-                key ? "with a key" : "no key", atomic_load(&f.opened), *max_held, *ok, tries);
+                "%d in setup (share %d); a legitimate client got through %d of %d\n",
+                hello ? "HELLOs whose setup never ends" : refill ? "idle connections kept open" : "connections that never speak", nsrc, first,
+                key ? "with a key" : "no key", atomic_load(&f.opened), *max_held, SHARE, *ok, tries);
   if (hello) eng_blackhole_close(&bh);
   assert_int_equal(tpx_peer_status(P.ab), 0);
   eng_pair_close(&P);
@@ -522,22 +553,23 @@ static void setup_flood(int key, int first, int nsrc, int hello, int *max_held, 
 static void test_attack_setup_one_source(void **state) {
   (void)state;
   int held, ok;
-  setup_flood(0, 2, 1, 1, &held, &ok, 20);
-  assert_true(held <= 4);
+  setup_flood(0, 2, 1, 1, 0, &held, &ok, 20);
+  assert_true(held <= SHARE);
   assert_true(ok >= 19);
 }
 
 /* Sixteen idle connections from one address made every other client from
  * it refused at accept (same host, same NAT). Now a newcomer from a source
  * at its share evicts that source's connection that has shown the least:
- * here the attacker is on the legitimate client's own address. */
+ * here the attacker, on the legitimate client's own address, keeps twice
+ * the share of idle connections open, re-opening each one evicted. (An
+ * attacker opening connections from that address faster than the share in
+ * 100 ms can still evict a client that has not sent its first frame.) */
 static void test_attack_setup_shared_source(void **state) {
   (void)state;
   int held, ok;
-  setup_flood(0, 1, 1, 0, &held, &ok, 20);
-  /* a client whose HELLO is not there yet while 4 newer connections of its
-   * own address arrive is the oldest that showed nothing: 19-20 of 20 seen */
-  assert_true(ok >= 18);
+  setup_flood(0, 1, 1, 0, 2 * SHARE, &held, &ok, 20);
+  assert_true(ok >= 19);
 }
 
 /* Never-speaking connections churned from 200 sources made "the oldest of
@@ -548,8 +580,71 @@ static void test_attack_setup_shared_source(void **state) {
 static void test_attack_churn_many_sources_keyed(void **state) {
   (void)state;
   int held, ok;
-  setup_flood(1, 2, 200, 0, &held, &ok, 20);
+  setup_flood(1, 2, 200, 0, 0, &held, &ok, 20);
   assert_true(ok >= 19);
+}
+
+/* ---- 4. fair bounds ------------------------------------------------------------- */
+
+static uint64_t notif_held(tpx_endpoint_t *ep, tpx_peer_t *p) {
+  pthread_mutex_lock(&ep->lock);
+  uint64_t n = p ? p->notif_bytes : ep->notif_bytes;
+  pthread_mutex_unlock(&ep->lock);
+  return n;
+}
+
+/* When TPX_MAX_EP_NOTIF_BYTES filled, the peer holding the most was
+ * dropped, whoever it was; it could be aimed at a legitimate peer that pops
+ * slowly. Now only a peer above its fair share (the bound divided among the
+ * peers holding notifications) is dropped: a legitimate peer holding less
+ * than its share survives any number of attackers filling the rest. */
+static void test_attack_notif_fair_share(void **state) {
+  (void)state;
+  enum { NA = 8, LEN = 900, LEGIT_N = 20, ROUNDS = 200, BATCH = 10 };
+  const size_t max = 256u << 10;
+  tpx_config_t cfg, cb;
+  eng_cfg(&cfg);
+  cb = cfg;
+  cb.max_ep_notif_bytes = max;
+  tpx_endpoint_t *a = eng_ep_open(&cfg, "attacker"), *l = eng_ep_open(&cfg, "legit"),
+                 *b = eng_ep_open(&cb, "server");
+  tpx_peer_t *ab[NA], *ba[NA], *lb, *bl;
+  for (int i = 0; i < NA; i++) eng_connect(a, b, &ab[i], &ba[i]);
+  eng_connect(l, b, &lb, &bl);
+  static uint8_t msg[LEN];
+  for (int k = 0; k < LEGIT_N; k++) assert_int_equal(tpx_notify(lb, msg, LEN), 0); /* never popped */
+  for (int t = 0; t < 500 && notif_held(b, bl) < LEGIT_N * tpx__notif_cost(LEN); t++) usleep(2000);
+  uint64_t legit = notif_held(b, bl);
+  uint64_t share = max / (NA + 1);
+  assert_true(legit < share); /* within its fair share */
+  int sent = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    int alive = 0;
+    for (int i = 0; i < NA; i++)
+      for (int k = 0; k < BATCH && tpx_peer_status(ab[i]) == 0; k++) sent += tpx_notify(ab[i], msg, LEN) == 0;
+    for (int i = 0; i < NA; i++) alive += tpx_peer_status(ab[i]) == 0;
+    usleep(2000);
+    assert_true(notif_held(b, NULL) <= max);
+    if (!alive) break;
+  }
+  int dropped = 0;
+  for (int i = 0; i < NA; i++) dropped += tpx_peer_status(ba[i]) != 0;
+  print_message("notification fair share: %d attacker peers sent %d notifications (%.1f MB if held) against a "
+                "bound of %zu KiB; %d dropped; the legitimate peer holding %llu bytes (share %llu) kept: %s\n", NA,
+                sent, sent * (double)tpx__notif_cost(LEN) / 1e6, max >> 10, dropped, (unsigned long long)legit,
+                (unsigned long long)share, tpx_strerror(tpx_peer_status(bl)));
+  assert_true(dropped > 0);
+  assert_int_equal(tpx_peer_status(bl), 0);
+  assert_int_equal(tpx_peer_status(lb), 0);
+  tpx_peer_close(lb);
+  tpx_peer_close(bl);
+  for (int i = 0; i < NA; i++) {
+    tpx_peer_close(ab[i]);
+    tpx_peer_close(ba[i]);
+  }
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(l);
+  tpx_endpoint_destroy(b);
 }
 
 int main(void) {
@@ -562,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_attack_setup_one_source),
       cmocka_unit_test(test_attack_setup_shared_source),
       cmocka_unit_test(test_attack_churn_many_sources_keyed),
+      cmocka_unit_test(test_attack_notif_fair_share),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
