@@ -240,3 +240,34 @@ int tpx__admit_notif(struct tpx_peer *p, uint32_t len) {
                          (unsigned long long)p->notif_bytes, c->max_notifs, c->max_notif_bytes);
   return ep_room(p, cost);
 }
+
+/* ---- requests held ---- */
+static uint64_t held_share(tpx_endpoint_t *ep, const struct tpx_peer *p) {
+  uint64_t n = 1;
+  for (struct tpx_peer *q = ep->peers; q; q = q->next) n += q != p && q->held_bytes;
+  return ep->cfg.max_ep_held_bytes / n;
+}
+
+int tpx__admit_held(struct tpx_peer *p, uint64_t cost, const char *what) {
+  tpx_endpoint_t *ep = p->ep;
+  const tpx_config_t *c = &ep->cfg;
+  uint64_t mine = p->held_bytes + cost;
+  if (mine > c->max_held_bytes)
+    return tpx_err_quiet(TPX_EAGAIN, "peer %s: %s: its %u requests held cost %llu bytes with this one, entries "
+                         "included (TPX_MAX_HELD_BYTES=%zu); dropped", p->where, what, p->nserve,
+                         (unsigned long long)mine, c->max_held_bytes);
+  if (ep->held_bytes + cost <= c->max_ep_held_bytes) return 0;
+  uint64_t share = held_share(ep, p);
+  struct tpx_peer *q = NULL;
+  for (struct tpx_peer *x = ep->peers; x; x = x->next)
+    if (x != p && x->state != P_DEAD && x->held_bytes && (!q || x->held_bytes > q->held_bytes)) q = x;
+  if (!q || (mine > share && q->held_bytes <= mine) || q->held_bytes <= share)
+    return tpx_err_quiet(TPX_EAGAIN, "peer %s: %s: the endpoint's requests held cost %llu bytes "
+                         "(TPX_MAX_EP_HELD_BYTES=%zu) and this peer's the most (%llu, its fair share %llu); dropped",
+                         p->where, what, (unsigned long long)ep->held_bytes, c->max_ep_held_bytes,
+                         (unsigned long long)mine, (unsigned long long)share);
+  tpx__peer_fail(q, TPX_EAGAIN, "peer %s: its requests held (%llu bytes) were above its fair share (%llu) when "
+                 "the endpoint reached TPX_MAX_EP_HELD_BYTES=%zu; dropped", q->where,
+                 (unsigned long long)q->held_bytes, (unsigned long long)share, c->max_ep_held_bytes);
+  return 0; /* its requests go as its channels close: the bound may be passed meanwhile */
+}

@@ -42,4 +42,13 @@ struct tpx_peer;
  * popped, dropped, or its peer is freed. */
 int tpx__admit_notif(struct tpx_peer *p, uint32_t len);
 
+/* A peer's requests we hold (incoming WRITEs and READs, refused ones whose
+ * data is still drained) are charged what they cost, entries included,
+ * against TPX_MAX_HELD_BYTES per peer and TPX_MAX_EP_HELD_BYTES per
+ * endpoint: may one more of `cost` bytes be held? 0, or TPX_EAGAIN
+ * (tpx_err_quiet detail); the caller drops p. At the endpoint's bound, as
+ * for notifications, only a peer above its fair share goes: the one
+ * holding the most (failed now), or p. */
+int tpx__admit_held(struct tpx_peer *p, uint64_t cost, const char *what);
+
 #endif

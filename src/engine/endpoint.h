@@ -81,6 +81,7 @@ struct tpx_endpoint {
   struct notif_node *notif_head, *notif_tail;
   int notif_n;
   uint64_t notif_bytes; /* what the peers' notifications not popped cost (notif.h), all peers */
+  uint64_t held_bytes;  /* what the peers' requests we hold cost (admit.h), all peers */
   struct tpx_mem *mems;
   struct tpx_mem **mem_tab; /* open addressing by id */
   uint32_t mem_tab_cap, mem_tab_n;

@@ -51,6 +51,7 @@ struct op {
   uint32_t first_ch, nch;
   uint32_t inflight;        /* requests of this op inside the transport */
   struct wlink *links;      /* [nch] */
+  uint64_t held;            /* a peer's request: bytes charged to it and the endpoint (admit.h) */
   /* two-sided */
   uint64_t tag, cap, received, match_id;
   /* write bookkeeping */

@@ -2,6 +2,7 @@
 
 #include "common/util.h"
 #include "engine/endpoint.h"
+#include "engine/wire.h"
 #include "sock/wire.h"
 
 #include <arpa/inet.h>
@@ -323,4 +324,17 @@ char *eng_capture_stop(eng_capture_t *c, size_t *len) {
   close(c->fd);
   *len = (size_t)n;
   return text;
+}
+
+tpx_rmem_t *eng_unknown_region(const eng_buf_t *b) {
+  uint8_t blob[TPX_MD_MAX];
+  size_t bl;
+  assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
+  struct md_info md;
+  assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
+  md.region ^= 0x5a5a5a5a5a5aull;
+  assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);
+  tpx_rmem_t *r;
+  assert_int_equal(tpx_load_remote_md(blob, bl, &r), 0);
+  return r;
 }

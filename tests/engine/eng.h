@@ -106,4 +106,8 @@ void eng_capture_start(eng_capture_t *c);
 /* Stop; the text (NUL-terminated, caller frees) and its length. */
 char *eng_capture_stop(eng_capture_t *c, size_t *len);
 
+/* A descriptor of b's region naming a region id that does not exist, so
+ * that every access through it is refused by the target (caller frees). */
+tpx_rmem_t *eng_unknown_region(const eng_buf_t *b);
+
 #endif

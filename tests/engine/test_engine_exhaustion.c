@@ -191,21 +191,6 @@ static int lines_with(const char *text, const char *what, const char *kind, unsi
   return n;
 }
 
-/* A descriptor of b's region naming a region id that does not exist, so
- * that every access through it is refused by the target. */
-static tpx_rmem_t *unknown_region(const eng_buf_t *b) {
-  uint8_t blob[TPX_MD_MAX];
-  size_t bl;
-  assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
-  struct md_info md;
-  assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
-  md.region ^= 0x5a5a5a5a5a5aull;
-  assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);
-  tpx_rmem_t *r;
-  assert_int_equal(tpx_load_remote_md(blob, bl, &r), 0);
-  return r;
-}
-
 /* Each refused WRITE logged one ERROR line (and one more for its dropped
  * notification): 100,000 one-byte refused writes (6.1 MB on the wire)
  * made 22.3 MB of log. Now repeated lines of one kind from one peer are
@@ -226,7 +211,7 @@ static void test_attack_log_amplification(void **state) {
   eng_buf_t src, dst;
   eng_buf(P.a, 4096, 0, &src);
   eng_buf(P.b, 4096, TPX_ACCESS_WRITE, &dst);
-  tpx_rmem_t *bad = unknown_region(&dst);
+  tpx_rmem_t *bad = eng_unknown_region(&dst);
   eng_capture_t cap;
   eng_capture_start(&cap);
   static tpx_xfer_t *x[BATCH];

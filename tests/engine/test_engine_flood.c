@@ -647,6 +647,91 @@ static void test_attack_notif_fair_share(void **state) {
   tpx_endpoint_destroy(b);
 }
 
+/* A transport send that never takes the data (flow control: "not now"),
+ * as a peer that never sends the data it announced. */
+static int never_sends(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh, void **req) {
+  (void)net, (void)comm, (void)data, (void)size, (void)tag, (void)mh;
+  *req = NULL;
+  return 0;
+}
+
+static uint64_t held_now(tpx_endpoint_t *ep, tpx_peer_t *p) {
+  pthread_mutex_lock(&ep->lock);
+  uint64_t n = p ? p->held_bytes : ep->held_bytes;
+  pthread_mutex_unlock(&ep->lock);
+  return n;
+}
+
+/* A refused WRITE's op and entry list were kept until TPX_TIMEOUT_MS to
+ * drain data that never came, bounded only by TPX_MAX_CTL_QUEUE requests
+ * (~12.9 GB a peer in 32,768-entry frames): two peers took a server from
+ * 69 MB to 1.62 GB. Now every request held is charged its bytes, entries
+ * included, against TPX_MAX_HELD_BYTES per peer and TPX_MAX_EP_HELD_BYTES:
+ * here a peer's 32,768-entry writes to a region that does not exist get
+ * it dropped once they would hold more than 1 MiB, and a legitimate peer
+ * is not disturbed. */
+static void test_attack_held_request_bytes(void **state) {
+  (void)state;
+  enum { N = TPX_XFER_MAX_IOV, POSTS = 8 };
+  tpx_config_t cfg, cb;
+  eng_cfg(&cfg);
+  cb = cfg;
+  cb.max_held_bytes = 1u << 20;
+  eng_res_t base;
+  eng_res_now(&base);
+  tpx_endpoint_t *a = eng_ep_open(&cfg, "attacker"), *b = eng_ep_open(&cb, "server");
+  tpx_peer_t *ab, *ba;
+  eng_connect(a, b, &ab, &ba);
+  static eng_proxy_t mute = {.isend = never_sends}; /* the data never comes */
+  eng_proxy_install(a, &mute);
+  eng_buf_t src, dst;
+  eng_buf(a, N, 0, &src);
+  eng_buf(b, N, TPX_ACCESS_WRITE, &dst);
+  tpx_rmem_t *bad = eng_unknown_region(&dst);
+  static tpx_iov_t iov[N];
+  for (int i = 0; i < N; i++) iov[i] = (tpx_iov_t){src.mem, (size_t)i, bad, (uint64_t)i, 1};
+  tpx_xfer_t *x[POSTS];
+  int posted = 0;
+  uint64_t peak = 0;
+  for (int k = 0; k < POSTS && tpx_peer_status(ab) == 0; k++) {
+    assert_int_equal(tpx_xfer_prep_write(ab, iov, N, NULL, 0, &x[k]), 0);
+    posted++;
+    if (tpx_xfer_post(x[k]) != 0) break;
+    uint64_t h = held_now(b, NULL);
+    if (h > peak) peak = h;
+  }
+  for (int t = 0; t < 1000 && tpx_peer_status(ba) == 0; t++) usleep(5000);
+  int st = tpx_peer_status(ba);
+  char err[320];
+  pthread_mutex_lock(&b->lock);
+  snprintf(err, sizeof(err), "%s", ba->errmsg);
+  pthread_mutex_unlock(&b->lock);
+  print_message("held requests: %d writes of %d entries to a missing region; the server held at most %llu bytes "
+                "(TPX_MAX_HELD_BYTES %u); the peer: %s: %s\n", posted, N, (unsigned long long)peak, 1u << 20,
+                tpx_strerror(st), err);
+  assert_int_equal(st, TPX_EAGAIN);
+  assert_non_null(strstr(err, "TPX_MAX_HELD_BYTES"));
+  assert_true(peak <= (1u << 20));
+  for (int k = 0; k < posted; k++) {
+    (void)tpx_xfer_wait(x[k], 20000);
+    tpx_xfer_free(x[k]);
+  }
+  tpx_peer_close(ab);
+  tpx_peer_close(ba);
+  eng_proxy_remove(a, &mute);
+  for (int t = 0; t < 1000 && held_now(b, NULL) > 0; t++) usleep(5000);
+  assert_int_equal(held_now(b, NULL), 0); /* every charge given back */
+  tpx_endpoint_t *c = eng_ep_open(&cfg, "legit");
+  eng_legit_transfer(c, b, 1 << 16, 41);
+  tpx_rmem_free(bad);
+  eng_buf_free(&src);
+  eng_buf_free(&dst);
+  tpx_endpoint_destroy(c);
+  tpx_endpoint_destroy(a);
+  tpx_endpoint_destroy(b);
+  eng_res_settled(&base, 64 << 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attack_hello_syn_flood),
@@ -658,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_attack_setup_shared_source),
       cmocka_unit_test(test_attack_churn_many_sources_keyed),
       cmocka_unit_test(test_attack_notif_fair_share),
+      cmocka_unit_test(test_attack_held_request_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
