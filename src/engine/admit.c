@@ -52,21 +52,47 @@ static int src_count(const tpx_endpoint_t *ep, const struct tpx_src *s) {
 }
 
 /* A connection this young that has said nothing yet may be a client on
- * its way to its first frame (its HELLO waits for its channels to listen):
- * it goes after those that have been silent longer. */
+ * its way to its first frame (its HELLO waits for its channels to listen,
+ * its challenge for a long round trip): it goes after those that have been
+ * silent longer, and one from a source that recently completed a
+ * handshake (tpx__admit_good) after one from a source never seen to. */
 #define SPEAK_GRACE_NS 100000000ull /* 100 ms */
+#define GOOD_SOURCE_NS 600000000000ull /* a source stays known 10 min */
+
+static int good_source(const tpx_endpoint_t *ep, const struct tpx_src *s, uint64_t now) {
+  const struct admit_good *g = &ep->good_src;
+  for (int i = 0; i < ADMIT_GOOD_SOURCES; i++)
+    if (g->t[i] && now - g->t[i] < GOOD_SOURCE_NS && same_src(&g->s[i], s)) return 1;
+  return 0;
+}
+
+void tpx__admit_good(struct tpx_peer *p) {
+  if (!p->incoming || !p->src.fam) return;
+  struct admit_good *g = &p->ep->good_src;
+  int slot = 0;
+  for (int i = 0; i < ADMIT_GOOD_SOURCES; i++) {
+    if (same_src(&g->s[i], &p->src)) {
+      slot = i;
+      break;
+    }
+    if (g->t[i] < g->t[slot]) slot = i; /* the least recent makes room */
+  }
+  g->s[slot] = p->src;
+  g->t[slot] = tpx__now_ns();
+}
 
 /* What a connection has shown, least first: 0 nothing for longer than the
  * grace (before HELLO, not a byte read or waiting), 1 nothing yet within
- * the grace, 2 something before its HELLO (a challenge, part of a frame),
- * 3 its HELLO (in transport setup). */
+ * the grace, 2 the same from a known source, 3 something before its HELLO
+ * (a challenge, part of a frame), 4 its HELLO (in transport setup). */
 static int shown(const struct tpx_peer *p, uint64_t now) {
-  if (p->state == P_NET_SETUP) return 3;
-  if (p->auth != PEER_AUTH_NONE || p->in_len) return 2;
+  if (p->state == P_NET_SETUP) return 4;
+  if (p->auth != PEER_AUTH_NONE || p->in_len) return 3;
   int n = 0;
-  if (p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0) return 2; /* sent, not read yet */
+  if (p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0) return 3; /* sent, not read yet */
   uint64_t born = p->setup_deadline - tpx__ms_to_ns(p->ep->cfg.connect_timeout_ms);
-  return now - born < SPEAK_GRACE_NS;
+  if (now - born >= SPEAK_GRACE_NS) return 0;
+  return good_source(p->ep, &p->src, now) ? 2 : 1;
 }
 
 struct cand {
@@ -81,7 +107,7 @@ struct cand {
 static int worse(const struct cand *a, const struct cand *b) {
   if (a->shown != b->shown) return a->shown < b->shown;
   if (a->src_n != b->src_n) return a->src_n > b->src_n;
-  if (a->shown == 3 && a->p->setup_wait != b->p->setup_wait) return a->p->setup_wait > b->p->setup_wait;
+  if (a->shown == 4 && a->p->setup_wait != b->p->setup_wait) return a->p->setup_wait > b->p->setup_wait;
   return a->p->setup_deadline < b->p->setup_deadline;
 }
 

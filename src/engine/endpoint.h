@@ -102,6 +102,7 @@ struct tpx_endpoint {
   uint64_t accept_log_next; /* refused connections are logged once per interval */
   uint64_t accept_refused; /* since the last log */
   struct refused_log refused_log; /* failures of connections that never became peers (peer_log.h) */
+  struct admit_good good_src;     /* sources that recently completed a handshake (admit.h) */
   uint64_t next_deadline_scan;
 };
 

@@ -149,6 +149,7 @@ static int became_ready(struct tpx_peer *p) {
   tpx_endpoint_t *ep = p->ep;
   p->state = P_READY;
   p->ever_ready = 1;
+  if (!ep->cfg.auth_key_len) tpx__admit_good(p); /* (with a key: when it proved it, auth.c) */
   ep->setups--;
   if (p->fd >= 0) tpx__ctl_epoll_set(ep, p, p->ev | EPOLLIN); /* reading may have stopped during setup */
   if (p->incoming && !p->user_closed) {
