@@ -146,14 +146,16 @@ static int syn_count_stop(syn_count_t *c) {
 enum { SYN_CH = 4, SYN_NSOCKS = 64, SYN_SOCKS = SYN_CH * (SYN_NSOCKS + 1) };
 
 /* One HELLO naming `port` (refusing or dropping SYNs) on SYN_CH channels of
- * SYN_NSOCKS data sockets; returns the SYNs the server sent there until it
+ * SYN_NSOCKS data sockets, a legitimate peer connecting and transferring
+ * while the server dials; returns the SYNs the server sent there until it
  * dropped the attacker (or -1: no packet socket here). */
-static int syns_per_hello(tpx_endpoint_t *server, uint16_t port, int auth) {
+static int syns_per_hello(tpx_endpoint_t *client, tpx_endpoint_t *server, uint16_t port, uint32_t seed) {
   syn_count_t sc;
   if (syn_count_start(&sc, port) != 0) return -1;
   int fd = eng_raw_connect(tpx_endpoint_port(server));
-  (void)auth; /* with a key the HELLO comes without its proof: refused before it is read */
+  /* with a key the HELLO comes without its proof: refused before it is read */
   send_hello(fd, port, SYN_CH, SYN_NSOCKS, "syn-flooder");
+  eng_legit_transfer(client, server, 1 << 16, seed); /* a legitimate peer meanwhile */
   static uint8_t buf[1 << 16];
   eng_read_to_eof(fd, buf, sizeof(buf)); /* the setup fails: the server drops us */
   close(fd);
@@ -179,14 +181,14 @@ static void test_attack_hello_syn_flood(void **state) {
   int hold = held_port(&refused);
   eng_blackhole_t bh;
   eng_blackhole_open(&bh);
-  int r = syns_per_hello(P.b, refused, 0);
+  int r = syns_per_hello(P.a, P.b, refused, 13);
   if (r < 0) {
     close(hold);
     eng_blackhole_close(&bh);
     eng_pair_close(&P);
     skip();
   }
-  int d = syns_per_hello(P.b, bh.port, 0);
+  int d = syns_per_hello(P.a, P.b, bh.port, 14);
   print_message("SYN flood: a HELLO naming %d data sockets (%d channels): %d SYNs to a refusing port, %d to one "
                 "dropping SYNs (bound %d: TPX_DIAL_SYNS=%d per socket; was about 3,900)\n", SYN_SOCKS, SYN_CH, r,
                 d, cfg.dial_syns * SYN_SOCKS, cfg.dial_syns);
@@ -212,7 +214,7 @@ static void test_attack_hello_syn_flood_keyed(void **state) {
   eng_pair_open(&P, &cfg);
   uint16_t refused;
   int hold = held_port(&refused);
-  int r = syns_per_hello(P.b, refused, 1);
+  int r = syns_per_hello(P.a, P.b, refused, 15);
   close(hold);
   if (r < 0) {
     eng_pair_close(&P);
@@ -399,6 +401,7 @@ static void test_attack_refused_log_flood(void **state) {
     send_hello(fd, 9, 1, 1, "no-proof");
     refused += eng_read_to_eof(fd, buf, sizeof(buf)) > 0; /* told "refused", dropped */
     close(fd);
+    if (i % 500 == 250) eng_legit_transfer(P.a, P.b, 1 << 16, 220 + (uint32_t)i); /* a legitimate peer meanwhile */
   }
   size_t len;
   char *text = eng_capture_stop(&cap, &len);
