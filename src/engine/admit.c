@@ -88,11 +88,16 @@ void tpx__admit_good(struct tpx_peer *p) {
 static int shown(const struct tpx_peer *p, uint64_t now) {
   if (p->state == P_NET_SETUP) return 4;
   if (p->auth != PEER_AUTH_NONE || p->in_len) return 3;
-  int n = 0;
-  if (p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0) return 3; /* sent, not read yet */
   uint64_t born = p->setup_deadline - tpx__ms_to_ns(p->ep->cfg.connect_timeout_ms);
   if (now - born >= SPEAK_GRACE_NS) return 0;
   return good_source(p->ep, &p->src, now) ? 2 : 1;
+}
+
+/* Bytes it sent that were not read yet: it has said something (asked only
+ * of the one about to be chosen: a system call). */
+static int waiting(const struct tpx_peer *p) {
+  int n = 0;
+  return p->fd >= 0 && ioctl(p->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 struct cand {
@@ -161,7 +166,12 @@ static struct tpx_peer *victim(tpx_endpoint_t *ep, int pre_hello, const struct t
       continue;
     int *n = src_slot(&t, &p->src);
     struct cand c = {p, shown(p, now), n ? *n : 1};
-    if (!best.p || worse(&c, &best)) best = c;
+    if (best.p && !worse(&c, &best)) continue;
+    if (c.shown < 3 && waiting(p)) {
+      c.shown = 3;
+      if (best.p && !worse(&c, &best)) continue;
+    }
+    best = c;
   }
   free(t.e);
   return best.p;

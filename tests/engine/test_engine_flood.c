@@ -624,6 +624,7 @@ static int legit_tries(tpx_endpoint_t *a, tpx_endpoint_t *b, int port, int tries
       tpx_peer_close(ba);
     }
     tpx_peer_close(ab);
+    usleep(50000); /* spread over the attack */
   }
   eng_buf_free(&y);
   return ok;
