@@ -300,32 +300,6 @@ void eng_legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, size_t len, uint32
   tpx_peer_close(ba);
 }
 
-void eng_capture_start(eng_capture_t *c) {
-  char path[] = "/tmp/tpx-eng-log-XXXXXX";
-  c->fd = mkstemp(path);
-  assert_true(c->fd >= 0);
-  unlink(path);
-  fflush(stderr);
-  c->saved = dup(2);
-  assert_true(c->saved >= 0);
-  assert_int_equal(dup2(c->fd, 2), 2);
-}
-
-char *eng_capture_stop(eng_capture_t *c, size_t *len) {
-  fflush(stderr);
-  assert_int_equal(dup2(c->saved, 2), 2);
-  close(c->saved);
-  off_t n = lseek(c->fd, 0, SEEK_END);
-  assert_true(n >= 0);
-  char *text = malloc((size_t)n + 1);
-  assert_non_null(text);
-  assert_int_equal(pread(c->fd, text, (size_t)n, 0), n);
-  text[n] = 0;
-  close(c->fd);
-  *len = (size_t)n;
-  return text;
-}
-
 tpx_rmem_t *eng_unknown_region(const eng_buf_t *b) {
   uint8_t blob[TPX_MD_MAX];
   size_t bl;

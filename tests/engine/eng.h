@@ -98,13 +98,6 @@ void eng_blackhole_open(eng_blackhole_t *b);
 void eng_blackhole_close(eng_blackhole_t *b);
 /* a connects to b, writes len bytes checked at b, both close. */
 void eng_legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, size_t len, uint32_t seed);
-/* stderr (where the log goes) into a file, for reading. */
-typedef struct eng_capture {
-  int saved, fd;
-} eng_capture_t;
-void eng_capture_start(eng_capture_t *c);
-/* Stop; the text (NUL-terminated, caller frees) and its length. */
-char *eng_capture_stop(eng_capture_t *c, size_t *len);
 
 /* A descriptor of b's region naming a region id that does not exist, so
  * that every access through it is refused by the target (caller frees). */

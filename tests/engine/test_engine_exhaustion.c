@@ -212,8 +212,8 @@ static void test_attack_log_amplification(void **state) {
   eng_buf(P.a, 4096, 0, &src);
   eng_buf(P.b, 4096, TPX_ACCESS_WRITE, &dst);
   tpx_rmem_t *bad = eng_unknown_region(&dst);
-  eng_capture_t cap;
-  eng_capture_start(&cap);
+  tu_log_capture_t cap;
+  tu_log_capture_start(&cap);
   static tpx_xfer_t *x[BATCH];
   for (int i = 0; i < N; i += BATCH) {
     for (int k = 0; k < BATCH; k++) assert_int_equal(tpx_write(P.ab, src.mem, 0, bad, 0, 1, "n", 1, &x[k]), 0);
@@ -230,13 +230,13 @@ static void test_attack_log_amplification(void **state) {
     usleep(10000);
   }
   size_t during = 0;
-  char *t1 = eng_capture_stop(&cap, &during);
-  eng_capture_start(&cap);
+  char *t1 = tu_log_capture_text(&cap, &during);
+  tu_log_capture_start(&cap);
   tpx_peer_close(P.ba); /* the peer ends: what was counted is logged */
   P.ba = NULL;
   for (int i = 0; i < 500 && tpx_peer_status(P.ab) == 0; i++) usleep(10000);
   size_t after = 0;
-  char *t2 = eng_capture_stop(&cap, &after);
+  char *t2 = tu_log_capture_text(&cap, &after);
   unsigned long long w1 = 0, w2 = 0, n1 = 0, n2 = 0;
   int wfull = lines_with(t1, "outside our writable registrations", "refused writes", &w1) +
               lines_with(t2, "outside our writable registrations", "refused writes", &w2);

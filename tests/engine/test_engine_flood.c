@@ -58,19 +58,6 @@ static void send_hello(int fd, uint16_t port, int nch, int nsocks, const char *n
   tpx__wbuf_free(&w);
 }
 
-/* A port of 127.0.0.1 held by a bound socket that does not listen: every
- * connect to it is refused (RST), and no other test takes it meanwhile. */
-static int held_port(uint16_t *port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  socklen_t sl = sizeof(sa);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  *port = ntohs(sa.sin_port);
-  return fd;
-}
-
 /* ---- SYNs on the wire ---------------------------------------------------------- */
 
 /* Counts the SYNs (without ACK) sent through lo towards one port: a packet
@@ -186,7 +173,7 @@ static void test_attack_hello_syn_flood(void **state) {
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   uint16_t refused;
-  int hold = held_port(&refused);
+  int hold = tu_held_port(&refused);
   eng_blackhole_t bh;
   eng_blackhole_open(&bh);
   int r = syns_per_hello(P.a, P.b, refused, 13);
@@ -221,7 +208,7 @@ static void test_attack_hello_syn_flood_keyed(void **state) {
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   uint16_t refused;
-  int hold = held_port(&refused);
+  int hold = tu_held_port(&refused);
   int r = syns_per_hello(P.a, P.b, refused, 15);
   close(hold);
   if (r < 0) {
@@ -328,9 +315,9 @@ static void test_attack_log_injection(void **state) {
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   uint16_t refused;
-  int hold = held_port(&refused);
-  eng_capture_t cap;
-  eng_capture_start(&cap);
+  int hold = tu_held_port(&refused);
+  tu_log_capture_t cap;
+  tu_log_capture_start(&cap);
   /* server side: a HELLO under the name, whose setup then fails (logged with the name) */
   int fd = eng_raw_connect(tpx_endpoint_port(P.b));
   send_hello(fd, refused, 1, 1, EVIL);
@@ -347,7 +334,7 @@ static void test_attack_log_injection(void **state) {
   char err[512];
   int rc = fake_connect(&f, &cfg, err, sizeof(err));
   size_t len;
-  char *text = eng_capture_stop(&cap, &len);
+  char *text = tu_log_capture_text(&cap, &len);
   tpx__log_level = level;
   print_message("log injection: tpx_connect to the fake server: %s: %s\n", tpx_strerror(rc), err);
   assert_true(rc != 0);
@@ -395,8 +382,8 @@ static void test_attack_refused_log_flood(void **state) {
   eng_pair_t P;
   eng_pair_open(&P, &cfg);
   int port = tpx_endpoint_port(P.b);
-  eng_capture_t cap;
-  eng_capture_start(&cap);
+  tu_log_capture_t cap;
+  tu_log_capture_start(&cap);
   int refused = 0;
   static uint8_t buf[4096];
   for (int i = 0; i < N; i++) {
@@ -412,7 +399,7 @@ static void test_attack_refused_log_flood(void **state) {
     if (i % 500 == 250) eng_legit_transfer(P.a, P.b, 1 << 16, 220 + (uint32_t)i); /* a legitimate peer meanwhile */
   }
   size_t len;
-  char *text = eng_capture_stop(&cap, &len);
+  char *text = tu_log_capture_text(&cap, &len);
   tpx__log_level = level;
   int lines = 0;
   for (const char *c = text; *c; c++) lines += *c == '\n';

@@ -59,19 +59,18 @@ static void test_syn_budget(void **state) {
   cfg.connect_timeout_ms = 20000;
   assert_int_equal(cfg.dial_syns, 2); /* the default */
   tpx_net_t *net = ts_open_cfg(&cfg);
-  int held = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(held, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  socklen_t sl = sizeof(sa);
-  assert_int_equal(getsockname(held, (struct sockaddr *)&sa, &sl), 0);
+  uint16_t port;
+  int held = tu_held_port(&port);
+  uint32_t lo = htonl(INADDR_LOOPBACK);
+  uint16_t np = htons(port);
   unsigned char h[TPX_NET_HANDLE_BYTES];
   void *lc = NULL, *c = NULL;
   assert_int_equal(net->ops->listen(net, 0, h, &lc), 0);
   assert_int_equal(net->ops->close_listen(net, lc), 0);
   tpx__put16(h + TPX_WH_FAMILY, 4); /* 127.0.0.1, whatever interface the transport listened on */
   memset(h + TPX_WH_ADDR, 0, 16);
-  memcpy(h + TPX_WH_ADDR, &sa.sin_addr, 4);
-  memcpy(h + TPX_WH_PORT, &sa.sin_port, 2);
+  memcpy(h + TPX_WH_ADDR, &lo, 4);
+  memcpy(h + TPX_WH_PORT, &np, 2);
   uint64_t t0 = tpx__now_ns();
   int rc = 0;
   for (int i = 0; i < 10000 && rc == 0 && c == NULL; i++) {

@@ -24,13 +24,9 @@ static double ms_since(uint64_t t0) { return (double)(tpx__now_ns() - t0) / 1e6;
 /* A socket bound to 127.0.0.1:<ephemeral>, not listening: connects to it
  * are refused. Its port goes into *port. */
 static int held_port(int *port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  socklen_t sl = sizeof(sa);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  *port = ntohs(sa.sin_port);
+  uint16_t p;
+  int fd = tu_held_port(&p);
+  *port = p;
   return fd;
 }
 
