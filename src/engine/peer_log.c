@@ -107,3 +107,8 @@ int tpx__refused_log_ok(struct tpx_peer *p) {
   }
   return 0;
 }
+
+void tpx__refused_log_flush(tpx_endpoint_t *ep) {
+  uint64_t n = tpx__ratelog_flush(&ep->refused_log.all);
+  if (n) refused_summary(ep, n);
+}

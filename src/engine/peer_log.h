@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "engine/admit.h"
+#include "tpx/endpoint.h"
 
 struct tpx_peer;
 
@@ -36,6 +37,8 @@ struct refused_log {
 };
 /* 1: log this refused connection's failure line in full; 0: counted. */
 int tpx__refused_log_ok(struct tpx_peer *p);
+/* The endpoint ends: a summary of what was counted and not logged yet. */
+void tpx__refused_log_flush(tpx_endpoint_t *ep);
 
 enum peer_log_kind { PL_WRITE_REFUSED, PL_READ_REFUSED, PL_NOTIF_DROPPED, PL_SEND_TRUNC, PL_KINDS };
 
