@@ -66,6 +66,10 @@ typedef struct tpx_config {
   char allow_dial[256];    /* TPX_ALLOW_DIAL: addresses/CIDRs a peer's transport handles may
                               name besides its control connection's address; "*" = any */
   int max_dials;           /* TPX_MAX_DIALS: transport connections one peer's handles may ask for */
+  size_t max_held_bytes;    /* TPX_MAX_HELD_BYTES: what one peer's requests we hold cost (entries included) */
+  size_t max_ep_held_bytes; /* TPX_MAX_EP_HELD_BYTES: the same, all peers of the endpoint */
+  int dial_syns;           /* TPX_DIAL_SYNS: SYNs the built-in transport may send per data socket of
+                              one connect, retries and the kernel's retransmissions included */
   int max_unauth;          /* TPX_MAX_UNAUTH: incoming control connections before their HELLO */
   int max_unauth_per_source; /* TPX_MAX_UNAUTH_PER_SOURCE: of those, from one address (IPv6: /64) */
   size_t max_preauth_bytes; /* TPX_MAX_PREAUTH_BYTES: largest frame before the handshake */

@@ -66,6 +66,9 @@ static const struct var vars[] = {
     {"TPX_INLINE_BYTES", NULL, V_SIZE, F(inline_bytes), 0, 65536, T_TUNING},
     {"TPX_ALLOW_DIAL", NULL, V_STR, F(allow_dial), 0, 0, T_LIMITS},
     {"TPX_MAX_DIALS", NULL, V_INT, F(max_dials), 1, 64 * 65, T_LIMITS},
+    {"TPX_MAX_HELD_BYTES", NULL, V_SIZE, F(max_held_bytes), 65536, 1LL << 40, T_LIMITS},
+    {"TPX_MAX_EP_HELD_BYTES", NULL, V_SIZE, F(max_ep_held_bytes), 65536, 1LL << 42, T_LIMITS},
+    {"TPX_DIAL_SYNS", NULL, V_INT, F(dial_syns), 2, 100000, T_LIMITS},
     {"TPX_MAX_UNAUTH", NULL, V_INT, F(max_unauth), 1, 65536, T_LIMITS},
     {"TPX_MAX_UNAUTH_PER_SOURCE", NULL, V_INT, F(max_unauth_per_source), 1, 65536, T_LIMITS},
     {"TPX_MAX_PREAUTH_BYTES", NULL, V_SIZE, F(max_preauth_bytes), 16384, 1 << 20, T_LIMITS},
@@ -152,6 +155,9 @@ static void defaults(tpx_config_t *cfg) {
    * 8.3 KiB. Notifications: 4096 pending cost about 17 MiB (a queued one
    * holds TPX_NOTIF_MAX bytes). */
   cfg->max_dials = 272;
+  cfg->dial_syns = 2;
+  cfg->max_held_bytes = 64u << 20;
+  cfg->max_ep_held_bytes = 256u << 20;
   cfg->max_unauth = 64;
   cfg->max_unauth_per_source = 16;
   cfg->max_preauth_bytes = 16384;

@@ -2,10 +2,14 @@
 #include "common/ratelog.h"
 
 int tpx__ratelog(struct tpx_ratelog *r, uint64_t now, uint64_t *count) {
+  return tpx__ratelog_burst(r, now, TPX_RATELOG_BURST, count);
+}
+
+int tpx__ratelog_burst(struct tpx_ratelog *r, uint64_t now, uint32_t burst, uint64_t *count) {
   if (r->last && now - r->last > TPX_RATELOG_QUIET_NS && r->suppressed == 0) r->full = 0;
   r->last = now;
-  if (r->full < TPX_RATELOG_BURST) {
-    if (++r->full == TPX_RATELOG_BURST) r->next_summary = now + TPX_RATELOG_PERIOD_NS;
+  if (r->full < burst) {
+    if (++r->full == burst) r->next_summary = now + TPX_RATELOG_PERIOD_NS;
     return TPX_RATELOG_FULL;
   }
   r->suppressed++;

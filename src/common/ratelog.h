@@ -25,6 +25,8 @@ enum { TPX_RATELOG_SKIP = 0, TPX_RATELOG_FULL, TPX_RATELOG_SUMMARY };
 /* One more line at `now`: FULL (log it), SKIP (counted), or SUMMARY (log
  * the summary of *count lines not logged, this one included). */
 int tpx__ratelog(struct tpx_ratelog *r, uint64_t now, uint64_t *count);
+/* The same with `burst` lines in full instead of TPX_RATELOG_BURST. */
+int tpx__ratelog_burst(struct tpx_ratelog *r, uint64_t now, uint32_t burst, uint64_t *count);
 /* Lines counted and not yet summarised (then none). */
 uint64_t tpx__ratelog_flush(struct tpx_ratelog *r);
 

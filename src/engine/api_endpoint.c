@@ -189,6 +189,7 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   tpx__progress_thread_stop(ep);
   pthread_mutex_lock(&ep->lock);
   close_all(ep);
+  tpx__refused_log_flush(ep); /* refused connections counted and not logged yet */
   tpx__abandon_free_all(ep);
   if (ep->net) tpx__mem_free_all(ep);
   tpx__gpu_ep_fini(ep); /* peers and registrations are gone: streams, pools, GPU context references */

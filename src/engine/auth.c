@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "common/hmac.h"
+#include "engine/admit.h"
 #include "engine/auth.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
@@ -37,6 +38,7 @@ static int derive_session_key(struct tpx_peer *p) {
   if (rc == 0) {
     const tpx_net_ops_t *o = p->ep->net->ops;
     p->auth = PEER_AUTH_OK;
+    tpx__admit_good(p); /* a key holder's source: its next connections wait longer for their first frame */
     /* Handed to the channels: their data sockets prove it where the
      * transport takes keys (otherwise its sockets are its own). */
     p->net_key = o->listen_keyed && o->connect_keyed ? p->auth_skey : NULL;

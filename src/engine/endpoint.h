@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "engine/admit.h"
+#include "engine/peer_log.h"
 #include "engine/wire.h"
 #include "tpx/config.h"
 #include "tpx/endpoint.h"
@@ -82,6 +84,7 @@ struct tpx_endpoint {
   struct notif_node *notif_head, *notif_tail;
   int notif_n;
   uint64_t notif_bytes; /* what the peers' notifications not popped cost (notif.h), all peers */
+  uint64_t held_bytes;  /* what the peers' requests we hold cost (admit.h), all peers */
   struct tpx_mem *mems;
   struct tpx_mem **mem_tab; /* open addressing by id */
   uint32_t mem_tab_cap, mem_tab_n;
@@ -101,6 +104,8 @@ struct tpx_endpoint {
   uint64_t accept_resume;  /* listener paused (EMFILE/ENFILE) until then; 0: not paused */
   uint64_t accept_log_next; /* refused connections are logged once per interval */
   uint64_t accept_refused; /* since the last log */
+  struct refused_log refused_log; /* failures of connections that never became peers (peer_log.h) */
+  struct admit_good good_src;     /* sources that recently completed a handshake (admit.h) */
   uint64_t next_deadline_scan;
 };
 

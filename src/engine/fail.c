@@ -54,7 +54,9 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
   size_t ml = strlen(msg), tl = strlen(tail);
   while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) msg[ml -= tl] = '\0';
-  if (quiet) TPX_DEBUG("%s%s", msg, tail);
+  /* a connection that never became a peer: rate-limited with the others (peer_log.h) */
+  int counted = !quiet && p->incoming && !p->ever_ready && !tpx__refused_log_ok(p);
+  if (quiet || counted) TPX_DEBUG("%s%s", msg, tail);
   else TPX_ERROR("%s%s", msg, tail);
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
   tpx__peer_log_flush(p);
@@ -93,6 +95,11 @@ int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, in
 void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e) {
   for (char *c = e->msg; *c; c++)
     if (*c < 0x20 || *c > 0x7e) *c = '?';
+  if (p->ep->cfg.auth_key_len && !p->incoming && p->auth != PEER_AUTH_OK) { /* anyone could have said it */
+    tpx__peer_fail(p, TPX_EAUTH, "peer %s: sent an error before it proved the key (TPX_AUTH_KEY): its code and "
+                   "text not taken (it said, unverified: %s)", p->where, e->msg);
+    return;
+  }
   int code = e->code < 0 && e->code >= TPX_EUNKNOWN ? e->code : TPX_EREMOTE;
   tpx__peer_fail(p, code == TPX_ECLOSED || code == TPX_ECANCELED ? TPX_EREMOTE : code, "peer %s reported: %s",
                  p->where, e->msg);

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/printable.h"
 #include "engine/auth.h"
 #include "engine/channel.h"
 #include "engine/control.h"
@@ -83,9 +84,10 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   tpx__relisten_agree(p, h->flags);
   p->sched = p->ep->cfg.stripe && (h->flags & HELLO_F_SCHED) != 0;
   tpx__live_agree(p, h->flags);
-  snprintf(p->name, sizeof(p->name), "%s", h->name);
-  char where[sizeof(p->where)];
-  snprintf(where, sizeof(where), "%.40s (%.50s)", h->name, p->where);
+  tpx__printable(p->name, sizeof(p->name), h->name, sizeof(h->name)); /* the peer's: hostile (printable.h) */
+  char where[sizeof(p->where)], name[41];
+  tpx__printable(name, sizeof(name), h->name, sizeof(h->name));
+  snprintf(where, sizeof(where), "%s (%.50s)", name, p->where);
   memcpy(p->where, where, sizeof(where));
 }
 
@@ -153,6 +155,7 @@ static int became_ready(struct tpx_peer *p) {
   p->state = P_READY;
   p->ever_ready = 1;
   tpx__stripe_init(p);
+  if (!ep->cfg.auth_key_len) tpx__admit_good(p); /* (with a key: when it proved it, auth.c) */
   ep->setups--;
   if (p->fd >= 0) tpx__ctl_epoll_set(ep, p, p->ev | EPOLLIN); /* reading may have stopped during setup */
   if (p->incoming && !p->user_closed) {

@@ -107,6 +107,8 @@ void tpx__op_drop_layers(struct op *o) {
 void tpx__op_free_internal(struct op *o) {
   int had_refs = o->refs_taken;
   o->peer->nserve--;
+  o->peer->held_bytes -= o->held; /* charged by target.c (admit.h) */
+  o->peer->ep->held_bytes -= o->held;
   op_release_refs(o);
   if (had_refs) tpx__ep_signal(o->peer->ep); /* a deregistration may be waiting for it */
   tpx__op_free(o);

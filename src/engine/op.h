@@ -58,6 +58,7 @@ struct op {
   uint64_t await_mask;      /* data sender: lost channels whose receiver's answer is due */
   uint64_t resend_deadline; /* data receiver: chunks of a lost channel missing; by then they come again
                                (failover.h) or the peer fails */
+  uint64_t held;            /* a peer's request: bytes charged to it and the endpoint (admit.h) */
   /* two-sided */
   uint64_t tag, cap, received, match_id;
   /* write bookkeeping */

@@ -137,6 +137,7 @@ struct tpx_peer {
   uint64_t inflight; /* requests in the transport */
   /* bounds on what the peer makes us hold (docs/SECURITY.md) */
   uint32_t nserve;       /* its requests we hold (internal ops) */
+  uint64_t held_bytes;   /* what they cost (admit.h, tpx__admit_held) */
   uint32_t notif_n;      /* its notifications not yet popped (queued or waiting for data) */
   uint64_t notif_bytes;  /* what they cost: payload and bookkeeping (notif.h) */
   struct tpx_ratelog logs[PL_KINDS]; /* repeated log lines (peer_log.h) */

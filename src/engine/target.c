@@ -50,9 +50,16 @@ static int packed_ok(struct tpx_peer *p, const struct op *o, const char *what) {
   return TPX_EPROTO;
 }
 
+/* What holding a request costs: its op, entry list, links and notification. */
+static uint64_t held_cost(const struct tpx_peer *p, const struct wire_rw *m) {
+  return sizeof(struct op) + (uint64_t)m->n * sizeof(struct xent) + (uint64_t)p->nch * sizeof(struct wlink) +
+         (m->has_notif ? m->notif_len : 0);
+}
+
 /* Bounds on what one more request makes us hold (docs/SECURITY.md). */
 static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) {
   int rc = tpx__peer_admit(p, what);
+  if (rc == 0) rc = tpx__admit_held(p, held_cost(p, m), what);
   if (rc == 0 && m->has_notif) rc = tpx__admit_notif(p, m->notif_len);
   if (rc) tpx__peer_fail_last(p, rc);
   return rc;
@@ -76,6 +83,9 @@ static struct op *new_request(struct tpx_peer *p, const struct wire_frame *f, in
   }
   o->id = m->id;
   o->chunk = m->chunk;
+  o->held = held_cost(p, m); /* given back when the op is freed (op.c) */
+  p->held_bytes += o->held;
+  p->ep->held_bytes += o->held;
   return o;
 }
 

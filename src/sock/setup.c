@@ -10,7 +10,8 @@
  * hello goes one way only. A keyed listen comm (listen_keyed) takes only
  * hellos that prove its session key (wire.h), and one comm. A socket whose
  * connect fails with a transient error (common/retry.h) is tried again
- * after a pause, within the retry count and the connect timeout. */
+ * after a pause, within the retry count, the connect timeout and the
+ * connect's SYN budget (TPX_DIAL_SYNS per socket). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -277,6 +278,10 @@ typedef struct tpx__sock_connect {
   uint8_t st[TPX_SOCK_MAX_NSOCKS + 1];
   uint8_t off[TPX_SOCK_MAX_NSOCKS + 1];
   struct tpx_retry retry; /* failed attempts of any of its sockets (common/retry.h) */
+  int syns;      /* SYNs sent, and reserved for attempts in progress or due */
+  int syn_budget; /* TPX_DIAL_SYNS per socket */
+  uint8_t rsv[TPX_SOCK_MAX_NSOCKS + 1];  /* SYNs reserved for socket i's attempt (1 or ATTEMPT_SYNS) */
+  uint64_t cut[TPX_SOCK_MAX_NSOCKS + 1]; /* socket i's attempt ends here unless connected */
   int has_key;   /* connect_keyed: retries must give the same key */
   uint8_t key[TPX_NET_KEY_BYTES];
   int hello_len; /* TPX_WIRE_HELLO_KEYED_BYTES when the handle asked for a MAC */
@@ -346,6 +351,55 @@ static int build_hellos(tpx_sock_connect_t *s, int keyed) {
   return 0;
 }
 
+/* The SYN budget (TPX_DIAL_SYNS): each attempt sets TCP_SYNCNT 1, so it
+ * sends at most ATTEMPT_SYNS SYNs (its first and one retransmission). An
+ * attempt reserves that much when it is decided; when it ends, what it
+ * really sent (TCP_INFO's retransmissions) is kept. A HELLO naming a port
+ * that refuses, or a host that drops SYNs, cannot make us send more than
+ * TPX_DIAL_SYNS per socket it names (docs/SECURITY.md). */
+#define ATTEMPT_SYNS 2
+/* An attempt ends before the kernel could send more SYNs than it reserved.
+ * SYNs go at 0 and 1 s (initial RTO 1 s), then at 2 s (Linux >= 6.5 spaces
+ * the first retransmissions linearly) or 3 s; TCP_SYNCNT alone is checked
+ * against elapsed time and lets a third go. TCP_USER_TIMEOUT makes the
+ * kernel abort the attempt in time (reset once connected); the cut below
+ * is the fallback where it does not. */
+#define ONE_SYN_MS 900
+#define TWO_SYNS_MS 1500
+#define CUT_SLACK_NS 300000000ull
+
+/* Reserve the SYNs of socket i's next attempt: 1, or 0 when none is left. */
+static int syns_reserve(tpx_sock_connect_t *s, int i) {
+  int left = s->syn_budget - s->syns;
+  if (left < 1) return 0;
+  s->rsv[i] = (uint8_t)(left < ATTEMPT_SYNS ? 1 : ATTEMPT_SYNS);
+  s->syns += s->rsv[i];
+  return 1;
+}
+
+/* Socket i's attempt (fd still open) ended, connected or not: what it
+ * really sent replaces its reservation. */
+static void syns_settle(tpx_sock_connect_t *s, int i) {
+  struct tcp_info ti;
+  socklen_t tl = sizeof(ti);
+  memset(&ti, 0, sizeof(ti));
+  if (s->rsv[i] == 0 || getsockopt(s->fds[i], IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) return; /* kept */
+  int sent = 1 + (ti.tcpi_total_retrans > 0 || ti.tcpi_retransmits > 0);
+  s->syns += sent - s->rsv[i];
+  s->rsv[i] = 0;
+}
+
+/* Socket i's attempt connected: its SYNs counted, the connection's own
+ * timeouts back to the system's. */
+static int sock_connected(tpx_sock_connect_t *s, int i) {
+  unsigned zero = 0;
+  syns_settle(s, i);
+  if (setsockopt(s->fds[i], IPPROTO_TCP, TCP_USER_TIMEOUT, &zero, sizeof(zero)) != 0)
+    return tpx_err_quiet(TPX_ESYSTEM, "connect to %s: TCP_USER_TIMEOUT: %s", s->peerstr, strerror(errno));
+  s->st[i] = CS_HELLO;
+  return 0;
+}
+
 /* Socket i's next attempt: a fresh non-blocking socket and its connect.
  * 0 = connecting (or connected); > 0 = connect failed at once with that
  * errno (the caller decides on a retry); < 0 = a local failure. */
@@ -357,12 +411,22 @@ static int sock_open(tpx_sock_connect_t *s, int i) {
   tpx__set_reuseaddr(fd); /* its TIME_WAIT must not hold the port (common/ports.c) */
   if (set_nodelay(fd) != 0)
     return tpx_err_quiet(TPX_ESYSTEM, "connect to %s: TCP_NODELAY: %s", s->peerstr, strerror(errno));
+  int syncnt = ATTEMPT_SYNS - 1;
+  unsigned ut = s->rsv[i] == 1 ? ONE_SYN_MS : TWO_SYNS_MS;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt, sizeof(syncnt)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut)) != 0)
+    return tpx_err_quiet(TPX_ESYSTEM, "connect to %s: TCP_SYNCNT/TCP_USER_TIMEOUT: %s", s->peerstr, strerror(errno));
+  s->cut[i] = tpx__now_ns() + (uint64_t)ut * 1000000ull + CUT_SLACK_NS;
   if (connect(fd, (struct sockaddr *)&s->peer, tpx__sock_addr_len(&s->peer)) == 0) {
-    s->st[i] = CS_HELLO;
+    int rc = sock_connected(s, i);
+    if (rc) return rc;
   } else if (errno == EINPROGRESS || errno == EINTR) {
     s->st[i] = CS_CONNECTING;
-  } else {
-    return errno;
+  } else { /* refused before any SYN left (no route, a link down): nothing spent */
+    int e = errno;
+    s->syns -= s->rsv[i];
+    s->rsv[i] = 0;
+    return e;
   }
   return 0;
 }
@@ -371,17 +435,28 @@ static int sock_open(tpx_sock_connect_t *s, int i) {
  * back up, a listener not there yet) is retried after a pause, within the
  * retry count and the connect timeout; anything else fails the connect. */
 static int sock_failed(tpx_sock_net_t *sn, tpx_sock_connect_t *s, int i, int e) {
+  syns_settle(s, i);
   close(s->fds[i]);
   s->fds[i] = -1;
   uint64_t now = tpx__now_ns();
   int joined = 0; /* sockets failing together wait for one retry round */
   for (int j = 0; j <= s->nsocks; j++)
     joined |= j != i && s->st[j] == CS_RETRY && s->retry.next_ns > now;
-  if (joined && tpx__retry_transient(e)) {
+  int again = joined && tpx__retry_transient(e);
+  if (!again) again = tpx__retry_failed(&s->retry, e, sn->cfg.socket_retry_cnt, sn->cfg.socket_retry_sleep_msec, now);
+  if (again && !syns_reserve(s, i)) {
+    if (joined) tpx__retry_note(&s->retry, e);
+    char causes[256];
+    tpx__retry_causes(&s->retry, causes, sizeof(causes));
+    return tpx_err_quiet(TPX_EREMOTE, "connect to %s (socket %d of %d): %s; not retried: the SYN budget of its %d "
+                         "sockets is spent (%d, TPX_DIAL_SYNS=%d per socket); failed attempts: %s", s->peerstr, i,
+                         s->nsocks + 1, strerror(e), s->nsocks + 1, s->syn_budget, sn->cfg.dial_syns, causes);
+  }
+  if (again && joined) {
     s->st[i] = CS_RETRY;
     return 0;
   }
-  if (tpx__retry_failed(&s->retry, e, sn->cfg.socket_retry_cnt, sn->cfg.socket_retry_sleep_msec, now)) {
+  if (again) {
     s->st[i] = CS_RETRY;
     if (s->retry.next_ns >= s->deadline) s->retry.next_ns = UINT64_MAX; /* it fails at the deadline, not before */
     if (s->retry.next_ns == UINT64_MAX)
@@ -438,9 +513,11 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   tpx__sock_addr_str(&s->peer, s->peerstr, sizeof(s->peerstr));
   s->has_key = key != NULL;
   if (key) memcpy(s->key, key, TPX_NET_KEY_BYTES);
+  s->syn_budget = sn->cfg.dial_syns * (nsocks + 1);
   int rc = build_hellos(s, keyed);
   for (int i = 0; i <= nsocks && rc == 0; i++) {
-    rc = sock_open(s, i);
+    if (!syns_reserve(s, i)) rc = tpx_err_quiet(TPX_EINVAL, "connect: TPX_DIAL_SYNS=%d", sn->cfg.dial_syns);
+    if (rc == 0) rc = sock_open(s, i);
     if (rc > 0) rc = sock_failed(sn, s, i, rc);
   }
   if (rc == 0) {
@@ -485,8 +562,13 @@ static int connect_step(tpx_sock_net_t *sn, tpx_sock_connect_t *s) {
         if ((rc = sock_failed(sn, s, i, err)) != 0) return rc;
         continue;
       }
-      s->st[i] = CS_HELLO;
+      if ((rc = sock_connected(s, i)) != 0) return rc;
     }
+    uint64_t now = tpx__now_ns();
+    for (int k = 0; k < np; k++) /* attempts not connected before a SYN past their reservation would go */
+      if (s->st[idx[k]] == CS_CONNECTING && now >= s->cut[idx[k]] &&
+          (rc = sock_failed(sn, s, idx[k], ETIMEDOUT)) != 0)
+        return rc;
   }
   int done = 0;
   for (int i = 0; i <= s->nsocks; i++) {

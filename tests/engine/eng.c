@@ -1,6 +1,9 @@
 #include "eng.h"
 
+#include "common/util.h"
 #include "engine/endpoint.h"
+#include "engine/wire.h"
+#include "sock/wire.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -252,4 +255,60 @@ void eng_proxy_remove(tpx_endpoint_t *ep, eng_proxy_t *px) {
   pthread_mutex_lock(&ep->lock);
   ep->net = px->inner;
   pthread_mutex_unlock(&ep->lock);
+}
+
+/* ---- for the hostile-peer tests ---- */
+
+void eng_mk_handle(uint8_t *h, uint16_t port, int nsocks) {
+  memset(h, 0, TPX_NET_HANDLE_BYTES);
+  tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
+  tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
+  tpx__put16(h + TPX_WH_FAMILY, 4);
+  assert_int_equal(inet_pton(AF_INET, "127.0.0.1", h + TPX_WH_ADDR), 1);
+  uint16_t np = htons(port);
+  memcpy(h + TPX_WH_PORT, &np, 2);
+  tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)nsocks);
+}
+
+void eng_blackhole_open(eng_blackhole_t *b) {
+  b->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  assert_int_equal(bind(b->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(b->lfd, 0), 0);
+  socklen_t sl = sizeof(sa);
+  assert_int_equal(getsockname(b->lfd, (struct sockaddr *)&sa, &sl), 0);
+  b->port = ntohs(sa.sin_port);
+  b->filler = eng_raw_connect(b->port);
+}
+
+void eng_blackhole_close(eng_blackhole_t *b) {
+  close(b->filler);
+  close(b->lfd);
+}
+
+void eng_legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, size_t len, uint32_t seed) {
+  tpx_peer_t *ab, *ba;
+  eng_connect(a, b, &ab, &ba);
+  eng_buf_t x, y;
+  eng_buf(a, len, 0, &x);
+  eng_buf(b, len, TPX_ACCESS_WRITE, &y);
+  eng_write_check(ab, &x, &y, seed);
+  eng_buf_free(&x);
+  eng_buf_free(&y);
+  tpx_peer_close(ab);
+  tpx_peer_close(ba);
+}
+
+tpx_rmem_t *eng_unknown_region(const eng_buf_t *b) {
+  uint8_t blob[TPX_MD_MAX];
+  size_t bl;
+  assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
+  struct md_info md;
+  assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
+  md.region ^= 0x5a5a5a5a5a5aull;
+  assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);
+  tpx_rmem_t *r;
+  assert_int_equal(tpx_load_remote_md(blob, bl, &r), 0);
+  return r;
 }

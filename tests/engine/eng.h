@@ -82,4 +82,25 @@ void eng_proxy_remove(tpx_endpoint_t *ep, eng_proxy_t *px);
 int eng_px_isend(tpx_net_t *net, void *comm, void *data, size_t size, int tag, void *mh, void **req);
 int eng_px_connect(tpx_net_t *net, int dev, void *handle, void **comm, tpx_net_dev_handle_t *dh);
 
+
+/* ---- for the hostile-peer tests (test_engine_exhaustion.c, _flood.c) ---- */
+/* A built-in listen handle naming 127.0.0.1:port with nsocks data sockets,
+ * as a hand-written HELLO carries it. */
+void eng_mk_handle(uint8_t *h, uint16_t port, int nsocks);
+/* A loopback listener that never accepts and whose accept queue is full
+ * (backlog 0, one connection queued): the kernel drops every further SYN,
+ * so a connect to it stays in SYN_SENT until it is given up. */
+typedef struct eng_blackhole {
+  int lfd, filler;
+  uint16_t port;
+} eng_blackhole_t;
+void eng_blackhole_open(eng_blackhole_t *b);
+void eng_blackhole_close(eng_blackhole_t *b);
+/* a connects to b, writes len bytes checked at b, both close. */
+void eng_legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, size_t len, uint32_t seed);
+
+/* A descriptor of b's region naming a region id that does not exist, so
+ * that every access through it is refused by the target (caller frees). */
+tpx_rmem_t *eng_unknown_region(const eng_buf_t *b);
+
 #endif

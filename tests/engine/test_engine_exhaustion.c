@@ -24,17 +24,6 @@
 
 /* ---- shared pieces --------------------------------------------------------- */
 
-static void mk_handle(uint8_t *h, uint16_t port, int nsocks) {
-  memset(h, 0, TPX_NET_HANDLE_BYTES);
-  tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
-  tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
-  tpx__put16(h + TPX_WH_FAMILY, 4);
-  assert_int_equal(inet_pton(AF_INET, "127.0.0.1", h + TPX_WH_ADDR), 1);
-  uint16_t np = htons(port);
-  memcpy(h + TPX_WH_PORT, &np, 2);
-  tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)nsocks);
-}
-
 static void send_hello(int fd, const uint8_t *handles, int nch) {
   struct wbuf w = {0};
   struct wire_hello h = {79, 0, (uint16_t)nch, 0, "dangler", handles};
@@ -63,31 +52,6 @@ static int fds_wait(int want, int cmp, int ms) {
 
 /* ---- connects that never complete ------------------------------------------ */
 
-/* A loopback listener that never accepts and whose accept queue is full
- * (backlog 0, one connection queued): the kernel drops every further SYN,
- * so a connect to it stays in SYN_SENT for as long as it is not closed. */
-typedef struct blackhole {
-  int lfd, filler;
-  uint16_t port;
-} blackhole_t;
-
-static void blackhole_open(blackhole_t *b) {
-  b->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET};
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  assert_int_equal(bind(b->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  assert_int_equal(listen(b->lfd, 0), 0);
-  socklen_t sl = sizeof(sa);
-  assert_int_equal(getsockname(b->lfd, (struct sockaddr *)&sa, &sl), 0);
-  b->port = ntohs(sa.sin_port);
-  b->filler = eng_raw_connect(b->port);
-}
-
-static void blackhole_close(blackhole_t *b) {
-  close(b->filler);
-  close(b->lfd);
-}
-
 /* Connections in SYN_SENT towards port (from /proc/net/tcp). */
 static int syn_sent_to(uint16_t port) {
   FILE *f = fopen("/proc/net/tcp", "r");
@@ -108,15 +72,15 @@ enum { DANGLE_CH = 4, DANGLE_NSOCKS = 64, DANGLE_CONNS = DANGLE_CH * (DANGLE_NSO
  * it may be dialled there), then `end`: 0 closes the control connection as
  * soon as the server is dialling, 1 waits for the server's setup deadline.
  * The server's fds must be back at `base` within the setup deadline. */
-static int dangle_hello(int port, const blackhole_t *b) {
+static int dangle_hello(int port, const eng_blackhole_t *b) {
   static uint8_t hs[DANGLE_CH * TPX_NET_HANDLE_BYTES];
-  for (int c = 0; c < DANGLE_CH; c++) mk_handle(hs + c * TPX_NET_HANDLE_BYTES, b->port, DANGLE_NSOCKS);
+  for (int c = 0; c < DANGLE_CH; c++) eng_mk_handle(hs + c * TPX_NET_HANDLE_BYTES, b->port, DANGLE_NSOCKS);
   int fd = eng_raw_connect(port);
   send_hello(fd, hs, DANGLE_CH);
   return fd;
 }
 
-static void dangle_once(int port, const blackhole_t *b, int base, int end, int timeout_ms) {
+static void dangle_once(int port, const eng_blackhole_t *b, int base, int end, int timeout_ms) {
   int fd = dangle_hello(port, b);
   int up = fds_wait(base + DANGLE_CONNS, 1, 5000); /* the server dials every socket */
   if (up < base + DANGLE_CONNS) fail_msg("the server dialled only %d sockets", up - base);
@@ -131,19 +95,6 @@ static void dangle_once(int port, const blackhole_t *b, int base, int end, int t
   int left = fds_wait(base, -1, timeout_ms + 2000);
   double ms = (double)(tpx__now_ns() - t0) / 1e6;
   if (left > base) fail_msg("%d fds still open %.0f ms after the attacker's peer ended (base %d)", left, ms, base);
-}
-
-static void legit_transfer(tpx_endpoint_t *a, tpx_endpoint_t *b, uint32_t seed) {
-  tpx_peer_t *ab, *ba;
-  eng_connect(a, b, &ab, &ba);
-  eng_buf_t x, y;
-  eng_buf(a, 1 << 20, 0, &x);
-  eng_buf(b, 1 << 20, TPX_ACCESS_WRITE, &y);
-  eng_write_check(ab, &x, &y, seed);
-  eng_buf_free(&x);
-  eng_buf_free(&y);
-  tpx_peer_close(ab);
-  tpx_peer_close(ba);
 }
 
 /* A peer's HELLO named a listener that never completes a connection, and
@@ -167,8 +118,8 @@ static void test_attack_dangling_connects(void **state) {
   tpx_config_t cfg;
   eng_pair_t P;
   dangle_pair(&P, &cfg, 1500);
-  blackhole_t b;
-  blackhole_open(&b);
+  eng_blackhole_t b;
+  eng_blackhole_open(&b);
   int port = tpx_endpoint_port(P.b), fd0 = fds_now();
   int fd = dangle_hello(port, &b); /* the first round shows the connects really never complete */
   fds_wait(fd0 + DANGLE_CONNS, 1, 5000);
@@ -181,9 +132,9 @@ static void test_attack_dangling_connects(void **state) {
   dangle_once(port, &b, fd0, 1, cfg.connect_timeout_ms); /* the setup deadline ends it */
   print_message("dangling connects: %d rounds of %d sockets, fds back at %d each time\n", ROUNDS + 1,
                 DANGLE_CONNS, fd0);
-  legit_transfer(P.a, P.b, 91);
+  eng_legit_transfer(P.a, P.b, 1 << 20, 91);
   assert_int_equal(tpx_peer_status(P.ab), 0);
-  blackhole_close(&b);
+  eng_blackhole_close(&b);
   eng_pair_close(&P);
   eng_res_settled(&base, 64 << 10);
 }
@@ -202,53 +153,21 @@ static void test_attack_dangling_connects_plugin(void **state) {
   static eng_proxy_t plain = {0}; /* every call through, no connect_abort */
   eng_proxy_install(P.b, &plain);
   assert_null(P.b->net->ops->connect_abort);
-  blackhole_t b;
-  blackhole_open(&b);
+  eng_blackhole_t b;
+  eng_blackhole_open(&b);
   int port = tpx_endpoint_port(P.b), fd0 = fds_now();
   for (int i = 0; i < 3; i++) dangle_once(port, &b, fd0, i == 2, 2 * cfg.connect_timeout_ms);
   pthread_mutex_lock(&P.b->lock);
   assert_null(P.b->abandoned);
   pthread_mutex_unlock(&P.b->lock);
   eng_proxy_remove(P.b, &plain);
-  legit_transfer(P.a, P.b, 92);
-  blackhole_close(&b);
+  eng_legit_transfer(P.a, P.b, 1 << 20, 92);
+  eng_blackhole_close(&b);
   eng_pair_close(&P);
   eng_res_settled(&base, 64 << 10);
 }
 
 /* ---- log volume per hostile request ----------------------------------------- */
-
-/* stderr (where the log goes) into a file, for counting. */
-typedef struct capture {
-  int saved, fd;
-} capture_t;
-
-static void capture_start(capture_t *c) {
-  char path[] = "/tmp/tpx-exhaustion-log-XXXXXX";
-  c->fd = mkstemp(path);
-  assert_true(c->fd >= 0);
-  unlink(path);
-  fflush(stderr);
-  c->saved = dup(2);
-  assert_true(c->saved >= 0);
-  assert_int_equal(dup2(c->fd, 2), 2);
-}
-
-/* Stop; the text (NUL-terminated, caller frees) and its length. */
-static char *capture_stop(capture_t *c, size_t *len) {
-  fflush(stderr);
-  assert_int_equal(dup2(c->saved, 2), 2);
-  close(c->saved);
-  off_t n = lseek(c->fd, 0, SEEK_END);
-  assert_true(n >= 0);
-  char *text = malloc((size_t)n + 1);
-  assert_non_null(text);
-  assert_int_equal(pread(c->fd, text, (size_t)n, 0), n);
-  text[n] = 0;
-  close(c->fd);
-  *len = (size_t)n;
-  return text;
-}
 
 /* Lines containing `what` in full, and the sum of the counts that the
  * summaries naming `kind` report (the number before "more"). */
@@ -272,21 +191,6 @@ static int lines_with(const char *text, const char *what, const char *kind, unsi
   return n;
 }
 
-/* A descriptor of b's region naming a region id that does not exist, so
- * that every access through it is refused by the target. */
-static tpx_rmem_t *unknown_region(const eng_buf_t *b) {
-  uint8_t blob[TPX_MD_MAX];
-  size_t bl;
-  assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
-  struct md_info md;
-  assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
-  md.region ^= 0x5a5a5a5a5a5aull;
-  assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);
-  tpx_rmem_t *r;
-  assert_int_equal(tpx_load_remote_md(blob, bl, &r), 0);
-  return r;
-}
-
 /* Each refused WRITE logged one ERROR line (and one more for its dropped
  * notification): 100,000 one-byte refused writes (6.1 MB on the wire)
  * made 22.3 MB of log. Now repeated lines of one kind from one peer are
@@ -307,9 +211,9 @@ static void test_attack_log_amplification(void **state) {
   eng_buf_t src, dst;
   eng_buf(P.a, 4096, 0, &src);
   eng_buf(P.b, 4096, TPX_ACCESS_WRITE, &dst);
-  tpx_rmem_t *bad = unknown_region(&dst);
-  capture_t cap;
-  capture_start(&cap);
+  tpx_rmem_t *bad = eng_unknown_region(&dst);
+  tu_log_capture_t cap;
+  tu_log_capture_start(&cap);
   static tpx_xfer_t *x[BATCH];
   for (int i = 0; i < N; i += BATCH) {
     for (int k = 0; k < BATCH; k++) assert_int_equal(tpx_write(P.ab, src.mem, 0, bad, 0, 1, "n", 1, &x[k]), 0);
@@ -326,13 +230,13 @@ static void test_attack_log_amplification(void **state) {
     usleep(10000);
   }
   size_t during = 0;
-  char *t1 = capture_stop(&cap, &during);
-  capture_start(&cap);
+  char *t1 = tu_log_capture_text(&cap, &during);
+  tu_log_capture_start(&cap);
   tpx_peer_close(P.ba); /* the peer ends: what was counted is logged */
   P.ba = NULL;
   for (int i = 0; i < 500 && tpx_peer_status(P.ab) == 0; i++) usleep(10000);
   size_t after = 0;
-  char *t2 = capture_stop(&cap, &after);
+  char *t2 = tu_log_capture_text(&cap, &after);
   unsigned long long w1 = 0, w2 = 0, n1 = 0, n2 = 0;
   int wfull = lines_with(t1, "outside our writable registrations", "refused writes", &w1) +
               lines_with(t2, "outside our writable registrations", "refused writes", &w2);
@@ -539,7 +443,7 @@ static void unauth_slots(int keyed) {
     int want = ph == 0 ? SHARE : MAX, held = 0;
     for (int i = 0; i < 1000 && (held = unauth_now(P.b)) < want; i++) usleep(5000);
     assert_int_equal(held, want); /* one source gets its share; many fill every slot */
-    for (int k = 0; k < 3; k++) legit_transfer(P.a, P.b, 100 + (uint32_t)k); /* during the flood */
+    for (int k = 0; k < 3; k++) eng_legit_transfer(P.a, P.b, 1 << 20, 100 + (uint32_t)k); /* during the flood */
     print_message("pre-handshake flood (%s%s): %d connections opened, %d held at most; a peer connected and "
                   "transferred 3 times meanwhile\n", phases[ph].what, keyed ? ", with a key" : "",
                   atomic_load(&f.opened), unauth_now(P.b));

@@ -237,8 +237,9 @@ static void test_attack_preauth_memory(void **state) {
 }
 
 /* Idle connections that never say HELLO are bounded (TPX_MAX_UNAUTH): past
- * the bound a new one is told why (an ERROR naming the limit) and closed at
- * once; once they go, peers connect. */
+ * the bound the oldest idle one makes room for the new one (a client behind
+ * the same address is not locked out) and is told why (an ERROR naming the
+ * limit); once they go, peers connect. */
 static void test_attack_unauth_flood(void **state) {
   (void)state;
   enum { MAX = 8 };
@@ -262,7 +263,7 @@ static void test_attack_unauth_flood(void **state) {
   }
   int extra = eng_raw_connect(port);
   uint8_t buf[512];
-  size_t got = eng_read_to_eof(extra, buf, sizeof(buf)); /* told why, closed at once */
+  size_t got = eng_read_to_eof(fds[0], buf, sizeof(buf)); /* the oldest: told why, closed at once */
   struct wire_frame f;
   struct wire_error e;
   assert_int_equal(tpx__wire_frame_parse(buf, got, &f), (long)got);

@@ -24,13 +24,9 @@ static double ms_since(uint64_t t0) { return (double)(tpx__now_ns() - t0) / 1e6;
 /* A socket bound to 127.0.0.1:<ephemeral>, not listening: connects to it
  * are refused. Its port goes into *port. */
 static int held_port(int *port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  socklen_t sl = sizeof(sa);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-  *port = ntohs(sa.sin_port);
+  uint16_t p;
+  int fd = tu_held_port(&p);
+  *port = p;
   return fd;
 }
 
@@ -50,6 +46,7 @@ static tpx_net_t *open_retry(int retries, int sleep_ms, int timeout_ms, int *hel
   cfg.socket_retry_cnt = retries;
   cfg.socket_retry_sleep_msec = sleep_ms;
   cfg.connect_timeout_ms = timeout_ms;
+  cfg.dial_syns = 100000; /* the retry count and the deadline are what is shown here (the budget: test_sock_hostile) */
   tpx_net_t *net = ts_open_cfg(&cfg);
   int port;
   *held = held_port(&port);

@@ -1,7 +1,10 @@
 #define _GNU_SOURCE /* process_vm_readv */
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,4 +149,32 @@ int tu_log_capture_end(tu_log_capture_t *c, const char *what) {
   fclose(f);
   unlink(c->path);
   return n;
+}
+
+char *tu_log_capture_text(tu_log_capture_t *c, size_t *len) {
+  fflush(stderr);
+  tpx__log_level = c->level;
+  assert_int_equal(dup2(c->saved, 2), 2);
+  close(c->saved);
+  off_t n = lseek(c->fd, 0, SEEK_END);
+  assert_true(n >= 0);
+  char *text = malloc((size_t)n + 1);
+  assert_non_null(text);
+  assert_int_equal(pread(c->fd, text, (size_t)n, 0), n);
+  text[n] = 0;
+  close(c->fd);
+  unlink(c->path);
+  *len = (size_t)n;
+  return text;
+}
+
+int tu_held_port(uint16_t *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  socklen_t sl = sizeof(sa);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+  *port = ntohs(sa.sin_port);
+  return fd;
 }

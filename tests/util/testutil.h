@@ -45,5 +45,13 @@ typedef struct tu_log_capture {
 } tu_log_capture_t;
 void tu_log_capture_start(tu_log_capture_t *c);
 int tu_log_capture_end(tu_log_capture_t *c, const char *what);
+/* The same end, returning all the text (NUL-terminated, caller frees) and
+ * its length instead. */
+char *tu_log_capture_text(tu_log_capture_t *c, size_t *len);
+
+/* A socket bound to 127.0.0.1:<ephemeral> that does not listen: connects to
+ * its port (*port) are refused, and no other test takes the port while it
+ * is open. Returns the socket. */
+int tu_held_port(uint16_t *port);
 
 #endif
