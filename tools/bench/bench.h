@@ -128,6 +128,7 @@ struct bench_result {
   double avg_us, min_us, p50_us, p99_us, p999_us, max_us;
   double gbps_gpu, gbps_total; /* 0 when no iteration succeeded */
   double cpu_user_s, cpu_sys_s; /* client process, timed iterations */
+  double wall_ms;               /* the timed transfers from first post to last end, failed ones included */
   int checked;                  /* iterations whose every byte was verified */
   int latency;                  /* times are one-way latencies */
   char error[320];              /* the first error, "" if none */

@@ -192,8 +192,9 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
   int total = r->iters + r->warmup;
   double end = 0;
   res->iters = 0;
+  double start = 0;
   for (int i = 0; i < total && !bench_stop && !bench_abort; i++) {
-    if (i == r->warmup) end = run_end(c);
+    if (i == r->warmup) end = run_end(c), start = bench_now_ms();
     if (end > 0 && bench_now_ms() > end) break;
     double ms = 0, u0, s0, u1, s1, t0 = bench_now_ms();
     bench_cpu_now(&u0, &s0);
@@ -204,6 +205,7 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
       res->errors += i >= r->warmup;
       if (failed_one(c, r, xs[i % nx], rc, i - r->warmup, bench_now_ms() - t0, res)) continue;
       fatal(c, res, rc, i - r->warmup);
+      res->wall_ms = start > 0 ? bench_now_ms() - start : 0;
       return rc;
     }
     int bad = r->check ? check(c, l, r, i % r->regions, res) : 0;
@@ -218,6 +220,7 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
       progress(c, res, i - r->warmup + 1, r->iters);
     }
   }
+  res->wall_ms = start > 0 ? bench_now_ms() - start : 0;
   return 0;
 }
 
@@ -231,7 +234,7 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
     if ((rc = tpx_xfer_post(xs[0])) == 0) rc = bench_wait_xfer(xs[0], c->peer, to);
   double u0, s0;
   bench_cpu_now(&u0, &s0);
-  double last = bench_now_ms(), end = run_end(c);
+  double last = bench_now_ms(), end = run_end(c), start = last;
   int posted = 0, failed = 0;
   double *t_post = calloc((size_t)nx, sizeof(double)); /* when the transfer on each handle was posted */
   if (!t_post) rc = TPX_ENOMEM;
@@ -256,6 +259,7 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
       t_post[posted % nx] = bench_now_ms(), posted++;
   }
   free(t_post);
+  res->wall_ms = bench_now_ms() - start;
   bench_cpu_now(&res->cpu_user_s, &res->cpu_sys_s);
   res->cpu_user_s -= u0, res->cpu_sys_s -= s0;
   res->errors += failed;

@@ -79,7 +79,7 @@ void bench_perf_lines(const struct bench_result *r, int ngpus) {
   bench_run_label(r->op, r->block, r->batch, lb, sizeof lb);
   if (r->error[0]) printf("[ERROR] %s: %s\n", lb, r->error);
   if (r->ok == 0) {
-    printf("[PERF] %s: no transfer completed; %d failed\n", lb, r->errors);
+    printf("[PERF] %s: no transfer completed; %d failed; %.3f s in all\n", lb, r->errors, r->wall_ms / 1e3);
     return;
   }
   for (int i = 0; i < r->npairs && !r->latency; i++) /* before the total: scripts take the last BW line */
@@ -92,9 +92,9 @@ void bench_perf_lines(const struct bench_result *r, int ngpus) {
     return;
   }
   printf("[PERF] Avg (%d iter): %.3f ms, BW: %s GB/s (per GPU; %d GPU(s), %s GB/s total; GB = 1e9 B; %s); "
-         "p50 %.3f ms, p99 %.3f ms; %d failed\n",
+         "p50 %.3f ms, p99 %.3f ms; %d failed; %.3f s in all\n",
          r->ok, r->avg_us / 1e3, bench_gbps_str(r->gbps_gpu, g, sizeof g), ngpus,
-         bench_gbps_str(r->gbps_total, t, sizeof t), lb, r->p50_us / 1e3, r->p99_us / 1e3, r->errors);
+         bench_gbps_str(r->gbps_total, t, sizeof t), lb, r->p50_us / 1e3, r->p99_us / 1e3, r->errors, r->wall_ms / 1e3);
 }
 
 void bench_summary_line(const struct bench_result *r, int n, int check) {
