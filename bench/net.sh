@@ -11,7 +11,8 @@
 #   loss      link LINK drops LOSS % of its packets (nftables numgen)
 #   down      link LINK down DOWN_AT s into the run, up DOWN_FOR s later
 # Each row: GB/s (1e9 B/s: bytes of the transfers that completed / the run's
-# whole time, failed transfers' included), ratio to iperf3's sum in the same
+# whole time, failed transfers' included; a run the peer's failure ended
+# counts the case's whole time, failed marked '*'), ratio to iperf3's sum in the same
 # case, failed transfers, p99 transfer time, and the MB each link carried
 # (client -> server) during the engine's run.
 #
@@ -144,21 +145,25 @@ run_engine() { # memory stripe seconds [flap]
   timeout 30 tail --pid="$spid" -f /dev/null 2>/dev/null || true
   stop_all
   [ "${4:-}" = flap ] && flap_wait
-  python3 - "$c" "$size" "$t0" "$t1" <<'PY'
+  python3 - "$c" "$size" "$t0" "$t1" "$secs" <<'PY'
 import re, sys
 log = open(sys.argv[1], errors="replace").read()
 mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 sz = sys.argv[2]
 size = int(sz[:-1]) * mult[sz[-1]] if sz[-1] in mult else int(sz)
 mb = "/".join("%.0f" % ((int(b) - int(a)) / 1e6) for a, b in zip(sys.argv[3].split(), sys.argv[4].split()))
+# the run ended before its time (the peer failed): its failed count gets a '*'
+ended = "*" if re.search(r"^tpx-bench: ", log, re.M) else ""
 m = re.search(r"^\[PERF\] Avg \((\d+) iter\):.*p99 ([0-9.]+) ms; (\d+) failed; ([0-9.]+) s in all", log, re.M)
 if m:
     ok, p99, failed, wall = int(m[1]), float(m[2]), int(m[3]), float(m[4])
-    print("%.3f %d %.1f %s ok" % (ok * size / wall / 1e9 if wall > 0 else 0, failed, p99, mb))
+    if ended:  # nothing moved from the end of the run to the end of the case
+        wall = max(wall, float(sys.argv[5]))
+    print("%.3f %d%s %.1f %s ok" % (ok * size / wall / 1e9 if wall > 0 else 0, failed, ended, p99, mb))
     sys.exit(0)
 m = re.search(r"^\[PERF\] .*no transfer completed; (\d+) failed", log, re.M)
 if m:
-    print("0.000 %s - %s ok" % (m[1], mb))
+    print("0.000 %s%s - %s ok" % (m[1], ended, mb))
 else:  # the client never got to a run (setup failed): say so
     print("0.000 - - %s error" % mb)
 PY
@@ -216,6 +221,7 @@ for c in "${cases[@]}"; do
     done
   done
 done
+grep -q '^| .* | [0-9-]*\* |' "$res" && echo "(* the run ended before its time: the peer failed; the client's log says why)"
 echo
 cat "$tmp/cases.txt"
 [ -n "$keep" ] && echo "logs and results.md in $keep"

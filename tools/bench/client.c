@@ -471,8 +471,8 @@ static void close_pair(struct client *c) {
 static void banner(const struct client *cs) {
   const struct bench_opts *o = cs[0].o;
   char cb[24];
-  printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %s, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
-         o->check ? "with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
+  printf("[BENCH] %s%s, transport %s, %d channel(s), chunk %s, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
+         o->check ? " with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
          bench_chunk_str(cs[0].cfg.chunk_bytes, cb, sizeof cb), o->cuda ? "cuda" : "host", cs[0].gpu,
          tpx_peer_gpu(cs[0].peer));
   if (o->multi) {
