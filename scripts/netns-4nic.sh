@@ -154,8 +154,7 @@ status() {
       tx=$(ip netns exec "$ns" cat "/sys/class/net/$dev/statistics/tx_bytes")
       st=$(ip netns exec "$ns" cat "/sys/class/net/$dev/operstate")
       echo "  $dev $st rx_bytes $rx tx_bytes $tx"
-      ip -n "$ns" -o link show dev "$dev" >/dev/null 2>&1 &&
-        tc -n "$ns" qdisc show dev "$dev" | grep -E 'tbf|netem' | sed 's/^/    qdisc: /' || true
+      tc -n "$ns" qdisc show dev "$dev" | { grep -E 'tbf|netem' || true; } | sed 's/^/    qdisc: /'
     done
     if command -v nft >/dev/null 2>&1 && ip netns exec "$ns" nft list table inet "$nft_table" >/dev/null 2>&1; then
       ip netns exec "$ns" nft list table inet "$nft_table" | grep 'numgen' | sed 's/^[[:space:]]*/    nft: /'
