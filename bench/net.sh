@@ -14,7 +14,9 @@
 # whole time, failed transfers' included; a run the peer's failure ended
 # counts the case's whole time, failed marked '*'), ratio to iperf3's sum in the same
 # case, failed transfers, p99 transfer time, and the MB each link carried
-# (client -> server) during the engine's run.
+# (client -> server) during the engine's run. The down case adds, from the
+# links' byte counters sampled every 0.2 s, the GB/s of iperf3 and of the
+# engine while the link was down and how soon it carried data again.
 #
 # usage: bench/net.sh [BUILD_DIR]    (root; iproute2, nftables, iperf3, python3)
 # Settings (environment):
@@ -89,6 +91,44 @@ tx_bytes() { # the four links' client -> server byte counters, one line
   echo "$out"
 }
 
+# The down case, from the links' own byte counters (client side, tx; iperf3 and
+# the engine alike): flap_start schedules the flap and samples the four
+# counters every 0.2 s into FILE until stopped (in pids; bounded: 10 min);
+# down_stats FILE prints the GB/s over every link while LINK was down (its
+# first second left out) and how many seconds after LINK came back it carried
+# data again (more than 64 KB in a sample; "never" if not in the run).
+flap_start() { # FILE
+  date +%s.%N >"$tmp/flap.t0"
+  sh "$lab" flap "$name" "$link" "$down_at" "$down_for" >/dev/null
+  ip netns exec "$nsa" sh -c 'i=0; while [ $i -lt 3000 ]; do
+      printf "%s" "$(date +%s.%N)"
+      for k in 1 2 3 4; do printf " %s" "$(cat /sys/class/net/$0$k/statistics/tx_bytes)"; done
+      echo; sleep 0.2; i=$((i + 1)); done' "${name}a" >"$1" 2>/dev/null &
+  pids="$pids $!"
+}
+down_stats() { # FILE
+  python3 - "$1" "$(cat "$tmp/flap.t0")" "$down_at" "$down_for" "$link" <<'PY'
+import sys
+rows = []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) == 5:
+        rows.append([float(x) for x in f])
+t0, at, dur, k = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+td, tu = t0 + at + 1, t0 + at + dur
+win = [r for r in rows if td <= r[0] <= tu]
+gbps = "-"
+if len(win) >= 2 and win[-1][0] > win[0][0]:
+    gbps = "%.3f" % ((sum(win[-1][1:]) - sum(win[0][1:])) / (win[-1][0] - win[0][0]) / 1e9)
+back = "never"
+for a, b in zip(rows, rows[1:]):
+    if a[0] >= tu - 0.2 and b[k] - a[k] > 64e3:
+        back = "%.1f" % max(0.0, b[0] - tu)
+        break
+print(gbps, back)
+PY
+}
+
 # ---- iperf3: one stream per link, the sum ------------------------------------
 run_iperf() { # seconds [flap]
   local k p secs=$1 cl=""
@@ -98,7 +138,7 @@ run_iperf() { # seconds [flap]
   done
   k=1
   for p in $pids; do wait_line listening "$tmp/ips-$k.log" "$p" || return 1; k=$((k + 1)); done
-  [ "${2:-}" = flap ] && sh "$lab" flap "$name" "$link" "$down_at" "$down_for" >/dev/null
+  [ "${2:-}" = flap ] && flap_start "$tmp/samples-iperf.txt"
   for k in 1 2 3 4; do
     timeout $((secs + 60)) ip netns exec "$nsa" "$iperf" -c "198.18.$k.2" -B "198.18.$k.1" -p $((port_base + k)) \
       -t "$secs" --json >"$tmp/ipc-$k.log" 2>&1 &
@@ -106,7 +146,8 @@ run_iperf() { # seconds [flap]
   done
   for p in $cl; do wait "$p" || true; done
   stop_all
-  [ "${2:-}" = flap ] && flap_wait
+  idown="- -"
+  [ "${2:-}" = flap ] && flap_wait && idown=$(down_stats "$tmp/samples-iperf.txt")
   ival=$(python3 - "$tmp" <<'PY'
 import json, sys
 tot = 0.0
@@ -135,7 +176,7 @@ run_engine() { # memory stripe seconds [flap]
   wait_line '^\[SERVER\] listening' "$s" "$spid" || return 1
   envs[0]=TPX_SOCKET_IFNAME="=$ifa"
   t0=$(tx_bytes)
-  [ "${4:-}" = flap ] && sh "$lab" flap "$name" "$link" "$down_at" "$down_for" >/dev/null
+  [ "${4:-}" = flap ] && flap_start "$tmp/samples-engine.txt"
   # --iters: a cap the run's duration reaches first; timeout: the run, a stalled
   # transfer's deadline (TPX_TIMEOUT_MS, 30 s by default) and teardown
   timeout $((secs + 120)) ip netns exec "$nsa" env "${envs[@]}" "$tb" client 198.18.1.2 --port "$port_base" --mem "$m" \
@@ -144,7 +185,9 @@ run_engine() { # memory stripe seconds [flap]
   t1=$(tx_bytes)
   timeout 30 tail --pid="$spid" -f /dev/null 2>/dev/null || true
   stop_all
-  [ "${4:-}" = flap ] && flap_wait
+  local down="- -"
+  [ "${4:-}" = flap ] && flap_wait && down=$(down_stats "$tmp/samples-engine.txt")
+  echo "$down" >"$tmp/eng-down.txt"
   python3 - "$c" "$size" "$t0" "$t1" "$secs" <<'PY'
 import re, sys
 log = open(sys.argv[1], errors="replace").read()
@@ -168,6 +211,8 @@ else:  # the client never got to a run (setup failed): say so
     print("0.000 - - %s error" % mb)
 PY
 }
+
+ratio0() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 
 # ---- the cases ----------------------------------------------------------------
 cases=(healthy slow loss down)
@@ -218,9 +263,24 @@ for c in "${cases[@]}"; do
       [ "$status" = ok ] || { echo "net: $c $m $st: the engine run failed; its log:" >&2; tail -n 5 "$tmp/eng-c.log" >&2; }
       cp "$tmp/eng-c.log" "$tmp/eng-c-$c-$m-$st.log" 2>/dev/null || true
       echo "| $c | $m | $st | $igb | $egb | $(ratio "$egb" "$igb") | $failed | $p99 | $mb |" | tee -a "$res"
+      if [ "$c" = down ]; then
+        read -r idg _ <<<"$idown"
+        read -r edg eback <<<"$(cat "$tmp/eng-down.txt" 2>/dev/null || echo "- -")"
+        echo "| $m | $st | $idg | $edg | $(ratio0 "$edg" "$idg") | $eback |" >>"$tmp/down.md"
+      fi
     done
   done
 done
+if [ -s "$tmp/down.md" ]; then
+  {
+    echo
+    echo "down case, from the links' byte counters (client side): while link $link was down (its first second left out), and when it carried data again"
+    echo
+    echo "| memory | TPX_STRIPE | iperf3 GB/s while down | engine GB/s while down | ratio | link $link carries again after (s) |"
+    echo "|---|---|---|---|---|---|"
+    cat "$tmp/down.md"
+  } | tee -a "$res"
+fi
 grep -q '^| .* | [0-9-]*\* |' "$res" && echo "(* the run ended before its time: the peer failed; the client's log says why)"
 echo
 cat "$tmp/cases.txt"
