@@ -330,22 +330,33 @@ static int count_runs(const struct bench_opts *o) {
   return k * o->nops * o->nbatch;
 }
 
+/* After one op's table: the [PERF] and [CPU] lines scripts read, per run;
+ * one [CHECK] line for the table (a run not fully checked gets its own). */
 static void summary(const struct client *c, const struct bench_result *r, int n) {
   char lb[64];
+  int all = 1, total = 0;
   for (int i = 0; i < n; i++) {
     bench_perf_lines(&r[i], c->o->ngpus);
     bench_run_label(r[i].op, r[i].block, r[i].batch, lb, sizeof lb);
-    if (r[i].checked && r[i].checked == r[i].ok)
-      printf("[CHECK] client: ok, %s: every byte of %d transfer(s) x %zu bytes checked (%s, %s memory%s)\n", lb,
-             r[i].checked, r[i].bytes, r[i].op == TPX_OP_READ ? "here, after each read" : "by the server, after each transfer",
-             c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
-    else if (c->o->check && r[i].ok)
+    if (c->o->check && r[i].ok && r[i].checked != r[i].ok) {
+      all = 0;
       printf("[CHECK] client: %s: %d of %d completed transfer(s) checked intact\n", lb, r[i].checked, r[i].ok);
+    }
+    total += r[i].checked;
     if (!r[i].latency && r[i].ok) {
       double gb = (double)r[i].bytes * r[i].ok / 1e9, wall = r[i].avg_us * r[i].ok / c->o->ngpus / 1e3;
       printf("[CPU] client: %.3f s user + %.3f s system per GB, %.2f cores busy on average (%s)\n", r[i].cpu_user_s / gb,
              r[i].cpu_sys_s / gb, (r[i].cpu_user_s + r[i].cpu_sys_s) / (wall * 1e-3), lb);
     }
+  }
+  if (c->o->check && all && total) {
+    const char *who = r[0].op == TPX_OP_READ ? "here, after each read" : "by the server, after each transfer";
+    if (n == 1)
+      printf("[CHECK] client: ok, %s: every byte of %d transfer(s) x %zu bytes checked (%s, %s memory%s)\n", lb, total,
+             r[0].bytes, who, c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
+    else
+      printf("[CHECK] client: ok, every byte of the %d transfer(s) of the %d runs above checked (%s, %s memory%s)\n",
+             total, n, who, c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
   }
   fflush(stdout);
 }

@@ -92,9 +92,10 @@ void bench_perf_lines(const struct bench_result *r, int ngpus) {
     return;
   }
   printf("[PERF] Avg (%d iter): %.3f ms, BW: %s GB/s (per GPU; %d GPU(s), %s GB/s total; GB = 1e9 B; %s); "
-         "p50 %.3f ms, p99 %.3f ms; %d failed; %.3f s in all\n",
+         "p50 %.3f ms, p99 %.3f ms; %d failed; %.*f s in all\n",
          r->ok, r->avg_us / 1e3, bench_gbps_str(r->gbps_gpu, g, sizeof g), ngpus,
-         bench_gbps_str(r->gbps_total, t, sizeof t), lb, r->p50_us / 1e3, r->p99_us / 1e3, r->errors, r->wall_ms / 1e3);
+         bench_gbps_str(r->gbps_total, t, sizeof t), lb, r->p50_us / 1e3, r->p99_us / 1e3, r->errors,
+         r->wall_ms < 1e3 ? 6 : 3, r->wall_ms / 1e3);
 }
 
 void bench_summary_line(const struct bench_result *r, int n, int check) {
