@@ -251,13 +251,14 @@ for c in "${cases[@]}"; do
   what=$(setup_case "$c")
   es=$esecs is=$isecs fl=""
   [ "$c" = down ] && es=$((down_at + down_for + 5)) is=$es fl=flap
-  run_iperf "$is" $fl || { stop_all; ival="0 -"; }
+  run_iperf "$is" $fl || { stop_all; ival="0 -" idown="- -"; }
   read -r igb iper <<<"$ival"
   echo "$c: $what; iperf3 $igb GB/s (per link $iper)" >>"$tmp/cases.txt"
   for m in $mem; do
     for st in $stripes; do
       setup_case "$c" >/dev/null
       port_base=$((port_base + 10 > 64000 ? 24000 : port_base + 10)) # not in $(...): it must stick
+      rm -f "$tmp/eng-down.txt"
       out=$(run_engine "$m" "$st" "$es" $fl) || out="0.000 - - - error"
       read -r egb failed p99 mb status <<<"$out"
       [ "$status" = ok ] || { echo "net: $c $m $st: the engine run failed; its log:" >&2; tail -n 5 "$tmp/eng-c.log" >&2; }
