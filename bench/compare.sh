@@ -47,6 +47,11 @@
 #             and Google's A3-high tuning), and against the emulation of the
 #             plugin (the built-in transport's unpack mode, TPX_SOCK_UNPACK=1);
 #             2 GPUs (CLIENT_GPU=0, SERVER_GPU=1 unless set), PyTorch
+#   net       the network lab, not loopback (bench/net.sh, its header lists
+#             its settings; root): four veth links between two namespaces
+#             shaped with tbf, iperf3 one stream per link against the engine
+#             (TPX_STRIPE=fixed and adaptive) with all links healthy, one at a
+#             tenth, one losing 0.1%, one down for 10 s mid-run
 # Settings (environment):
 #   ROUNDS=5  ITERS64=30  ITERS256=10 (transfers per engine or raw run; other
 #   sizes take ITERS64)  IPERF_SECONDS=3  IPERF3=path|none
@@ -101,7 +106,8 @@ n="${N:-8}"
 port_base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 
 case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx) ;;
-*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx [BUILD_DIR] (see the header)" ;; esac
+net) exec bash "$here/net.sh" "$build" ;; # its own runner: namespaces, not 127.0.0.1
+*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|net [BUILD_DIR] (see the header)" ;; esac
 for b in "$build" ${old:+"$old"}; do
   [ -x "$b/tpx-bench" ] && [ -x "$b/tpx-netbench" ] || die "$b/tpx-bench or tpx-netbench not found; build first"
 done

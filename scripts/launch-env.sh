@@ -7,7 +7,8 @@
 #   tcpx     Google's GPUDirect-TCPX plugin (A3-high: RxDM running on both nodes)
 #
 # Overrides from the caller's environment (launch.sh sets some from options):
-#   LAUNCH_IFNAME      data interfaces, NCCL_SOCKET_IFNAME syntax (builtin)
+#   LAUNCH_IFNAME      data interfaces, NCCL_SOCKET_IFNAME syntax (builtin: default
+#                      each node's own, detected; A3-high: =eth1,eth2,eth3,eth4)
 #   LAUNCH_IFNAME_SERVER / LAUNCH_IFNAME_CLIENT   the same, per side
 #   LAUNCH_MAP         TPX_GPU_NIC_MAP for both sides (default: detected)
 #   LAUNCH_MAP_SERVER / LAUNCH_MAP_CLIENT         the same, per side
@@ -19,7 +20,9 @@
 #   LAUNCH_ETCD        TPX_ETCD_ENDPOINTS: the sides find each other through etcd
 #   LAUNCH_JOB         TPX_ETCD_JOB: the run's namespace there (docs/RENDEZVOUS.md)
 
-# A3-high data NICs and control NIC (docs/TOPOLOGY.md).
+# The tcpx profile's data NICs and control NIC: A3-high's, the only machines
+# with RxDM (docs/TOPOLOGY.md). The builtin profile names none by default:
+# each node's engine detects its own (TPX_SOCKET_IFNAME unset: NCCL's rule).
 LAUNCH_DATA_NICS_DEFAULT="eth1,eth2,eth3,eth4"
 LAUNCH_CTRL_NIC_DEFAULT="eth0"
 
@@ -43,7 +46,9 @@ launch_env() { # PROFILE SIDE(server|client)
   case "$profile" in
   builtin)
     echo "TPX_NET_PLUGIN=builtin"
-    echo "TPX_SOCKET_IFNAME=${ifs:-=$LAUNCH_DATA_NICS_DEFAULT}"
+    # unset: every interface of the node that is up with an address, but lo,
+    # docker* and virbr* (detected there, so any machine works as it is)
+    if [ -n "$ifs" ]; then echo "TPX_SOCKET_IFNAME=$ifs"; fi
     # (an if: a false test as the function's last command would fail it)
     if [ -n "${LAUNCH_ALLOW_DIAL:-}" ]; then echo "TPX_ALLOW_DIAL=$LAUNCH_ALLOW_DIAL"; fi
     ;;

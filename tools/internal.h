@@ -10,7 +10,8 @@
  *  - tpx-bench: cuda/gpu.h (tpx__gpu_retain/release, _malloc/_free, _memcpy,
  *    _device_count) for its --mem cuda buffers in the library's own primary-
  *    context references, and tpx__gpu_ctx_refs/_ctx_retained to report that
- *    the engine released every context it retained at teardown.
+ *    the engine released every context it retained at teardown; and
+ *    engine/wire.h's WIRE_VERSION for --version (which peers it talks to).
  *    Its sources in tools/bench/ also use common/config.h (the environment's
  *    number parser and ranges, so --chunk, --port, --channels, --timeout-ms
  *    are checked by the same rules as TPX_CHUNK_BYTES etc.) and common/le.h
@@ -34,5 +35,6 @@
 
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
+#include "engine/wire.h"
 
 #endif

@@ -122,7 +122,11 @@ static int gpus_ok(const struct bench_opts *o) {
 }
 
 int main(int argc, char **argv) {
-  if (tool_version_asked(argc, argv, "tpx-bench")) return 0;
+  if (tool_version_asked(argc, argv, "tpx-bench")) {
+    printf("wire version %d (the engine's control protocol, src/engine/wire.h)\n",
+           WIRE_VERSION);
+    return 0;
+  }
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       bench_usage(stdout);
@@ -143,6 +147,12 @@ int main(int argc, char **argv) {
     }
   }
   if (o.cuda && !gpus_ok(&o)) return 1; /* before any connection: nobody left waiting */
+  tpx_config_t cfg;
+  bench_make_cfg(&o, &cfg);
+  if (bench_ifname_check(&cfg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "tpx-bench: %s\n", err);
+    return 2;
+  }
   signals();
   int r;
   if (o.mode != BENCH_LOOPBACK && o.multi && open_net(&o, 1)) return 1; /* --gpus: one transport, every endpoint */

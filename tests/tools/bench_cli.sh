@@ -63,6 +63,14 @@ expect "$netbench" "--iters" --iters 0
 expect "$netbench" "--bogus" --bogus
 expect "$netbench" "TPX_TIMEOUT_MS" --timeout-ms 0
 
+# a number outside its range is called that; an interface that is not there
+# is named with its variable and the interfaces that are
+expect "$bench" "out of range [1, 100000000]" loopback --iters 100000001
+expect "$bench" "out of range [1, 64]" loopback --channels 65
+expect env "TPX_SOCKET_IFNAME 'nosuch0'" TPX_SOCKET_IFNAME=nosuch0 "$bench" loopback
+expect env "up with an address: lo" TPX_SOCKET_IFNAME==nosuch0 TPX_NET_PLUGIN=builtin "$bench" loopback
+"$bench" --version | grep -q '^wire version [0-9]' || { echo "FAIL: tpx-bench --version: no wire version"; fails=$((fails + 1)); }
+
 # and a good command line still runs (help: exit 0)
 "$bench" --help >/dev/null || { echo "FAIL: tpx-bench --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "bench_cli: all bad arguments named, exit 2"

@@ -19,6 +19,9 @@ bench=$2
 out=$(env -u LAUNCH_ALLOW_DIAL sh "$src/scripts/launch.sh" --print --mode orchestrator --gpus 0-3 --connect 198.18.1.2 \
   --bench "$bench" nodeA nodeB) || { echo "$out"; echo "launch_netns: --print failed" >&2; exit 1; }
 [ "$(echo "$out" | grep -c -- '--gpus 0,1,2,3')" = 2 ] || { echo "$out"; echo "launch_netns: --print: not one --gpus command per side" >&2; exit 1; }
+# the builtin profile names no interface of its own: each node detects its own
+# (not A3-high's eth1-eth4 on every machine)
+echo "$out" | grep -q 'TPX_SOCKET_IFNAME' && { echo "$out"; echo "launch_netns: --print: a default TPX_SOCKET_IFNAME" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "launch_netns: not root: skipped (--print checked)"; exit 77; }
 command -v ip >/dev/null 2>&1 || { echo "launch_netns: no iproute2: skipped"; exit 77; }
 name=tl$(($$ % 100000))

@@ -97,6 +97,18 @@ static void test_bad_values_named(void **state) {
   refused("client --size 4K", "client", "HOST");
   refused("serve", "serve", "mode");
   refused("", "mode", NULL);
+  /* a number outside its range is called that, not "not a number" */
+  refused("loopback --iters 100000001", "--iters", "out of range [1, 100000000]");
+  refused("loopback -f two", "-f", "not an integer");
+  refused("loopback --channels 65", "--channels", "out of range [1, 64]");
+  refused("loopback --channels x", "--channels", "not a number");
+  refused("loopback --size 2000G", "--size", "out of range");
+  refused("loopback --size 12X", "--size", "not a size");
+  /* --keep-going, --duration: write/read bandwidth runs only */
+  refused("loopback --keep-going --op send", "--keep-going", "send");
+  refused("loopback --duration 5 --latency", "--duration", "--latency");
+  refused("loopback --duration 0", "--duration", "out of range");
+  refused("server --keep-going", "--keep-going", "server");
 }
 
 /* The ranges are the environment's: what TPX_CHUNK_BYTES accepts, --chunk does. */

@@ -63,6 +63,10 @@ static const struct opt table[] = {
      "write/read: transfer i uses copy i % N of the layout on both sides (N x the memory; beyond "
      "the last-level cache, no transfer finds its bytes cached) [1]"},
     {"--check", "-c", C | L, K_FLAG, OFF(check), 0, 0, NULL, NULL, NULL, "verify every byte of every iteration"},
+    {"--keep-going", NULL, C | L, K_FLAG, OFF(keep_going), 0, 0, NULL, NULL, NULL,
+     "write/read: a failed transfer is counted ([FAIL] line) and the run goes on while the peer lives"},
+    {"--duration", NULL, C | L, K_INT, OFF(duration), 1, 86400, NULL, NULL, "S",
+     "write/read: a run's timed transfers end after S seconds (or --iters, whichever comes first)"},
     {"--latency", NULL, C | L, K_FLAG, OFF(latency), 0, 0, NULL, NULL, NULL,
      "ping-pong: one-way latency = round trip / 2 (read: the read)"},
     {"--json", NULL, C | L, K_STR, OFF(json), 0, 0, NULL, NULL, "PATH", "results as JSON (- = stdout)"},
@@ -113,8 +117,10 @@ void bench_usage(FILE *f) {
 /* A size as the environment writes it, in [1, BENCH_MAX_SIZE]. */
 static int parse_bytes(const char *name, const char *v, size_t *out, char *err, size_t n) {
   long long x;
-  if (tpx__config_parse_number(v, &x) != 0 || x < 1 || (unsigned long long)x > BENCH_MAX_SIZE) {
-    snprintf(err, n, "%s %s: not a size in [1, %llu] (bytes; K, M, G suffixes)", name, v, BENCH_MAX_SIZE);
+  int number = tpx__config_parse_number(v, &x) == 0;
+  if (!number || x < 1 || (unsigned long long)x > BENCH_MAX_SIZE) {
+    snprintf(err, n, "%s %s: %s [1, %llu] (bytes; K, M, G suffixes)", name, v, number ? "out of range" : "not a size in",
+             BENCH_MAX_SIZE);
     return -1;
   }
   *out = (size_t)x;
@@ -248,8 +254,12 @@ static int set_one(const struct opt *t, const char *name, struct bench_opts *o, 
   case K_INT:
     errno = 0;
     x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < t->lo || x > t->hi) {
-      snprintf(err, n, "%s %s: not an integer in [%lld, %lld]", name, v, t->lo, t->hi);
+    if (errno == ERANGE || (end != v && !*end && (x < t->lo || x > t->hi))) {
+      snprintf(err, n, "%s %s: out of range [%lld, %lld]", name, v, t->lo, t->hi);
+      return -1;
+    }
+    if (errno || end == v || *end) {
+      snprintf(err, n, "%s %s: not an integer (one in [%lld, %lld])", name, v, t->lo, t->hi);
       return -1;
     }
     *(int *)field = (int)x;
@@ -257,8 +267,10 @@ static int set_one(const struct opt *t, const char *name, struct bench_opts *o, 
   case K_ENV:
     if (tpx__config_parse_var(t->env, v, &x) != 0) {
       if (tpx__config_range(t->env, &lo, &hi) != 0) lo = hi = 0;
-      snprintf(err, n, "%s %s: not a number in [%lld, %lld] (the range of %s, docs/CONFIG.md)", name, v, lo, hi,
-               t->env);
+      long long y;
+      int number = tpx__config_parse_number(v, &y) == 0; /* a number, only outside the range */
+      snprintf(err, n, "%s %s: %s [%lld, %lld] (the range of %s, docs/CONFIG.md)", name, v,
+               number ? "out of range" : "not a number in", lo, hi, t->env);
       return -1;
     }
     if (t->off == OFF(chunk)) *(size_t *)field = (size_t)x;
@@ -339,6 +351,11 @@ static int cross_check(struct bench_opts *o, char *err, size_t n) {
     snprintf(err, n, "--inflight %d with --regions %d: %d transfer handles (a multiple of the "
              "regions that covers those in flight), more than %d", o->inflight, o->regions, nx,
              BENCH_MAX_INFLIGHT);
+    return -1;
+  }
+  if ((o->keep_going || o->duration) && (o->latency || send)) {
+    snprintf(err, n, "%s: applies to write/read bandwidth runs (not to %s)", o->keep_going ? "--keep-going" : "--duration",
+             o->latency ? "--latency" : "--op send");
     return -1;
   }
   if (o->latency && o->check) {

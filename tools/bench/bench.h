@@ -10,6 +10,7 @@
  *   stats.c   per-run statistics (percentiles, GB/s)
  *   report.c  the table, the [PERF]/[CHECK]/[CPU] lines, the progress line
  *   json.c    --json output (schema: docs/API.md)
+ *   ifcheck.c TPX_SOCKET_IFNAME against the interfaces there are
  *   tpx-bench.c (tools/) main: modes, signals, loopback */
 #ifndef TPX_TOOLS_BENCH_H
 #define TPX_TOOLS_BENCH_H
@@ -49,6 +50,8 @@ struct bench_opts {
   size_t chunk;      /* 0: configuration */
   int timeout_ms;    /* 0: configuration (TPX_TIMEOUT_MS) */
   int latency, check, forever;
+  int keep_going; /* --keep-going: a failed transfer is counted and the run goes on (while the peer lives) */
+  int duration;   /* --duration S: the timed transfers of a run end after S seconds (0: --iters alone) */
   int progress; /* -1 auto (a terminal), 0, 1 */
   int cuda, gpu, server_gpu; /* gpu: -1 until set (then gpus[0]) */
   const char *json; /* path, "-" = stdout */
@@ -121,10 +124,11 @@ struct bench_result {
   int op, batch;
   size_t block, bytes; /* block size, bytes per transfer */
   size_t chunk;        /* the chunk size its transfers were cut into (tpx_config_chunk) */
-  int iters, ok, errors;
+  int iters, ok, errors; /* iters: timed transfers attempted (--duration: may end before --iters) */
   double avg_us, min_us, p50_us, p99_us, p999_us, max_us;
   double gbps_gpu, gbps_total; /* 0 when no iteration succeeded */
   double cpu_user_s, cpu_sys_s; /* client process, timed iterations */
+  double wall_ms;               /* the timed transfers from first post to last end, failed ones included */
   int checked;                  /* iterations whose every byte was verified */
   int latency;                  /* times are one-way latencies */
   char error[320];              /* the first error, "" if none */
@@ -143,8 +147,15 @@ void bench_table_header(const struct bench_opts *o, int op, const char *transpor
 const char *bench_chunk_str(size_t chunk, char *buf, size_t n);
 void bench_table_row(const struct bench_result *r);
 void bench_perf_lines(const struct bench_result *r, int ngpus);
+/* The one line after every table: runs, transfers ok / failed, what was checked. */
+void bench_summary_line(const struct bench_result *r, int n, int check);
+/* GB/s with 3 significant digits (at least 2 decimals): 4 KiB rows never read 0.00. */
+const char *bench_gbps_str(double gbps, char *buf, size_t n);
+/* "write 67108864 x 1": which run a line belongs to. */
+const char *bench_run_label(int op, size_t block, int batch, char *buf, size_t n);
 void bench_progress(const struct bench_opts *o, const struct bench_result *r, int done, int total, int final);
-void bench_cpu_line(const char *who, double u0, double s0, double wall_ms, double bytes);
+/* "[CPU] who: ... (label)": label names the run the line belongs to. */
+void bench_cpu_line(const char *who, const char *label, double u0, double s0, double wall_ms, double bytes);
 void bench_cpu_now(double *user, double *sys);
 double bench_now_ms(void);
 
@@ -214,6 +225,12 @@ int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms);
 int bench_wait_msg(tpx_endpoint_t *ep, tpx_peer_t *peer, int timeout_ms, tpx_notif_t *n, const char *what,
                    char *why, size_t whylen);
 int bench_send(tpx_peer_t *peer, const uint8_t *buf, size_t len);
+
+/* ---- ifcheck.c ---- */
+/* The built-in transport's TPX_SOCKET_IFNAME selects an interface that is up
+ * with an address: 0, or -1 with a message naming the variable and the
+ * interfaces there are (exit status 2). */
+int bench_ifname_check(const tpx_config_t *cfg, char *err, size_t n);
 
 /* ---- server.c / client.c ---- */
 struct bench_server_ready { /* loopback: how the client learns the ports */

@@ -3,8 +3,10 @@
  * exchange with the server. Per iteration: post, wait (bounded), and with
  * --check verify every byte of the destination (the server does it for write
  * and send and answers). A failed transfer ends the sweep (the peer is gone
- * or broken); a failed check is an error of that iteration; neither is ever
- * averaged in. */
+ * or broken), unless --keep-going: then it is counted, printed ([FAIL]) and
+ * the run goes on while the peer lives; a failed check is an error of that
+ * iteration; neither is ever averaged in. --duration ends a run's timed
+ * transfers after that many seconds. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,20 +166,46 @@ static void fatal(struct client *c, struct bench_result *res, int rc, int iter) 
   if (!res->error[0]) snprintf(res->error, sizeof(res->error), "iteration %d: %s", iter, c->why);
 }
 
+/* --keep-going: one failed transfer, printed; 1 when the run may go on (the
+ * peer lives and the handle is done with, so it can be posted again). */
+static int failed_one(struct client *c, const struct bench_run_msg *r, tpx_xfer_t *x, int rc, int iter, double ms,
+                      struct bench_result *res) {
+  char lb[64];
+  int more = c->o->keep_going && rc != TPX_ECANCELED && !bench_stop && !bench_abort &&
+             tpx_xfer_test(x) != TPX_EINPROGRESS && tpx_peer_status(c->peer) == 0;
+  if (!c->o->keep_going) return 0; /* the run ends; [ERROR] says why, once */
+  printf("[FAIL] %s: transfer %d failed after %.1f ms: %s (%s)%s\n", bench_run_label(r->op, r->block, r->batch, lb, sizeof lb),
+         iter, ms, tpx_strerror(rc), tpx_last_error(), more ? "; going on (--keep-going)" : "; the run ends");
+  fflush(stdout);
+  if (more && !res->error[0])
+    snprintf(res->error, sizeof(res->error), "transfer %d: %s (%s)", iter, tpx_strerror(rc), tpx_last_error());
+  return more;
+}
+
+/* --duration: the run's timed transfers end at this time (ms), or never (0). */
+static double run_end(const struct client *c) { return c->o->duration > 0 ? bench_now_ms() + c->o->duration * 1e3 : 0; }
+
 /* One at a time, transfer i on handle i % nx; returns < 0 when the run (and
  * the sweep) must end. */
 static int serial(struct client *c, const struct bench_layout *l, const struct bench_run_msg *r, tpx_xfer_t **xs,
                   int nx, tpx_xfer_t *back, struct bench_result *res, int *n_ok) {
   int total = r->iters + r->warmup;
+  double end = 0;
+  res->iters = 0;
+  double start = 0;
   for (int i = 0; i < total && !bench_stop && !bench_abort; i++) {
-    double ms = 0, u0, s0, u1, s1;
+    if (i == r->warmup) end = run_end(c), start = bench_now_ms();
+    if (end > 0 && bench_now_ms() > end) break;
+    double ms = 0, u0, s0, u1, s1, t0 = bench_now_ms();
     bench_cpu_now(&u0, &s0);
     int rc = once(c, r, xs[i % nx], back, &ms);
     bench_cpu_now(&u1, &s1);
-    if (i >= r->warmup) res->cpu_user_s += u1 - u0, res->cpu_sys_s += s1 - s0; /* the checks not counted */
+    if (i >= r->warmup) res->cpu_user_s += u1 - u0, res->cpu_sys_s += s1 - s0, res->iters++; /* the checks not counted */
     if (rc) {
       res->errors += i >= r->warmup;
+      if (failed_one(c, r, xs[i % nx], rc, i - r->warmup, bench_now_ms() - t0, res)) continue;
       fatal(c, res, rc, i - r->warmup);
+      res->wall_ms = start > 0 ? bench_now_ms() - start : 0;
       return rc;
     }
     int bad = r->check ? check(c, l, r, i % r->regions, res) : 0;
@@ -192,6 +220,7 @@ static int serial(struct client *c, const struct bench_layout *l, const struct b
       progress(c, res, i - r->warmup + 1, r->iters);
     }
   }
+  res->wall_ms = start > 0 ? bench_now_ms() - start : 0;
   return 0;
 }
 
@@ -205,33 +234,43 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
     if ((rc = tpx_xfer_post(xs[0])) == 0) rc = bench_wait_xfer(xs[0], c->peer, to);
   double u0, s0;
   bench_cpu_now(&u0, &s0);
-  double last = bench_now_ms();
+  double last = bench_now_ms(), end = run_end(c), start = last;
   int posted = 0, failed = 0;
-  for (; rc == 0 && posted < n && posted < r->iters; posted++) rc = tpx_xfer_post(xs[posted]);
+  double *t_post = calloc((size_t)nx, sizeof(double)); /* when the transfer on each handle was posted */
+  if (!t_post) rc = TPX_ENOMEM;
+  for (; rc == 0 && posted < n && posted < r->iters; posted++)
+    if ((rc = tpx_xfer_post(xs[posted])) == 0) t_post[posted] = bench_now_ms();
   for (int i = 0; i < posted; i++) {
     int w = bench_wait_xfer(xs[i % nx], c->peer, to);
+    double now = bench_now_ms();
     if (w) {
       failed++;
-      rc = rc ? rc : w;
-      continue; /* the others still complete or fail before their handles go */
+      if (!failed_one(c, r, xs[i % nx], w, i, now - t_post[i % nx], res)) {
+        rc = rc ? rc : w;
+        continue; /* the others still complete or fail before their handles go */
+      }
+    } else {
+      c->t[(*n_ok)++] = now - last;
+      progress(c, res, i + 1, r->iters);
     }
-    double now = bench_now_ms();
-    c->t[(*n_ok)++] = now - last;
     last = now;
-    progress(c, res, i + 1, r->iters);
-    if (rc == 0 && posted < r->iters && !bench_stop && !bench_abort && (rc = tpx_xfer_post(xs[posted % nx])) == 0)
-      posted++;
+    if (rc == 0 && posted < r->iters && !(end > 0 && now > end) && !bench_stop && !bench_abort &&
+        (rc = tpx_xfer_post(xs[posted % nx])) == 0)
+      t_post[posted % nx] = bench_now_ms(), posted++;
   }
+  free(t_post);
+  res->wall_ms = bench_now_ms() - start;
   bench_cpu_now(&res->cpu_user_s, &res->cpu_sys_s);
   res->cpu_user_s -= u0, res->cpu_sys_s -= s0;
   res->errors += failed;
+  res->iters = posted;
   if (rc) {
     fatal(c, res, rc, *n_ok);
     return rc;
   }
   int bad = 0; /* every copy of the layout a timed transfer wrote (transfer i: copy i % regions) */
-  for (int k = 0; r->check && k < r->regions && k < r->iters && bad == 0; k++) bad = check(c, l, r, k, res);
-  if (bad < 0) fatal(c, res, bad, r->iters);
+  for (int k = 0; r->check && k < r->regions && k < posted && bad == 0; k++) bad = check(c, l, r, k, res);
+  if (bad < 0) fatal(c, res, bad, posted);
   if (bad > 0) { /* cannot tell which transfer: none of them counts */
     res->errors += *n_ok;
     *n_ok = 0;
@@ -275,7 +314,8 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   if (c->idx == 0) bench_progress(o, res, 0, 0, 1);
   if (rc == 0 && (bench_stop || bench_abort))
     rc = TPX_ECANCELED, snprintf(c->why, sizeof(c->why), "stopped by %s", bench_stop ? "a signal" : "another pair's failure");
-  if (rc == 0 && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_END, 0, NULL))) == 0)
+  /* END says how many transfers completed (warm-up included): the server's CPU per GB */
+  if (rc == 0 && (rc = bench_send(c->peer, m, bench_msg_simple(m, M_END, (uint64_t)(n_ok + r.warmup), NULL))) == 0)
     rc = wait_msg(c, c->timeout_ms, &n, "the server's end of the run", M_END);
   if (rc && !res->error[0]) fatal(c, res, rc, n_ok + res->errors);
   bench_stats(res, c->t, n_ok, 1, o->latency && op != TPX_OP_READ ? 2.0 : 1.0);
@@ -290,17 +330,33 @@ static int count_runs(const struct bench_opts *o) {
   return k * o->nops * o->nbatch;
 }
 
+/* After one op's table: the [PERF] and [CPU] lines scripts read, per run;
+ * one [CHECK] line for the table (a run not fully checked gets its own). */
 static void summary(const struct client *c, const struct bench_result *r, int n) {
+  char lb[64];
+  int all = 1, total = 0;
   for (int i = 0; i < n; i++) {
     bench_perf_lines(&r[i], c->o->ngpus);
-    if (r[i].checked && r[i].op == TPX_OP_READ && r[i].errors == 0)
-      printf("[CHECK] client: ok, %d iterations x %zu bytes intact (%s memory%s)\n", r[i].checked, r[i].bytes,
-             c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
+    bench_run_label(r[i].op, r[i].block, r[i].batch, lb, sizeof lb);
+    if (c->o->check && r[i].ok && r[i].checked != r[i].ok) {
+      all = 0;
+      printf("[CHECK] client: %s: %d of %d completed transfer(s) checked intact\n", lb, r[i].checked, r[i].ok);
+    }
+    total += r[i].checked;
     if (!r[i].latency && r[i].ok) {
       double gb = (double)r[i].bytes * r[i].ok / 1e9, wall = r[i].avg_us * r[i].ok / c->o->ngpus / 1e3;
-      printf("[CPU] client: %.3f s user + %.3f s system per GB, %.2f cores busy on average\n", r[i].cpu_user_s / gb,
-             r[i].cpu_sys_s / gb, (r[i].cpu_user_s + r[i].cpu_sys_s) / (wall * 1e-3));
+      printf("[CPU] client: %.3f s user + %.3f s system per GB, %.2f cores busy on average (%s)\n", r[i].cpu_user_s / gb,
+             r[i].cpu_sys_s / gb, (r[i].cpu_user_s + r[i].cpu_sys_s) / (wall * 1e-3), lb);
     }
+  }
+  if (c->o->check && all && total) {
+    const char *who = r[0].op == TPX_OP_READ ? "here, after each read" : "by the server, after each transfer";
+    if (n == 1)
+      printf("[CHECK] client: ok, %s: every byte of %d transfer(s) x %zu bytes checked (%s, %s memory%s)\n", lb, total,
+             r[0].bytes, who, c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
+    else
+      printf("[CHECK] client: ok, every byte of the %d transfer(s) of the %d runs above checked (%s, %s memory%s)\n",
+             total, n, who, c->buf.cuda ? "GPU" : "host", c->o->multi ? ", every pair" : "");
   }
   fflush(stdout);
 }
@@ -426,8 +482,8 @@ static void close_pair(struct client *c) {
 static void banner(const struct client *cs) {
   const struct bench_opts *o = cs[0].o;
   char cb[24];
-  printf("[BENCH] %s %s, transport %s, %d channel(s), chunk %s, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
-         o->check ? "with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
+  printf("[BENCH] %s%s, transport %s, %d channel(s), chunk %s, %s memory, GPU %d, peer GPU %d", o->latency ? "latency" : "bandwidth",
+         o->check ? " with --check" : "", tpx_endpoint_transport(cs[0].ep), tpx_peer_num_channels(cs[0].peer),
          bench_chunk_str(cs[0].cfg.chunk_bytes, cb, sizeof cb), o->cuda ? "cuda" : "host", cs[0].gpu,
          tpx_peer_gpu(cs[0].peer));
   if (o->multi) {
@@ -461,6 +517,7 @@ int bench_client(const struct bench_opts *o, const char *host, int port, int arg
     rc = sweep(cs, res, &nres);
     uint8_t m[32];
     for (int i = 0; i < n && rc == 0; i++) (void)bench_send(cs[i].peer, m, bench_msg_simple(m, M_BYE, 0, NULL));
+    bench_summary_line(res, nres, o->check);
   }
   int errors = 0;
   for (int i = 0; i < nres; i++) errors += res[i].errors;

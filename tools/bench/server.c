@@ -17,6 +17,7 @@ struct session {
   int idx; /* --gpus: this endpoint's pair */
   char tag[24]; /* "" or " pair I": in the lines this session prints */
   double check_user, check_sys; /* CPU seconds the current run spent checking */
+  int checked;                  /* transfers of the current run verified intact */
   struct bench_buf buf;
   tpx_mem_t *mem;
   tpx_rmem_t *cli;
@@ -88,6 +89,7 @@ static int verify(struct session *s, const struct bench_layout *l, unsigned seed
   double u0, s0, u1, s1;
   bench_cpu_now(&u0, &s0);
   int mism = bench_buf_check(&s->buf, l, 1, seed, &bad) != 0;
+  s->checked += !mism;
   if (mism && (*bad_count)++ == 0)
     printf("[CHECK] server%s: MISMATCH at byte %zu (the transfer's %zu bytes from %zu)\n", s->tag, bad,
            bench_layout_span(l), l->base);
@@ -147,7 +149,7 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
              (unsigned long long)r.region, s->buf.len);
     return fail(s, TPX_EPROTO, "run");
   }
-  int rc = 0, bad = 0, checks_by_us = r.check && r.op != TPX_OP_READ;
+  int rc = 0, bad = 0, checks_by_us = r.check && r.op != TPX_OP_READ, done = r.iters + r.warmup;
   for (int k = 0; k < r.regions && rc == 0; k++) {
     struct bench_layout lk = bench_layout_at(&l, k, r.region);
     if (r.op == TPX_OP_READ) rc = bench_buf_fill(&s->buf, &lk, 1, bench_seed(&r));
@@ -158,6 +160,7 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
   double u0, s0, t0 = bench_now_ms();
   bench_cpu_now(&u0, &s0);
   s->check_user = s->check_sys = 0;
+  s->checked = 0;
   long long run_ms = (long long)s->timeout_ms * (r.iters + r.warmup + 1);
   int run_to = run_ms > 0x7fffffff ? 0x7fffffff : (int)run_ms;
   if (r.op == TPX_OP_SEND) rc = send_iters(s, &r, &l, &bad);
@@ -175,19 +178,24 @@ static int run(struct session *s, const tpx_notif_t *req, tpx_notif_t *n) {
         struct bench_layout lk = bench_layout_at(&l, (int)k, r.region);
         rc = verify(s, &lk, bench_seed(&r), &bad);
       }
-    } else if (t == M_END) got_end = 1;
-    else {
+    } else if (t == M_END) {
+      got_end = 1;
+      uint64_t k = 0; /* the transfers that completed, warm-up included (0: an older client) */
+      if (bench_msg_get_simple(n, &k, NULL, 0) == 0 && k > 0 && k <= (uint64_t)r.iters + (uint64_t)r.warmup) done = (int)k;
+    } else {
       snprintf(s->why, sizeof(s->why), "unexpected message %d during a run", t);
       rc = fail(s, TPX_EPROTO, "run");
     }
   }
   if (rc) return rc;
+  char lb[64];
+  bench_run_label(r.op, (size_t)r.block, r.batch, lb, sizeof lb);
   if (checks_by_us && bad == 0)
-    printf("[CHECK] server%s: ok, %d iterations x %zu bytes intact (%s memory)\n", s->tag, r.iters + r.warmup,
+    printf("[CHECK] server%s: ok, %s: %d transfer(s) x %zu bytes intact (%s memory)\n", s->tag, lb, s->checked,
            bench_layout_bytes(&l), s->buf.cuda ? "GPU" : "host");
   if (!r.latency && !s->o->multi) /* warm-up and waits included; checks not. --gpus: the process's CPU is every pair's */
-    bench_cpu_line("server", u0 + s->check_user, s0 + s->check_sys, bench_now_ms() - t0,
-                   (double)bench_layout_bytes(&l) * (r.iters + r.warmup));
+    bench_cpu_line("server", lb, u0 + s->check_user, s0 + s->check_sys, bench_now_ms() - t0,
+                   (double)bench_layout_bytes(&l) * done);
   fflush(stdout);
   return bench_send(s->peer, m, bench_msg_simple(m, M_END, (uint64_t)bad, NULL));
 }

@@ -1,0 +1,48 @@
+/* Before any endpoint: does TPX_SOCKET_IFNAME select an interface this
+ * machine has? The transport's own refusal names neither the variable nor
+ * what exists; a user who mistyped a NIC name needs both. */
+#define _DEFAULT_SOURCE /* getifaddrs */
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "bench.h"
+#include "common/ifname.h"
+#include "tpx/net.h"
+
+#define MAX_IFS 64
+
+int bench_ifname_check(const tpx_config_t *cfg, char *err, size_t n) {
+  /* a plugin chooses its own devices; a value of one character is no list (ifname.h) */
+  if (!tpx_net_spec_is_builtin(cfg->net_plugin) || strlen(cfg->socket_ifname) <= 1) return 0;
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) != 0) return 0; /* cannot tell: the transport will say */
+  char names[MAX_IFS][IF_NAMESIZE];
+  const char *ptr[MAX_IFS];
+  int k = 0;
+  for (struct ifaddrs *a = ifs; a && k < MAX_IFS; a = a->ifa_next) {
+    if (!a->ifa_addr || !(a->ifa_flags & IFF_UP)) continue;
+    if (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6) continue;
+    int dup = 0;
+    for (int i = 0; i < k && !dup; i++) dup = !strcmp(names[i], a->ifa_name);
+    if (dup) continue;
+    snprintf(names[k], sizeof names[k], "%s", a->ifa_name);
+    ptr[k] = names[k];
+    k++;
+  }
+  freeifaddrs(ifs);
+  unsigned char sel[MAX_IFS] = {0};
+  int chosen = tpx__ifname_select(cfg->socket_ifname, ptr, k, sel);
+  if (chosen > 0) return 0;
+  char have[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < k && used + 1 < sizeof have; i++)
+    used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", i ? ", " : "", names[i]);
+  snprintf(err, n, "TPX_SOCKET_IFNAME '%s' (or NCCL_SOCKET_IFNAME when that is unset) %s this machine's interfaces "
+           "that are up with an address: %s (syntax: docs/CONFIG.md)", cfg->socket_ifname,
+           chosen < 0 ? "is malformed; it is matched against" : "selects none of", k ? have : "none");
+  return -1;
+}
