@@ -16,10 +16,28 @@
 #include "engine/fail.h"
 #include "engine/peer.h"
 
+/* Every failed attempt was refused: nothing listens at that address. */
+static int all_refused(const struct tpx_retry *r) {
+  if (r->nruns == 0) return 0;
+  for (int i = 0; i < r->nruns; i++)
+    if (r->runs[i].err != ECONNREFUSED) return 0;
+  return 1;
+}
+
+void tpx__redial_hint(const struct tpx_peer *p, char *buf, size_t cap) {
+  if (cap == 0) return;
+  buf[0] = '\0';
+  if (all_refused(&p->dial))
+    snprintf(buf, cap, "nothing listens on %s: is the server running, on this port? ", p->where);
+}
+
 static void give_up(struct tpx_peer *p, int err) {
   char causes[256];
   tpx__retry_causes(&p->dial, causes, sizeof(causes));
-  if (p->dial.failed <= 1)
+  if (all_refused(&p->dial))
+    tpx__peer_fail(p, TPX_ECLOSED, "peer %s: nothing listens there: %s: is the server running, on this port?",
+                   p->where, causes);
+  else if (p->dial.failed <= 1)
     tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(err));
   else
     tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed after %d attempts: %s", p->where,
@@ -56,6 +74,11 @@ void tpx__redial_failed(struct tpx_peer *p, int err) {
     give_up(p, err);
     return;
   }
+  /* Told at once, not only at the deadline: a server not started (yet), or
+   * another port. The retries go on (a server starting beside us). */
+  if (err == ECONNREFUSED && p->dial.failed == 1)
+    TPX_WARN("peer %s: nothing listens there (connection refused): is the server running, on this port? "
+             "Retrying until TPX_CONNECT_TIMEOUT_MS (%d ms) ends", p->where, ep->cfg.connect_timeout_ms);
   /* Past the setup deadline the peer fails there (fail.c), with the causes. */
   TPX_DEBUG("peer %s: control connect: %s; retry %d in %llu ms", p->where, strerror(err), p->dial.failed,
             (unsigned long long)((p->dial.next_ns - tpx__now_ns()) / 1000000ull));
