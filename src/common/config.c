@@ -257,6 +257,40 @@ int tpx_config_set_auth_key(tpx_config_t *cfg, const void *key, size_t len) {
   return 0;
 }
 
+/* A bound as the user would write it: sizes with their largest exact
+ * suffix (4194304 -> 4M), the rest as they are. */
+static const char *bound_str(long long n, int size, char *buf, size_t cap) {
+  if (size && n >= 1024 && n % (1LL << 30) == 0) snprintf(buf, cap, "%lldG", n >> 30);
+  else if (size && n >= 1024 && n % (1LL << 20) == 0) snprintf(buf, cap, "%lldM", n >> 20);
+  else if (size && n >= 1024 && n % 1024 == 0) snprintf(buf, cap, "%lldK", n >> 10);
+  else snprintf(buf, cap, "%lld", n);
+  return buf;
+}
+
+/* The unit a variable's name says (TPX_TIMEOUT_MS: ms). */
+static const char *name_unit(const char *name) {
+  size_t l = strlen(name);
+  if ((l > 3 && strcmp(name + l - 3, "_MS") == 0) || (l > 5 && strcmp(name + l - 5, "_MSEC") == 0)) return " ms";
+  if (l > 3 && strcmp(name + l - 3, "_US") == 0) return " us";
+  if (l > 2 && strcmp(name + l - 2, "_S") == 0) return " s";
+  return "";
+}
+
+/* Why val was refused for v: not a number, or out of v's range, the range
+ * in the units the variable takes (sizes with K/M/G, times in their unit). */
+static int number_refused(const struct var *v, const char *name, const char *val) {
+  char lo[32], hi[32];
+  int size = v->kind == V_SIZE;
+  long long n;
+  bound_str(v->lo, size, lo, sizeof(lo));
+  bound_str(v->hi, size, hi, sizeof(hi));
+  if (tpx__config_parse_number(val, &n) != 0)
+    return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number%s; it takes %s..%s%s", name, val,
+                         size ? " (a size: digits, then K, M or G)" : "", lo, hi, name_unit(v->name));
+  return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is out of range: it takes %s..%s%s", name, val, lo, hi,
+                       name_unit(v->name));
+}
+
 /* Parse val into cfg's field for v, with v's bounds. The one check the
  * environment, tpx_config_set and the tools go through; the detail is
  * recorded quietly (each caller reports it its own way). */
@@ -282,8 +316,7 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
   }
   long long n;
   if (auto_value(v, val, (size_t *)field)) return 0;
-  if (parse_checked(v, val, &n) != 0)
-    return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number in [%lld, %lld]", name, val, v->lo, v->hi);
+  if (parse_checked(v, val, &n) != 0) return number_refused(v, name, val);
   if (v->kind == V_INT) *(int *)field = (int)n;
   else *(size_t *)field = (size_t)n;
   return 0;

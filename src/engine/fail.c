@@ -1,4 +1,5 @@
 /* Failure and close of a peer (fail.h). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,6 @@
 #include "engine/fail.h"
 #include "engine/op.h"
 #include "engine/peer.h"
-#include "engine/redial.h"
 
 /* How long after its control connection ended a peer's transfers may go on
  * without one chunk completing (docs/A3HIGH.md, "A dead peer"). */
@@ -139,10 +139,13 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
         while (c < p->nch && p->ch[c].sq.comm && p->ch[c].rq.comm) c++;
         tpx__channels_setup_why(p, c, why, sizeof(why)); /* what its connect went through */
       } else if (p->state == P_CONNECTING && p->dial.failed) {
-        char causes[150], hint[128];
+        char causes[200];
         tpx__retry_causes(&p->dial, causes, sizeof(causes));
-        tpx__redial_hint(p, hint, sizeof(hint));
-        snprintf(why, sizeof(why), "%sfailed attempts: %s", hint, causes);
+        snprintf(why, sizeof(why), "%sfailed attempts: %s",
+                 tpx__retry_all_were(&p->dial, ECONNREFUSED) ? "nothing listens there: is the server running, on "
+                                                               "this port? "
+                                                             : "",
+                 causes);
       } else if (p->state == P_WAIT_ACK) {
         snprintf(why, sizeof(why), "connected, but no tpx answer: is the program on %s a tpx endpoint?", p->where);
       }

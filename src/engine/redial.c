@@ -16,25 +16,10 @@
 #include "engine/fail.h"
 #include "engine/peer.h"
 
-/* Every failed attempt was refused: nothing listens at that address. */
-static int all_refused(const struct tpx_retry *r) {
-  if (r->nruns == 0) return 0;
-  for (int i = 0; i < r->nruns; i++)
-    if (r->runs[i].err != ECONNREFUSED) return 0;
-  return 1;
-}
-
-void tpx__redial_hint(const struct tpx_peer *p, char *buf, size_t cap) {
-  if (cap == 0) return;
-  buf[0] = '\0';
-  if (all_refused(&p->dial))
-    snprintf(buf, cap, "nothing listens on %s: is the server running, on this port? ", p->where);
-}
-
 static void give_up(struct tpx_peer *p, int err) {
   char causes[256];
   tpx__retry_causes(&p->dial, causes, sizeof(causes));
-  if (all_refused(&p->dial))
+  if (tpx__retry_all_were(&p->dial, ECONNREFUSED))
     tpx__peer_fail(p, TPX_ECLOSED, "peer %s: nothing listens there: %s: is the server running, on this port?",
                    p->where, causes);
   else if (p->dial.failed <= 1)

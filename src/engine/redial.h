@@ -21,9 +21,5 @@ void tpx__redial_failed(struct tpx_peer *p, int err);
 /* From the progress pass: the next attempt once its pause is over. Returns 1
  * when it started one. */
 int tpx__redial_step(struct tpx_peer *p, uint64_t now);
-/* "nothing listens on ADDR: is the server running, on this port? " when
- * every attempt so far was refused, else "" (for the setup deadline's
- * message). */
-void tpx__redial_hint(const struct tpx_peer *p, char *buf, size_t cap);
 
 #endif
