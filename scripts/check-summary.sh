@@ -5,12 +5,19 @@
 # For each, the tests ctest recorded as failed in BUILD_DIR
 # (Testing/Temporary/LastTestsFailed.log), or, with no such list, that the
 # phase stopped before or outside its tests (configure or build: its output
-# above says why). Exit status: 0 when no phase failed, 1 otherwise.
+# above says why); and, for every phase, the tests whose last run took more
+# than a third of their limit (scripts/ctest-slow.py). Exit status: 0 when
+# no phase failed, 1 otherwise.
 set -u
 failed=$1
 shift
 echo
 echo "===== make check: summary ====="
+# Tests past a third of their limit: a loaded machine pushes these over first.
+for m in "$@"; do
+  slow=$(python3 "$(dirname "$0")/ctest-slow.py" "${m#*=}" 2>/dev/null || true)
+  [ -z "$slow" ] || printf '%s: above a third of their ctest TIMEOUT:\n%s\n' "${m%%=*}" "$slow"
+done
 if [ -z "$failed" ]; then
   echo "every phase passed:$(for m in "$@"; do printf ' %s' "${m%%=*}"; done)"
   exit 0
