@@ -6,13 +6,13 @@ the ones a loaded machine would push over their limit first.
   ctest-slow.py BUILD_DIR [--fraction 0.333]
 
 Reads the times of BUILD_DIR/Testing/Temporary/LastTest.log (the last
-ctest run there) and the limits from `ctest --show-only=json-v1`. Prints one
+ctest run there) and the limits from the CTestTestfile.cmake files (not
+through ctest itself: any ctest run there rewrites that log). Prints one
 line per test over the fraction, slowest share first; exit status 0 either
 way (a report, not a verdict), 2 when the folder has no test log.
 """
-import json
+import os
 import re
-import subprocess
 import sys
 
 
@@ -36,16 +36,15 @@ def main():
         m = re.match(r"^Test time =\s+([0-9.]+) sec", line)
         if m and name:
             times[name] = float(m.group(1))
-    r = subprocess.run(["ctest", "--test-dir", build, "--show-only=json-v1"], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
     limits = {}
-    try:
-        for t in json.loads(r.stdout).get("tests", []):
-            for p in t.get("properties", []):
-                if p.get("name") == "TIMEOUT":
-                    limits[t["name"]] = float(p["value"])
-    except ValueError:
-        pass
+    for root, _, files in os.walk(build):
+        if "CTestTestfile.cmake" in files:
+            with open(os.path.join(root, "CTestTestfile.cmake"), encoding="utf-8", errors="replace") as f:
+                for m in re.finditer(r'^set_tests_properties\(\[?=*\[?(\S+?)\]?=*\]? PROPERTIES (.*)\)\s*$',
+                                     f.read(), re.M):
+                    t = re.search(r'\bTIMEOUT "([0-9.]+)"', m.group(2))
+                    if t:
+                        limits[m.group(1)] = float(t.group(1))
     slow = []
     for n, s in times.items():
         lim = limits.get(n, 1500.0)  # ctest's default
