@@ -28,4 +28,14 @@ grep -q "^  conformance_two_process" "$tmp/out" || fail "an ASan failure is miss
 grep -q "^fuzz: FAILED before or outside its tests" "$tmp/out" || fail "the failed build phase is missing"
 grep -q "^failures: 3" "$tmp/out" || fail "wrong count"
 "$src/scripts/check-summary.sh" "" test="$tmp/b" >"$tmp/out" 2>&1 || fail "all passed, but non-zero"
+
+# A test past a third of its limit is named (passed or not), one within it is not.
+mkdir -p "$tmp/s/Testing/Temporary"
+printf 'set_tests_properties([=[slow_one]=] PROPERTIES  LABELS "x" TIMEOUT "300" _BACKTRACE_TRIPLES "")\n' >"$tmp/s/CTestTestfile.cmake"
+printf 'set_tests_properties([=[quick_one]=] PROPERTIES  TIMEOUT "300")\n' >>"$tmp/s/CTestTestfile.cmake"
+printf '1/2 Testing: slow_one\nTest time =  120.50 sec\n2/2 Testing: quick_one\nTest time =   2.00 sec\n' \
+  >"$tmp/s/Testing/Temporary/LastTest.log"
+"$src/scripts/check-summary.sh" "" test="$tmp/s" >"$tmp/out" 2>&1 || fail "slow but passed: non-zero"
+grep -q "slow_one: 120.5 s of its 300 s limit (40%)" "$tmp/out" || fail "the slow test is not named"
+grep -q "quick_one" "$tmp/out" && fail "a quick test named as slow"
 echo "check_summary: ok"
