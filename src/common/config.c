@@ -511,7 +511,7 @@ static int is_set(const tpx_config_t *cfg, const tpx_config_t *def, const struct
   }
 }
 
-static void print_row(const tpx_config_t *cfg, const struct var *v, FILE *out) {
+static void print_row(const tpx_config_t *cfg, const struct var *v, int is_default, FILE *out) {
   static const char *levels[] = {"none", "error", "warn", "info", "debug", "trace"};
   const char *field = (const char *)cfg + v->off;
   fprintf(out, "%-24s ", v->name);
@@ -549,6 +549,13 @@ static void print_row(const tpx_config_t *cfg, const struct var *v, FILE *out) {
     break;
   }
   if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);
+  /* A value the environment gave but that was refused (first_report keeps
+   * it): say so beside the default in effect, when that is what is shown. */
+  size_t row = (size_t)(v - vars);
+  pthread_mutex_lock(&reported_mu);
+  int refused = is_default && v->kind != V_KEY && v->kind != V_KEYFILE && reported[row] != 0;
+  pthread_mutex_unlock(&reported_mu);
+  if (refused) fprintf(out, "    (the environment's value was refused: see the warning)");
   fputc('\n', out);
 }
 
@@ -565,7 +572,7 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
         int tier = v->tier > T_NONE && v->tier < T_COUNT ? (int)v->tier : T_COUNT; /* untiered last */
         if (tier != t || is_set(cfg, &def, v) != set) continue;
         if (shown++ == 0 && set) fprintf(out, "# set (not the default)\n");
-        print_row(cfg, v, out);
+        print_row(cfg, v, !set, out);
       }
     }
     if (set && shown) fprintf(out, "# defaults\n");
