@@ -1,6 +1,9 @@
 # Thin wrapper over CMake. `make run` builds and runs the main job (loopback
 # transfer benchmark); `make check` runs every test, plain and with ASan+UBSan,
-# then each fuzz harness for FUZZ_SECONDS (`make fuzz`).
+# then each fuzz harness for FUZZ_SECONDS (`make fuzz`). Every phase of
+# `make check` runs even when an earlier one failed; the end lists every
+# failure of every phase (scripts/check-summary.sh) and the exit status is
+# non-zero when there was one.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -49,11 +52,21 @@ fuzz:
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
 	ctest --test-dir $(FUZZ_BUILD) -L fuzz --output-on-failure -j $(FUZZ_JOBS)
 
-check: test test-asan fuzz
+# Each phase runs whatever the one before it did; its ctest list of failures
+# is cleared first, so the summary names this run's failures only.
+CHECK_PHASES ?= test test-asan fuzz
+check:
+	@rm -f $(BUILD)/Testing/Temporary/LastTestsFailed.log \
+	  $(ASAN_BUILD)/Testing/Temporary/LastTestsFailed.log \
+	  $(FUZZ_BUILD)/Testing/Temporary/LastTestsFailed.log
+	@failed=; \
+	for phase in $(CHECK_PHASES); do \
+	  $(MAKE) --no-print-directory $$phase || failed="$$failed $$phase"; \
+	done; \
+	./scripts/check-summary.sh "$$failed" test=$(BUILD) test-asan=$(ASAN_BUILD) fuzz=$(FUZZ_BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -107,6 +107,9 @@ if [ -f "$prefix/.complete" ]; then
   echo "$plugin"
   exit 0
 fi
+# Each tarball against scripts/third-party.txt (its sha256 or its content's).
+# shellcheck disable=SC2086
+"$repo/scripts/third-party.sh" verify $tarballs || die "the tarballs in $tp do not match scripts/third-party.txt"
 
 mkdir -p "$cache" || die "cannot create $cache (set TPX_DEPS_CACHE to a writable directory)"
 rm -rf "$prefix"

@@ -90,12 +90,17 @@ if [ "$check_only" = 1 ]; then
 fi
 for f in $tarballs; do
   [ -r "$f" ] || [ "$preflight_only" = 1 ] ||
-    die "missing tarball $f (set TPX_THIRD_PARTY to the directory holding the release tarballs)"
+    die "missing tarball $f (scripts/third-party.txt lists them; scripts/deps.sh --test fetches them, or set TPX_THIRD_PARTY to a folder holding them)"
 done
 if [ -f "$prefix/.complete" ] && [ "$preflight_only" = 0 ]; then
   echo "build-testdeps: cached, nothing to build"
   echo "$prefix"
   exit 0
+fi
+# Each tarball against scripts/third-party.txt (its sha256 or its content's).
+if [ "$preflight_only" = 0 ]; then
+  # shellcheck disable=SC2086
+  "$repo/scripts/third-party.sh" verify $tarballs || die "the tarballs in $tp do not match scripts/third-party.txt"
 fi
 
 # Debian's python3 carries the pybind11 and numpy NIXL builds against; a

@@ -10,7 +10,7 @@
 set -eu
 pkgs="build-essential cmake pkg-config iproute2 libssl-dev libcurl4-openssl-dev libjansson-dev"
 if [ "${1:-}" = "--test" ]; then
-  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3 python3-pytest python3-numpy python3-setuptools python3-pip python3-dev etcd-server"
+  pkgs="$pkgs libcmocka-dev iperf3 nftables procps python3 python3-pytest python3-numpy python3-setuptools python3-pip python3-venv python3-dev etcd-server curl"
   # The NIXL plugin's tests build NIXL itself (scripts/build-testdeps.sh).
   pkgs="$pkgs meson ninja-build pybind11-dev python3-pybind11 libasio-dev liburing-dev"
   pkgs="$pkgs libaio-dev libgtest-dev libgmock-dev"
@@ -37,20 +37,28 @@ if [ -n "$missing" ]; then
   apt-get install -y --no-install-recommends $missing
 fi
 if [ "${1:-}" = "--test" ]; then
+  # The third-party source tarballs (scripts/third-party.txt: where each comes
+  # from, its hashes and licence): fetched from upstream where the network
+  # allows (failing within seconds where it does not), each checked, else
+  # taken from TPX_THIRD_PARTY.
+  if ! "$(dirname "$0")/third-party.sh" check >/dev/null 2>&1; then
+    "$(dirname "$0")/third-party.sh" fetch || true
+  fi
   # NIXL (and abseil) from the release tarballs, cached outside the checkout.
   # Without the tarballs the rest of the suite still runs; the NIXL tests
   # then report themselves skipped, naming why.
   if ! "$(dirname "$0")/build-testdeps.sh" --have-tarballs; then
-    echo "deps: WARNING: NIXL's release tarballs not found (TPX_THIRD_PARTY, or ../shared/third_party beside" >&2
-    echo "deps:          the checkout): the NIXL plugin and its tests are skipped in this build" >&2
+    echo "deps: WARNING: NIXL's source tarballs not found: scripts/third-party.txt lists them and where each comes" >&2
+    echo "deps:          from; put them in a folder and set TPX_THIRD_PARTY to it (then rerun scripts/deps.sh --test)." >&2
+    echo "deps:          The NIXL plugin and its tests are skipped in this build" >&2
   else
     "$(dirname "$0")/build-testdeps.sh"
   fi
   # The real TCPX plugin, run by the tests labelled tcpx-real over the CUDA
   # driver test double and the RxDM stand-in (docs/A3HIGH.md). Cached the same way.
   if ! "$(dirname "$0")/build-tcpx-plugin.sh" --have-tarballs; then
-    echo "deps: WARNING: the GPUDirect-TCPX plugin's tarballs not found (TPX_THIRD_PARTY, or ../shared/third_party" >&2
-    echo "deps:          beside the checkout): the tests over the real plugin are skipped in this build" >&2
+    echo "deps: WARNING: the GPUDirect-TCPX plugin's source tarballs not found: scripts/third-party.txt lists them;" >&2
+    echo "deps:          set TPX_THIRD_PARTY to a folder holding them: the tests over the real plugin are skipped" >&2
   elif ! "$(dirname "$0")/build-tcpx-plugin.sh" --check >/dev/null; then
     echo "deps: WARNING: cannot build the GPUDirect-TCPX plugin here ($("$(dirname "$0")/build-tcpx-plugin.sh" --check)):" >&2
     echo "deps:          the tests over the real plugin are skipped in this build" >&2

@@ -9,17 +9,48 @@
  * The GPU-NIC topology section reads ROOT instead of /sys (a copy of a node's
  * tree, or a test's fake one), with the GPUs given by their PCI bus ids
  * instead of the CUDA driver's (e.g. from `nvidia-smi --query-gpu=pci.bus_id`).
- * Exit status: 0, 1 when the transport cannot be opened, 2 on bad usage. */
+ * Exit status: 0; 1 when the transport cannot be opened or a setting of the
+ * environment was rejected (the engine would run without it); 2 on bad usage. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "tpx/config.h"
 #include "tpx/error.h"
 #include "tpx/net.h"
+#include "tpx/rendezvous.h"
 #include "tpx/tcpx.h"
 #include "tpx/topo.h"
 #include "version.h"
+
+/* The interface's IP addresses (what peers dial when it carries the
+ * traffic), comma-separated; "" when it has none or is no interface. */
+static const char *if_addrs(const char *ifname, char *buf, size_t cap) {
+  struct ifaddrs *ifa = NULL;
+  size_t off = 0;
+  buf[0] = '\0';
+  if (getifaddrs(&ifa) != 0) return buf;
+  for (struct ifaddrs *a = ifa; a; a = a->ifa_next) {
+    if (!a->ifa_addr || strcmp(a->ifa_name, ifname) != 0) continue;
+    int fam = a->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    char h[INET6_ADDRSTRLEN];
+    const void *src = fam == AF_INET ? (const void *)&((struct sockaddr_in *)a->ifa_addr)->sin_addr
+                                     : (const void *)&((struct sockaddr_in6 *)a->ifa_addr)->sin6_addr;
+    if (!inet_ntop(fam, src, h, sizeof(h))) continue;
+    int n = snprintf(buf + off, cap - off, "%s%s", off ? ", " : "", h);
+    if (n < 0 || (size_t)n >= cap - off) break;
+    off += (size_t)n;
+  }
+  freeifaddrs(ifa);
+  return buf;
+}
 
 static void usage(FILE *f) {
   fprintf(
@@ -162,6 +193,24 @@ int main(int argc, char **argv) {
   }
   const tpx_config_t *cfg = tpx_config_global();
   const char *shown = spec ? spec : cfg->net_plugin;
+  /* The environment again, for its verdict: a rejected setting was warned
+   * about once (above the report) and the engine runs without it. */
+  tpx_config_t env_cfg;
+  int env_rc = tpx_config_from_env(&env_cfg);
+  char env_why[512];
+  snprintf(env_why, sizeof(env_why), "%s", env_rc ? tpx_last_error() : "");
+
+  printf("== build\n");
+  printf("version        tcpx-p2p %s (library %s), wire protocol %d\n", TPX_VERSION_STRING, tpx_version(),
+         TPX_TOOLS_WIRE_VERSION);
+#ifdef TPX_HAVE_CUDA
+  const char *cuda = "yes";
+#else
+  const char *cuda = "no (host memory only)";
+#endif
+  printf("features       CUDA %s; etcd rendezvous %s; NIXL backend %s\n", cuda,
+         tpx_rdv_supported() ? "yes" : "no (libcurl, jansson)", TPX_TOOLS_NIXL ? "built" : "not built");
+  printf("\n");
 
   printf("== transport\n");
   printf("requested      %s%s\n", shown[0] ? shown : "(built-in)",
@@ -211,7 +260,10 @@ int main(int argc, char **argv) {
       continue;
     }
     char pb[32], mp[32], mc[32];
+    char ad[256];
     printf("[%d] %s\n", d, p.name);
+    if (if_nametoindex(p.name) != 0)
+      printf("    address        %s\n", if_addrs(p.name, ad, sizeof(ad))[0] ? ad : "(none: no IP address)");
     printf("    pci path       %s\n", p.pci_path[0] ? p.pci_path : "(none: virtual interface)");
     printf("    guid           0x%llx\n", (unsigned long long)p.guid);
     printf("    pointers       %s\n", ptr_str(p.ptr_support, pb, sizeof(pb)));
@@ -279,10 +331,15 @@ int main(int argc, char **argv) {
 #endif
   if (caps->builtin && cfg->socket_ifname[0] == '\0')
     printf("note           TPX_SOCKET_IFNAME unset: NCCL's default choice (docs/CONFIG.md); the devices above are what it picked\n");
-  if (warnings == 0) printf("ok             no warnings\n");
+  int failed = 0;
+  if (env_rc != 0) {
+    printf("ERROR          a setting of the environment was rejected and is not in effect: %s\n", env_why);
+    failed = 1;
+  }
+  if (warnings == 0 && !failed) printf("ok             no warnings\n");
 
   printf("\n== configuration\n");
   tpx_config_print(cfg, stdout);
   tpx_net_close(net);
-  return 0;
+  return failed;
 }

@@ -1,6 +1,8 @@
 /* --version for every tool: `tpx-x --version` prints the tool's name, the
- * headers' version it was built with and the loaded library's (the same for
- * tools linked statically). Tools only; never installed. */
+ * headers' version it was built with, the loaded library's (the same for
+ * tools linked statically) and the control protocol's version it speaks
+ * (peers of another one are refused: "protocol version N, we speak M").
+ * Tools only; never installed. */
 #ifndef TPX_TOOLS_VERSION_H
 #define TPX_TOOLS_VERSION_H
 
@@ -9,11 +11,16 @@
 
 #include "tpx/version.h"
 
+#ifndef TPX_TOOLS_WIRE_VERSION /* CMakeLists.txt passes it, from src/engine/wire.h */
+#error "TPX_TOOLS_WIRE_VERSION undefined"
+#endif
+
 /* 1 (after printing) when argv holds --version: main then returns 0. */
 static inline int tool_version_asked(int argc, char **argv, const char *name) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--version") == 0) {
-      printf("%s (tcpx-p2p) %s, library %s\n", name, TPX_VERSION_STRING, tpx_version());
+      printf("%s (tcpx-p2p) %s, library %s, wire protocol %d\n", name, TPX_VERSION_STRING, tpx_version(),
+             TPX_TOOLS_WIRE_VERSION);
       return 1;
     }
   }

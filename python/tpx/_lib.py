@@ -116,7 +116,7 @@ def candidates() -> List[str]:
     here = os.path.dirname(os.path.abspath(__file__))
     builds = [os.path.join(here, "..", "..", "build")]
     try:
-        from . import _where  # written by setup.py at install time
+        from . import _where  # written by pip install (python/backend/tpx_build.py)
         builds += list(_where.BUILD_DIRS)
     except ImportError:
         pass

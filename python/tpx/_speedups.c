@@ -3,7 +3,7 @@
  * instead of ctypes' argument conversion. The library itself is still
  * loaded by ctypes (tpx/_lib.py), which hands the function addresses to
  * bind(), so this module links against nothing but Python. Built by
- * `pip install` when a compiler and Python's headers are there (setup.py,
+ * `pip install` when a compiler and Python's headers are there (the build backend,
  * optional) and by CMake for the tests; without it the package uses ctypes
  * for these calls too (docs/notes/python-vs-c.md compares both). */
 #define PY_SSIZE_T_CLEAN

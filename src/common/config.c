@@ -286,6 +286,40 @@ int tpx_config_set_auth_key(tpx_config_t *cfg, const void *key, size_t len) {
   return 0;
 }
 
+/* A bound as the user would write it: sizes with their largest exact
+ * suffix (4194304 -> 4M), the rest as they are. */
+static const char *bound_str(long long n, int size, char *buf, size_t cap) {
+  if (size && n >= 1024 && n % (1LL << 30) == 0) snprintf(buf, cap, "%lldG", n >> 30);
+  else if (size && n >= 1024 && n % (1LL << 20) == 0) snprintf(buf, cap, "%lldM", n >> 20);
+  else if (size && n >= 1024 && n % 1024 == 0) snprintf(buf, cap, "%lldK", n >> 10);
+  else snprintf(buf, cap, "%lld", n);
+  return buf;
+}
+
+/* The unit a variable's name says (TPX_TIMEOUT_MS: ms). */
+static const char *name_unit(const char *name) {
+  size_t l = strlen(name);
+  if ((l > 3 && strcmp(name + l - 3, "_MS") == 0) || (l > 5 && strcmp(name + l - 5, "_MSEC") == 0)) return " ms";
+  if (l > 3 && strcmp(name + l - 3, "_US") == 0) return " us";
+  if (l > 2 && strcmp(name + l - 2, "_S") == 0) return " s";
+  return "";
+}
+
+/* Why val was refused for v: not a number, or out of v's range, the range
+ * in the units the variable takes (sizes with K/M/G, times in their unit). */
+static int number_refused(const struct var *v, const char *name, const char *val) {
+  char lo[32], hi[32];
+  int size = v->kind == V_SIZE;
+  long long n;
+  bound_str(v->lo, size, lo, sizeof(lo));
+  bound_str(v->hi, size, hi, sizeof(hi));
+  if (tpx__config_parse_number(val, &n) != 0)
+    return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number%s; it takes %s..%s%s", name, val,
+                         size ? " (a size: digits, then K, M or G)" : "", lo, hi, name_unit(v->name));
+  return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is out of range: it takes %s..%s%s", name, val, lo, hi,
+                       name_unit(v->name));
+}
+
 /* Parse val into cfg's field for v, with v's bounds. The one check the
  * environment, tpx_config_set and the tools go through; the detail is
  * recorded quietly (each caller reports it its own way). */
@@ -311,8 +345,7 @@ static int apply(tpx_config_t *cfg, const struct var *v, const char *name, const
   }
   long long n;
   if (auto_value(v, val, (size_t *)field) || named_value(v, val, (int *)field)) return 0;
-  if (parse_checked(v, val, &n) != 0)
-    return tpx_err_quiet(TPX_EINVAL, "config: %s=%s is not a number in [%lld, %lld]", name, val, v->lo, v->hi);
+  if (parse_checked(v, val, &n) != 0) return number_refused(v, name, val);
   if (v->kind == V_INT) *(int *)field = (int)n;
   else *(size_t *)field = (size_t)n;
   return 0;
@@ -523,7 +556,7 @@ static int is_set(const tpx_config_t *cfg, const tpx_config_t *def, const struct
   }
 }
 
-static void print_row(const tpx_config_t *cfg, const struct var *v, FILE *out) {
+static void print_row(const tpx_config_t *cfg, const struct var *v, int is_default, FILE *out) {
   static const char *levels[] = {"none", "error", "warn", "info", "debug", "trace"};
   const char *field = (const char *)cfg + v->off;
   fprintf(out, "%-24s ", v->name);
@@ -561,6 +594,13 @@ static void print_row(const tpx_config_t *cfg, const struct var *v, FILE *out) {
     break;
   }
   if (v->synonym) fprintf(out, "    (synonym %s)", v->synonym);
+  /* A value the environment gave but that was refused (first_report keeps
+   * it): say so beside the default in effect, when that is what is shown. */
+  size_t row = (size_t)(v - vars);
+  pthread_mutex_lock(&reported_mu);
+  int refused = is_default && v->kind != V_KEY && v->kind != V_KEYFILE && reported[row] != 0;
+  pthread_mutex_unlock(&reported_mu);
+  if (refused) fprintf(out, "    (the environment's value was refused: see the warning)");
   fputc('\n', out);
 }
 
@@ -577,7 +617,7 @@ void tpx_config_print(const tpx_config_t *cfg, FILE *out) {
         int tier = v->tier > T_NONE && v->tier < T_COUNT ? (int)v->tier : T_COUNT; /* untiered last */
         if (tier != t || is_set(cfg, &def, v) != set) continue;
         if (shown++ == 0 && set) fprintf(out, "# set (not the default)\n");
-        print_row(cfg, v, out);
+        print_row(cfg, v, !set, out);
       }
     }
     if (set && shown) fprintf(out, "# defaults\n");

@@ -65,3 +65,10 @@ void tpx__retry_causes(const struct tpx_retry *r, char *buf, size_t cap) {
     off += (size_t)n;
   }
 }
+
+int tpx__retry_all_were(const struct tpx_retry *r, int err) {
+  if (r->nruns == 0) return 0;
+  for (int i = 0; i < r->nruns; i++)
+    if (r->runs[i].err != err) return 0;
+  return 1;
+}

@@ -49,5 +49,8 @@ void tpx__retry_note(struct tpx_retry *r, int err);
  * code by its tpx_strerror: "internal error (attempts 1-2)"); "" when
  * nothing failed. Always NUL-terminated. */
 void tpx__retry_causes(const struct tpx_retry *r, char *buf, size_t cap);
+/* 1 when at least one attempt failed and every one with err (ECONNREFUSED:
+ * nothing listens there). */
+int tpx__retry_all_were(const struct tpx_retry *r, int err);
 
 #endif

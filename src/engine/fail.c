@@ -1,4 +1,5 @@
 /* Failure and close of a peer (fail.h). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +47,9 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   tpx_endpoint_t *ep = p->ep;
-  int quiet = (err == TPX_ECLOSED || err == TPX_ECANCELED);
+  /* A setup we dialled fails into tpx_connect, which returns and logs it:
+   * logged here too it would show twice. */
+  int quiet = (err == TPX_ECLOSED || err == TPX_ECANCELED) || (!p->incoming && tpx__peer_in_setup(p->state));
   /* A detail taken from tpx_last_error() already ends with the code's name,
    * once per layer that recorded it: it is kept once, in the log only (the
    * caller's own error adds it again). */
@@ -149,14 +152,19 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
         while (c < p->nch && p->ch[c].sq.comm && p->ch[c].rq.comm) c++;
         tpx__channels_setup_why(p, c, why, sizeof(why)); /* what its connect went through */
       } else if (p->state == P_CONNECTING && p->dial.failed) {
-        char causes[256];
+        char causes[200];
         tpx__retry_causes(&p->dial, causes, sizeof(causes));
-        snprintf(why, sizeof(why), "failed attempts: %s", causes);
+        snprintf(why, sizeof(why), "%sfailed attempts: %s",
+                 tpx__retry_all_were(&p->dial, ECONNREFUSED) ? "nothing listens there: is the server running, on "
+                                                               "this port? "
+                                                             : "",
+                 causes);
+      } else if (p->state == P_WAIT_ACK) {
+        snprintf(why, sizeof(why), "connected, but no tpx answer: is the program on %s a tpx endpoint?", p->where);
       }
-      char stage[64];
+      char stage[80];
       if (p->state != P_NET_SETUP)
-        snprintf(stage, sizeof(stage), "%s, state %d", p->state == P_CONNECTING ? "control connect" : "handshake",
-                 p->state);
+        snprintf(stage, sizeof(stage), "%s", tpx__peer_setup_stage(p->state));
       else if (c < p->nch)
         snprintf(stage, sizeof(stage), "transport connect/accept, channel %d", c);
       else /* ours are up; the peer's UP did not come (relisten.h) */

@@ -55,6 +55,9 @@ int tpx__listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
     }
   }
   freeaddrinfo(ai);
+  if (rc == TPX_EADDRINUSE && count == 1 && port_req > 0)
+    return tpx_err(TPX_EADDRINUSE, "endpoint %s: port %d is in use (another program listens there: "
+                   "`ss -ltnp 'sport = :%d'` names it); pick another port", ep->name, first, first);
   if (rc == TPX_EADDRINUSE)
     return tpx_err(TPX_EADDRINUSE, "endpoint %s: ports %d..%d are all in use (TPX_PORT_BASE + gpu, TPX_PORT_SPAN=%d)",
                    ep->name, first, first + count - 1, ep->cfg.port_span);
@@ -69,8 +72,15 @@ int tpx__listen_open(tpx_endpoint_t *ep, const char *host, int port_req) {
   struct epoll_event e = {.events = EPOLLIN, .data.ptr = &ep->listen_fd};
   if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &e) != 0)
     return tpx_err(TPX_ESYSTEM, "endpoint %s: epoll: %s", ep->name, strerror(errno));
-  TPX_INFO("endpoint %s: control port %d%s (after %d attempt(s))", ep->name, ep->port,
-           port_req == 0 ? " (port base + gpu)" : "", tried);
+  /* Moved past a busy port: peers dialling the usual one would not find us
+   * (and would reach whatever holds it). Say so, with the port to dial. */
+  if (port_req == 0 && ep->port != first)
+    TPX_WARN("endpoint %s: control port %d is in use; listening on port %d instead: peers must dial port %d "
+             "(tpx-bench client HOST --port %d; or free port %d)", ep->name, first, ep->port, ep->port, ep->port,
+             first);
+  else
+    TPX_INFO("endpoint %s: control port %d%s (after %d attempt(s))", ep->name, ep->port,
+             port_req == 0 ? " (port base + gpu)" : "", tried);
   return 0;
 }
 

@@ -45,6 +45,17 @@ enum peer_state {
 };
 
 static inline int tpx__peer_in_setup(int st) { return st >= P_CONNECTING && st <= P_NET_SETUP; }
+/* A setup state in words, for messages. */
+static inline const char *tpx__peer_setup_stage(int st) {
+  switch (st) {
+  case P_CONNECTING: return "connecting the control connection";
+  case P_WAIT_AUTH: return "waiting for the peer's answer to our key challenge";
+  case P_WAIT_HELLO: return "waiting for the peer's HELLO";
+  case P_WAIT_ACK: return "waiting for the peer's answer to our HELLO";
+  case P_NET_SETUP: return "transport connect/accept";
+  default: return "setup";
+  }
+}
 
 enum peer_auth { PEER_AUTH_NONE = 0, PEER_AUTH_CHALLENGED, PEER_AUTH_OK };
 

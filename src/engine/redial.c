@@ -19,7 +19,10 @@
 static void give_up(struct tpx_peer *p, int err) {
   char causes[256];
   tpx__retry_causes(&p->dial, causes, sizeof(causes));
-  if (p->dial.failed <= 1)
+  if (tpx__retry_all_were(&p->dial, ECONNREFUSED))
+    tpx__peer_fail(p, TPX_ECLOSED, "peer %s: nothing listens there: %s: is the server running, on this port?",
+                   p->where, causes);
+  else if (p->dial.failed <= 1)
     tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed: %s", p->where, strerror(err));
   else
     tpx__peer_fail(p, TPX_ECLOSED, "peer %s: control connect failed after %d attempts: %s", p->where,
@@ -56,6 +59,11 @@ void tpx__redial_failed(struct tpx_peer *p, int err) {
     give_up(p, err);
     return;
   }
+  /* Told at once, not only at the deadline: a server not started (yet), or
+   * another port. The retries go on (a server starting beside us). */
+  if (err == ECONNREFUSED && p->dial.failed == 1)
+    TPX_WARN("peer %s: nothing listens there (connection refused): is the server running, on this port? "
+             "Retrying until TPX_CONNECT_TIMEOUT_MS (%d ms) ends", p->where, ep->cfg.connect_timeout_ms);
   /* Past the setup deadline the peer fails there (fail.c), with the causes. */
   TPX_DEBUG("peer %s: control connect: %s; retry %d in %llu ms", p->where, strerror(err), p->dial.failed,
             (unsigned long long)((p->dial.next_ns - tpx__now_ns()) / 1000000ull));

@@ -22,7 +22,7 @@ case "$soname" in libtpx.so.[0-9]*) echo "soname $soname" ;; *) fail "soname '$s
 version=$(sed -n 's/^#define TPX_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/tpx/version.h")
 for t in tpx-bench tpx-info tpx-netbench tpx-soak tpx-unpack-bench; do
   out=$("$prefix/bin/$t" --version) || fail "$t --version"
-  case "$out" in "$t (tcpx-p2p) $version, library $version") ;; *) fail "$t --version: $out" ;; esac
+  case "$out" in "$t (tcpx-p2p) $version, library $version, wire protocol "[0-9]*) ;; *) fail "$t --version: $out" ;; esac
 done
 
 export PKG_CONFIG_PATH=$libdir/pkgconfig

@@ -23,8 +23,9 @@ shift 3
 plugin=${TPX_TCPX_REAL_PLUGIN:-$("$src/scripts/build-tcpx-plugin.sh" --prefix 2>/dev/null || true)}
 if [ -z "$plugin" ] || [ ! -f "$plugin" ]; then
   echo "with_real_plugin: SKIPPED: the real GPUDirect-TCPX plugin is not built on this machine"
-  echo "  (scripts/build-tcpx-plugin.sh --prefix found none; scripts/deps.sh --test builds it when"
-  echo "  ../shared/third_party or TPX_THIRD_PARTY holds its tarballs: $("$src/scripts/build-tcpx-plugin.sh" --check 2>&1 | tail -1))"
+  echo "  (scripts/build-tcpx-plugin.sh --prefix found none; scripts/deps.sh --test fetches its source"
+  echo "  tarballs (scripts/third-party.txt lists them; or set TPX_THIRD_PARTY to a folder holding them)"
+  echo "  and builds it: $("$src/scripts/build-tcpx-plugin.sh" --check 2>&1 | tail -1))"
   exit 77
 fi
 dir=$(mktemp -d /tmp/tpx-tcpx-real-XXXXXX)
