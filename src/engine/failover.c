@@ -214,6 +214,9 @@ int tpx__failover_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
   case CHAN_VERDICT: return on_verdict(p, &m);
   case CHAN_RESEND: return on_resend(p, &m);
   case CHAN_LANDED: return on_landed(p, &m);
+  case CHAN_RATE:
+    tpx__stripe_on_rate(p, m.ch, m.gen);
+    return 0;
   default: return tpx__rejoin_on_frame(p, &m);
   }
 }

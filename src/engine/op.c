@@ -211,6 +211,8 @@ int tpx__op_send_status(struct tpx_peer *p, int what, uint64_t id, int status) {
 uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
   uint32_t len = p->tx_pat.len ? p->tx_pat.len : (uint32_t)p->nch;
   uint32_t f = p->next_first_ch % len;
+  uint64_t n = nchunks ? nchunks : 1; /* the typical transfer's chunks (stripe.c) */
+  p->stripe_chunks = (uint32_t)((p->stripe_chunks * 7ull + (n > 4096 ? 4096 : n) + 7) / 8);
   p->next_first_ch = (uint32_t)((f + (nchunks ? nchunks : 1)) % (uint64_t)len);
   return f;
 }

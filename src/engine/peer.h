@@ -143,6 +143,11 @@ struct tpx_peer {
   uint64_t stripe_bytes[64], stripe_busy[64]; /* each send window's totals at the last look */
   uint32_t stripe_rate[64];  /* each channel's measured speed, KB/s (0: unknown) */
   uint64_t stripe_acc_bytes[64], stripe_acc_busy[64]; /* its recent bytes and busy ns, decayed */
+  uint64_t stripe_probe_ns[64]; /* a channel left out as too slow: when it was last tried */
+  uint32_t stripe_peer_rate[64]; /* the speed the peer saw our chunks land at, KB/s (CHAN_RATE) */
+  uint64_t stripe_peer_at[64];   /* and when it said so */
+  uint64_t stripe_rx_bytes[64], stripe_rx_busy[64]; /* each receive window's totals at the last look */
+  uint32_t stripe_chunks;    /* chunks of our recent transfers (mean, decayed) */
   int nup;                   /* channels not lost */
   uint64_t fo_next_ns;       /* failover.h: the next look for stalled channels */
   uint64_t inflight; /* requests in the transport */

@@ -13,6 +13,10 @@
 #include "engine/route.h"
 
 #define STRIPE_PERIOD_MS 100
+/* The peer's landing speed of a channel counts while this fresh. */
+#define STRIPE_PEER_FRESH_MS 1000
+/* A channel left out for being too slow is tried again this often. */
+#define STRIPE_PROBE_MS 2000
 /* A sample needs this much busy time to say anything about a speed. */
 #define STRIPE_MIN_BUSY_NS 20000000ull
 
@@ -22,6 +26,7 @@ static uint64_t busy_of(const struct window *q, uint64_t now) {
 
 void tpx__stripe_reset(struct tpx_peer *p, int c) {
   p->stripe_rate[c] = 0;
+  p->stripe_peer_rate[c] = 0;
   p->stripe_acc_bytes[c] = p->stripe_acc_busy[c] = 0;
   p->stripe_bytes[c] = p->ch[c].sq.bytes_done;
   p->stripe_busy[c] = busy_of(&p->ch[c].sq, tpx__now_ns());
@@ -32,7 +37,11 @@ void tpx__stripe_init(struct tpx_peer *p) {
   tpx__route_pat_fixed(&p->rx_pat, p->nch);
   p->nup = p->nch;
   p->stripe_next_ns = 0;
-  for (int c = 0; c < p->nch && c < ROUTE_MAX_PAT; c++) tpx__stripe_reset(p, c);
+  p->stripe_chunks = ROUTE_MAX_PAT;
+  for (int c = 0; c < p->nch && c < ROUTE_MAX_PAT; c++) {
+    tpx__stripe_reset(p, c);
+    p->stripe_probe_ns[c] = 0;
+  }
 }
 
 /* Each channel's weight: its measured speed; one within a fifth of the
@@ -47,6 +56,30 @@ static void weights(const struct tpx_peer *p, uint32_t *w) {
     if (p->ch[c].down) w[c] = 0;
     else if (p->stripe_rate[c] && (uint64_t)p->stripe_rate[c] * 5 < (uint64_t)best * 4) w[c] = p->stripe_rate[c];
     else w[c] = best ? best : 1;
+  }
+}
+
+/* A channel so slow that one chunk on it takes longer than a typical
+ * transfer's share on the others would set every transfer's end: with the
+ * chunks of a typical transfer (p->stripe_chunks) given out one at a time
+ * as the pattern's slots are (route.c), a slower channel that gets none is
+ * left out, but for one period every STRIPE_PROBE_MS, so that its speed
+ * is measured again (a link that recovers comes back). */
+static void leave_out_slow(struct tpx_peer *p, uint32_t *w, uint64_t now) {
+  uint32_t best = 0, got[ROUTE_MAX_PAT] = {0};
+  for (int c = 0; c < p->nch; c++)
+    if (w[c] > best) best = w[c];
+  uint32_t n = p->stripe_chunks < ROUTE_MAX_PAT ? p->stripe_chunks : ROUTE_MAX_PAT;
+  for (uint32_t k = 0; k < n; k++) {
+    int pick = -1;
+    for (int c = 0; c < p->nch; c++)
+      if (w[c] && (pick < 0 || (uint64_t)(got[c] + 1) * w[pick] < (uint64_t)(got[pick] + 1) * w[c])) pick = c;
+    got[pick]++;
+  }
+  for (int c = 0; c < p->nch; c++) {
+    if (!w[c] || w[c] == best || got[c]) continue;
+    if (now - p->stripe_probe_ns[c] >= tpx__ms_to_ns(STRIPE_PROBE_MS)) p->stripe_probe_ns[c] = now; /* probed */
+    else w[c] = 0;
   }
 }
 
@@ -65,17 +98,19 @@ static int announce(struct tpx_peer *p, const struct route_pat *pat) {
   return tpx__ctl_send(p, tpx__wire_put_sched(&p->out, &m));
 }
 
-/* A new pattern from the weights; announced when forced or when some
- * channel's share moved by more than one slot. */
+/* A new pattern from the weights; announced when forced, when some
+ * channel's share moved by more than one slot, or a channel was left out or
+ * taken in. */
 static int plan(struct tpx_peer *p, int force) {
   uint32_t w[ROUTE_MAX_PAT];
   struct route_pat pat;
   weights(p, w);
+  leave_out_slow(p, w, tpx__now_ns());
   if (tpx__route_pat_weighted(&pat, w, p->nch) != 0) return 0; /* no channel left: the peer fails elsewhere */
   int moved = force;
   for (int c = 0; c < p->nch && !moved; c++) {
-    int d = slots_of(&pat, c) - slots_of(&p->tx_pat, c);
-    moved = d > 1 || d < -1;
+    int now_in = slots_of(&pat, c), was_in = slots_of(&p->tx_pat, c), d = now_in - was_in;
+    moved = d > 1 || d < -1 || !now_in != !was_in; /* a channel left out or taken in always counts */
   }
   if (!moved) return 0;
   if (TPX_LOG_DEBUG <= tpx__log_level) {
@@ -86,6 +121,36 @@ static int plan(struct tpx_peer *p, int force) {
     TPX_DEBUG("peer %s: striping pattern%s:%s", p->where, force ? " (channels changed)" : "", line);
   }
   return announce(p, &pat);
+}
+
+/* Our receive windows' landing speeds, told to the peer (CHAN_RATE): a
+ * send completes once its bytes are in the socket's buffer, so the sender's
+ * own measure overstates a slow link; what lands is the truth. */
+static int tell_rates(struct tpx_peer *p, uint64_t now) {
+  for (int c = 0; c < p->nch; c++) {
+    const struct window *q = &p->ch[c].rq;
+    uint64_t busy = busy_of(q, now);
+    if (busy < p->stripe_rx_busy[c] || p->ch[c].down) { /* purged: start afresh */
+      p->stripe_rx_bytes[c] = q->bytes_done;
+      p->stripe_rx_busy[c] = busy;
+      continue;
+    }
+    uint64_t db = q->bytes_done - p->stripe_rx_bytes[c], dt = busy - p->stripe_rx_busy[c];
+    if (dt < STRIPE_MIN_BUSY_NS || !db) continue;
+    p->stripe_rx_bytes[c] = q->bytes_done;
+    p->stripe_rx_busy[c] = busy;
+    uint64_t kbs = db * 1000000ull / dt;
+    struct wire_chan m = {.step = CHAN_RATE, .ch = (uint16_t)c, .gen = kbs > UINT32_MAX ? UINT32_MAX : (uint32_t)kbs};
+    int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void tpx__stripe_on_rate(struct tpx_peer *p, int c, uint32_t kbs) {
+  uint32_t r = p->stripe_peer_rate[c];
+  p->stripe_peer_rate[c] = r && kbs ? (uint32_t)(((uint64_t)r * 3 + kbs) / 4) : kbs;
+  p->stripe_peer_at[c] = tpx__now_ns();
 }
 
 int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
@@ -111,7 +176,12 @@ int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
     uint64_t kbs = p->stripe_acc_bytes[c] * 1000000ull / p->stripe_acc_busy[c]; /* bytes per ns x 1e6 = KB/s */
     p->stripe_rate[c] = kbs > UINT32_MAX ? UINT32_MAX : kbs ? (uint32_t)kbs : 1;
   }
-  return plan(p, 0);
+  for (int c = 0; c < p->nch; c++) /* the peer's landing speed, where it said one lately, is the truth */
+    if (p->stripe_peer_rate[c] && now - p->stripe_peer_at[c] < tpx__ms_to_ns(STRIPE_PEER_FRESH_MS) &&
+        p->stripe_peer_rate[c] < p->stripe_rate[c])
+      p->stripe_rate[c] = p->stripe_peer_rate[c];
+  int rc = tell_rates(p, now);
+  return rc ? rc : plan(p, 0);
 }
 
 int tpx__stripe_replan(struct tpx_peer *p) {

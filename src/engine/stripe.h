@@ -23,6 +23,8 @@ int tpx__stripe_tick(struct tpx_peer *p, uint64_t now);
 void tpx__stripe_reset(struct tpx_peer *p, int c);
 /* A channel was lost or came back: a new pattern now, announced. */
 int tpx__stripe_replan(struct tpx_peer *p);
+/* CHAN_RATE from the peer: our chunks on channel c landed at kbs KB/s. */
+void tpx__stripe_on_rate(struct tpx_peer *p, int c, uint32_t kbs);
 /* MSG_SCHED from the peer: the pattern of its next transfers. 0, or
  * TPX_EPROTO (detail recorded; the caller fails the peer). */
 int tpx__stripe_on_sched(struct tpx_peer *p, const struct wire_frame *f);

@@ -531,7 +531,7 @@ int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m) {
 }
 
 static int chan_bad(const struct wire_chan *m) {
-  if (m->step < CHAN_DOWN || m->step > CHAN_LANDED || m->ch >= WIRE_MAX_CHANNELS) return 1;
+  if (m->step < CHAN_DOWN || m->step > CHAN_RATE || m->ch >= WIRE_MAX_CHANNELS) return 1;
   if (m->step == CHAN_DOWN) return m->code >= 0 || m->code < TPX_EUNKNOWN;
   if (m->step == CHAN_ASK || m->step == CHAN_VERDICT || m->step == CHAN_RESEND || m->step == CHAN_LANDED)
     return m->what < ST_WRITE || m->what > ST_SEND || (m->step == CHAN_VERDICT && m->need > 1) ||
@@ -602,7 +602,8 @@ int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m) {
     m->gen = rd_u32(&r);
     m->handle = rd_take(&r, TPX_NET_HANDLE_BYTES);
     break;
-  case CHAN_UP: m->gen = rd_u32(&r); break;
+  case CHAN_UP:
+  case CHAN_RATE: m->gen = rd_u32(&r); break;
   default: return tpx_err_quiet(TPX_EPROTO, "channel message: step %u", m->step);
   }
   if (!r.bad && chan_bad(m))

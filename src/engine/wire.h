@@ -96,8 +96,10 @@ struct wire_sched {
  *   CHAN_UP (either side): gen u32: my comms of that generation are up.
  *   CHAN_LANDED (data receiver -> sender): what u8 | id u64: every chunk of
  *     the send or read landed (its sender kept it until now, to send again).
+ *   CHAN_RATE (data receiver -> sender): gen u32: the speed, KB/s, at which
+ *     the channel's chunks landed lately (engine/stripe.h).
  * Exactly that long. */
-enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6, CHAN_LANDED = 7 };
+enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6, CHAN_LANDED = 7, CHAN_RATE = 8 };
 struct wire_chan {
   uint8_t step;
   uint16_t ch;
@@ -108,7 +110,7 @@ struct wire_chan {
   uint8_t need;
   uint32_t seed;         /* CHAN_RESEND */
   struct wire_sched pat;
-  uint32_t gen;          /* CHAN_REJOIN / CHAN_UP */
+  uint32_t gen;          /* CHAN_REJOIN / CHAN_UP; CHAN_RATE: KB/s */
   const uint8_t *handle; /* CHAN_REJOIN: TPX_NET_HANDLE_BYTES, into the payload */
 };
 

@@ -216,7 +216,7 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
   case MSG_CHAN: {
     struct wire_chan c;
     if (tpx__wire_get_chan(f, &c) != 0) break;
-    FUZZ_CHECK(c.step >= CHAN_DOWN && c.step <= CHAN_LANDED && c.ch < WIRE_MAX_CHANNELS);
+    FUZZ_CHECK(c.step >= CHAN_DOWN && c.step <= CHAN_RATE && c.ch < WIRE_MAX_CHANNELS);
     FUZZ_CHECK((c.step == CHAN_REJOIN) == (c.handle != NULL));
     if (c.step == CHAN_RESEND) FUZZ_CHECK(c.pat.len >= 1 && c.pat.len <= WIRE_MAX_CHANNELS);
     if (c.handle) touch(c.handle, TPX_NET_HANDLE_BYTES);

@@ -106,6 +106,8 @@ static void ctl_frames(void) {
   FRAME("chan_up", tpx__wire_put_chan(b, &up));
   struct wire_chan landed = {.step = CHAN_LANDED, .ch = 0, .what = ST_SEND, .id = 80};
   FRAME("chan_landed", tpx__wire_put_chan(b, &landed));
+  struct wire_chan rate = {.step = CHAN_RATE, .ch = 3, .gen = 12345};
+  FRAME("chan_rate", tpx__wire_put_chan(b, &rate));
   struct wire_ping ping_ask = {PING_ASK, 1}, ping_answer = {PING_ANSWER, 0x01020304u};
   FRAME("ping_ask", tpx__wire_put_ping(b, &ping_ask));
   FRAME("ping_answer", tpx__wire_put_ping(b, &ping_answer));
