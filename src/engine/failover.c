@@ -54,7 +54,7 @@ static int chan_send(struct tpx_peer *p, const struct wire_chan *m) {
 static int ask_about(struct tpx_peer *p, int c) {
   for (struct op *o = p->active; o; o = o->next) {
     if (!sends_data(o) || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || (uint32_t)c >= o->nch) continue;
-    uint64_t n = tpx__route_count(o, c);
+    uint64_t n = o->links[c].total;
     if (!n) continue;
     o->chunks_left -= n - o->links[c].done;
     o->links[c].done = n;
@@ -73,7 +73,7 @@ static void expect_again(struct tpx_peer *p, int c) {
   uint64_t by = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
   for (struct op *o = p->active; o; o = o->next)
     if (!sends_data(o) && o->kind != K_NOTIF && o->phase == PH_DATA && (uint32_t)c < o->nch &&
-        o->links[c].done < tpx__route_count(o, c) && !o->resend_deadline)
+        o->links[c].done < o->links[c].total && !o->resend_deadline)
       o->resend_deadline = by;
 }
 
@@ -90,6 +90,7 @@ static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) 
                p->where, c, told ? " (the peer's side)" : "", why, p->nup);
   tpx__window_purge(p, &ch->sq);
   tpx__window_purge(p, &ch->rq);
+  for (struct op *o = p->active; o; o = o->next) o->lost_mask |= 1ull << c; /* their links there are gone */
   int rc = tpx__channel_drop_send(p, ch);
   tpx__channel_drop_recv(p, ch);
   /* GPU state tied to the closed comms (staging arena registration, the
@@ -129,6 +130,7 @@ static int add_layer(struct tpx_peer *p, struct op *o, int c, uint32_t seed, con
   o->resend_deadline = 0;
   o->chunks_left += o->links[c].done; /* every chunk it had on c comes again */
   o->links[c].done = 0;
+  tpx__route_totals(o);
   if (o->phase == PH_WAIT_ACK) o->phase = PH_DATA;
   for (uint32_t d = 0; d < o->nch; d++) {
     struct wlink *l = &L->links[d];
@@ -137,17 +139,28 @@ static int add_layer(struct tpx_peer *p, struct op *o, int c, uint32_t seed, con
     l->layer = (uint8_t)o->nlayers;
     if (!tpx__route_first(l, &l->cur) || p->ch[d].down) continue; /* a chunk on a lost one: asked about later */
     tpx__window_enqueue(p, is_recv ? &p->ch[d].rq : &p->ch[d].sq, l);
+    o->lost_mask &= ~(1ull << d); /* a link of it walks d again */
   }
   return 0;
 }
 
 /* ---- the frames ---- */
+/* A question or a resend about o's chunks on channel c is the peer's to make
+ * only for a channel lost while o ran: elsewhere o's own links still walk
+ * those chunks, and a second walk would count them twice. */
+static int lost_for(const struct op *o, unsigned c) {
+  return c < o->nch && (o->lost_mask >> c & 1);
+}
+
 static int on_ask(struct tpx_peer *p, const struct wire_chan *m) {
   struct op *o = find(p, m->what, m->id, 0);
+  if (o && o->phase == PH_DATA && !lost_for(o, m->ch))
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: asked about channel %u of transfer id %llu, which was not lost",
+                         p->where, m->ch, (unsigned long long)m->id);
   struct wire_chan v = {.step = CHAN_VERDICT, .ch = m->ch, .what = m->what, .id = m->id};
   if (o && o->phase == PH_DATA && m->ch < o->nch) {
     v.layers = o->nlayers;
-    v.need = o->links[m->ch].done < tpx__route_count(o, m->ch);
+    v.need = o->links[m->ch].done < o->links[m->ch].total;
   }
   return chan_send(p, &v); /* an op we no longer have: it has every byte (or failed, and said so) */
 }
@@ -173,9 +186,9 @@ static int on_verdict(struct tpx_peer *p, const struct wire_chan *m) {
 
 static int on_resend(struct tpx_peer *p, const struct wire_chan *m) {
   struct op *o = find(p, m->what, m->id, 0);
-  if (!o || o->phase != PH_DATA || m->ch >= o->nch)
-    return tpx_err_quiet(TPX_EPROTO, "peer %s: chunks sent again for unknown or finished transfer id %llu", p->where,
-                         (unsigned long long)m->id);
+  if (!o || o->phase != PH_DATA || !lost_for(o, m->ch))
+    return tpx_err_quiet(TPX_EPROTO, "peer %s: chunks sent again for unknown or finished transfer id %llu, or on "
+                         "channel %u it did not lose", p->where, (unsigned long long)m->id, m->ch);
   struct route_pat pat;
   pat.len = m->pat.len;
   memcpy(pat.ch, m->pat.ch, pat.len);

@@ -101,6 +101,7 @@ void tpx__op_drop_layers(struct op *o) {
   o->layers = NULL;
   o->nlayers = 0;
   o->await_mask = 0;
+  o->lost_mask = 0;
   o->resend_deadline = 0;
 }
 
@@ -276,11 +277,12 @@ int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
     l->op = o;
     l->ch = (uint8_t)c;
   }
+  tpx__route_totals(o);
   for (uint32_t c = 0; c < o->nch; c++) {
     struct wlink *l = &o->links[c];
-    if (!tpx__route_first(l, &l->cur)) continue;
     struct channel *ch = &p->ch[c];
-    if (ch->down) continue; /* failover.h: the peer hears which of these it must send again */
+    if (ch->down) o->lost_mask |= 1ull << c; /* failover.h: asked about, sent again */
+    if (!tpx__route_first(l, &l->cur) || ch->down) continue;
     tpx__window_enqueue(p, is_recv ? &ch->rq : &ch->sq, l);
   }
   return 0;

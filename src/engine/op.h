@@ -56,6 +56,8 @@ struct op {
   struct route_layer *layers; /* resend layers 1..nlayers (failover.h) */
   uint32_t nlayers;
   uint64_t await_mask;      /* data sender: lost channels whose receiver's answer is due */
+  uint64_t lost_mask;       /* channels lost while it ran (its layer-0 links there purged or never
+                               queued): only for those may the peer ask about or resend its chunks */
   uint64_t resend_deadline; /* data receiver: chunks of a lost channel missing; by then they come again
                                (failover.h) or the peer fails */
   uint64_t held;            /* a peer's request: bytes charged to it and the endpoint (admit.h) */

@@ -103,11 +103,13 @@ uint64_t tpx__route_count(const struct op *o, int ch) {
   return n;
 }
 
-int tpx__route_moved_to(const struct op *o, int ch, uint32_t layers) {
-  if (layers >= o->nlayers) return 0;
-  for (uint64_t i = 0; i < o->nchunks; i++)
-    if (tpx__route_ch(o, i) == ch && tpx__route_ch_at(o, i, layers) != ch) return 1;
-  return 0;
+void tpx__route_totals(struct op *o) {
+  for (uint32_t c = 0; c < o->nch; c++) o->links[c].total = o->nlayers ? 0 : tpx__route_count(o, (int)c);
+  if (!o->nlayers) return;
+  for (uint64_t i = 0; i < o->nchunks; i++) {
+    int c = tpx__route_ch(o, i);
+    if ((uint32_t)c < o->nch) o->links[c].total++;
+  }
 }
 
 /* Chunk i belongs to link l: layer 0's chunks on its channel, or those a

@@ -55,9 +55,8 @@ int tpx__route_ch_at(const struct op *o, uint64_t i, uint32_t layers);
 int tpx__route_ch(const struct op *o, uint64_t i);
 /* Chunks of o whose channel is ch under all layers. */
 uint64_t tpx__route_count(const struct op *o, int ch);
-/* Chunks placed on ch by a layer above `layers` (a peer that had applied only
- * the first `layers` layers has not seen them there). */
-int tpx__route_moved_to(const struct op *o, int ch, uint32_t layers);
+/* Each channel's count at once, into o->links[c].total (one pass). */
+void tpx__route_totals(struct op *o);
 
 /* The first chunk of link l (its layer's chunks on its channel): c set and
  * 1, or 0 when it has none. */

@@ -48,6 +48,7 @@ struct wlink {
   uint8_t ch;     /* its window's channel */
   uint8_t layer;  /* of the op's route (route.h): 0, or the resend layer it carries */
   uint64_t done;  /* layer 0's links: the op's chunks finished on this channel, any layer */
+  uint64_t total; /* layer 0's links: the op's chunks on this channel under all its layers */
 };
 
 struct window {

@@ -27,6 +27,10 @@
 #include <unistd.h>
 
 #include "eng.h"
+#include "engine/control.h"
+#include "engine/endpoint.h"
+#include "engine/op.h"
+#include "engine/peer.h"
 #include "netns.h"
 
 #define NLINK 4
@@ -390,11 +394,56 @@ static void test_older_peer(void **state) {
   }
 }
 
+/* A forged channel frame into a's control stream to b, as a hostile peer
+ * would write it. */
+static void forge_chan(tpx_endpoint_t *a, tpx_peer_t *ab, const struct wire_chan *m) {
+  pthread_mutex_lock(&a->lock);
+  int rc = tpx__ctl_send(ab, tpx__wire_put_chan(&ab->out, m));
+  pthread_mutex_unlock(&a->lock);
+  assert_int_equal(rc, 0);
+}
+
+/* The peer may ask about, or resend, only a lost channel's chunks: a
+ * resend for a channel the transfer never lost would have both its own
+ * links and the layer's walk the same chunks (counted twice, the transfer
+ * "landed" with receives still posted). Refused as a protocol error, the
+ * peer failed, nothing acknowledged; an answer to a question about an
+ * unknown transfer is harmless. */
+static void test_forged_channel_frames(void **state) {
+  (void)state;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  eng_pair_t p;
+  eng_pair_open(&p, &cfg);
+  eng_buf_t a, b;
+  eng_buf(p.a, 64u << 20, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &a);
+  eng_buf(p.b, 64u << 20, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &b);
+  eng_write_check(p.ab, &a, &b, 11); /* a working pair first */
+  struct wire_chan ask = {.step = CHAN_ASK, .ch = 0, .what = ST_WRITE, .id = 12345};
+  forge_chan(p.a, p.ab, &ask); /* unknown transfer: answered "nothing needed" */
+  eng_write_check(p.ab, &a, &b, 12);
+  assert_int_equal(tpx_peer_status(p.ba), 0);
+  tpx_xfer_t *x = NULL;
+  assert_int_equal(tpx_write(p.ab, a.mem, 0, b.rmem, 0, a.len, NULL, 0, &x), 0);
+  struct wire_chan rs = {.step = CHAN_RESEND, .ch = 0, .what = ST_WRITE, .id = x->op.id, .seed = 1,
+                         .pat = {1, {1}}};
+  forge_chan(p.a, p.ab, &rs); /* right behind the WRITE: b has it in its data phase, channel 0 alive */
+  int rc = tpx_xfer_wait(x, 20000);
+  assert_true(rc < 0);
+  tpx_xfer_free(x);
+  for (int i = 0; i < 200 && tpx_peer_status(p.ba) == 0; i++) usleep(10000);
+  assert_int_equal(tpx_peer_status(p.ba), TPX_EPROTO);
+  eng_buf_free(&a);
+  eng_buf_free(&b);
+  eng_pair_close(&p);
+}
+
 int main(void) {
   atexit(cleanup_at_exit);
   nn_reap_stale();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_older_peer),
+      cmocka_unit_test(test_forged_channel_frames),
       cmocka_unit_test(test_link_down_and_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

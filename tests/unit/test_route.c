@@ -99,8 +99,6 @@ static void test_layers_cover_once(void **st) {
   const uint8_t a1[] = {0, 1, 3}, a2[] = {0, 3};
   add_layer(&o, 2, a1, 3, 7);
   assert_int_equal(tpx__route_count(&o, 2), 0);
-  assert_true(tpx__route_moved_to(&o, 1, 0));  /* layer 1 put chunks on 1 */
-  assert_false(tpx__route_moved_to(&o, 2, 0)); /* and none on the lost 2 */
   uint64_t on1 = tpx__route_count(&o, 1);
   add_layer(&o, 1, a2, 2, 99);
   assert_int_equal(tpx__route_count(&o, 1), 0);
