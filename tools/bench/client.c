@@ -479,6 +479,20 @@ static void close_pair(struct client *c) {
   free(c->t);
 }
 
+/* What each channel of pair 0 carried (tpx_peer_channel_stats): the share
+ * of the striping pattern it had at the end, chunks each way, losses and
+ * rejoins; one [CHANNELS] line per channel. */
+static void channel_lines(const struct client *c) {
+  int n = c->peer ? tpx_peer_num_channels(c->peer) : 0;
+  for (int ch = 0; ch < n; ch++) {
+    tpx_channel_stats_t st;
+    if (tpx_peer_channel_stats(c->peer, ch, &st) != 0) return;
+    printf("[CHANNELS] channel %d: device %d, %s, share %u of %u%s, %.1f / %.1f MB sent / received, lost %u, back %u\n",
+           ch, st.dev, st.up ? "up" : "lost", st.share, st.slots, st.adaptive ? " (adaptive)" : " (fixed)",
+           (double)st.bytes_sent / 1e6, (double)st.bytes_recv / 1e6, st.losses, st.rejoins);
+  }
+}
+
 static void banner(const struct client *cs) {
   const struct bench_opts *o = cs[0].o;
   char cb[24];
@@ -518,6 +532,7 @@ int bench_client(const struct bench_opts *o, const char *host, int port, int arg
     uint8_t m[32];
     for (int i = 0; i < n && rc == 0; i++) (void)bench_send(cs[i].peer, m, bench_msg_simple(m, M_BYE, 0, NULL));
     bench_summary_line(res, nres, o->check);
+    channel_lines(&cs[0]);
   }
   int errors = 0;
   for (int i = 0; i < nres; i++) errors += res[i].errors;
