@@ -43,10 +43,6 @@ static struct op *find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender
   return NULL;
 }
 
-static int chan_send(struct tpx_peer *p, const struct wire_chan *m) {
-  return tpx__ctl_send(p, tpx__wire_put_chan(&p->out, m));
-}
-
 /* ---- losing a channel ---- */
 
 /* Our transfers with chunks on c: counted as done until the receiver says
@@ -60,7 +56,7 @@ static int ask_about(struct tpx_peer *p, int c) {
     o->links[c].done = n;
     o->await_mask |= 1ull << c;
     struct wire_chan m = {.step = CHAN_ASK, .ch = (uint16_t)c, .what = what_of(o), .id = key_of(o)};
-    int rc = chan_send(p, &m);
+    int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
     if (rc) return rc;
   }
   return 0;
@@ -101,7 +97,7 @@ static int lose(struct tpx_peer *p, int c, int code, const char *why, int told) 
   ch->rejoin_next_ns = tpx__now_ns() + tpx__ms_to_ns(REJOIN_FIRST_MS);
   ch->rejoin_wait_ms = REJOIN_FIRST_MS;
   struct wire_chan m = {.step = CHAN_DOWN, .ch = (uint16_t)c, .code = code < 0 && code >= TPX_EUNKNOWN ? code : TPX_ESYSTEM};
-  if (rc == 0 && !told) rc = chan_send(p, &m);
+  if (rc == 0 && !told) rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
   if (rc == 0) rc = tpx__stripe_replan(p); /* new transfers leave it out */
   if (rc == 0) rc = ask_about(p, c);
   expect_again(p, c);
@@ -162,7 +158,7 @@ static int on_ask(struct tpx_peer *p, const struct wire_chan *m) {
     v.layers = o->nlayers;
     v.need = o->links[m->ch].done < o->links[m->ch].total;
   }
-  return chan_send(p, &v); /* an op we no longer have: it has every byte (or failed, and said so) */
+  return tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &v)); /* an op we no longer have: it has every byte (or failed, and said so) */
 }
 
 static int on_verdict(struct tpx_peer *p, const struct wire_chan *m) {
@@ -177,7 +173,7 @@ static int on_verdict(struct tpx_peer *p, const struct wire_chan *m) {
     struct wire_chan r = {.step = CHAN_RESEND, .ch = m->ch, .what = m->what, .id = m->id, .seed = seed};
     r.pat.len = p->tx_pat.len;
     memcpy(r.pat.ch, p->tx_pat.ch, p->tx_pat.len);
-    if ((rc = chan_send(p, &r)) != 0) return rc;
+    if ((rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &r))) != 0) return rc;
     TPX_DEBUG("peer %s: %s %llu: chunks of lost channel %u sent again", p->where, tpx__op_kind_name(o->kind),
               (unsigned long long)o->id, m->ch);
   }

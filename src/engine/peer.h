@@ -18,6 +18,11 @@
 
 struct op;
 
+/* A window's bytes and busy time when its speed was last sampled (stripe.c). */
+struct stripe_base {
+  uint64_t bytes, busy;
+};
+
 /* A ready peer's silence and pings (live.h). */
 struct live {
   int armed;         /* stepping since the peer became ready */
@@ -140,13 +145,12 @@ struct tpx_peer {
   struct route_pat tx_pat;   /* where our chunks go: announced to the peer (MSG_SCHED) */
   struct route_pat rx_pat;   /* where the peer's go: its last MSG_SCHED */
   uint64_t stripe_next_ns;   /* the next look at the channels' speeds */
-  uint64_t stripe_bytes[64], stripe_busy[64]; /* each send window's totals at the last look */
-  uint32_t stripe_rate[64];  /* each channel's measured speed, KB/s (0: unknown) */
-  uint64_t stripe_acc_bytes[64], stripe_acc_busy[64]; /* its recent bytes and busy ns, decayed */
-  uint64_t stripe_probe_ns[64]; /* a channel left out as too slow: when it was last tried */
-  uint32_t stripe_peer_rate[64]; /* the speed the peer saw our chunks land at, KB/s (CHAN_RATE) */
-  uint64_t stripe_peer_at[64];   /* and when it said so */
-  uint64_t stripe_rx_bytes[64], stripe_rx_busy[64]; /* each receive window's totals at the last look */
+  struct stripe_base stripe_tx[ROUTE_MAX_PAT], stripe_rx[ROUTE_MAX_PAT]; /* each window's totals at the last look */
+  uint32_t stripe_rate[ROUTE_MAX_PAT];  /* each channel's measured speed, KB/s (0: unknown) */
+  uint64_t stripe_acc_bytes[ROUTE_MAX_PAT], stripe_acc_busy[ROUTE_MAX_PAT]; /* its recent bytes and busy ns, decayed */
+  uint64_t stripe_probe_ns[ROUTE_MAX_PAT]; /* a channel left out as too slow: when it was last tried */
+  uint32_t stripe_peer_rate[ROUTE_MAX_PAT]; /* the speed the peer saw our chunks land at, KB/s (CHAN_RATE) */
+  uint64_t stripe_peer_at[ROUTE_MAX_PAT];   /* and when it said so */
   uint32_t stripe_chunks;    /* chunks of our recent transfers (mean, decayed) */
   int nup;                   /* channels not lost */
   uint64_t fo_next_ns;       /* failover.h: the next look for stalled channels */

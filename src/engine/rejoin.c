@@ -13,10 +13,6 @@
 #include "engine/peer.h"
 #include "engine/stripe.h"
 
-static int chan_send(struct tpx_peer *p, const struct wire_chan *m) {
-  return tpx__ctl_send(p, tpx__wire_put_chan(&p->out, m));
-}
-
 /* Our side of an attempt: a fresh listen, its handle to the peer. */
 static int start(struct tpx_peer *p, struct channel *ch, uint64_t now) {
   int rc = tpx__channels_listen(p, ch->idx, ch->idx + 1);
@@ -26,7 +22,7 @@ static int start(struct tpx_peer *p, struct channel *ch, uint64_t now) {
   ch->rj_deadline = now + tpx__ms_to_ns(REJOIN_ATTEMPT_MS);
   struct wire_chan m = {.step = CHAN_REJOIN, .ch = (uint16_t)ch->idx, .gen = ch->rj_gen, .handle = ch->my_handle};
   TPX_DEBUG("peer %s channel %d: rejoin attempt %u", p->where, ch->idx, ch->rj_gen);
-  return chan_send(p, &m);
+  return tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
 }
 
 /* The attempt ends without the channel: comms closed, the pause doubled. */
@@ -38,7 +34,7 @@ static int give_up(struct tpx_peer *p, struct channel *ch, int tell) {
   ch->rejoin_next_ns = tpx__now_ns() + tpx__ms_to_ns(ch->rejoin_wait_ms);
   ch->rejoin_wait_ms = ch->rejoin_wait_ms * 2 > REJOIN_MAX_MS ? REJOIN_MAX_MS : ch->rejoin_wait_ms * 2;
   struct wire_chan m = {.step = CHAN_DOWN, .ch = (uint16_t)ch->idx, .code = TPX_ETIMEDOUT};
-  if (rc == 0 && tell && had) rc = chan_send(p, &m);
+  if (rc == 0 && tell && had) rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
   return rc;
 }
 
@@ -69,7 +65,7 @@ static int step(struct tpx_peer *p, struct channel *ch, uint64_t now) {
   if (up == 0) return now > ch->rj_deadline ? give_up(p, ch, 1) : 0;
   ch->rj_up_sent = 1;
   struct wire_chan m = {.step = CHAN_UP, .ch = (uint16_t)ch->idx, .gen = ch->rj_gen};
-  int rc = chan_send(p, &m);
+  int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
   if (rc == 0 && ch->rj_peer_up) rc = back(p, ch);
   return rc;
 }

@@ -24,12 +24,32 @@ static uint64_t busy_of(const struct window *q, uint64_t now) {
   return q->busy_ns + (q->busy_since ? now - q->busy_since : 0);
 }
 
+static void base_now(const struct window *q, uint64_t now, struct stripe_base *b) {
+  b->bytes = q->bytes_done;
+  b->busy = busy_of(q, now);
+}
+
+/* What window q moved since base b: SAMPLE_OK with the bytes and busy time
+ * (the caller that takes them moves b on, base_now), SAMPLE_NONE too little
+ * busy time yet, SAMPLE_PURGED the window was purged (a lost channel: its
+ * busy time went back; b starts afresh). */
+enum { SAMPLE_NONE, SAMPLE_OK, SAMPLE_PURGED };
+static int sample(const struct window *q, uint64_t now, struct stripe_base *b, uint64_t *db, uint64_t *dt) {
+  uint64_t busy = busy_of(q, now);
+  if (busy < b->busy) {
+    base_now(q, now, b);
+    return SAMPLE_PURGED;
+  }
+  *db = q->bytes_done - b->bytes;
+  *dt = busy - b->busy;
+  return *dt < STRIPE_MIN_BUSY_NS ? SAMPLE_NONE : SAMPLE_OK;
+}
+
 void tpx__stripe_reset(struct tpx_peer *p, int c) {
   p->stripe_rate[c] = 0;
   p->stripe_peer_rate[c] = 0;
   p->stripe_acc_bytes[c] = p->stripe_acc_busy[c] = 0;
-  p->stripe_bytes[c] = p->ch[c].sq.bytes_done;
-  p->stripe_busy[c] = busy_of(&p->ch[c].sq, tpx__now_ns());
+  base_now(&p->ch[c].sq, tpx__now_ns(), &p->stripe_tx[c]);
 }
 
 void tpx__stripe_init(struct tpx_peer *p) {
@@ -129,16 +149,14 @@ static int plan(struct tpx_peer *p, int force) {
 static int tell_rates(struct tpx_peer *p, uint64_t now) {
   for (int c = 0; c < p->nch; c++) {
     const struct window *q = &p->ch[c].rq;
-    uint64_t busy = busy_of(q, now);
-    if (busy < p->stripe_rx_busy[c] || p->ch[c].down) { /* purged: start afresh */
-      p->stripe_rx_bytes[c] = q->bytes_done;
-      p->stripe_rx_busy[c] = busy;
+    uint64_t db = 0, dt = 0;
+    if (p->ch[c].down) { /* nothing lands: start afresh when it is back */
+      base_now(q, now, &p->stripe_rx[c]);
       continue;
     }
-    uint64_t db = q->bytes_done - p->stripe_rx_bytes[c], dt = busy - p->stripe_rx_busy[c];
-    if (dt < STRIPE_MIN_BUSY_NS || !db) continue;
-    p->stripe_rx_bytes[c] = q->bytes_done;
-    p->stripe_rx_busy[c] = busy;
+    /* busy time with nothing landed stays in the next sample: a stalled link is slow */
+    if (sample(q, now, &p->stripe_rx[c], &db, &dt) != SAMPLE_OK || !db) continue;
+    base_now(q, now, &p->stripe_rx[c]);
     uint64_t kbs = db * 1000000ull / dt;
     struct wire_chan m = {.step = CHAN_RATE, .ch = (uint16_t)c, .gen = kbs > UINT32_MAX ? UINT32_MAX : (uint32_t)kbs};
     int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
@@ -157,16 +175,11 @@ int tpx__stripe_tick(struct tpx_peer *p, uint64_t now) {
   if (!p->sched || now < p->stripe_next_ns) return 0;
   p->stripe_next_ns = now + tpx__ms_to_ns(STRIPE_PERIOD_MS);
   for (int c = 0; c < p->nch; c++) {
-    const struct window *q = &p->ch[c].sq;
-    uint64_t busy = busy_of(q, now);
-    if (busy < p->stripe_busy[c]) { /* the window was purged (a lost channel): start afresh */
-      tpx__stripe_reset(p, c);
-      continue;
-    }
-    uint64_t db = q->bytes_done - p->stripe_bytes[c], dt = busy - p->stripe_busy[c];
-    if (p->ch[c].down || dt < STRIPE_MIN_BUSY_NS) continue; /* too little seen: keep the sample going */
-    p->stripe_bytes[c] = q->bytes_done;
-    p->stripe_busy[c] = busy;
+    uint64_t db = 0, dt = 0;
+    int r = sample(&p->ch[c].sq, now, &p->stripe_tx[c], &db, &dt);
+    if (r == SAMPLE_PURGED) tpx__stripe_reset(p, c); /* a lost channel's window: measured afresh */
+    if (r != SAMPLE_OK || p->ch[c].down) continue;    /* too little seen: keep the sample going */
+    base_now(&p->ch[c].sq, now, &p->stripe_tx[c]);
     /* Bytes and busy time each decayed by 1/8 per sample, their ratio the
      * speed: a send completes once its bytes are in the socket's buffer, so a
      * window going busy after a pause first "moves" a buffer's worth at once;
