@@ -124,6 +124,9 @@ typedef struct tpx_config {
                               long while another channel of the peer moves is taken for lost */
   int peer_timeout_ms;     /* TPX_PEER_TIMEOUT_MS: a ready peer with no sign of life for this long
                               fails (docs/RELIABILITY.md, "A silent peer"); 0 = never judged */
+  int integrity;           /* TPX_INTEGRITY: 1 (the default): every chunk carries a CRC-32C its
+                              receiver checks before the chunk counts as landed, with a peer that
+                              has it too (docs/SECURITY.md, "Data integrity"); 0: unchecked */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -38,7 +38,9 @@ enum tpx_err {
   TPX_ECANCELED = -20,   /* cancelled by close/teardown */
   TPX_EAUTH = -21,       /* authentication failed: wrong, missing or unexpected key
                             (TPX_AUTH_KEY, docs/SECURITY.md) */
-  TPX_EUNKNOWN = -22     /* sentinel: unknown code */
+  TPX_EINTEGRITY = -22,  /* data failed its check: a chunk's bytes differ from what the peer
+                            sent (TPX_INTEGRITY, docs/SECURITY.md) */
+  TPX_EUNKNOWN = -23     /* sentinel: unknown code */
 };
 
 /* Short static description of an error code ("invalid argument"). Never NULL. */

@@ -13,6 +13,7 @@ Mooncake's calls onto it.
 from ._core import (READ, WRITE, Endpoint, Memory, Notification, Peer, RemoteMemory, Transfer, version,
                     wait_any)
 from ._errors import (AccessDenied, AddressInUse, Again, AuthError, Cancelled, Closed, CudaError, Error, InProgress,
+                      IntegrityError,
                       InternalError, InvalidArgument, InvalidUsage, NoSymbol, NotFound, OutOfMemory,
                       ProtocolError, RemoteError, SystemError_, TimedOut, Truncated, Unsupported,
                       VersionMismatch)
@@ -26,5 +27,5 @@ __all__ = [
     "Error", "CudaError", "SystemError_", "InternalError", "InvalidArgument", "InvalidUsage", "RemoteError",
     "InProgress", "TimedOut", "OutOfMemory", "Unsupported", "NotFound", "NoSymbol", "VersionMismatch",
     "Truncated", "Closed", "ProtocolError", "AccessDenied", "AddressInUse", "Again", "Cancelled",
-    "AuthError",
+    "AuthError", "IntegrityError",
 ]

@@ -42,13 +42,14 @@ class AddressInUse(Error): pass                         # noqa: E701 -18
 class Again(Error): pass                                # noqa: E701 -19
 class Cancelled(Error): pass                            # noqa: E701 -20
 class AuthError(Error, PermissionError): pass           # noqa: E701 -21
+class IntegrityError(Error): pass                       # noqa: E701 -22
 
 _BY_CODE: Dict[int, Type[Error]] = {
     -1: CudaError, -2: SystemError_, -3: InternalError, -4: InvalidArgument, -5: InvalidUsage,
     -6: RemoteError, -7: InProgress, -8: TimedOut, -9: OutOfMemory, -10: Unsupported,
     -11: NotFound, -12: NoSymbol, -13: VersionMismatch, -14: Truncated, -15: Closed,
     -16: ProtocolError, -17: AccessDenied, -18: AddressInUse, -19: Again, -20: Cancelled,
-    -21: AuthError,
+    -21: AuthError, -22: IntegrityError,
 }
 
 

@@ -95,6 +95,7 @@ static const struct var vars[] = {
     /* channels that differ or go away (engine/stripe.h, engine/failover.h) */
     {"TPX_STRIPE", NULL, V_INT, F(stripe), 0, 1, T_TUNING},
     {"TPX_CHANNEL_STALL_MS", NULL, V_INT, F(channel_stall_ms), 100, 600000, T_TUNING},
+    {"TPX_INTEGRITY", NULL, V_INT, F(integrity), 0, 1, T_TUNING},
 };
 
 /* Settings retired once their experiment was answered (docs/CONFIG.md,
@@ -182,6 +183,7 @@ static void defaults(tpx_config_t *cfg) {
    * a few MiB still moves well within it: it gets fewer chunks). */
   cfg->stripe = 1;
   cfg->channel_stall_ms = 2000;
+  cfg->integrity = 1;
 }
 
 int tpx__config_name_ok(const char *s, size_t cap) {

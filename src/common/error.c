@@ -33,6 +33,7 @@ static const char *const messages[] = {
     [19] = "resource temporarily unavailable",
     [20] = "cancelled",
     [21] = "authentication failed",
+    [22] = "data integrity check failed",
 };
 
 const char *tpx_strerror(int err) {

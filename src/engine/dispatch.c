@@ -12,6 +12,7 @@
 #include "engine/failover.h"
 #include "engine/handshake.h"
 #include "engine/stripe.h"
+#include "engine/integrity.h"
 #include "engine/live.h"
 #include "engine/msg.h"
 #include "engine/peer.h"
@@ -35,6 +36,7 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
   case MSG_SCHED: return failed(p, tpx__stripe_on_sched(p, f));
   case MSG_CHAN: return failed(p, tpx__failover_on_frame(p, f));
   case MSG_PING: return tpx__live_on_ping(p, f);
+  case MSG_SUM: return failed(p, tpx__sum_on_frame(p, f));
   default:
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: unexpected message type %u", p->where, f->type);
     return TPX_EPROTO;

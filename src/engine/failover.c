@@ -12,6 +12,7 @@
 #include "engine/control.h"
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
+#include "engine/integrity.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 #include "engine/peer_log.h"
@@ -20,42 +21,19 @@
 #include "engine/stripe.h"
 #include "engine/window.h"
 
-/* ---- which op, which role ---- */
-static int sends_data(const struct op *o) { return o->kind == K_WRITE || o->kind == K_SERVE_READ || o->kind == K_SEND; }
-
-static uint8_t what_of(const struct op *o) {
-  switch (o->kind) {
-  case K_WRITE:
-  case K_IN_WRITE: return ST_WRITE;
-  case K_READ:
-  case K_SERVE_READ: return ST_READ;
-  default: return ST_SEND;
-  }
-}
-
-/* The id both sides know the transfer by: the initiator's for one-sided
- * requests, the receive's for two-sided ones. */
-static uint64_t key_of(const struct op *o) { return o->kind == K_SEND ? o->match_id : o->id; }
-
-static struct op *find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender) {
-  for (struct op *o = p->active; o; o = o->next)
-    if (o->kind != K_NOTIF && sends_data(o) == sender && what_of(o) == what && key_of(o) == id) return o;
-  return NULL;
-}
-
 /* ---- losing a channel ---- */
 
 /* Our transfers with chunks on c: counted as done until the receiver says
  * which it still needs (CHAN_ASK). */
 static int ask_about(struct tpx_peer *p, int c) {
   for (struct op *o = p->active; o; o = o->next) {
-    if (!sends_data(o) || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || (uint32_t)c >= o->nch) continue;
+    if (!tpx__op_sends_data(o) || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || (uint32_t)c >= o->nch) continue;
     uint64_t n = o->links[c].total;
     if (!n) continue;
     o->chunks_left -= n - o->links[c].done;
     o->links[c].done = n;
     o->await_mask |= 1ull << c;
-    struct wire_chan m = {.step = CHAN_ASK, .ch = (uint16_t)c, .what = what_of(o), .id = key_of(o)};
+    struct wire_chan m = {.step = CHAN_ASK, .ch = (uint16_t)c, .what = tpx__op_what(o), .id = tpx__op_key(o)};
     int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
     if (rc) return rc;
   }
@@ -68,7 +46,7 @@ static int ask_about(struct tpx_peer *p, int c) {
 static void expect_again(struct tpx_peer *p, int c) {
   uint64_t by = tpx__now_ns() + tpx__ms_to_ns(p->ep->cfg.timeout_ms);
   for (struct op *o = p->active; o; o = o->next)
-    if (!sends_data(o) && o->kind != K_NOTIF && o->phase == PH_DATA && (uint32_t)c < o->nch &&
+    if (!tpx__op_sends_data(o) && o->kind != K_NOTIF && o->phase == PH_DATA && (uint32_t)c < o->nch &&
         o->links[c].done < o->links[c].total && !o->resend_deadline)
       o->resend_deadline = by;
 }
@@ -149,7 +127,7 @@ static int lost_for(const struct op *o, unsigned c) {
 }
 
 static int on_ask(struct tpx_peer *p, const struct wire_chan *m) {
-  struct op *o = find(p, m->what, m->id, 0);
+  struct op *o = tpx__op_find(p, m->what, m->id, 0);
   if (o && o->phase == PH_DATA && !lost_for(o, m->ch))
     return tpx_err_quiet(TPX_EPROTO, "peer %s: asked about channel %u of transfer id %llu, which was not lost",
                          p->where, m->ch, (unsigned long long)m->id);
@@ -162,7 +140,7 @@ static int on_ask(struct tpx_peer *p, const struct wire_chan *m) {
 }
 
 static int on_verdict(struct tpx_peer *p, const struct wire_chan *m) {
-  struct op *o = find(p, m->what, m->id, 1);
+  struct op *o = tpx__op_find(p, m->what, m->id, 1);
   uint64_t bit = 1ull << m->ch;
   if (!o || !(o->await_mask & bit)) return 0; /* finished or failed meanwhile */
   o->await_mask &= ~bit;
@@ -181,7 +159,7 @@ static int on_verdict(struct tpx_peer *p, const struct wire_chan *m) {
 }
 
 static int on_resend(struct tpx_peer *p, const struct wire_chan *m) {
-  struct op *o = find(p, m->what, m->id, 0);
+  struct op *o = tpx__op_find(p, m->what, m->id, 0);
   if (!o || o->phase != PH_DATA || !lost_for(o, m->ch))
     return tpx_err_quiet(TPX_EPROTO, "peer %s: chunks sent again for unknown or finished transfer id %llu, or on "
                          "channel %u it did not lose", p->where, (unsigned long long)m->id, m->ch);
@@ -195,7 +173,7 @@ static int on_resend(struct tpx_peer *p, const struct wire_chan *m) {
 
 /* Every chunk of a send or served read we kept landed. */
 static int on_landed(struct tpx_peer *p, const struct wire_chan *m) {
-  struct op *o = find(p, m->what, m->id, 1);
+  struct op *o = tpx__op_find(p, m->what, m->id, 1);
   if (!o || o->kind == K_WRITE || o->acked)
     return tpx_err_quiet(TPX_EPROTO, "peer %s: landed for unknown or finished transfer id %llu", p->where,
                          (unsigned long long)m->id);
@@ -255,7 +233,8 @@ int tpx__failover_progress(struct tpx_peer *p) {
     if ((r = lose(p, c, r, why, 0)) < 0) return r;
     did++;
   }
-  return did;
+  int r = tpx__sum_flush(p); /* the pass's chunks' sums in as few frames as it allows */
+  return r < 0 ? r : did;
 }
 
 /* A window with requests in the transport that moved nothing for the stall

@@ -17,6 +17,7 @@
 #include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/handshake.h"
+#include "engine/integrity.h"
 #include "engine/live.h"
 #include "engine/peer.h"
 #include "engine/redial.h"
@@ -32,7 +33,7 @@ static int send_hello(struct tpx_peer *p, int ack) {
     memcpy(handles + (size_t)c * TPX_NET_HANDLE_BYTES, p->ch[c].my_handle, TPX_NET_HANDLE_BYTES);
   uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p) |
                    (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0) | (ep->cfg.stripe ? HELLO_F_SCHED : 0) |
-                   tpx__live_flag(ep);
+                   tpx__live_flag(ep) | tpx__sum_flag(p);
   struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
@@ -84,6 +85,7 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   tpx__relisten_agree(p, h->flags);
   p->sched = p->ep->cfg.stripe && (h->flags & HELLO_F_SCHED) != 0;
   tpx__live_agree(p, h->flags);
+  tpx__sum_agree(p, h->flags);
   tpx__printable(p->name, sizeof(p->name), h->name, sizeof(h->name)); /* the peer's: hostile (printable.h) */
   char where[sizeof(p->where)], name[41];
   tpx__printable(name, sizeof(name), h->name, sizeof(h->name));

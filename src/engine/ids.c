@@ -38,3 +38,24 @@ void tpx__id_unregister(struct tpx_peer *p, uint64_t id) {
     if (i < p->ids_free_hint) p->ids_free_hint = i;
   }
 }
+
+/* ---- a transfer as both sides name it (failover.h, integrity.h) ---- */
+int tpx__op_sends_data(const struct op *o) { return o->kind == K_WRITE || o->kind == K_SERVE_READ || o->kind == K_SEND; }
+
+uint8_t tpx__op_what(const struct op *o) {
+  switch (o->kind) {
+  case K_WRITE:
+  case K_IN_WRITE: return ST_WRITE;
+  case K_READ:
+  case K_SERVE_READ: return ST_READ;
+  default: return ST_SEND;
+  }
+}
+
+uint64_t tpx__op_key(const struct op *o) { return o->kind == K_SEND ? o->match_id : o->id; }
+
+struct op *tpx__op_find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender) {
+  for (struct op *o = p->active; o; o = o->next)
+    if (o->kind != K_NOTIF && tpx__op_sends_data(o) == sender && tpx__op_what(o) == what && tpx__op_key(o) == id) return o;
+  return NULL;
+}

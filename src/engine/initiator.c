@@ -56,7 +56,10 @@ int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f) {
     TPX_TRACE("peer %s: write %llu acknowledged (status %d)", p->where, (unsigned long long)m.id, m.status);
     o->acked = 1;
     o->ack_status = m.status;
-    if (m.status)
+    if (m.status == TPX_EINTEGRITY)
+      tpx__op_set_errmsg(o, "peer %s: write %llu arrived with other bytes than were sent (a chunk failed its "
+               "CRC-32C there; its log names chunk and channel)", p->where, (unsigned long long)m.id);
+    else if (m.status)
       tpx__op_set_errmsg(o, "peer %s refused write %llu: %s (outside its registrations "
                "or their access rights)", p->where, (unsigned long long)m.id, tpx_strerror(m.status));
     if (o->phase == PH_WAIT_ACK) tpx__op_finish(o, m.status);

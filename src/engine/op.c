@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "engine/control.h"
 #include "engine/endpoint.h"
+#include "engine/integrity.h"
 #include "engine/mem.h"
 #include "engine/notif.h"
 #include "engine/op.h"
@@ -87,6 +88,7 @@ static void op_release_refs(struct op *o) {
 }
 
 void tpx__op_free(struct op *o) {
+  tpx__sum_op_free(o);
   free(o->ents);
   free(o->rents);
   free(o->links);
@@ -165,6 +167,7 @@ void tpx__op_finish(struct op *o, int status) {
   if (o->kind == K_SEND && o->phase == PH_WAIT_CTS) tpx__op_queue_remove(&p->sends_head, &p->sends_tail, o);
   if (o->phase == PH_QUEUED) tpx__op_queue_remove(&p->start_head, &p->start_tail, o);
   active_del(p, o);
+  tpx__sum_op_free(o);
   if (status < 0 && !o->errmsg[0]) tpx__op_set_errmsg(o, "%s", p->errmsg[0] ? p->errmsg : tpx_strerror(status));
   if (o->user) {
     o->phase = PH_IDLE;
@@ -250,7 +253,7 @@ static int op_data_done(struct op *o) {
       int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
       if (rc) return rc;
     }
-    tpx__op_finish(o, 0);
+    tpx__op_finish(o, tpx__sum_verdict(o));
     break;
   default: tpx__op_finish(o, 0); break;
   }
@@ -271,6 +274,10 @@ int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
   o->phase = PH_DATA;
   o->chunks_left = o->nchunks;
   if (o->nchunks == 0) return op_data_done(o);
+  if (is_recv) {
+    int rc = tpx__sum_op_start(o);
+    if (rc) return rc;
+  }
   for (uint32_t c = 0; c < o->nch; c++) {
     struct wlink *l = &o->links[c];
     memset(l, 0, sizeof(*l));

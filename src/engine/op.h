@@ -61,6 +61,12 @@ struct op {
   uint64_t resend_deadline; /* data receiver: chunks of a lost channel missing; by then they come again
                                (failover.h) or the peer fails */
   uint64_t held;            /* a peer's request: bytes charged to it and the endpoint (admit.h) */
+  /* data receiver with integrity (integrity.h): the sender's sums, and the first mismatch */
+  uint32_t *sums;
+  uint8_t *sum_st;          /* per chunk: 0 not yet, 1 sums[i] holds it, 2 sent without one */
+  int sum_bad, sum_bad_ch;
+  uint64_t sum_bad_chunk;
+  uint32_t sum_bad_got, sum_bad_want;
   /* two-sided */
   uint64_t tag, cap, received, match_id;
   /* write bookkeeping */
@@ -172,5 +178,13 @@ int tpx__op_send_status(struct tpx_peer *p, int what, uint64_t id, int status);
 uint64_t tpx__id_register(struct tpx_peer *p, struct op *o);
 struct op *tpx__id_lookup(struct tpx_peer *p, uint64_t id);
 void tpx__id_unregister(struct tpx_peer *p, uint64_t id);
+/* A transfer as both sides name it in MSG_CHAN and MSG_SUM: what
+ * (wire_status_what) and key, the initiator's id for one-sided requests, the
+ * receive's for two-sided ones. sends_data: o is the data's sender. find: the
+ * op in p's active list with that name and role, or NULL. */
+int tpx__op_sends_data(const struct op *o);
+uint8_t tpx__op_what(const struct op *o);
+uint64_t tpx__op_key(const struct op *o);
+struct op *tpx__op_find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender);
 
 #endif

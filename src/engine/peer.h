@@ -139,6 +139,10 @@ struct tpx_peer {
   struct op *start_head, *start_tail; /* posted, start left to the progress pass (start.c) */
   struct op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
   uint32_t next_first_ch;
+  /* data integrity (integrity.h), when both sides said HELLO_F_SUM */
+  int sum;
+  uint64_t sum_unchecked;    /* chunks that went unchecked (GPU-only bytes); said once */
+  struct wire_sum sum_out;   /* our chunks' sums waiting for the end of the progress pass */
   /* adaptive striping and failover (stripe.h, failover.h), when both sides
    * said HELLO_F_SCHED */
   int sched;

@@ -18,6 +18,7 @@
 #include "engine/gpu/gpu_path.h"
 #include "engine/gpu/pack_runs.h"
 #include "engine/inline_data.h"
+#include "engine/integrity.h"
 #include "engine/mem.h"
 #include "engine/msg.h"
 #include "engine/notif.h"
@@ -114,8 +115,9 @@ static int write_landed(struct op *o) {
   struct tpx_peer *p = o->peer;
   int rc = 0;
   TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
-  if (!o->discard) rc = tpx__op_send_status(p, ST_WRITE, o->id, 0);
-  tpx__op_finish(o, o->discard ? TPX_EACCES : 0);
+  int v = o->discard ? TPX_EACCES : tpx__sum_verdict(o); /* no wrong byte acknowledged */
+  if (!o->discard) rc = tpx__op_send_status(p, ST_WRITE, o->id, v);
+  tpx__op_finish(o, v);
   return rc;
 }
 

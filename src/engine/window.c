@@ -13,6 +13,7 @@
 #include "engine/endpoint.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/gpu/pack_runs.h"
+#include "engine/integrity.h"
 #include "engine/mem.h"
 #include "engine/op.h"
 #include "engine/pack.h"
@@ -177,7 +178,8 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   s->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms);
   s->state = WS_POSTED;
   s->pack_end = packed ? tpx__pack_commit(q->pack) : 0;
-  if (packed) s->pcur = l->cur;
+  s->nv = (uint16_t)nv;
+  if (packed || nv) s->pcur = l->cur;
   if (q->tail == q->head) { /* the window goes busy */
     q->busy_since = tpx__now_ns();
     q->moved_ns = q->busy_since;
@@ -185,6 +187,11 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   q->tail++;
   q->posted++;
   account(p, o, 1);
+  if (!q->is_recv && p->sum) { /* the CPU reads what it can while the transport sends it */
+    int have = nv || packed || gp == GPU_POST_STAGED || m->type != TPX_MEM_CUDA;
+    rc = tpx__sum_sent(p, o, l->cur.idx, have, have ? tpx__sum_bytes(data, len, iov, nv) : 0);
+    if (rc) return rc;
+  }
   TPX_TL(q->is_recv ? TL_RECV_POST : TL_SEND_POST, q->ch, o->id, l->cur.idx, len);
   TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
             (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
@@ -197,6 +204,37 @@ static int post_one(struct tpx_peer *p, struct window *q) {
     p->ep->queued--;
   }
   return gp == GPU_POST_STAGED ? 2 : 1;
+}
+
+/* Integrity (integrity.h): the CRC of a receive's bytes where the CPU sees
+ * them, at the transport's completion (consumed 0) or once consumed. */
+static void sum_landed(struct tpx_peer *p, struct window *q, struct wslot *s, int consumed) {
+  const void *at;
+  int view = tpx__gpu_recv_view(q, s, &at);
+  s->sum_have = 0;
+  if (view == GPU_VIEW_NONE) return;
+  if (view == GPU_VIEW_CONSUMED && !consumed) {
+    s->sum_have = 2;
+    return;
+  }
+  struct iovec iov[TPX_NET_IOV_MAX];
+  int nv = s->nv ? chunk_iov(p->ep->net, s->op, &s->pcur, iov) : 0;
+  s->sum = tpx__sum_bytes(at, s->len, iov, nv);
+  s->sum_have = 1;
+}
+
+/* 1: the consumed receive s may count as landed (checked, or unchecked),
+ * 0: its sender's sum is not in yet, < 0: it never came. */
+static int sum_ok(struct tpx_peer *p, struct window *q, struct wslot *s) {
+  struct op *o = s->op;
+  if (!p->sum || o->discard) return 1;
+  if (s->sum_have == 2) sum_landed(p, q, s, 1);
+  int r = tpx__sum_check(p, o, s->chunk, q->ch, s->sum_have == 1, s->sum);
+  if (r == 0 && tpx__now_ns() > s->deadline)
+    return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s channel %d: no checksum for chunk %llu of %s %llu after %d ms",
+                         p->where, q->ch, (unsigned long long)s->chunk, tpx__op_kind_name(o->kind),
+                         (unsigned long long)o->id, p->ep->cfg.timeout_ms);
+  return r;
 }
 
 /* Test the oldest not-done request, as long as they come back done. Returns
@@ -223,6 +261,10 @@ static int test_head(struct tpx_peer *p, struct window *q) {
       q->test++;
       did++;
       if (!q->is_recv) continue;
+      if (p->sum && !o->discard) {
+        sum_landed(p, q, s, 0);
+        s->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms); /* for its sender's sum */
+      }
       if (!ep->consume) {
         s->state = WS_CONSUMED;
         continue;
@@ -246,8 +288,9 @@ static int test_head(struct tpx_peer *p, struct window *q) {
   return did;
 }
 
-/* Release finished heads in ring order: a receive only once consumed and
- * handed back (irecvConsumed). Each release reports its chunk upward. */
+/* Release finished heads in ring order: a receive only once consumed,
+ * checked and handed back (irecvConsumed). Each release reports its chunk
+ * upward. */
 static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn done) {
   tpx_endpoint_t *ep = p->ep;
   tpx_net_t *net = ep->net;
@@ -263,6 +306,9 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
         if (c == 0) break;
         s->state = WS_CONSUMED;
       }
+      int k = sum_ok(p, q, s);
+      if (k < 0) return k;
+      if (k == 0) break;
       if (net->ops->irecv_consumed) {
         int rc = net->ops->irecv_consumed(net, q->comm, 1, s->req);
         if (rc)

@@ -35,8 +35,11 @@ struct wslot {
   uint64_t chunk; /* chunk index within the op (for messages) */
   uint64_t deadline;
   uint64_t pack_end; /* packed chunk: its pack ring span's release position; 0 none */
-  struct cursor pcur; /* packed chunk: where its pieces go (receives scatter at release) */
+  struct cursor pcur; /* packed or vectored chunk: where its pieces are (receives scatter at release) */
   uint8_t state;
+  uint16_t nv;        /* a vectored request's pieces (0: one buffer) */
+  uint8_t sum_have;   /* receive: 1 sum computed, 2 computed once consumed (integrity.h) */
+  uint32_t sum;
 };
 
 /* An op's place in one window's pending queue. */

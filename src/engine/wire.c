@@ -633,6 +633,37 @@ int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m) {
   return rc;
 }
 
+static int sum_bad(const struct wire_sum *m) {
+  return m->what < ST_WRITE || m->what > ST_SEND || m->n < 1 || m->n > WIRE_MAX_SUMS;
+}
+
+int tpx__wire_put_sum(struct wbuf *b, const struct wire_sum *m) {
+  if (sum_bad(m)) return tpx_err_quiet(TPX_EINVAL, "checksums: what %u, %u of them", m->what, m->n);
+  size_t s = frame_begin(b, MSG_SUM);
+  wb_u8(b, m->what);
+  wb_u64(b, m->id);
+  wb_u16(b, m->n);
+  for (uint16_t i = 0; i < m->n; i++) {
+    wb_u32(b, m->chunk[i]);
+    wb_u32(b, m->sum[i]);
+  }
+  return frame_end(b, s);
+}
+
+int tpx__wire_get_sum(const struct wire_frame *f, struct wire_sum *m) {
+  struct rd r = rd_of(f);
+  m->what = rd_u8(&r);
+  m->id = rd_u64(&r);
+  m->n = rd_u16(&r);
+  if (!r.bad && sum_bad(m))
+    return tpx_err_quiet(TPX_EPROTO, "checksums: what %u, %u of them, out of range", m->what, m->n);
+  for (uint16_t i = 0; i < m->n && !r.bad; i++) {
+    m->chunk[i] = rd_u32(&r);
+    m->sum[i] = rd_u32(&r);
+  }
+  return rd_done(&r, "checksums");
+}
+
 /* ---- blobs ---- */
 int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
   struct wbuf b = {0};

@@ -50,7 +50,9 @@ enum wire_type {
   MSG_CHAN = 15,     /* a channel lost, its chunks sent again, rejoining (engine/failover.h) */
   MSG_PING = 16,     /* liveness of a ready peer: ask / answer (engine/live.h); only to a peer
                         that sent HELLO_F_LIVE */
-  MSG_TYPE_MAX = 16
+  MSG_SUM = 17,      /* data sender -> receiver: chunks' checksums (engine/integrity.h); only to
+                        a peer that sent HELLO_F_SUM */
+  MSG_TYPE_MAX = 17
 };
 
 /* MSG_AUTH: step u8, then by step (sizes WIRE_AUTH_NONCE, WIRE_AUTH_MAC):
@@ -116,6 +118,24 @@ struct wire_chan {
 
 #define HELLO_F_LIVE 0x20u /* this side answers MSG_PING on its own (a progress thread): it may be
                               pinged, and is judged by its silence (engine/live.h) */
+
+#define HELLO_F_SUM 0x40u /* this side checks every chunk it receives against the sender's
+                             CRC-32C (MSG_SUM) and sends them for what it sends */
+
+/* MSG_SUM: what u8 (wire_status_what) | id u64 (the transfer, as CHAN_ASK
+ * names it) | n u16 (1..WIRE_MAX_SUMS) | n times chunk u32 | sum u32: the
+ * CRC-32C of each chunk as sent, or, with WIRE_SUM_NONE in chunk, "sent
+ * without one" (its bytes were where this side's CPU cannot read them).
+ * Exactly that long. */
+#define WIRE_MAX_SUMS 128
+#define WIRE_SUM_NONE 0x80000000u
+struct wire_sum {
+  uint8_t what;
+  uint64_t id;
+  uint16_t n;
+  uint32_t chunk[WIRE_MAX_SUMS];
+  uint32_t sum[WIRE_MAX_SUMS];
+};
 
 /* MSG_PING: kind u8 | seq u32, exactly WIRE_PING_BYTES. PING_ASK wants a
  * PING_ANSWER with the same seq; seq counts the asker's asks from 1. */
@@ -261,6 +281,7 @@ int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m);
 int tpx__wire_put_sched(struct wbuf *b, const struct wire_sched *m);
 int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m);
 int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m);
+int tpx__wire_put_sum(struct wbuf *b, const struct wire_sum *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
 int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
@@ -277,6 +298,7 @@ int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m);
 int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m);
 int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m);
 int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m);
+int tpx__wire_get_sum(const struct wire_frame *f, struct wire_sum *m);
 void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
 /* During transport setup the frames a peer sends once it is ready wait
  * unread, but its reason for failing the setup must not: the first whole

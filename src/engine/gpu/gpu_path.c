@@ -185,6 +185,19 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink
   }
 }
 
+int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at) {
+  *at = s->data;
+  if (!q->gpu) return GPU_VIEW_NOW;
+  const struct gslot *g = &q->gpu->slots[s - q->ring];
+  switch (g->mode) {
+  case GS_UNPACK_CPU: *at = g->dst; return GPU_VIEW_CONSUMED;
+  case GS_UNPACK_GPU:
+  case GS_FLUSH: return GPU_VIEW_NONE;
+  case GS_NONE: return g->dev >= 0 ? GPU_VIEW_NONE : GPU_VIEW_NOW; /* GPU memory the transport wrote itself */
+  default: return GPU_VIEW_NOW; /* the staging slot the transport wrote */
+  }
+}
+
 void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q) {
   struct gpu_window *gq = q->gpu;
   if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;

@@ -91,6 +91,12 @@ int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, st
  * index q->tail % q->cap (mh: the memory handle it was posted with). */
 void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink *l, struct tpx_mem *m,
                         uint64_t off, uint64_t len, void *mh, int prep);
+/* Where this side's CPU sees a receive's bytes (integrity.h): GPU_VIEW_NOW
+ * at *at once the transport completed it (host memory, host staging),
+ * GPU_VIEW_CONSUMED once its consume stage ran (an UNPACK gather into host
+ * memory), GPU_VIEW_NONE where only a GPU does. */
+enum { GPU_VIEW_NOW = 0, GPU_VIEW_CONSUMED, GPU_VIEW_NONE };
+int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at);
 /* This side moves packed chunks (plan.h) whose pieces lie in GPU memory:
  * its GPU staging goes both ways (a host-only transport, our built-in one
  * included), so a packed chunk is gathered into and scattered from the
