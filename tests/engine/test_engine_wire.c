@@ -191,6 +191,43 @@ static void test_small_msgs(void **state) {
   tpx__wbuf_free(&b);
 }
 
+/* MSG_SUM: what u8 | id u64 | n u16 | n (chunk u32 | sum u32), exactly. */
+static void test_sum(void **state) {
+  (void)state;
+  struct wbuf b = {0};
+  struct wire_sum s = {ST_READ, 0x0102030405060708ull, 2, {7, 9 | WIRE_SUM_NONE}, {0xe3069283u, 0}};
+  assert_int_equal(tpx__wire_put_sum(&b, &s), 0);
+  assert_int_equal(b.len, WIRE_HDR_BYTES + 11 + 16);
+  assert_int_equal(b.p[5], MSG_SUM);
+  assert_int_equal(b.p[WIRE_HDR_BYTES + 11 + 4], 0x83); /* the first sum, little-endian */
+  struct wire_frame f;
+  assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), (long)b.len);
+  struct wire_sum m;
+  assert_int_equal(tpx__wire_get_sum(&f, &m), 0);
+  assert_true(m.what == ST_READ && m.id == s.id && m.n == 2 && m.chunk[0] == 7 && m.sum[0] == 0xe3069283u &&
+              m.chunk[1] == (9 | WIRE_SUM_NONE));
+  uint8_t pl[11 + 8 * WIRE_MAX_SUMS + 8];
+  memcpy(pl, f.payload, f.len);
+  struct wire_frame t = {WIRE_VERSION, MSG_SUM, f.len - 1, pl}; /* truncated */
+  assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
+  t.len = f.len + 1; /* a trailing byte */
+  assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
+  t.len = f.len;
+  pl[9] = 0; /* n = 0 */
+  pl[10] = 0;
+  assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
+  pl[9] = (uint8_t)(WIRE_MAX_SUMS + 1); /* n over the bound: refused before it is read */
+  assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
+  pl[9] = 2;
+  pl[0] = 4; /* no such id space */
+  assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
+  b.len = 0;
+  struct wire_sum none = {ST_WRITE, 1, 0, {0}, {0}};
+  assert_int_equal(tpx__wire_put_sum(&b, &none), TPX_EINVAL);
+  assert_int_equal(b.len, 0);
+  tpx__wbuf_free(&b);
+}
+
 /* MSG_PING: exactly kind u8 | seq u32, both kinds, seq from 1. */
 static void test_ping(void **state) {
   (void)state;
@@ -491,6 +528,7 @@ int main(void) {
       cmocka_unit_test(test_small_msgs),      cmocka_unit_test(test_blobs),
       cmocka_unit_test(test_plan),            cmocka_unit_test(test_inline),
       cmocka_unit_test(test_ping),
+      cmocka_unit_test(test_sum),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,6 +230,13 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     same_frame(&b, tpx__wire_put_ping(&b, &m), frame, n);
     break;
   }
+  case MSG_SUM: {
+    struct wire_sum m;
+    if (tpx__wire_get_sum(f, &m) != 0) break;
+    FUZZ_CHECK(m.what >= ST_WRITE && m.what <= ST_SEND && m.n >= 1 && m.n <= WIRE_MAX_SUMS && f->len == 11u + 8u * m.n);
+    same_frame(&b, tpx__wire_put_sum(&b, &m), frame, n);
+    break;
+  }
   default: break; /* MSG_BYE: no payload to decode (dispatch.c ignores it) */
   }
   tpx__wbuf_free(&b);

@@ -111,6 +111,8 @@ static void ctl_frames(void) {
   struct wire_ping ping_ask = {PING_ASK, 1}, ping_answer = {PING_ANSWER, 0x01020304u};
   FRAME("ping_ask", tpx__wire_put_ping(b, &ping_ask));
   FRAME("ping_answer", tpx__wire_put_ping(b, &ping_answer));
+  struct wire_sum sum = {ST_WRITE, 0x0000000100000002ull, 2, {0, 5 | WIRE_SUM_NONE}, {0xe3069283u, 0}};
+  FRAME("sum", tpx__wire_put_sum(b, &sum));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
       fprintf(stderr, "gen_corpus: frame %s: %d\n", f[i].name, f[i].rc);
