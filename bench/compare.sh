@@ -47,6 +47,11 @@
 #             and Google's A3-high tuning), and against the emulation of the
 #             plugin (the built-in transport's unpack mode, TPX_SOCK_UNPACK=1);
 #             2 GPUs (CLIENT_GPU=0, SERVER_GPU=1 unless set), PyTorch
+#   integrity what checking every chunk costs (TPX_INTEGRITY=1, the default,
+#             against 0): engine writes of host memory, 64 MiB at 1 and 4 in
+#             flight, cold (--regions), 4 KiB latency, a KV batch of 1000 x
+#             4 KiB (the packed path), and with a GPU GPU memory by staging
+#             and by unpack mode
 #   net       the network lab, not loopback (bench/net.sh, its header lists
 #             its settings; root): four veth links between two namespaces
 #             shaped with tbf, iperf3 one stream per link against the engine
@@ -105,9 +110,9 @@ old="${OLD:-}"
 n="${N:-8}"
 port_base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 
-case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx) ;;
+case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx | integrity) ;;
 net) exec bash "$here/net.sh" "$build" ;; # its own runner: namespaces, not 127.0.0.1
-*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|net [BUILD_DIR] (see the header)" ;; esac
+*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|integrity|net [BUILD_DIR] (see the header)" ;; esac
 for b in "$build" ${old:+"$old"}; do
   [ -x "$b/tpx-bench" ] && [ -x "$b/tpx-netbench" ] || die "$b/tpx-bench or tpx-netbench not found; build first"
 done
@@ -266,6 +271,23 @@ sweep_set() {
   while [ "$s" -le "$max" ]; do
     for b in 1 16 64 256 1000; do cases+=("kv ${s}x$b|eng|host|-|-|1|1|--block-size $s --batch $b"); done
     s=$((s * 4))
+  done
+}
+integrity_set() {
+  local c m i t
+  c=("64M x1|host|-|64M|1|1|" "64M x4|host|-|64M|4|1|" "64M x4 cold|host|-|64M|4|$regions|"
+    "4K latency|host|-|4K|1|1|--latency" "kv 1000x4K|host|-|-|1|1|--block-size 4K --batch 1000")
+  if [ "$gpu" = 1 ]; then
+    for m in "staging|-" "unpack|TPX_SOCK_UNPACK=1"; do
+      for i in 1 4; do c+=("${m%|*} 64M x$i|cuda|${m#*|}|64M|$i|1|"); done
+    done
+  fi
+  for i in "${c[@]}"; do
+    IFS='|' read -r n m e rest <<<"$i"
+    [ "$e" = - ] && e=
+    cases+=("$n on|eng|$m|${e:+$e }TPX_INTEGRITY=1|$rest" "$n off|eng|$m|${e:+$e }TPX_INTEGRITY=0|$rest")
+    case "$n" in *latency) t="<= 1.1" ;; unpack*) t=">= 0.95" ;; *) t=">= 0.9" ;; esac
+    ratio_of "$n on" "$n off" "$t"
   done
 }
 mem_set() {

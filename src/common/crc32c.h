@@ -1,6 +1,7 @@
 /* CRC-32C (Castagnoli, the iSCSI / ext4 / NVMe checksum): what every data
- * chunk carries when integrity is on (engine/integrity.h). x86's crc32
- * instruction when the CPU has SSE4.2, three lanes at once so it runs at the
+ * chunk carries when integrity is on (engine/integrity.h). On x86 with
+ * AVX-512 VPCLMULQDQ, carry-less folding 256 bytes a round; else the crc32
+ * instruction (SSE4.2) on three lanes at once, so it runs at the
  * instruction's throughput, not its latency; a table elsewhere. */
 #ifndef TPX_COMMON_CRC32C_H
 #define TPX_COMMON_CRC32C_H
@@ -12,6 +13,10 @@
  * tpx__crc32c(tpx__crc32c(0, a, na), b, nb) is the CRC of a then b.
  * tpx__crc32c(0, "123456789", 9) == 0xe3069283. */
 uint32_t tpx__crc32c(uint32_t crc, const void *p, size_t n);
+
+/* Tests: use at most this fast path (0 the table, 1 the crc32 lanes, 2
+ * folding; what the CPU has bounds it). Returns the previous bound. */
+int tpx__crc32c_limit(int way);
 
 /* The raw register's step over n zero bytes (pre/post inversion aside): the
  * operator that combines CRCs of pieces computed apart (the GPU's kernel

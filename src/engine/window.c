@@ -162,6 +162,10 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: registering memory for chunk %llu of %s failed: %s", p->where,
                          q->ch, (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
+  /* Integrity: the CPU reads the bytes it can just before the transport
+   * does, so they come from cache for the copy into the socket. */
+  int sum_have = !q->is_recv && p->sum && (nv || packed || gp == GPU_POST_STAGED || m->type != TPX_MEM_CUDA);
+  uint32_t sum = sum_have ? tpx__sum_bytes(data, len, iov, nv) : 0;
   void *req = NULL;
   rc = post_req(net, q, data, len, mh, iov, nv, &req);
   if (rc)
@@ -187,11 +191,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   q->tail++;
   q->posted++;
   account(p, o, 1);
-  if (!q->is_recv && p->sum) { /* the CPU reads what it can while the transport sends it */
-    int have = nv || packed || gp == GPU_POST_STAGED || m->type != TPX_MEM_CUDA;
-    rc = tpx__sum_sent(p, o, l->cur.idx, have, have ? tpx__sum_bytes(data, len, iov, nv) : 0);
-    if (rc) return rc;
-  }
+  if (!q->is_recv && p->sum && (rc = tpx__sum_sent(p, o, l->cur.idx, sum_have, sum)) != 0) return rc;
   TPX_TL(q->is_recv ? TL_RECV_POST : TL_SEND_POST, q->ch, o->id, l->cur.idx, len);
   TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
             (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
