@@ -38,8 +38,11 @@ struct wslot {
   struct cursor pcur; /* packed or vectored chunk: where its pieces are (receives scatter at release) */
   uint8_t state;
   uint16_t nv;        /* a vectored request's pieces (0: one buffer) */
-  uint8_t sum_have;   /* receive: 1 sum computed, 2 computed once consumed (integrity.h) */
+  uint8_t sum_have;   /* integrity.h: enum wsum in window.c */
+  int16_t sum_dev;    /* the GPU computing its sum */
   uint32_t sum;
+  uint64_t sum_ticket;
+  const void *sum_at; /* the bytes the GPU sums */
 };
 
 /* An op's place in one window's pending queue. */

@@ -12,6 +12,7 @@
 void tpx__gpu_dev_free(struct gpu_dev *d) {
   if (!d) return;
   tpx__unpacker_destroy(d->unpacker);
+  if (d->crc != GPU_NO_CRC) tpx__gpu_crc_destroy(d->crc);
   for (int i = 0; i < GPU_NSTREAMS; i++) {
     tpx__gpu_stream_destroy(d->d2h[i]);
     tpx__gpu_stream_destroy(d->h2d[i]);
@@ -72,6 +73,35 @@ int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **
   }
   *out = d->unpacker;
   return 0;
+}
+
+/* ---- integrity's sums of bytes only a GPU sees (gpu_path.h) ---- */
+static struct gpu_dev *sum_dev(tpx_endpoint_t *ep, int dev) {
+  struct gpu_ep *g = ep->gpath;
+  struct gpu_dev *d = NULL;
+  if (!g || tpx__gpu_dev_get(g, dev, &d) != 0) return NULL;
+  if (!d->crc && tpx__gpu_crc_create(dev, &d->crc) != 0) {
+    TPX_INFO("GPU %d: no checksums on the GPU (%s): chunks only it sees go unchecked", dev, tpx_last_error());
+    d->crc = GPU_NO_CRC;
+  }
+  return d->crc == GPU_NO_CRC ? NULL : d;
+}
+
+int tpx__gpu_sum_start(tpx_endpoint_t *ep, int dev, const void *p, uint64_t len, uint64_t *ticket) {
+  struct gpu_dev *d = sum_dev(ep, dev);
+  if (!d) return TPX_ENOTSUP;
+  return tpx__gpu_crc_start(d->crc, p, len, ticket);
+}
+
+int tpx__gpu_sum_poll(tpx_endpoint_t *ep, int dev, uint64_t ticket, uint32_t *sum) {
+  struct gpu_dev *d = sum_dev(ep, dev);
+  if (!d) return tpx_err_quiet(TPX_EINTERNAL, "GPU %d: a checksum polled where none started", dev);
+  return tpx__gpu_crc_poll(d->crc, ticket, sum);
+}
+
+void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket) {
+  struct gpu_dev *d = sum_dev(ep, dev);
+  if (d) tpx__gpu_crc_drop(d->crc, ticket);
 }
 
 int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {

@@ -185,10 +185,15 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink
   }
 }
 
-int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at) {
+int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at, int *dev) {
   *at = s->data;
+  *dev = -1;
   if (!q->gpu) return GPU_VIEW_NOW;
   const struct gslot *g = &q->gpu->slots[s - q->ring];
+  if (g->mode == GS_UNPACK_GPU || g->mode == GS_FLUSH || g->mode == GS_NONE) {
+    *at = g->mode == GS_NONE ? s->data : g->dst;
+    *dev = g->dev;
+  }
   switch (g->mode) {
   case GS_UNPACK_CPU: *at = g->dst; return GPU_VIEW_CONSUMED;
   case GS_UNPACK_GPU:

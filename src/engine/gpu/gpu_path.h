@@ -96,7 +96,15 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink
  * GPU_VIEW_CONSUMED once its consume stage ran (an UNPACK gather into host
  * memory), GPU_VIEW_NONE where only a GPU does. */
 enum { GPU_VIEW_NOW = 0, GPU_VIEW_CONSUMED, GPU_VIEW_NONE };
-int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at);
+int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at, int *dev);
+/* The CRC-32C of GPU memory [p, p + len) on GPU dev, by its kernel
+ * (cuda/crc.h), for bytes only a GPU sees. start: 0 (*ticket set),
+ * TPX_EAGAIN (every slot busy: again later), TPX_ENOTSUP (no sums on this
+ * GPU: the chunk goes unchecked), other < 0 errors. poll: 1 done (*sum), 0
+ * not yet, < 0. drop: no longer wanted (its transfer ended). */
+int tpx__gpu_sum_start(tpx_endpoint_t *ep, int dev, const void *p, uint64_t len, uint64_t *ticket);
+int tpx__gpu_sum_poll(tpx_endpoint_t *ep, int dev, uint64_t ticket, uint32_t *sum);
+void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket);
 /* This side moves packed chunks (plan.h) whose pieces lie in GPU memory:
  * its GPU staging goes both ways (a host-only transport, our built-in one
  * included), so a packed chunk is gathered into and scattered from the

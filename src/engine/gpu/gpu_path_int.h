@@ -4,6 +4,7 @@
 #define TPX_ENGINE_GPU_PATH_INT_H
 
 #include "common/ring.h"
+#include "cuda/crc.h"
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
 #include "tcpx/contract.h"
@@ -18,6 +19,7 @@
 #define GPU_PRE_MAX 32       /* sends copied to staging ahead of their post, per comm (a window's worth) */
 #define GPU_UNPACK_INFLIGHT 512 /* chunks in flight per GPU unpacker */
 #define GPU_PAGE 4096u
+#define GPU_NO_CRC ((tpx_gpu_crc_t *)1) /* this GPU has no checksum kernel: asked once */
 
 /* One GPU's resources, created at the first registration on it and kept
  * until the endpoint goes (each holds its own context reference; the
@@ -28,6 +30,7 @@ struct gpu_dev {
   tpx_gpu_stream_t *h2d[GPU_NSTREAMS];
   tpx_gpu_evpool_t *pool;
   tpx_unpacker_t *unpacker; /* UNPACK transports, on first use */
+  tpx_gpu_crc_t *crc;       /* integrity's sums of GPU-only bytes, on first use (0x1: none here) */
 };
 
 struct gpu_ep {
