@@ -6,6 +6,7 @@
 #   between two processes (staging and every unpack mode, one and two GPUs,
 #   chunks 4 KiB..4 MiB) -> packed chunks of small GPU entries -> receives into GPU memory on a CUDA-capable
 #   transport (iflush) -> the built-in transport's unpack mode on the GPU
+#   -> bits flipped in flight into GPU memory caught (integrity)
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
 #   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
@@ -26,7 +27,7 @@
 #   BUILD_DIR   build folder (default: build-gpu-run in the repository)
 #   GPU_QUICK=1 smaller benchmark (fewer iterations, no slow modes)
 #   STEPS       space-separated subset of: ctx unpack memcheck bench engine
-#               pack flush sockunpack gputcpx memcheck_engine python gpubench disagg
+#               pack flush integrity sockunpack gputcpx memcheck_engine python gpubench disagg
 #               tcpxreal tcpx_nccl tcpx_nixl tcpx_bench
 #   TPX_TESTDEPS_TOOLS, TPX_THIRD_PARTY, TPX_DEPS_CACHE  where the tcpx*
 #               steps find the plugin's tarballs and protobuf's .debs and
@@ -46,10 +47,10 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-gpu-run}
 LOGS=$BUILD/gpu-logs
-ALL_STEPS="ctx unpack memcheck bench engine pack flush sockunpack gputcpx memcheck_engine python gpubench disagg tcpxreal"
+ALL_STEPS="ctx unpack memcheck bench engine pack flush integrity sockunpack gputcpx memcheck_engine python gpubench disagg tcpxreal"
 ALL_STEPS="$ALL_STEPS tcpx_nccl tcpx_nixl tcpx_bench"
 STEPS=${STEPS:-$ALL_STEPS}
-TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_gpu_pack test_engine_flush test_gpu_tcpx tpx-bench tpx_shared"
+TARGETS="test_gpu_ctx test_unpack_gpu tpx-unpack-bench test_engine_gpu test_engine_gpu_pack test_engine_flush test_engine_gpu_integrity test_gpu_tcpx tpx-bench tpx_shared"
 [ -n "${NIXL_PREFIX:-}" ] && TARGETS="$TARGETS plugin_TPX"
 [ -f "$ROOT/tests/gpu/test_sock_unpack_gpu.c" ] && TARGETS="$TARGETS test_sock_unpack_gpu"
 rm -rf "$LOGS"
@@ -126,6 +127,10 @@ step_pack() { run_step pack 180 "$BUILD/tests/gpu/test_engine_gpu_pack"; }
 
 # Receives straight into GPU memory on a CUDA-capable transport: iflush.
 step_flush() { run_step flush 120 "$BUILD/tests/gpu/test_engine_flush"; }
+
+# Integrity: bits flipped in flight into GPU memory are caught (the GPU's
+# CRC-32C kernel in unpack mode, the CPU's over host staging).
+step_integrity() { run_step integrity 180 "$BUILD/tests/gpu/test_engine_gpu_integrity"; }
 
 step_sockunpack() {
   if [ -x "$BUILD/tests/gpu/test_sock_unpack_gpu" ]; then

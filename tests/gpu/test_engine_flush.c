@@ -51,6 +51,8 @@ struct wnet {
   pthread_mutex_t mu;
   struct wreq *landed; /* GPU receives complete in the transport, not flushed yet */
   int flushes, flush_tests, gpu_recvs;
+  tpx_gpu_stream_t *st; /* the flush's copies: done means in GPU memory (a cudaMemcpy from pageable
+                           memory may return before its DMA lands) */
 };
 
 static char cuda_mh; /* the memory handle of every CUDA registration */
@@ -167,7 +169,9 @@ static int w_test(tpx_net_t *n, void *req, int *done, size_t *sizes) {
   w->flush_tests++;
   pthread_mutex_unlock(&w->mu);
   if (++r->tests < 2) return 0;
-  int rc = tpx__gpu_memcpy(DEV, r->dst, r->bounce, r->got);
+  int rc = w->st ? 0 : tpx__gpu_stream_create(DEV, &w->st);
+  if (rc == 0) rc = tpx__gpu_memcpy_async(w->st, r->dst, r->bounce, r->got);
+  if (rc == 0) rc = tpx__gpu_stream_sync(w->st);
   free(r->bounce);
   free(r);
   *done = rc == 0;
@@ -186,6 +190,7 @@ static void w_destroy(tpx_net_t *n) {
     free(r->bounce);
     free(r);
   }
+  tpx__gpu_stream_destroy(w->st);
   tpx_net_close(w->in);
   pthread_mutex_destroy(&w->mu);
   free(w);
