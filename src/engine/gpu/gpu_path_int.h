@@ -8,7 +8,6 @@
 #include "cuda/unpack.h"
 #include "tcpx/contract.h"
 #include "engine/core.h"
-#include "engine/gpu/gpu_mem.h"
 
 #define GPU_NSTREAMS 8       /* copy streams per GPU and direction; comms take them by channel */
 #define GPU_PRE_MAX 32       /* sends copied to staging ahead of their post, per comm (a window's worth) */

@@ -13,9 +13,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/gpu/gpu_path.h"
 #include "engine/gpu/gpu_path_int.h"
-#include "engine/mem.h"
 
 /* Copy the 24-byte {meta, bounce_buf, head} that accept's device handle
  * points to (device memory for TCPX, host or mapped memory for the
