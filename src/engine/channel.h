@@ -1,7 +1,8 @@
 /* Channels: a peer's parallel transport connections. Each has one send and
  * one receive comm (each with its window), on net device
  * (channel + gpu) % ndev, or over the GPU's nearest NICs (placement.h). Which
- * chunk takes which channel: route.h; a lost channel: failover.h. */
+ * chunk takes which channel: route.h; a lost channel: failover.h. struct
+ * channel is core.h's. */
 #ifndef TPX_ENGINE_CHANNEL_H
 #define TPX_ENGINE_CHANNEL_H
 

@@ -40,9 +40,9 @@ struct gpu_ep;
 struct gpu_window;
 struct pack_ring;
 
-/* Where a connection comes from, and the refused connections' log (peer_log.h, admit.h). */
+/* ---- sources and log limits (peer_log.h, admit.h) ---- */
 /* Where a control connection came from: an IPv4 address or an IPv6 /64
- * (admit.h fills it, tpx__src_of; here for the refused lines' sources). */
+ * (admit.h fills it, tpx__src_of; peer_log.h keys the refused lines by it). */
 struct tpx_src {
   uint8_t fam;  /* 4, 6 (0: unknown, never shares) */
   uint8_t b[8]; /* the IPv4 address, or the IPv6 /64 prefix (IPv4-mapped: IPv4) */
@@ -82,7 +82,7 @@ struct admit_good {
   uint64_t t[ADMIT_GOOD_SOURCES]; /* when (0: free) */
 };
 
-/* Where chunks travel (route.h). */
+/* ---- where chunks travel (route.h) ---- */
 #define ROUTE_MAX_PAT 64   /* WIRE_MAX_CHANNELS: a pattern's slots */
 #define ROUTE_MAX_LAYERS 8 /* channels lost during one transfer, at most */
 
@@ -98,7 +98,7 @@ struct route_layer {
   struct wlink *links;  /* [nch]: the layer's place in each channel's window */
 };
 
-/* The sliding window (window.h). */
+/* ---- the sliding window (window.h) ---- */
 enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
 
 struct wslot {
@@ -146,7 +146,7 @@ struct window {
   uint64_t moved_ns;     /* when a request last finished, or the window last went busy */
 };
 
-/* Channels (channel.h). */
+/* ---- channels (channel.h) ---- */
 /* What the transport sees on every retry of one connect: the handle buffer
  * and the device-handle storage, on the heap so that a connect the channel
  * abandons keeps them where they were (abandon.h). */
@@ -190,7 +190,7 @@ struct channel {
   uint64_t rj_deadline;           /* this attempt ends */
 };
 
-/* Registrations (mem.h). */
+/* ---- registrations (mem.h) ---- */
 struct tpx_mem {
   tpx_endpoint_t *ep;
   uint64_t id;
@@ -213,7 +213,7 @@ struct tpx_rmem {
   struct md_info md;
 };
 
-/* Operations (op.h). */
+/* ---- operations (op.h) ---- */
 enum op_kind {
   K_WRITE = 1, /* local, user */
   K_READ,
@@ -302,8 +302,8 @@ static inline const char *tpx__op_kind_name(int k) {
 
 /* A peer queue linked through qnext (deferred starts, unmatched sends,
  * incoming FIFO): append o at the tail; take o out wherever it is (no-op
- * when it is not there). Inline, as part of the type: the files below op.c
- * that keep such queues (notif.c) call nothing in it. */
+ * when it is not there). Part of the type, as they touch nothing else: the
+ * files below op.c that keep such queues (notif.c) call nothing in it. */
 static inline void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o) {
   o->qnext = NULL;
   if (*tail) (*tail)->qnext = o;
@@ -324,7 +324,7 @@ static inline void tpx__op_queue_remove(struct op **head, struct op **tail, stru
   o->qnext = NULL;
 }
 
-/* Peers (peer.h). */
+/* ---- peers (peer.h) ---- */
 /* A window's bytes and busy time when its speed was last sampled (stripe.c). */
 struct stripe_base {
   uint64_t bytes, busy;
@@ -471,7 +471,7 @@ struct tpx_peer {
   struct tpx_peer *next, *prev;
 };
 
-/* The endpoint (its locking: above). */
+/* ---- the endpoint (its locking: above) ---- */
 /* Receive consume stage. Host memory needs nothing (consume == NULL). The GPU
  * path plugs unpack kernels or staging copies in here: start() runs when the
  * transport reports a receive done, poll() until it returns 1; only then is

@@ -1,5 +1,6 @@
 /* Registrations: the id table peers' requests are checked against, and the
- * lazy per-comm transport registrations (split in pieces). Lock held for all. */
+ * lazy per-comm transport registrations (split in pieces). Lock held for all.
+ * struct tpx_mem is core.h's. */
 #ifndef TPX_ENGINE_MEM_H
 #define TPX_ENGINE_MEM_H
 

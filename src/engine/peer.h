@@ -1,7 +1,8 @@
 /* Peers: one remote endpoint, its control connection and its channels.
  * This file's functions are the peer object's lifetime (list, references,
  * free); failure and close are fail.c, setup handshake.c, the control
- * stream control.c (I/O) and dispatch.c (incoming frames). */
+ * stream control.c (I/O) and dispatch.c (incoming frames). struct tpx_peer
+ * is core.h's. */
 #ifndef TPX_ENGINE_PEER_H
 #define TPX_ENGINE_PEER_H
 

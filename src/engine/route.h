@@ -13,7 +13,7 @@
  * the layer's own pattern (the channels then alive). Each layer queues its
  * own links at the end of each window, on both sides in the order of the
  * control stream, so the two ends of every channel see the same chunks in
- * the same order. */
+ * the same order. struct route_pat and route_layer are core.h's. */
 #ifndef TPX_ENGINE_ROUTE_H
 #define TPX_ENGINE_ROUTE_H
 

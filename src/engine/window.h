@@ -12,7 +12,8 @@
  *    it never comes with done=1: docs/UNPACK.md, "Peer close").
  *
  * The window reports upward only through its return values and the `done`
- * callback it is given: it never fails a peer or finishes a transfer itself. */
+ * callback it is given: it never fails a peer or finishes a transfer itself.
+ * Its structs (window, wslot, wlink) are core.h's. */
 #ifndef TPX_ENGINE_WINDOW_H
 #define TPX_ENGINE_WINDOW_H
 
