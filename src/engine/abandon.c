@@ -8,8 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/abandon.h"
-#include "engine/channel.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/peer.h"
 

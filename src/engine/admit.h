@@ -16,22 +16,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "engine/peer_log.h"
+#include "engine/core.h"
 #include "tpx/endpoint.h"
 
 /* Where a connection comes from, for the per-source share (struct tpx_src:
  * peer_log.h). */
 void tpx__src_of(const struct sockaddr *sa, struct tpx_src *out);
 
-/* Sources that recently completed a handshake (with a key: proved it;
- * without: became a peer), the most recent ADMIT_GOOD_SOURCES: a young
- * connection of theirs that has not spoken yet is evicted after one of an
- * unknown source's. Part of the endpoint. */
-#define ADMIT_GOOD_SOURCES 64
-struct admit_good {
-  struct tpx_src s[ADMIT_GOOD_SOURCES];
-  uint64_t t[ADMIT_GOOD_SOURCES]; /* when (0: free) */
-};
 struct tpx_peer;
 /* p (incoming) completed its handshake: its source is known. */
 void tpx__admit_good(struct tpx_peer *p);

@@ -18,7 +18,7 @@
 #include "engine/abandon.h"
 #include "engine/control.h"
 #include "ncclnet/loader.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/listen.h"

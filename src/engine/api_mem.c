@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/mem.h"
 #include "engine/progress.h"

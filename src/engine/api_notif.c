@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "common/util.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/notif.h"
 #include "engine/peer.h"

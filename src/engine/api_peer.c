@@ -18,7 +18,7 @@
 #include "common/ports.h"
 #include "common/util.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/listen.h"
 #include "engine/peer.h"

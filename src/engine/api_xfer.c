@@ -12,7 +12,7 @@
 #include "common/timeline.h"
 #include "common/util.h"
 #include "engine/channel.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/failover.h"
 #include "engine/gpu/gpu_path.h"

@@ -6,7 +6,7 @@
 #include "engine/admit.h"
 #include "engine/auth.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/peer.h"
 

@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "engine/abandon.h"
 #include "engine/channel.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/mem.h"
 #include "engine/op.h"

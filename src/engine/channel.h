@@ -1,7 +1,8 @@
 /* Channels: a peer's parallel transport connections. Each has one send and
  * one receive comm (each with its window), on net device
  * (channel + gpu) % ndev, or over the GPU's nearest NICs (placement.h). Which
- * chunk takes which channel: route.h; a lost channel: failover.h. */
+ * chunk takes which channel: route.h; a lost channel: failover.h. struct
+ * channel is core.h's. */
 #ifndef TPX_ENGINE_CHANNEL_H
 #define TPX_ENGINE_CHANNEL_H
 
@@ -12,49 +13,6 @@
 #include "tpx/net.h"
 
 struct tpx_peer;
-
-/* What the transport sees on every retry of one connect: the handle buffer
- * and the device-handle storage, on the heap so that a connect the channel
- * abandons keeps them where they were (abandon.h). */
-struct dial_buf {
-  uint8_t handle[TPX_NET_HANDLE_BYTES];
-  tpx_net_dev_handle_t dev;
-  int started; /* connect said "not yet": the transport holds state for this buffer */
-};
-
-/* A loaded plugin's failed connect or accept of the channel, retried with a
- * fresh listen handle (relisten.h). Generation 0 is the HELLO's handle. */
-struct chan_retry {
-  uint32_t send_gen;  /* of the peer's handle our connect uses */
-  uint32_t recv_gen;  /* of our listen handle */
-  int want_handle;    /* our connect failed: nothing to connect to until the peer's next handle */
-  int ask_due;        /* and the ASK for it goes once conn.next_ns passed */
-  int relisten_due;   /* our accept failed: listen anew once acc.next_ns passed */
-  int asks;           /* fresh handles the peer asked for */
-  int conn_code, acc_code; /* our last connect's / accept's failure (the ASK / HANDLE says it) */
-  struct tpx_retry conn, acc;           /* our connects' and accepts' failures */
-  struct tpx_retry peer_acc, peer_conn; /* as the peer told: its accepts of our connects, its connects */
-};
-
-struct channel {
-  int idx, dev;
-  struct window sq, rq;
-  void *listen_comm;
-  uint8_t my_handle[TPX_NET_HANDLE_BYTES];
-  struct dial_buf *dial;          /* the peer's handle, connected to; NULL once given away */
-  tpx_net_dev_handle_t recv_dev;  /* caller-owned device handle storage of accept */
-  struct chan_retry rt;
-  int down;                       /* lost (failover.h): its comms are closed, its chunks go elsewhere */
-  uint32_t losses;                /* times it was lost */
-  uint32_t rejoins;               /* times it came back */
-  uint64_t rejoin_next_ns;        /* rejoin.h: the next attempt */
-  int rejoin_wait_ms;             /* and the pause after a failed one */
-  uint32_t rj_gen;                /* our listen handle's generation (CHAN_REJOIN) */
-  int rj_listening;               /* our fresh handle went to the peer */
-  int rj_have_handle;             /* the peer's fresh handle is in dial->handle */
-  int rj_up_sent, rj_peer_up;     /* CHAN_UP sent / received for this attempt */
-  uint64_t rj_deadline;           /* this attempt ends */
-};
 
 /* Which transport call failed in tpx__channels_connect. */
 struct chan_fail {

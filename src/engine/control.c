@@ -12,8 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
-#include "engine/peer.h"
+#include "engine/core.h"
 
 #define IN_INITIAL (64 * 1024)
 #define CLOSE_LINGER_MS 1000

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "engine/dial.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/listen.h"
 #include "engine/peer.h"
 

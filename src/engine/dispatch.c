@@ -7,7 +7,7 @@
 #include "common/log.h"
 #include "engine/control.h"
 #include "engine/dispatch.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/failover.h"
 #include "engine/handshake.h"

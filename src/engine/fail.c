@@ -10,7 +10,7 @@
 #include "common/util.h"
 #include "engine/channel.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/op.h"
 #include "engine/peer.h"

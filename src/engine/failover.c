@@ -10,7 +10,7 @@
 #include "common/util.h"
 #include "engine/channel.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/integrity.h"
 #include "engine/op.h"

@@ -3,8 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/op.h"
-#include "engine/peer.h"
+#include "engine/ids.h"
 
 uint64_t tpx__id_register(struct tpx_peer *p, struct op *o) {
   uint32_t i = p->ids_free_hint;

@@ -2,9 +2,8 @@
 #include <string.h>
 
 #include "cuda/gpu.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/inline_data.h"
-#include "engine/mem.h"
 #include "tpx/error.h"
 
 int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {

@@ -9,9 +9,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
-#include "engine/op.h"
-#include "engine/peer.h"
+#include "engine/core.h"
+#include "engine/ids.h"
 
 enum { SUM_NOT_YET = 0, SUM_HAVE = 1, SUM_NONE = 2 };
 
@@ -110,10 +109,13 @@ int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int
 
 int tpx__sum_verdict(struct op *o) {
   if (!o->sum_bad) return 0;
-  tpx__op_set_errmsg(o, "peer %s channel %d: chunk %llu of %s %llu arrived with other bytes than were sent "
-                     "(CRC-32C %08x, sent as %08x)", o->peer->where, o->sum_bad_ch,
-                     (unsigned long long)o->sum_bad_chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
-                     o->sum_bad_got, o->sum_bad_want);
+  char m[512]; /* the transfer's message, clipped to its size */
+  snprintf(m, sizeof(m), "peer %s channel %d: chunk %llu of %s %llu arrived with other bytes than were sent "
+           "(CRC-32C %08x, sent as %08x)", o->peer->where, o->sum_bad_ch, (unsigned long long)o->sum_bad_chunk,
+           tpx__op_kind_name(o->kind), (unsigned long long)o->id, o->sum_bad_got, o->sum_bad_want);
+  size_t n = strnlen(m, sizeof(o->errmsg) - 1);
+  memcpy(o->errmsg, m, n);
+  o->errmsg[n] = 0;
   return TPX_EINTEGRITY;
 }
 

@@ -16,7 +16,7 @@
 #include "common/ports.h"
 #include "engine/admit.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/listen.h"
 #include "engine/peer.h"
 

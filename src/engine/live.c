@@ -4,7 +4,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/live.h"
 #include "engine/peer.h"

@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/inline_data.h"
 #include "engine/msg.h"

@@ -6,8 +6,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "engine/endpoint.h"
-#include "engine/gpu/gpu_path.h"
+#include "engine/core.h"
+#include "engine/gpu/gpu_mem.h"
 #include "engine/mem.h"
 
 static uint32_t hash_id(uint64_t id) {

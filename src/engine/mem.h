@@ -1,10 +1,12 @@
 /* Registrations: the id table peers' requests are checked against, and the
- * lazy per-comm transport registrations (split in pieces). Lock held for all. */
+ * lazy per-comm transport registrations (split in pieces). Lock held for all.
+ * struct tpx_mem is core.h's. */
 #ifndef TPX_ENGINE_MEM_H
 #define TPX_ENGINE_MEM_H
 
 #include <stdint.h>
 
+#include "engine/core.h"
 #include "engine/wire.h"
 #include "tpx/endpoint.h"
 #include "tpx/mem.h"
@@ -17,28 +19,6 @@
 #define PIECE_SPAN (PIECE_STRIDE + WIRE_MAX_CHUNK)
 /* CUDA registrations start on this boundary (the TCPX plugin's rule). */
 #define MEM_CUDA_PAGE 4096u
-
-struct tpx_mem {
-  tpx_endpoint_t *ep;
-  uint64_t id;
-  uint8_t *base;
-  size_t len;
-  tpx_mem_type_t type;
-  int device;
-  unsigned access;
-  int internal; /* engine buffer (pack ring): never reachable by peers */
-  int refs;     /* user transfer handles (prepared or running) using it */
-  int irefs;    /* peers' requests being served from / into it */
-  uint32_t reg_pre, reg_post; /* CUDA: transport registrations widened to 4 KiB pages (gpu/gpu_mem.c) */
-  uint32_t npieces;
-  void ***mh; /* [comm slot] -> mhandle per piece, lazily filled */
-  int mh_cap;
-  struct tpx_mem *next, *prev;
-};
-
-struct tpx_rmem {
-  struct md_info md;
-};
 
 /* Add a registration (desc already checked); internal ones are never in the
  * id table, so peers cannot name them. */

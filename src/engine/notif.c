@@ -6,10 +6,9 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/notif.h"
-#include "engine/op.h"
-#include "engine/peer.h"
+#include "engine/peer_log.h"
 
 /* What a held notification costs: its node with the payload, and the
  * allocator's header. A notification waiting in the FIFO for its data is

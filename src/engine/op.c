@@ -13,12 +13,13 @@
 #include "common/timeline.h"
 #include "common/util.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/integrity.h"
 #include "engine/mem.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
+#include "engine/window.h"
 
 /* vsnprintf: messages are clipped to the buffer on purpose. */
 void tpx__op_set_errmsg(struct op *o, const char *fmt, ...) {

@@ -8,10 +8,9 @@
 #include "common/hmac.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "engine/channel.h"
 #include "engine/window.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/notif.h"
 #include "engine/peer.h"
 

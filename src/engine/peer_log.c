@@ -6,8 +6,7 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
-#include "engine/endpoint.h"
-#include "engine/peer.h"
+#include "engine/core.h"
 #include "engine/peer_log.h"
 
 static const struct {

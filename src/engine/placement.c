@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "cuda/gpu.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "topo/topo.h"
 
 /* Device names in device order: the topology's NIC i is device i. */

@@ -15,7 +15,7 @@
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/dispatch.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/failover.h"
 #include "engine/handshake.h"

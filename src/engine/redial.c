@@ -12,7 +12,7 @@
 #include "common/retry.h"
 #include "common/util.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/peer.h"
 

@@ -9,7 +9,7 @@
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/dial.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/peer.h"
 #include "engine/stripe.h"
 

@@ -11,7 +11,7 @@
 #include "engine/channel.h"
 #include "engine/control.h"
 #include "engine/dial.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/peer.h"
 

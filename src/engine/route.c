@@ -6,9 +6,6 @@
 
 #include "tpx/error.h"
 
-#include "engine/op.h"
-#include "engine/window.h"
-
 void tpx__route_pat_fixed(struct route_pat *pat, int n) {
   if (n < 1) n = 1;
   if (n > ROUTE_MAX_PAT) n = ROUTE_MAX_PAT;

@@ -13,31 +13,16 @@
  * the layer's own pattern (the channels then alive). Each layer queues its
  * own links at the end of each window, on both sides in the order of the
  * control stream, so the two ends of every channel see the same chunks in
- * the same order. */
+ * the same order. struct route_pat and route_layer are core.h's. */
 #ifndef TPX_ENGINE_ROUTE_H
 #define TPX_ENGINE_ROUTE_H
 
 #include <stdint.h>
 
-#include "engine/plan.h"
-
-#define ROUTE_MAX_PAT 64   /* WIRE_MAX_CHANNELS: a pattern's slots */
-#define ROUTE_MAX_LAYERS 8 /* channels lost during one transfer, at most */
+#include "engine/core.h"
 
 struct op;
 struct wlink;
-
-struct route_pat {
-  uint8_t len;                /* 1..ROUTE_MAX_PAT */
-  uint8_t ch[ROUTE_MAX_PAT];  /* channel of each slot */
-};
-
-struct route_layer {
-  uint8_t dead;         /* the channel whose chunks this layer places anew */
-  uint32_t seed;        /* of mix() */
-  struct route_pat pat; /* channels alive when the layer was made */
-  struct wlink *links;  /* [nch]: the layer's place in each channel's window */
-};
 
 /* pat = 0, 1, .., n - 1. */
 void tpx__route_pat_fixed(struct route_pat *pat, int n);

@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/peer.h"
 #include "engine/route.h"
 

@@ -13,7 +13,7 @@
 #include "common/timeline.h"
 #include "engine/control.h"
 #include "engine/admit.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/gpu/pack_runs.h"

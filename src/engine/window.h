@@ -12,71 +12,19 @@
  *    it never comes with done=1: docs/UNPACK.md, "Peer close").
  *
  * The window reports upward only through its return values and the `done`
- * callback it is given: it never fails a peer or finishes a transfer itself. */
+ * callback it is given: it never fails a peer or finishes a transfer itself.
+ * Its structs (window, wslot, wlink) are core.h's. */
 #ifndef TPX_ENGINE_WINDOW_H
 #define TPX_ENGINE_WINDOW_H
 
 #include <stdint.h>
 
-#include "engine/plan.h"
+#include "engine/core.h"
 
 struct tpx_peer;
 struct op;
 struct gpu_window;
 struct pack_ring;
-
-enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
-
-struct wslot {
-  void *req;
-  struct op *op;
-  void *data;     /* where the chunk lands / comes from (the consume stage's dst) */
-  uint64_t len;
-  uint64_t chunk; /* chunk index within the op (for messages) */
-  uint64_t deadline;
-  uint64_t pack_end; /* packed chunk: its pack ring span's release position; 0 none */
-  struct cursor pcur; /* packed or vectored chunk: where its pieces are (receives scatter at release) */
-  uint8_t state;
-  uint16_t nv;        /* a vectored request's pieces (0: one buffer) */
-  uint8_t sum_have;   /* integrity.h: enum wsum in window.c */
-  int16_t sum_dev;    /* the GPU computing its sum */
-  uint32_t sum;
-  uint64_t sum_ticket;
-  const void *sum_at; /* the bytes the GPU sums */
-};
-
-/* An op's place in one window's pending queue. */
-struct wlink {
-  struct wlink *next;
-  struct op *op;
-  struct cursor cur;
-  uint8_t queued;
-  uint8_t ch;     /* its window's channel */
-  uint8_t layer;  /* of the op's route (route.h): 0, or the resend layer it carries */
-  uint64_t done;  /* layer 0's links: the op's chunks finished on this channel, any layer */
-  uint64_t total; /* layer 0's links: the op's chunks on this channel under all its layers */
-};
-
-struct window {
-  void *comm;
-  int slot;       /* comm slot (registration cache index) */
-  int is_recv;
-  int ch;         /* channel index */
-  struct wslot *ring;
-  uint32_t cap;
-  uint64_t head;  /* oldest request still owned by the transport */
-  uint64_t test;  /* oldest request not yet reported done */
-  uint64_t tail;  /* next free */
-  struct wlink *pend, *pend_tail;
-  struct gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
-  struct pack_ring *pack; /* packed chunks' buffer (pack.h); NULL until the first one */
-  uint64_t posted, done;
-  /* speed and stalls (stripe.h, failover.h) */
-  uint64_t bytes_done;   /* chunk bytes finished */
-  uint64_t busy_ns;      /* time with requests in the transport */
-  uint64_t busy_since;   /* start of the current busy span (0: idle) */
-  uint64_t moved_ns;     /* when a request last finished, or the window last went busy */
-};
 
 /* A chunk left the window (sent, or landed and consumed). Returns < 0 when
  * the peer can no longer go on (the window stops and passes it up). */

@@ -575,6 +575,7 @@ int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64
     conns[i].fd = fds[i];
     conns[i].index = i;
     conns[i].comm = m;
+    conns[i].progress = tpx__sock_conn_progress;
     if (kind == TPX_SK_SEND && rc == 0) {
       conns[i].parts = calloc(TPX_SOCK_RING, sizeof(tpx_sock_part_t));
       if (conns[i].parts == NULL)

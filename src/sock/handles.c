@@ -2,8 +2,10 @@
  * generation) instead of pointers, so a stale, foreign or wrong-kind handle is
  * detected by a bounds and generation check rather than dereferenced. Lookup
  * is lock-free (pages are never freed before the net is); add/del take a mutex
- * and are off the data path. Also a net's fresh ids (tpx__sock_random) and
- * the check of a buffer against its registration (tpx__sock_mr_check). */
+ * and are off the data path. Also a net's fresh ids (tpx__sock_random), the
+ * check of a buffer against its registration (tpx__sock_mr_check), and the
+ * check of the net itself (tpx__sock_net_of), the floor every entry point
+ * starts on. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,4 +133,23 @@ int tpx__sock_mr_check(tpx_sock_net_t *sn, void *mh, const void *data, size_t si
     return tpx_err_quiet(TPX_EINVAL, "%s: buffer %p + %zu lies outside its registration %p + %zu", fn,
                    data, size, (void *)mr->base, mr->size);
   return 0;
+}
+
+/* Every ops table of ours (net.c's, the top: plain and unpack mode) has this
+ * devices entry and no other transport's has: the net's identity, checked
+ * here at the floor so that no file below net.c calls it. */
+int tpx__sock_devices(tpx_net_t *net, int *ndev) {
+  tpx_sock_net_t *sn = tpx__sock_net_of(net, "devices");
+  if (sn == NULL) return TPX_EINVAL;
+  if (ndev == NULL) return tpx_err_quiet(TPX_EINVAL, "devices: ndev is NULL");
+  *ndev = sn->ndev;
+  return 0;
+}
+
+tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn) {
+  if (net == NULL || net->ops == NULL || net->ops->devices != tpx__sock_devices || net->impl == NULL) {
+    tpx_err_quiet(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
+    return NULL;
+  }
+  return net->impl;
 }

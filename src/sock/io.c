@@ -182,7 +182,7 @@ static void *io_main(void *arg) {
     while (t->rq_head) {
       tpx_sock_conn_t *c = t->rq_head;
       rq_remove(t, c);
-      if (tpx__sock_conn_progress(c, t->scratch)) rq_push(t, c);
+      if (c->progress(c, t->scratch)) rq_push(t, c);
       work = 1;
       if (c == last) break;
     }

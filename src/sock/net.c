@@ -1,6 +1,6 @@
 /* The built-in TCP transport: open/destroy, devices, properties, memory
- * registration, and the ops table: the top of src/sock/, which the files
- * below it reach only through tpx__sock_net_of. */
+ * registration, and the ops tables: the top of src/sock/, which no file
+ * below it calls (a net is known as ours by its devices entry, handles.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ifaddrs.h>
@@ -23,16 +23,6 @@
 /* Reported when /sys/class/net/<if>/speed is missing or invalid (lo, many
  * virtual NICs): a 10 Gbps guess is what NCCL's socket transport uses too. */
 #define DEFAULT_SPEED_MBPS 10000
-
-static const tpx_net_ops_t sock_ops, sock_ops_unpack;
-
-tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn) {
-  if (net == NULL || (net->ops != &sock_ops && net->ops != &sock_ops_unpack) || net->impl == NULL) {
-    tpx_err_quiet(TPX_EINVAL, "%s: %p is not a tpx built-in transport", fn, (void *)net);
-    return NULL;
-  }
-  return net->impl;
-}
 
 /* ---- discovery ------------------------------------------------------------------ */
 
@@ -126,14 +116,6 @@ static int discover(tpx_sock_net_t *sn) {
 }
 
 /* ---- ops -------------------------------------------------------------------------- */
-
-static int sock_devices(tpx_net_t *net, int *ndev) {
-  tpx_sock_net_t *sn = tpx__sock_net_of(net, "devices");
-  if (sn == NULL) return TPX_EINVAL;
-  if (ndev == NULL) return tpx_err_quiet(TPX_EINVAL, "devices: ndev is NULL");
-  *ndev = sn->ndev;
-  return 0;
-}
 
 static int check_dev(tpx_sock_net_t *sn, int dev, const char *fn) {
   if (dev < 0 || dev >= sn->ndev)
@@ -320,7 +302,7 @@ static void sock_destroy(tpx_net_t *net) {
 
 /* Entry points shared by both modes; unpack mode adds the UNPACK device's two. */
 #define SOCK_OPS_COMMON                                                                            \
-  .devices = sock_devices, .get_properties = sock_get_properties, .listen = tpx__sock_listen,       \
+  .devices = tpx__sock_devices, .get_properties = sock_get_properties, .listen = tpx__sock_listen,       \
   .connect = tpx__sock_connect, .accept = tpx__sock_accept, .reg_mr = sock_reg_mr,                   \
   .dereg_mr = sock_dereg_mr, .isend = tpx__sock_isend, .irecv = tpx__sock_irecv,                     \
   .iflush = tpx__sock_iflush, .test = tpx__sock_test, .close_send = tpx__sock_close_send,             \

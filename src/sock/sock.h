@@ -7,7 +7,8 @@
  *              (listen/send/recv comm, memory handle, connect state, request)
  *              is an opaque token checked on every call, so unknown, freed and
  *              wrong-kind handles are reported instead of dereferenced; a
- *              net's fresh ids; a buffer checked against its registration
+ *              net's fresh ids; a buffer checked against its registration;
+ *              the net's own check (tpx__sock_net_of)
  *   setup.c    listen, connect, accept (never block; state kept in the handle
  *              buffer / the listen comm)
  *   ready.c    one epoll set over the sockets in setup, so that accept reads
@@ -18,8 +19,8 @@
  *   unpack.c   unpack mode (TPX_SOCK_UNPACK=1): the TCPX receive contract
  *              (bounce pages, loadMeta slots, irecvConsumed) and the staging
  *              of CUDA sends; docs/UNPACK.md
- *   net.c      open/destroy, devices, properties, regMr, the ops tables: the
- *              top; the files below reach it only through tpx__sock_net_of
+ *   net.c      open/destroy, properties, regMr, the ops tables: the top,
+ *              which no file below calls
  *
  * Data path. A comm has nsocks + 1 sockets: socket 0 carries the small
  * messages (<= TPX_SOCK_INLINE_MAX), sockets 1..nsocks the larger ones, cut
@@ -205,8 +206,11 @@ typedef struct tpx_sock_net {
 
 /* A fresh 64-bit id (comm ids, nonces): handles.c. */
 uint64_t tpx__sock_random(tpx_sock_net_t *sn);
-/* The transport state of a tpx_net_t, or NULL (logged) if it is not ours. */
+/* The transport state of a tpx_net_t, or NULL (logged) if it is not ours:
+ * handles.c, the floor, as is the devices entry every ops table of ours
+ * has (tpx__sock_devices), by which a net is known as ours. */
 tpx_sock_net_t *tpx__sock_net_of(tpx_net_t *net, const char *fn);
+int tpx__sock_devices(tpx_net_t *net, int *ndev);
 
 /* ---- I/O threads (io.c) ---------------------------------------------------- */
 
@@ -335,6 +339,9 @@ typedef struct tpx_sock_conn {
   struct tpx_sock_comm *comm;
   struct tpx_sock_io *thr;
   struct tpx_sock_io *placed; /* thread whose load counts this socket */
+  /* What its I/O thread runs after an event or a kick: set by comm.c, which
+   * io.c below it does not call (tpx__sock_conn_progress). */
+  int (*progress)(struct tpx_sock_conn *c, void *scratch);
   /* kick stack (any thread pushes, the owner pops) */
   _Atomic int kicked;
   struct tpx_sock_conn *kick_next;

@@ -1,7 +1,7 @@
 #include "eng.h"
 
 #include "common/util.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/wire.h"
 #include "sock/wire.h"
 

@@ -16,7 +16,7 @@
 
 #include "common/hmac.h"
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/wire.h"
 
 #define KEY1 "the first shared key, 32 bytes.."

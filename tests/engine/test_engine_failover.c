@@ -28,7 +28,7 @@
 
 #include "eng.h"
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 #include "netns.h"

@@ -26,7 +26,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/notif.h"
 #include "engine/peer.h"
 #include "engine/wire.h"

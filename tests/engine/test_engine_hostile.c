@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/wire.h"
 #include "sock/wire.h"
 

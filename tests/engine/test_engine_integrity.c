@@ -24,8 +24,7 @@
 #include <unistd.h>
 
 #include "eng.h"
-#include "engine/endpoint.h"
-#include "engine/peer.h"
+#include "engine/core.h"
 
 static atomic_int flip_every; /* 0: off */
 static atomic_uint flip_reads, flips;

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/peer.h"
 
 #define REGION (16u << 20)

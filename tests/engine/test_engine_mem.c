@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/mem.h"
 
 struct rec {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/op.h"
 
 #define POISON 0xa5

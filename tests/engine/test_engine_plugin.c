@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/placement.h"
 #include "eng.h"
 #include "fake_open.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "eng.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 
 #define BIG (128u << 20)
 #define TIMEOUT_MS 1000

@@ -15,7 +15,7 @@
  * tpx__notif_cost) and the endpoint's are what it holds and never exceed
  * the limits; forgetting the peer leaves nothing of it. */
 #include "engine/admit.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "engine/control.h"
-#include "engine/endpoint.h"
+#include "engine/core.h"
 #include "engine/peer.h"
 #include "testutil.h"
 

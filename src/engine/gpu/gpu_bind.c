@@ -10,6 +10,7 @@
  * caller's context is restored afterwards. */
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/gpu/gpu_mem.h"
 #include "engine/gpu/gpu_path_int.h"
 
 void (*tpx__gpu_bind_hook)(int dev);

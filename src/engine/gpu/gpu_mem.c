@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/gpu/gpu_mem.h"
 #include "engine/gpu/gpu_path_int.h"
 
 void tpx__gpu_dev_free(struct gpu_dev *d) {

@@ -8,7 +8,9 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/gpu/gpu_path.h"
 #include "engine/gpu/gpu_path_int.h"
+#include "engine/mem.h"
 #include "net/caps.h"
 
 int tpx__gpu_ep_init(tpx_endpoint_t *ep) {

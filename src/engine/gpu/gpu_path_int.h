@@ -8,12 +8,7 @@
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
 #include "tcpx/contract.h"
-#include "engine/endpoint.h"
-#include "engine/mem.h"
-#include "engine/op.h"
-#include "engine/peer.h"
-#include "engine/window.h"
-#include "engine/gpu/gpu_path.h"
+#include "engine/core.h"
 
 #define GPU_NSTREAMS 8       /* copy streams per GPU and direction; comms take them by channel */
 #define GPU_PRE_MAX 32       /* sends copied to staging ahead of their post, per comm (a window's worth) */
