@@ -28,6 +28,7 @@
 #include "engine/peer.h"
 #include "engine/placement.h"
 #include "engine/progress.h"
+#include "engine/sum_stage.h"
 
 void tpx_endpoint_params_init(tpx_endpoint_params_t *p) {
   memset(p, 0, sizeof(*p));
@@ -189,6 +190,7 @@ void tpx_endpoint_destroy(tpx_endpoint_t *ep) {
   tpx__progress_thread_stop(ep);
   pthread_mutex_lock(&ep->lock);
   close_all(ep);
+  tpx__sum_stage_fini(ep); /* no sum reads a transfer's bytes any more */
   tpx__refused_log_flush(ep); /* refused connections counted and not logged yet */
   tpx__abandon_free_all(ep);
   if (ep->net) tpx__mem_free_all(ep);

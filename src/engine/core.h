@@ -551,6 +551,8 @@ struct tpx_endpoint {
   int nslots;
   const struct consume_ops *consume; /* NULL: host memory, nothing to do */
   struct gpu_ep *gpath;    /* GPU data path (gpu/gpu_path.h); NULL: host memory only */
+  struct tpx_crcpool *sumpool; /* integrity's checksum threads (sum_stage.h), on first use */
+  int sumpool_none;        /* they could not start: sums in place */
   struct op *xfers;        /* user transfer handles alive */
   struct abandoned *abandoned; /* connects of closed channels still going (abandon.h) */
   struct closing_fd *closing;

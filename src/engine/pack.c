@@ -4,9 +4,12 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/util.h"
+#include "engine/core.h"
 #include "engine/mem.h"
 #include "engine/pack.h"
 #include "engine/wire.h"
+#include "net/caps.h"
 
 /* Any packed chunk fits once the ring is empty, whatever piece limit the
  * sender chose (up to WIRE_MAX_PACK_LOG2; a packed chunk is never longer
@@ -80,4 +83,26 @@ void tpx__pack_free(struct pack_ring **pr) {
   free((*pr)->buf);
   free(*pr);
   *pr = NULL;
+}
+
+/* The pieces of the packed chunk at c as one vectored request, when the
+ * transport takes them (tpx/net.h isendv): host memory, at most
+ * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
+ * goes through the pack ring. The wire is the same either way: the peer
+ * decides for itself how its side moves. */
+int tpx__pack_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c, struct iovec *iov) {
+  if (!tpx__net_iov_ok(net) || o->discard) return 0;
+  int n = 0;
+  uint64_t done = 0;
+  for (uint32_t i = c->e; i < c->end && done < c->len; i++) {
+    const struct xent *e = &o->ents[i];
+    uint64_t from = i == c->e ? c->off : 0;
+    uint64_t l = TPX_MIN(e->len - from, c->len - done);
+    if (l == 0) continue;
+    if (n == TPX_NET_IOV_MAX || e->mem->type != TPX_MEM_HOST) return 0;
+    iov[n].iov_base = e->mem->base + e->off + from;
+    iov[n++].iov_len = (size_t)l;
+    done += l;
+  }
+  return n;
 }

@@ -10,10 +10,14 @@
 #define TPX_ENGINE_PACK_H
 
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "common/ring.h"
 #include "engine/plan.h"
 #include "tpx/endpoint.h"
+#include "tpx/net.h"
+
+struct op;
 
 struct tpx_mem;
 
@@ -45,5 +49,11 @@ void tpx__pack_release(struct pack_ring *pr, uint64_t end, const struct xent *en
 void tpx__pack_purge(struct pack_ring *pr);
 /* After the comm closed: registration and buffer freed. */
 void tpx__pack_free(struct pack_ring **pr);
+/* The pieces of the packed chunk at c as one vectored request, when the
+ * transport takes them (tpx/net.h isendv): host memory, at most
+ * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
+ * goes through the pack ring. The wire is the same either way: the peer
+ * decides for itself how its side moves. */
+int tpx__pack_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c, struct iovec *iov);
 
 #endif

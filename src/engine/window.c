@@ -13,7 +13,7 @@
 #include "engine/core.h"
 #include "engine/gpu/gpu_path.h"
 #include "engine/gpu/pack_runs.h"
-#include "engine/integrity.h"
+#include "engine/sum_stage.h"
 #include "engine/mem.h"
 #include "engine/pack.h"
 #include "engine/route.h"
@@ -55,29 +55,6 @@ static void account(struct tpx_peer *p, struct op *o, int delta) {
 
 static const char *dir(const struct window *q) { return q->is_recv ? "recv" : "send"; }
 
-/* The pieces of the packed chunk at c as one vectored request, when the
- * transport takes them (tpx/net.h isendv): host memory, at most
- * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
- * goes through the pack ring. The wire is the same either way: the peer
- * decides for itself how its side moves. */
-static int chunk_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c,
-                     struct iovec *iov) {
-  if (!tpx__net_iov_ok(net) || o->discard) return 0;
-  int n = 0;
-  uint64_t done = 0;
-  for (uint32_t i = c->e; i < c->end && done < c->len; i++) {
-    const struct xent *e = &o->ents[i];
-    uint64_t from = i == c->e ? c->off : 0;
-    uint64_t l = TPX_MIN(e->len - from, c->len - done);
-    if (l == 0) continue;
-    if (n == TPX_NET_IOV_MAX || e->mem->type != TPX_MEM_HOST) return 0;
-    iov[n].iov_base = e->mem->base + e->off + from;
-    iov[n++].iov_len = (size_t)l;
-    done += l;
-  }
-  return n;
-}
-
 /* Where the chunk at l->cur moves from / to: *m and *off (the first
  * piece's, or the pack ring's), with *nv pieces in iov for a vectored
  * request (0: one buffer) and *packed 1 for the ring, 2 for GPU staging's
@@ -88,7 +65,7 @@ static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, st
   const struct xent *e = &o->ents[l->cur.e];
   *nv = *packed = 0;
   int gathered = tpx__plan_gathered(o->ents, &l->cur);
-  if (gathered) *nv = chunk_iov(p->ep->net, o, &l->cur, iov);
+  if (gathered) *nv = tpx__pack_iov(p->ep->net, o, &l->cur, iov);
   if (*nv == 0 && gathered && !o->discard && p->ep->gpath) {
     /* Pieces in GPU memory: GPU staging gathers / scatters the chunk in its
      * arena (gpu/pack_runs.h); m is its first GPU piece's registration. */
@@ -130,91 +107,6 @@ static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, 
   return net->ops->irecv(net, q->comm, 1, &data, &sz, &tag, &mh, req);
 }
 
-/* Integrity (integrity.h): where a chunk's CRC-32C stands. */
-enum wsum {
-  WSUM_NONE = 0, /* not computed: unchecked (receive), or sent (send) */
-  WSUM_HAVE,     /* computed into s->sum */
-  WSUM_CPU_LATER, /* receive: by the CPU once consumed (UNPACK gather into host memory) */
-  WSUM_GPU_LATER, /* by the GPU's kernel: to start (receive: once consumed) */
-  WSUM_GPU       /* running, s->sum_ticket on s->sum_dev */
-};
-
-/* A receive's CRC where the CPU sees its bytes, at the transport's
- * completion (consumed 0) or once consumed; or the GPU's to compute. */
-static void sum_landed(struct tpx_peer *p, struct window *q, struct wslot *s, int consumed) {
-  const void *at;
-  int dev;
-  int view = tpx__gpu_recv_view(q, s, &at, &dev);
-  s->sum_have = WSUM_NONE;
-  if (view == GPU_VIEW_NONE) {
-    s->sum_have = WSUM_GPU_LATER;
-    s->sum_dev = (int16_t)dev;
-    s->sum_at = at;
-    return;
-  }
-  if (view == GPU_VIEW_CONSUMED && !consumed) {
-    s->sum_have = WSUM_CPU_LATER;
-    return;
-  }
-  struct iovec iov[TPX_NET_IOV_MAX];
-  int nv = s->nv ? chunk_iov(p->ep->net, s->op, &s->pcur, iov) : 0;
-  s->sum = tpx__sum_bytes(at, s->len, iov, nv);
-  s->sum_have = WSUM_HAVE;
-}
-
-/* Drive a GPU sum: 1 done (WSUM_HAVE, or WSUM_NONE where the GPU has no
- * kernel), 0 not yet, < 0 error. */
-static int sum_gpu(struct tpx_peer *p, struct wslot *s) {
-  tpx_endpoint_t *ep = p->ep;
-  if (s->sum_have == WSUM_GPU_LATER) {
-    int rc = s->sum_dev >= 0 ? tpx__gpu_sum_start(ep, s->sum_dev, s->sum_at, s->len, &s->sum_ticket) : TPX_ENOTSUP;
-    if (rc == TPX_EAGAIN) return 0;
-    if (rc == TPX_ENOTSUP) { /* no kernel on this GPU: unchecked */
-      s->sum_have = WSUM_NONE;
-      return 1;
-    }
-    if (rc) return rc;
-    s->sum_have = WSUM_GPU;
-  }
-  int r = tpx__gpu_sum_poll(ep, s->sum_dev, s->sum_ticket, &s->sum);
-  if (r == 1) s->sum_have = WSUM_HAVE;
-  return r;
-}
-
-/* 1: the consumed receive s may count as landed (checked, or unchecked),
- * 0: its sum is not in yet (its sender's, or its GPU's), < 0: error. */
-static int sum_ok(struct tpx_peer *p, struct window *q, struct wslot *s) {
-  struct op *o = s->op;
-  if (!p->sum || o->discard) return 1;
-  if (s->sum_have == WSUM_CPU_LATER) sum_landed(p, q, s, 1);
-  int r = s->sum_have >= WSUM_GPU_LATER ? sum_gpu(p, s) : 1;
-  if (r < 0)
-    return tpx_err_quiet(r, "peer %s channel %d: checksum of chunk %llu of %s %llu on GPU %d: %s", p->where, q->ch,
-                         (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
-                         s->sum_dev, tpx_last_error());
-  if (r == 1) r = tpx__sum_check(p, o, s->chunk, q->ch, s->sum_have == WSUM_HAVE, s->sum);
-  if (r == 0 && tpx__now_ns() > s->deadline)
-    return tpx_err_quiet(TPX_ETIMEDOUT, "peer %s channel %d: no checksum for chunk %llu of %s %llu after %d ms",
-                         p->where, q->ch, (unsigned long long)s->chunk, tpx__op_kind_name(o->kind),
-                         (unsigned long long)o->id, p->ep->cfg.timeout_ms);
-  return r;
-}
-
-/* A sent chunk whose bytes only its GPU sees: its sum goes to the peer once
- * the kernel has it (the slot waits for it). 1 sent, 0 not yet, < 0. */
-static int sum_sent_gpu(struct tpx_peer *p, struct window *q, struct wslot *s) {
-  if (s->sum_have < WSUM_GPU_LATER) return 1;
-  int r = sum_gpu(p, s);
-  if (r < 0)
-    return tpx_err_quiet(r, "peer %s channel %d: checksum of chunk %llu on GPU %d: %s", p->where, q->ch,
-                         (unsigned long long)s->chunk, s->sum_dev, tpx_last_error());
-  if (r == 0) return 0;
-  int have = s->sum_have == WSUM_HAVE;
-  s->sum_have = WSUM_NONE;
-  r = tpx__sum_sent(p, s->op, s->chunk, have, s->sum);
-  return r < 0 ? r : 1;
-}
-
 /* Post the next pending chunk. 1 posted, 2 posted from GPU staging, 0
  * back-pressure, < 0 error. */
 static int post_one(struct tpx_peer *p, struct window *q) {
@@ -245,10 +137,6 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   if (rc)
     return tpx_err_quiet(rc, "peer %s channel %d: registering memory for chunk %llu of %s failed: %s", p->where,
                          q->ch, (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), tpx_last_error());
-  /* Integrity: the CPU reads the bytes it can just before the transport
-   * does, so they come from cache for the copy into the socket. */
-  int sum_have = !q->is_recv && p->sum && (nv || packed || gp == GPU_POST_STAGED || m->type != TPX_MEM_CUDA);
-  uint32_t sum = sum_have ? tpx__sum_bytes(data, len, iov, nv) : 0;
   void *req = NULL;
   rc = post_req(net, q, data, len, mh, iov, nv, &req);
   if (rc)
@@ -274,18 +162,11 @@ static int post_one(struct tpx_peer *p, struct window *q) {
   q->tail++;
   q->posted++;
   account(p, o, 1);
-  s->sum_have = WSUM_NONE;
-  if (!q->is_recv && p->sum && !sum_have && ep->gpath) { /* GPU memory sent as it is: its GPU sums it */
-    s->sum_have = WSUM_GPU_LATER;
-    s->sum_dev = (int16_t)m->device;
-    s->sum_at = data;
-    int g = sum_gpu(p, s);
-    if (g < 0) return tpx_err_quiet(g, "peer %s channel %d: checksum of chunk %llu on GPU %d: %s", p->where, q->ch,
-                                    (unsigned long long)l->cur.idx, m->device, tpx_last_error());
-    if (s->sum_have == WSUM_NONE) sum_have = 0; /* no kernel there: sent without a sum */
+  s->sum_have = 0;
+  if (!q->is_recv && p->sum) { /* its sum: where the CPU sees the bytes, else its GPU's */
+    int cpu = nv || packed || gp == GPU_POST_STAGED || m->type != TPX_MEM_CUDA;
+    if ((rc = tpx__sum_stage_sent(p, q, s, cpu ? -1 : m->device, iov)) != 0) return rc;
   }
-  if (!q->is_recv && p->sum && s->sum_have == WSUM_NONE && (rc = tpx__sum_sent(p, o, l->cur.idx, sum_have, sum)) != 0)
-    return rc;
   TPX_TL(q->is_recv ? TL_RECV_POST : TL_SEND_POST, q->ch, o->id, l->cur.idx, len);
   TPX_TRACE("peer %s channel %d: i%s chunk %llu of %s %llu (%llu bytes)", p->where, q->ch, dir(q),
             (unsigned long long)l->cur.idx, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
@@ -325,7 +206,7 @@ static int test_head(struct tpx_peer *p, struct window *q) {
       did++;
       if (!q->is_recv) continue;
       if (p->sum && !o->discard) {
-        sum_landed(p, q, s, 0);
+        tpx__sum_stage_landed(p, q, s, 0);
         s->deadline = tpx__now_ns() + tpx__ms_to_ns(ep->cfg.timeout_ms); /* for its sender's sum */
       }
       if (!ep->consume) {
@@ -369,7 +250,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
         if (c == 0) break;
         s->state = WS_CONSUMED;
       }
-      int k = sum_ok(p, q, s);
+      int k = tpx__sum_stage_recv_ok(p, q, s);
       if (k < 0) return k;
       if (k == 0) break;
       if (net->ops->irecv_consumed) {
@@ -380,7 +261,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
       }
     }
     if (!q->is_recv && p->sum) {
-      int k = sum_sent_gpu(p, q, s);
+      int k = tpx__sum_stage_send_ok(p, q, s);
       if (k < 0) return k;
       if (k == 0) break;
     }
@@ -451,8 +332,7 @@ void tpx__window_purge(struct tpx_peer *p, struct window *q) {
   for (uint64_t i = q->head; i < q->tail; i++) {
     struct wslot *s = &q->ring[i % q->cap];
     if (s->op) account(p, s->op, -1);
-    if (s->sum_have == WSUM_GPU) tpx__gpu_sum_drop(p->ep, s->sum_dev, s->sum_ticket);
-    s->sum_have = WSUM_NONE;
+    tpx__sum_stage_drop(p, s);
     s->op = NULL;
     s->req = NULL;
     s->pack_end = 0;
