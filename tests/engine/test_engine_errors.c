@@ -8,8 +8,9 @@
 
 #include "eng.h"
 
-/* The built-in transport finds no interface: sock/ records why, the
- * endpoint's creation logs it once. */
+/* The built-in transport finds no interface: sock/ records why (naming
+ * the variable and the interfaces that exist), the endpoint's creation logs
+ * it once. */
 static void test_transport_failure_logged_once(void **state) {
   (void)state;
   tpx_config_t cfg;
@@ -27,6 +28,11 @@ static void test_transport_failure_logged_once(void **state) {
   assert_true(rc < 0 && rc > TPX_EUNKNOWN);
   assert_null(ep);
   assert_non_null(strstr(tpx_last_error(), "tpxnosuchif0"));
+  /* the variable named, and what exists: loopback at least */
+  assert_non_null(strstr(tpx_last_error(), "TPX_SOCKET_IFNAME '=tpxnosuchif0'"));
+  const char *have = strstr(tpx_last_error(), "address: ");
+  assert_non_null(have);
+  assert_non_null(strstr(have, "lo"));
   assert_int_equal(lines, 1);
   tu_log_capture_start(&c);
   rc = tpx_endpoint_create(&p, &ep);
