@@ -99,18 +99,20 @@ typedef struct nn_side {
   tpx_rmem_t *remote; /* A: B's buffer */
 } nn_side_t;
 
-/* A side's check: on failure say where and why, with the library's last
- * error, and _exit (no cleanup: the parent kills and deletes everything). */
-#define NN_CK(s, cond, ...)                                                                        \
+/* A side's check: on failure say where (test name, side tag) and why, with
+ * the library's last error, and _exit (no cleanup: the parent kills and
+ * deletes everything). NN_CK takes an nn_side_t. */
+#define NN_CK_AT(name, tag, cond, ...)                                                             \
   do {                                                                                             \
     if (!(cond)) {                                                                                 \
-      fprintf(stderr, "[%s %c] FAILED at line %d: ", (s)->name, (s)->tag, __LINE__);              \
+      fprintf(stderr, "[%s %c] FAILED at line %d: ", (name), (tag), __LINE__);                     \
       fprintf(stderr, __VA_ARGS__);                                                                \
       fprintf(stderr, " (last error: %s)\n", tpx_last_error());                                   \
       fflush(NULL);                                                                                \
       _exit(10);                                                                                   \
     }                                                                                              \
   } while (0)
+#define NN_CK(s, cond, ...) NN_CK_AT((s)->name, (s)->tag, cond, __VA_ARGS__)
 
 /* Milliseconds of the monotonic clock. */
 double nn_now_ms(void);
