@@ -90,10 +90,17 @@ static void bad_arg(const char *fmt, ...) {
   vquit(2, 0, fmt, ap);
 }
 
+/* A library call that failed: what, and its detail (which names the code). */
+static void fail_call(const char *what, int rc) __attribute__((noreturn));
+static void fail_call(const char *what, int rc) {
+  fprintf(stderr, "tpx-netbench: %s: %s\n", what, tool_error(rc));
+  exit(1);
+}
+
 #define CHECK(call, what)                                                                          \
   do {                                                                                             \
     int rc_ = (call);                                                                              \
-    if (rc_ != 0) die("%s: rc %d (%s): %s", what, rc_, tpx_strerror(rc_), tpx_last_error());        \
+    if (rc_ != 0) fail_call(what, rc_);                                                            \
   } while (0)
 
 /* A cheap verifiable pattern: word k of buffer `seed`. */

@@ -79,8 +79,7 @@ static struct {
   do {                                                                                             \
     int rc_ = (call);                                                                              \
     if (rc_ != 0) {                                                                                \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, tpx_strerror(rc_),       \
-              tpx_last_error());                                                                   \
+      fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call, tool_error(rc_));            \
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
