@@ -227,3 +227,10 @@ def test_error_is_the_exception_alone():
     assert lines[0] == "raised -4", p.stdout
     assert lines[1].startswith("raised -16") and "not a tpx peer" in lines[1], p.stdout
     assert p.stderr == "", p.stderr
+
+
+def test_message_names_the_code_once():
+    e = tpx.Error(-8, "tpx_connect: peer x: no answer (timed out)")
+    assert str(e) == "tpx_connect: peer x: no answer (timed out)" and e.name == "timed out"
+    assert str(tpx.Error(-8, "a detail")) == "timed out: a detail"
+    assert str(tpx.Error(-8)) == "timed out"
