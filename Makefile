@@ -55,18 +55,21 @@ fuzz:
 # Each phase runs whatever the one before it did; its ctest list of failures
 # is cleared first, so the summary names this run's failures only.
 CHECK_PHASES ?= test test-asan fuzz
+# Each phase's build directory, named once.
+DIR_test      = $(BUILD)
+DIR_test-asan = $(ASAN_BUILD)
+DIR_test-tsan = $(TSAN_BUILD)
+DIR_fuzz      = $(FUZZ_BUILD)
 check:
-	@rm -f $(BUILD)/Testing/Temporary/LastTestsFailed.log \
-	  $(ASAN_BUILD)/Testing/Temporary/LastTestsFailed.log \
-	  $(FUZZ_BUILD)/Testing/Temporary/LastTestsFailed.log
+	@rm -f $(foreach p,$(CHECK_PHASES),$(DIR_$(p))/Testing/Temporary/LastTestsFailed.log)
 	@failed=; \
 	for phase in $(CHECK_PHASES); do \
 	  $(MAKE) --no-print-directory $$phase || failed="$$failed $$phase"; \
 	done; \
-	./scripts/check-summary.sh "$$failed" test=$(BUILD) test-asan=$(ASAN_BUILD) fuzz=$(FUZZ_BUILD)
+	./scripts/check-summary.sh "$$failed" $(foreach p,$(CHECK_PHASES),$(p)=$(DIR_$(p)))
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(foreach p,test test-asan test-tsan fuzz,$(DIR_$(p)))

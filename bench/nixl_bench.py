@@ -39,7 +39,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "nixl"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python", "nixl"))
 
 from nixl_import import nixl_agent, nixl_agent_config  # noqa: E402
 

@@ -19,7 +19,7 @@ usage: python_vs_bench.py [--build BUILD] [--mem host|cuda] [--size 4K|64M] [--i
        [--warmup N] [--rounds 3] [--gpus C,S] [--pure]
        python_vs_bench.py --serve PORT [--mem host|cuda] [--gpus C,S]   (the server side)
 TPX_LIBRARY, else BUILD/libtpx.so; CUDA memory is a torch tensor when torch
-is there, else cudaMalloc through libcudart (python/tests/helpers.py).
+is there, else cudaMalloc through libcudart (tests/python/package/helpers.py).
 """
 import argparse
 import os
@@ -32,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-sys.path.insert(0, os.path.join(HERE, "..", "python", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python", "package"))
 CFG = struct.Struct("=iiiiQ")  # tpx-bench's struct cfgmsg: op, iters, warmup, latency, size (x86_64)
 OP_WRITE = 1
 

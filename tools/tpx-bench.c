@@ -77,7 +77,7 @@ static int open_net(struct bench_opts *o, int builtin_only) {
   } else if (!builtin_only) {
     rc = tpx_net_open(cfg.net_plugin, &o->net);
   }
-  if (rc) fprintf(stderr, "tpx-bench: transport: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
+  if (rc) fprintf(stderr, "tpx-bench: transport: %s\n", tool_error(rc));
   return rc;
 }
 

@@ -165,23 +165,22 @@ static int is_loopback_name(const char *name) {
   return strncmp(name, "lo", 2) == 0;
 }
 
-int main(int argc, char **argv) {
-  if (tool_version_asked(argc, argv, "tpx-info")) return 0;
-  const char *spec = NULL, *sysfs = NULL;
-  char *gpu_ids = NULL;
+struct info_opts {
+  const char *spec, *sysfs;
+  char *gpu_ids;
+};
+
+/* 0, or the exit status: 0 after --help, 2 on bad usage (-1: go on). */
+static int parse_args(int argc, char **argv, struct info_opts *o) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--sysfs") == 0 && i + 1 < argc) {
-      sysfs = argv[++i];
-      continue;
-    }
-    if (strcmp(argv[i], "--gpu-bus-ids") == 0 && i + 1 < argc) {
-      gpu_ids = argv[++i];
-      continue;
-    }
-    if ((strcmp(argv[i], "--plugin") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
-      spec = argv[++i];
+      o->sysfs = argv[++i];
+    } else if (strcmp(argv[i], "--gpu-bus-ids") == 0 && i + 1 < argc) {
+      o->gpu_ids = argv[++i];
+    } else if ((strcmp(argv[i], "--plugin") == 0 || strcmp(argv[i], "-p") == 0) && i + 1 < argc) {
+      o->spec = argv[++i];
     } else if (strncmp(argv[i], "--plugin=", 9) == 0) {
-      spec = argv[i] + 9;
+      o->spec = argv[i] + 9;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
@@ -191,15 +190,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  const tpx_config_t *cfg = tpx_config_global();
-  const char *shown = spec ? spec : cfg->net_plugin;
-  /* The environment again, for its verdict: a rejected setting was warned
-   * about once (above the report) and the engine runs without it. */
-  tpx_config_t env_cfg;
-  int env_rc = tpx_config_from_env(&env_cfg);
-  char env_why[512];
-  snprintf(env_why, sizeof(env_why), "%s", env_rc ? tpx_last_error() : "");
+  return -1;
+}
 
+static void print_build(void) {
   printf("== build\n");
   printf("version        tcpx-p2p %s (library %s), wire protocol %d\n", TPX_VERSION_STRING, tpx_version(),
          TPX_TOOLS_WIRE_VERSION);
@@ -211,18 +205,9 @@ int main(int argc, char **argv) {
   printf("features       CUDA %s; etcd rendezvous %s; NIXL backend %s\n", cuda,
          tpx_rdv_supported() ? "yes" : "no (libcurl, jansson)", TPX_TOOLS_NIXL ? "built" : "not built");
   printf("\n");
+}
 
-  printf("== transport\n");
-  printf("requested      %s%s\n", shown[0] ? shown : "(built-in)",
-         spec ? "  (--plugin)" : "  (TPX_NET_PLUGIN)");
-  tpx_net_t *net = NULL;
-  int rc = tpx_net_open(spec, &net);
-  if (rc != 0) {
-    printf("error          %s\n", tpx_last_error()[0] ? tpx_last_error() : tpx_strerror(rc));
-    printf("\n== configuration\n");
-    tpx_config_print(cfg, stdout);
-    return 1;
-  }
+static void print_transport(const tpx_net_t *net) {
   const char *file = tpx_net_plugin_file(net);
   printf("name           %s\n", net->name);
   if (net->caps.builtin)
@@ -241,103 +226,146 @@ int main(int argc, char **argv) {
   printf("iovecs         %s\n",
          caps->iov ? "yes: a packed chunk is one request over its blocks, no copy"
                    : "no: packed chunks go through the pack ring (a copy on each side)");
+}
 
-  int warnings = 0;
+/* One warning line; the enclosing function counts them in `warnings`. */
 #define WARNF(...) (printf("WARNING        " __VA_ARGS__), putchar('\n'), warnings++)
 
-  int ndev = 0;
-  rc = net->ops->devices(net, &ndev);
-  if (rc != 0) {
+/* What the devices section saw, for the checks. */
+struct dev_seen {
+  int ndev, any_unpack, any_cuda;
+};
+
+static int print_device(tpx_net_t *net, int d, struct dev_seen *seen) {
+  int warnings = 0;
+  tpx_net_props_t p;
+  if (net->ops->get_properties(net, d, &p) != 0) {
+    printf("[%d] error: %s\n", d, tpx_last_error());
+    return 0;
+  }
+  char pb[32], mp[32], mc[32];
+  char ad[256];
+  printf("[%d] %s\n", d, p.name);
+  if (if_nametoindex(p.name) != 0)
+    printf("    address        %s\n", if_addrs(p.name, ad, sizeof(ad))[0] ? ad : "(none: no IP address)");
+  printf("    pci path       %s\n", p.pci_path[0] ? p.pci_path : "(none: virtual interface)");
+  printf("    guid           0x%llx\n", (unsigned long long)p.guid);
+  printf("    pointers       %s\n", ptr_str(p.ptr_support, pb, sizeof(pb)));
+  printf("    speed          %d Mbps\n", p.speed_mbps);
+  printf("    port           %d\n", p.port);
+  printf("    latency        %.1f us\n", (double)p.latency_us);
+  printf("    max comms      %d\n", p.max_comms);
+  printf("    max recvs      %d (buffers per grouped receive)\n", p.max_recvs);
+  if (p.dev_type == TPX_NET_DEV_UNPACK)
+    printf("    device offload UNPACK v%d\n", p.dev_version);
+  else
+    printf("    device offload none (HOST)\n");
+  printf("    reg is global  %s\n", p.reg_is_global ? "yes" : "no");
+  printf("    force flush    %s\n", p.force_flush ? "yes" : "no");
+  printf("    max p2p bytes  %s\n", bytes_str(p.max_p2p_bytes, mp, sizeof(mp)));
+  printf("    max coll bytes %s\n", bytes_str(p.max_coll_bytes, mc, sizeof(mc)));
+  if (p.rail_id >= 0 || p.plane_id >= 0)
+    printf("    rail / plane   %d / %d\n", p.rail_id, p.plane_id);
+  if (p.dev_type == TPX_NET_DEV_UNPACK) {
+    seen->any_unpack = 1;
+    /* Real devmem plugins only: the built-in transport's emulation works anywhere. */
+    if (is_loopback_name(p.name) && strcmp(net->name, "tpx") != 0)
+      WARNF(
+          "device %d (%s) is loopback but the plugin offloads receives (UNPACK): devmem TCP does "
+          "not work over loopback (the receiver fails with \"rx no cmsg\"); use two nodes",
+          d, p.name);
+  }
+  if (p.ptr_support & TPX_PTR_CUDA) seen->any_cuda = 1;
+  /* The plugin's CUDA regMr does strrchr() on the NIC's PCI path unchecked
+   * (docs/A3HIGH.md, "Verified against the plugin's code"). */
+  if ((p.ptr_support & TPX_PTR_CUDA) && p.pci_path[0] == '\0' && tpx_net_is_tcpx(net) &&
+      strcmp(net->name, "tpx") != 0)
+    WARNF("device %d (%s) has no PCI path: the GPUDirect-TCPX plugin would crash registering GPU memory on "
+          "it, so the engine refuses GPU memory there, and host receives, which land through a GPU region",
+          d, p.name);
+  return warnings;
+}
+
+static int print_devices(tpx_net_t *net, struct dev_seen *seen) {
+  int warnings = 0;
+  if (net->ops->devices(net, &seen->ndev) != 0) {
     printf("error          devices: %s\n", tpx_last_error());
-    ndev = 0;
+    seen->ndev = 0;
   }
-  printf("\n== devices (%d)\n", ndev);
-  int any_unpack = 0, any_cuda = 0;
-  for (int d = 0; d < ndev; d++) {
-    tpx_net_props_t p;
-    if (net->ops->get_properties(net, d, &p) != 0) {
-      printf("[%d] error: %s\n", d, tpx_last_error());
-      continue;
-    }
-    char pb[32], mp[32], mc[32];
-    char ad[256];
-    printf("[%d] %s\n", d, p.name);
-    if (if_nametoindex(p.name) != 0)
-      printf("    address        %s\n", if_addrs(p.name, ad, sizeof(ad))[0] ? ad : "(none: no IP address)");
-    printf("    pci path       %s\n", p.pci_path[0] ? p.pci_path : "(none: virtual interface)");
-    printf("    guid           0x%llx\n", (unsigned long long)p.guid);
-    printf("    pointers       %s\n", ptr_str(p.ptr_support, pb, sizeof(pb)));
-    printf("    speed          %d Mbps\n", p.speed_mbps);
-    printf("    port           %d\n", p.port);
-    printf("    latency        %.1f us\n", (double)p.latency_us);
-    printf("    max comms      %d\n", p.max_comms);
-    printf("    max recvs      %d (buffers per grouped receive)\n", p.max_recvs);
-    if (p.dev_type == TPX_NET_DEV_UNPACK)
-      printf("    device offload UNPACK v%d\n", p.dev_version);
-    else
-      printf("    device offload none (HOST)\n");
-    printf("    reg is global  %s\n", p.reg_is_global ? "yes" : "no");
-    printf("    force flush    %s\n", p.force_flush ? "yes" : "no");
-    printf("    max p2p bytes  %s\n", bytes_str(p.max_p2p_bytes, mp, sizeof(mp)));
-    printf("    max coll bytes %s\n", bytes_str(p.max_coll_bytes, mc, sizeof(mc)));
-    if (p.rail_id >= 0 || p.plane_id >= 0)
-      printf("    rail / plane   %d / %d\n", p.rail_id, p.plane_id);
-    if (p.dev_type == TPX_NET_DEV_UNPACK) {
-      any_unpack = 1;
-      /* Real devmem plugins only: the built-in transport's emulation works anywhere. */
-      if (is_loopback_name(p.name) && strcmp(net->name, "tpx") != 0)
-        WARNF(
-            "device %d (%s) is loopback but the plugin offloads receives (UNPACK): devmem TCP does "
-            "not work over loopback (the receiver fails with \"rx no cmsg\"); use two nodes",
-            d, p.name);
-    }
-    if (p.ptr_support & TPX_PTR_CUDA) any_cuda = 1;
-    /* The plugin's CUDA regMr does strrchr() on the NIC's PCI path unchecked
-     * (docs/A3HIGH.md, "Verified against the plugin's code"). */
-    if ((p.ptr_support & TPX_PTR_CUDA) && p.pci_path[0] == '\0' && tpx_net_is_tcpx(net) &&
-        strcmp(net->name, "tpx") != 0)
-      WARNF("device %d (%s) has no PCI path: the GPUDirect-TCPX plugin would crash registering GPU memory on "
-            "it, so the engine refuses GPU memory there, and host receives, which land through a GPU region",
-            d, p.name);
-  }
+  printf("\n== devices (%d)\n", seen->ndev);
+  for (int d = 0; d < seen->ndev; d++) warnings += print_device(net, d, seen);
+  return warnings;
+}
 
-  warnings += print_topology(net, ndev, sysfs, gpu_ids);
-
-  if (tpx_net_is_tcpx(net)) {
-    /* The loader (or the emulation) filled in what was unset before init. */
-    printf("\n== GPUDirect-TCPX plugin environment (docs/CONFIG.md)\n");
-    tpx_net_env_t r;
-    for (int i = 0; tpx_net_tcpx_env(i, &r) == 0; i++) {
-      printf("%-30s %s%s\n", r.name, r.value ? r.value : "(unset)",
-             r.set_by_us ? "  (was unset: set by tpx-p2p)" : "");
-      if (r.danger) WARNF("%s=%s: %s; use %s", r.name, r.value ? r.value : "(unset)", r.danger, r.safe);
-    }
+static int print_tcpx_env(const tpx_net_t *net) {
+  int warnings = 0;
+  if (!tpx_net_is_tcpx(net)) return 0;
+  /* The loader (or the emulation) filled in what was unset before init. */
+  printf("\n== GPUDirect-TCPX plugin environment (docs/CONFIG.md)\n");
+  tpx_net_env_t r;
+  for (int i = 0; tpx_net_tcpx_env(i, &r) == 0; i++) {
+    printf("%-30s %s%s\n", r.name, r.value ? r.value : "(unset)", r.set_by_us ? "  (was unset: set by tpx-p2p)" : "");
+    if (r.danger) WARNF("%s=%s: %s; use %s", r.name, r.value ? r.value : "(unset)", r.danger, r.safe);
   }
+  return warnings;
+}
+
+/* The checks section; `warnings` so far. Returns the exit status: 1 when a
+ * setting of the environment was rejected (env_why says which). */
+static int print_checks(const tpx_net_t *net, const tpx_config_t *cfg, const struct dev_seen *seen, int warnings,
+                        const char *env_why) {
   printf("\n== checks\n");
-  if (ndev == 0)
+  if (seen->ndev == 0)
     WARNF("no devices: nothing can be sent (check TPX_SOCKET_IFNAME / the plugin's NIC list)");
   if (net->abi_version == 7 || net->abi_version == 8)
     printf("note           ncclNet v%d takes int sizes: at most 2 GiB - 1 per request%s\n",
            net->abi_version, net->abi_version == 7 ? " and per registration" : "");
-  if (cfg->window > caps->max_requests)
+  if (cfg->window > net->caps.max_requests)
     WARNF("TPX_WINDOW=%d but this transport allows %d requests per comm (the engine caps it)",
-          cfg->window, caps->max_requests);
+          cfg->window, net->caps.max_requests);
 #ifndef TPX_HAVE_CUDA
-  if (any_cuda || any_unpack)
+  if (seen->any_cuda || seen->any_unpack)
     WARNF("the transport takes GPU memory but this build has no CUDA support: host memory only");
-#else
-  (void)any_cuda;
-  (void)any_unpack;
 #endif
-  if (caps->builtin && cfg->socket_ifname[0] == '\0')
+  if (net->caps.builtin && cfg->socket_ifname[0] == '\0')
     printf("note           TPX_SOCKET_IFNAME unset: NCCL's default choice (docs/CONFIG.md); the devices above are what it picked\n");
-  int failed = 0;
-  if (env_rc != 0) {
-    printf("ERROR          a setting of the environment was rejected and is not in effect: %s\n", env_why);
-    failed = 1;
-  }
+  int failed = env_why != NULL;
+  if (failed) printf("ERROR          a setting of the environment was rejected and is not in effect: %s\n", env_why);
   if (warnings == 0 && !failed) printf("ok             no warnings\n");
+  return failed;
+}
 
+int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-info")) return 0;
+  struct info_opts o = {0};
+  int st = parse_args(argc, argv, &o);
+  if (st >= 0) return st;
+  const tpx_config_t *cfg = tpx_config_global();
+  const char *shown = o.spec ? o.spec : cfg->net_plugin;
+  /* The environment again, for its verdict: a rejected setting was warned
+   * about once (above the report) and the engine runs without it. */
+  tpx_config_t env_cfg;
+  int env_rc = tpx_config_from_env(&env_cfg);
+  char env_why[512];
+  snprintf(env_why, sizeof(env_why), "%s", env_rc ? tpx_last_error() : "");
+
+  print_build();
+  printf("== transport\n");
+  printf("requested      %s%s\n", shown[0] ? shown : "(built-in)", o.spec ? "  (--plugin)" : "  (TPX_NET_PLUGIN)");
+  tpx_net_t *net = NULL;
+  int rc = tpx_net_open(o.spec, &net);
+  if (rc != 0) {
+    printf("error          %s\n", tool_error(rc));
+    printf("\n== configuration\n");
+    tpx_config_print(cfg, stdout);
+    return 1;
+  }
+  print_transport(net);
+  struct dev_seen seen = {0};
+  int warnings = print_devices(net, &seen);
+  warnings += print_topology(net, seen.ndev, o.sysfs, o.gpu_ids);
+  warnings += print_tcpx_env(net);
+  int failed = print_checks(net, cfg, &seen, warnings, env_rc ? env_why : NULL);
   printf("\n== configuration\n");
   tpx_config_print(cfg, stdout);
   tpx_net_close(net);

@@ -90,10 +90,17 @@ static void bad_arg(const char *fmt, ...) {
   vquit(2, 0, fmt, ap);
 }
 
+/* A library call that failed: what, and its detail (which names the code). */
+static void fail_call(const char *what, int rc) __attribute__((noreturn));
+static void fail_call(const char *what, int rc) {
+  fprintf(stderr, "tpx-netbench: %s: %s\n", what, tool_error(rc));
+  exit(1);
+}
+
 #define CHECK(call, what)                                                                          \
   do {                                                                                             \
     int rc_ = (call);                                                                              \
-    if (rc_ != 0) die("%s: rc %d (%s): %s", what, rc_, tpx_strerror(rc_), tpx_last_error());        \
+    if (rc_ != 0) fail_call(what, rc_);                                                            \
   } while (0)
 
 /* A cheap verifiable pattern: word k of buffer `seed`. */
@@ -559,78 +566,78 @@ struct params {
   uint32_t iters, warmup, inflight, latency, lat_iters, check;
 };
 
-int main(int argc, char **argv) {
-  if (tool_version_asked(argc, argv, "tpx-netbench")) return 0;
-  signal(SIGPIPE, SIG_IGN);
-  parse(argc, argv);
-  /* Buffers of --inflight messages per side (two sides in loopback): refuse
-   * what this machine cannot hold now rather than be granted it and die
-   * touching it. */
+/* Buffers of --inflight messages per side (two sides in loopback): refuse
+ * what this machine cannot hold now rather than be granted it and die
+ * touching it. */
+static void check_memory(void) {
   long avail = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   unsigned long long need = (unsigned long long)O.size * (unsigned)O.inflight * (O.mode == MODE_LOOPBACK ? 2 : 1);
   if (avail > 0 && psz > 0 && need / (unsigned long long)psz >= (unsigned long long)avail)
     die("--size %zu x --inflight %d needs %llu bytes, more than this machine has free", O.size, O.inflight, need);
-  CHECK(tpx_net_open(O.plugin, &NET), "opening the transport");
-  tpx_net_props_t props;
-  pick_device(&props);
-  int unpack = props.dev_type == TPX_NET_DEV_UNPACK;
-  if (unpack && !NET->ops->irecv_consumed) die("UNPACK plugin without irecvConsumed");
-  struct utsname u;
-  uname(&u);
-  int fd = -1;
+}
+
+/* The side channel of server/client mode (-1 in loopback): the client
+ * sends its parameters, the server takes them. */
+static int side_channel(void) {
   if (O.mode == MODE_CLIENT) {
-    fd = sc_connect(O.host, O.port);
+    int fd = sc_connect(O.host, O.port);
     struct params pr = {htobe64(O.size), htobe64(O.lat_size), htonl((uint32_t)O.iters),
                         htonl((uint32_t)O.warmup), htonl((uint32_t)O.inflight),
                         htonl((uint32_t)O.latency), htonl((uint32_t)O.lat_iters),
                         htonl((uint32_t)O.check)};
     if (io_all(fd, &pr, sizeof(pr), 1)) die("side channel: cannot send parameters");
-  } else if (O.mode == MODE_SERVER) {
-    fd = sc_accept(O.port);
-    struct params pr;
-    if (io_all(fd, &pr, sizeof(pr), 0)) die("side channel: no parameters from the client");
-    O.size = be64toh(pr.size), O.lat_size = be64toh(pr.lat_size);
-    O.iters = (int)ntohl(pr.iters), O.warmup = (int)ntohl(pr.warmup);
-    O.inflight = (int)ntohl(pr.inflight), O.latency = (int)ntohl(pr.latency);
-    O.lat_iters = (int)ntohl(pr.lat_iters), O.check = (int)ntohl(pr.check);
-    if (O.iters < 1 || O.inflight < 1 || O.inflight > 256 || O.lat_iters < 10 || O.size < 1 ||
-        O.size > (1ull << 40) || O.lat_size < 1 || O.lat_size > (1ull << 40) || O.warmup < 0)
-      die("bad parameters from the client");
+    return fd;
   }
+  if (O.mode != MODE_SERVER) return -1;
+  int fd = sc_accept(O.port);
+  struct params pr;
+  if (io_all(fd, &pr, sizeof(pr), 0)) die("side channel: no parameters from the client");
+  O.size = be64toh(pr.size), O.lat_size = be64toh(pr.lat_size);
+  O.iters = (int)ntohl(pr.iters), O.warmup = (int)ntohl(pr.warmup);
+  O.inflight = (int)ntohl(pr.inflight), O.latency = (int)ntohl(pr.latency);
+  O.lat_iters = (int)ntohl(pr.lat_iters), O.check = (int)ntohl(pr.check);
+  if (O.iters < 1 || O.inflight < 1 || O.inflight > 256 || O.lat_iters < 10 || O.size < 1 ||
+      O.size > (1ull << 40) || O.lat_size < 1 || O.lat_size > (1ull << 40) || O.warmup < 0)
+    die("bad parameters from the client");
+  return fd;
+}
+
+static void print_header(const tpx_net_props_t *props) {
+  struct utsname u;
+  uname(&u);
   printf("tpx-netbench: transport '%s' (ncclNet v%d%s), device %d '%s', host memory, %s\n",
-         NET->name, NET->abi_version, NET->caps.builtin ? " = built-in" : "", DEV, props.name,
+         NET->name, NET->abi_version, NET->caps.builtin ? " = built-in" : "", DEV, props->name,
          O.mode == MODE_LOOPBACK ? "loopback (one process, two threads)"
          : O.mode == MODE_SERVER ? "server (receiver)" : "client (sender)");
   printf("  host %s, %s %s, %ld cpus\n", u.nodename, u.sysname, u.release,
          sysconf(_SC_NPROCESSORS_ONLN));
   fflush(stdout);
+}
 
-  /* link 0 carries client->server (bandwidth, ping); link 1 the pong. */
-  link_t *lk = calloc(2, sizeof(link_t));
-  if (!lk) die("out of memory");
+/* link 0 carries client->server (bandwidth, ping); link 1 the pong. */
+static void connect_links(link_t *lk, int fd) {
   link_t *ls[2] = {&lk[0], &lk[1]};
   int nl = O.latency ? 2 : 1;
   if (O.mode == MODE_LOOPBACK) {
     for (int i = 0; i < nl; i++) do_listen(ls[i]);
     establish(ls, nl, (1 << nl) - 1, (1 << nl) - 1);
-  } else {
-    int srv = O.mode == MODE_SERVER;
-    /* server listens on link 0, client on link 1; handles cross over */
-    if (srv || O.latency) {
-      link_t *mine = ls[srv ? 0 : 1];
-      do_listen(mine);
-      if (io_all(fd, mine->handle, TPX_NET_HANDLE_BYTES, 1)) die("side channel: handle");
-    }
-    if (!srv || O.latency) {
-      link_t *theirs = ls[srv ? 1 : 0];
-      if (io_all(fd, theirs->chandle, TPX_NET_HANDLE_BYTES, 0)) die("side channel: handle");
-    }
-    establish(ls, nl, srv ? 2 : 1, srv ? 1 : 2);
+    return;
   }
+  int srv = O.mode == MODE_SERVER;
+  /* server listens on link 0, client on link 1; handles cross over */
+  if (srv || O.latency) {
+    link_t *mine = ls[srv ? 0 : 1];
+    do_listen(mine);
+    if (io_all(fd, mine->handle, TPX_NET_HANDLE_BYTES, 1)) die("side channel: handle");
+  }
+  if (!srv || O.latency) {
+    link_t *theirs = ls[srv ? 1 : 0];
+    if (io_all(fd, theirs->chandle, TPX_NET_HANDLE_BYTES, 0)) die("side channel: handle");
+  }
+  establish(ls, nl, srv ? 2 : 1, srv ? 1 : 2);
+}
 
-  pthread_barrier_t bar;
-  pthread_barrier_init(&bar, NULL, 2);
-  meet_t m = {.fd = fd, .bar = O.mode == MODE_LOOPBACK ? &bar : NULL};
+static void run_bandwidth(link_t *lk, int unpack, meet_t m, int fd) {
   bw_t snd = {.comm = lk[0].scomm, .is_send = 1, .m = m};
   bw_t rcv = {.comm = lk[0].rcomm, .is_send = 0, .unpack = unpack, .m = m};
   if (O.mode == MODE_LOOPBACK) {
@@ -639,39 +646,59 @@ int main(int argc, char **argv) {
     bw_run(&snd);
     pthread_join(t, NULL);
     report_bw(rcv.secs, snd.secs);
-  } else {
-    bw_t *me = O.mode == MODE_SERVER ? &rcv : &snd;
-    bw_run(me);
-    /* each side reports its own time; swap them to print both */
-    uint64_t mine_ns = (uint64_t)(me->secs * 1e9), peer_ns = 0, be = htobe64(mine_ns);
-    if (io_all(fd, &be, 8, 1) || io_all(fd, &peer_ns, 8, 0)) die("side channel: results");
-    double peer = (double)be64toh(peer_ns) / 1e9;
-    if (O.mode == MODE_SERVER) report_bw(me->secs, peer);
-    else report_bw(peer, me->secs);
+    return;
   }
+  bw_t *me = O.mode == MODE_SERVER ? &rcv : &snd;
+  bw_run(me);
+  /* each side reports its own time; swap them to print both */
+  uint64_t mine_ns = (uint64_t)(me->secs * 1e9), peer_ns = 0, be = htobe64(mine_ns);
+  if (io_all(fd, &be, 8, 1) || io_all(fd, &peer_ns, 8, 0)) die("side channel: results");
+  double peer = (double)be64toh(peer_ns) / 1e9;
+  if (O.mode == MODE_SERVER) report_bw(me->secs, peer);
+  else report_bw(peer, me->secs);
+}
 
-  if (O.latency) {
-    double *rtt = calloc((size_t)O.lat_iters, sizeof(double));
-    if (!rtt) die("out of memory");
-    lat_t a = {.scomm = lk[0].scomm, .rcomm = lk[1].rcomm, .initiator = 1, .unpack = unpack,
-               .m = m, .rtt_us = rtt};
-    lat_t b = {.scomm = lk[1].scomm, .rcomm = lk[0].rcomm, .initiator = 0, .unpack = unpack,
-               .m = m};
-    if (O.mode == MODE_LOOPBACK) {
-      pthread_t t;
-      if (pthread_create(&t, NULL, lat_run, &b)) die("pthread_create");
-      lat_run(&a);
-      pthread_join(t, NULL);
-      report_latency(rtt);
-    } else if (O.mode == MODE_CLIENT) {
-      lat_run(&a);
-      report_latency(rtt);
-    } else {
-      lat_run(&b);
-      printf("  latency  measured by the client\n");
-    }
-    free(rtt);
+static void run_latency(link_t *lk, int unpack, meet_t m) {
+  double *rtt = calloc((size_t)O.lat_iters, sizeof(double));
+  if (!rtt) die("out of memory");
+  lat_t a = {.scomm = lk[0].scomm, .rcomm = lk[1].rcomm, .initiator = 1, .unpack = unpack, .m = m, .rtt_us = rtt};
+  lat_t b = {.scomm = lk[1].scomm, .rcomm = lk[0].rcomm, .initiator = 0, .unpack = unpack, .m = m};
+  if (O.mode == MODE_LOOPBACK) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, lat_run, &b)) die("pthread_create");
+    lat_run(&a);
+    pthread_join(t, NULL);
+    report_latency(rtt);
+  } else if (O.mode == MODE_CLIENT) {
+    lat_run(&a);
+    report_latency(rtt);
+  } else {
+    lat_run(&b);
+    printf("  latency  measured by the client\n");
   }
+  free(rtt);
+}
+
+int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-netbench")) return 0;
+  signal(SIGPIPE, SIG_IGN);
+  parse(argc, argv);
+  check_memory();
+  CHECK(tpx_net_open(O.plugin, &NET), "opening the transport");
+  tpx_net_props_t props;
+  pick_device(&props);
+  int unpack = props.dev_type == TPX_NET_DEV_UNPACK;
+  if (unpack && !NET->ops->irecv_consumed) die("UNPACK plugin without irecvConsumed");
+  int fd = side_channel();
+  print_header(&props);
+  link_t *lk = calloc(2, sizeof(link_t));
+  if (!lk) die("out of memory");
+  connect_links(lk, fd);
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, 2);
+  meet_t m = {.fd = fd, .bar = O.mode == MODE_LOOPBACK ? &bar : NULL};
+  run_bandwidth(lk, unpack, m, fd);
+  if (O.latency) run_latency(lk, unpack, m);
   for (int i = 0; i < 2; i++) close_link(&lk[i]);
   free(lk);
   pthread_barrier_destroy(&bar);

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "tpx/tpx.h"
+#include "version.h"
 
 struct opts {
   size_t block, batch;
@@ -137,7 +138,7 @@ static int run(const struct opts *o, tpx_peer_t *peer, struct side *a, struct si
   }
   double wall = now_us() - t_start;
   if (rc) {
-    fprintf(stderr, "tpx-postbench: transfer failed: %s (%s)\n", tpx_strerror(rc), tpx_last_error());
+    fprintf(stderr, "tpx-postbench: transfer failed: %s\n", tool_error(rc));
   } else {
     int n = o->iters;
     printf("%-5s %7zu x %-5zu prep med %7.1f p99 %7.1f  post med %7.1f p99 %7.1f  prep+post med %7.1f p99 %7.1f"

@@ -560,9 +560,9 @@ static int setup(struct soak *s) {
   int rc = 0;
   for (int e = 0; rc == 0 && e < s->o.peers; e++)
     if ((rc = node_open(s, e, &cfg)) != 0)
-      fprintf(stderr, "tpx-soak: endpoint %d: %s: %s\n", e, tpx_strerror(rc), tpx_last_error());
+      fprintf(stderr, "tpx-soak: endpoint %d: %s\n", e, tool_error(rc));
   if (rc == 0 && (rc = mesh(s)) != 0)
-    fprintf(stderr, "tpx-soak: connecting: %s: %s\n", tpx_strerror(rc), tpx_last_error());
+    fprintf(stderr, "tpx-soak: connecting: %s\n", tool_error(rc));
   return rc;
 }
 

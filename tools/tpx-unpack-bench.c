@@ -79,8 +79,7 @@ static struct {
   do {                                                                                             \
     int rc_ = (call);                                                                              \
     if (rc_ != 0) {                                                                                \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, tpx_strerror(rc_),       \
-              tpx_last_error());                                                                   \
+      fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call, tool_error(rc_));            \
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
@@ -278,8 +277,8 @@ static void usage(void) {
   printf("usage: tpx-unpack-bench [--bytes 64M] [--frag 4K] [--iters 20] [--warmup 3] [--dev 0] [--quick]\n");
 }
 
-int main(int argc, char **argv) {
-  if (tool_version_asked(argc, argv, "tpx-unpack-bench")) return 0;
+/* -1: go on; else the exit status (0 after --help, 2 on bad usage). */
+static int parse_args(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--bytes") && v) O.bytes = parse_size(argv[++i]);
@@ -297,38 +296,30 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bad sizes: --bytes must be a multiple of --frag and at most 4 GiB\n");
     return 2;
   }
-  int ndev = 0;
-  if (tpx__gpu_device_count(&ndev) != 0 || ndev <= O.dev) {
-    printf("tpx-unpack-bench: no GPU %d (%s)\n", O.dev, tpx_last_error());
-    return 77;
-  }
-  TPX(tpx__gpu_retain(O.dev));
-  TPX(tpx__gpu_set_device(O.dev));
-  struct cudaDeviceProp prop;
-  CU(cudaGetDeviceProperties(&prop, O.dev));
-  char bus[32];
-  TPX(tpx__gpu_pci_bus_id(O.dev, bus, sizeof bus));
-  B.nf = (uint32_t)(O.bytes / O.frag);
-  printf("tpx-unpack-bench: GPU %d %s (%d SMs, %s), %zu MiB in %u fragments of %zu bytes, shuffled pages; "
-         "median of %d after %d warm-up\n",
-         O.dev, prop.name, prop.multiProcessorCount, bus, O.bytes >> 20, B.nf, O.frag, O.iters, O.warmup);
+  return -1;
+}
 
-  /* Host reference data and the scattered layout. */
+static uint64_t xorshift(uint64_t *x) {
+  *x ^= *x >> 12, *x ^= *x << 25, *x ^= *x >> 27;
+  return *x * 2685821657736338717ull;
+}
+
+/* Host reference data, the scattered layout (shuffled pages) and the
+ * expected result. */
+static void make_data(void) {
   B.ref = malloc(O.bytes);
   B.want = malloc(O.bytes);
   B.got = malloc(O.bytes);
   uint32_t *perm = malloc(B.nf * sizeof *perm);
-  if (!B.ref || !B.want || !B.got || !perm) return 1;
+  if (!B.ref || !B.want || !B.got || !perm) exit(1);
   uint64_t x = 0x9E3779B97F4A7C15ull;
   for (size_t i = 0; i < O.bytes; i += 8) {
-    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    uint64_t v = x * 2685821657736338717ull;
+    uint64_t v = xorshift(&x);
     memcpy(B.ref + i, &v, O.bytes - i < 8 ? O.bytes - i : 8);
   }
   for (uint32_t i = 0; i < B.nf; i++) perm[i] = i;
   for (uint32_t i = B.nf; i > 1; i--) {
-    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    uint32_t j = (uint32_t)((x * 2685821657736338717ull) % i), t = perm[i - 1];
+    uint32_t j = (uint32_t)(xorshift(&x) % i), t = perm[i - 1];
     perm[i - 1] = perm[j];
     perm[j] = t;
   }
@@ -338,7 +329,11 @@ int main(int argc, char **argv) {
     B.meta[i] = (tpx_unpack_meta_t){(uint32_t)(perm[i] * O.frag), (uint32_t)O.frag, (uint64_t)i * O.frag};
   free(perm);
   TPX(tpx__unpack_cpu(B.want, O.bytes, B.ref, O.bytes, B.meta, B.nf));
+}
 
+/* The GPU side: bounce buffers (device and mapped pinned), destinations,
+ * timing events, streams and the gate. */
+static void make_gpu(cudaStream_t *s) {
   TPX(tpx__gpu_malloc(O.dev, B.nf * sizeof *B.meta, (void **)&B.meta_devmem));
   TPX(tpx__gpu_memcpy(O.dev, B.meta_devmem, B.meta, B.nf * sizeof *B.meta));
   TPX(tpx__gpu_malloc(O.dev, O.bytes, &B.bdev));
@@ -350,11 +345,9 @@ int main(int argc, char **argv) {
   TPX(tpx__gpu_malloc(O.dev, O.bytes, &B.dst2));
   CU(cudaEventCreate(&B.t0));
   CU(cudaEventCreate(&B.t1));
-  cudaStream_t s;
-  CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CU(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
   CU(cudaStreamCreateWithFlags(&B.tstream, cudaStreamNonBlocking));
   for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) CU(cudaEventCreateWithFlags(&B.join[i], cudaEventDisableTiming));
-
   /* The gate (see the top): a pinned flag and the driver's stream wait. */
   TPX(tpx__gpu_host_alloc(O.dev, 64, (void **)&B.gate));
   TPX(tpx__gpu_host_dev_ptr(O.dev, B.gate, &B.gate_dev));
@@ -362,98 +355,9 @@ int main(int argc, char **argv) {
                                        NULL) != cudaSuccess)
     B.wait_value = NULL;
   if (!B.wait_value) printf("note: cuStreamWaitValue32 unavailable: GPU-alone times not measured\n");
+}
 
-  const int K = TPX_UNPACK_KERNEL, C = TPX_UNPACK_DESC_COPY, M = TPX_UNPACK_DESC_MAPPED,
-            D = TPX_UNPACK_DESC_DIRECT, P = TPX_UNPACK_DESC_PARAM;
-  const struct variant {
-    const char *name;
-    int mode, desc, threads, nstreams, batch;
-    uint32_t chunk_bytes; /* 0: everything in one chunk */
-    int devmeta, slow;
-  } variants[] = {
-      {"kernel 1 launch, desc copy", K, C, 256, 1, 0, 0, 0, 0},
-      {"kernel 1 launch, desc mapped", K, M, 256, 1, 0, 0, 0, 0},
-      {"kernel 1 launch, desc direct (pinned)", K, D, 256, 1, 0, 0, 0, 0},
-      {"kernel 1 launch, desc in device memory", K, D, 256, 1, 0, 0, 1, 0},
-      {"kernel 1 launch, desc mapped, 512 thr", K, M, 512, 1, 0, 0, 0, 0},
-      {"kernel 4 MiB chunks, copy, 1 stream", K, C, 256, 1, 0, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, mapped, 1 stream", K, M, 256, 1, 0, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, param, 1 stream", K, P, 256, 1, 0, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, param, 2 streams", K, P, 256, 2, 0, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, param, 4 streams", K, P, 256, 4, 0, 4u << 20, 0, 0},
-      {"kernel 4 MiB chunks, mapped, 2 streams", K, M, 256, 2, 0, 4u << 20, 0, 0},
-      {"kernel 512 KiB chunks, mapped, 1 stream", K, M, 256, 1, 0, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, param, 1 stream", K, P, 256, 1, 0, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, param, 2 streams", K, P, 256, 2, 0, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, param, 4 streams", K, P, 256, 4, 0, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, mapped, 4 streams", K, M, 256, 4, 0, 512u << 10, 0, 0},
-      {"kernel 512 KiB chunks, direct, 2 streams", K, D, 256, 2, 0, 512u << 10, 0, 0},
-      {"d2d 512 KiB chunks, batched, 2 streams", TPX_UNPACK_D2D, 0, 256, 2, 1, 512u << 10, 0, 1},
-      {"d2d 512 KiB chunks, per fragment, 1 stream", TPX_UNPACK_D2D, 0, 256, 1, 0, 512u << 10, 0, 1},
-      {"host mode, 4 MiB chunks", TPX_UNPACK_HOST, 0, 256, 1, 0, 4u << 20, 0, 1},
-  };
-  const int nvar = (int)(sizeof variants / sizeof variants[0]);
-  /* [bounce][1 launch, 4 MiB, 512 KiB]: the default descriptors and streams */
-  struct row *key[2][3] = {{NULL}};
-  float base_gpu[2], base_e2e[2];
-  int first_row[2];
-  for (int pinned = 0; pinned < 2; pinned++) {
-    struct copy_arg cp = {B.dst2, pinned ? B.bpin : B.bdev,
-                          pinned ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, s};
-    base_e2e[pinned] = time_median_us(op_copy, NULL, &cp, &s, 1, O.iters, 0);
-    base_gpu[pinned] = B.wait_value ? time_median_us(op_copy, NULL, &cp, &s, 1, O.iters, 1) : base_e2e[pinned];
-    first_row[pinned] = nrows;
-    add_base(pinned ? "cudaMemcpy H2D from pinned (baseline b)" : "cudaMemcpy D2D (baseline a)",
-             base_gpu[pinned], base_e2e[pinned]);
-    for (int v = 0; v < nvar; v++) {
-      const struct variant *va = &variants[v];
-      if (va->slow && O.skip_slow) continue;
-      uint32_t chunk = va->chunk_bytes ? (uint32_t)(va->chunk_bytes / O.frag) : B.nf;
-      if (chunk == 0 || (va->chunk_bytes && chunk >= B.nf)) continue;
-      int iters = va->mode == TPX_UNPACK_HOST ? 2 : va->slow ? (O.iters < 5 ? O.iters : 5) : O.iters;
-      struct row *r = run_unpack(va->name, va->mode, va->desc, va->threads, va->nstreams, va->batch, chunk,
-                                 pinned, va->devmeta, iters, base_gpu[pinned], base_e2e[pinned]);
-      /* The defaults: one launch reads mapped entries (more than PARAM_MAX
-       * of them); chunks pass them as parameters over the default streams. */
-      if (va->mode == K && va->threads == 256 && !va->devmeta &&
-          ((va->chunk_bytes == 0 && va->desc == M) ||
-           (va->chunk_bytes && va->desc == TPX_UNPACK_DESC_DEFAULT &&
-            va->nstreams == TPX_UNPACK_NSTREAMS_DEFAULT)))
-        key[pinned][va->chunk_bytes == 0 ? 0 : va->chunk_bytes == (4u << 20) ? 1 : 2] = r;
-    }
-  }
-
-  printf("\n%-7s %-40s %10s %8s %6s | %10s %8s %6s | %s\n", "bounce", "variant", "gpu us", "GB/s", "ratio",
-         "e2e us", "GB/s", "ratio", "bytes");
-  for (int i = 0; i < nrows; i++) {
-    const struct row *r = &rows[i];
-    char g[3][16] = {"-", "-", "-"};
-    if (r->us > 0) {
-      snprintf(g[0], sizeof g[0], "%.1f", r->us);
-      snprintf(g[1], sizeof g[1], "%.1f", r->gbs);
-      snprintf(g[2], sizeof g[2], "%.3f", r->ratio);
-    }
-    printf("%-7s %-40s %10s %8s %6s | %10.1f %8.1f %6.3f | %s\n", i >= first_row[1] ? "pinned" : "device",
-           r->name, g[0], g[1], g[2], r->e2e_us, gbs(r->e2e_us), r->e2e_ratio, r->ok ? "ok" : "WRONG");
-  }
-  printf("\nratios = copy time / unpack time (>= 1 is as fast as the copy); gpu = the GPU alone, e2e = with the "
-         "CPU's submission\n");
-  const char *label[2] = {"(a) bounce in device memory vs cudaMemcpy D2D",
-                          "(b) bounce in mapped pinned host memory vs cudaMemcpy H2D"};
-  for (int p = 0; p < 2; p++) {
-    struct row *k = key[p][0];
-    if (!k) continue;
-    double ratio = k->us > 0 ? k->ratio : k->e2e_ratio;
-    printf("%s: kernel (one launch, mapped entries) %.1f GB/s vs copy %.1f GB/s: ratio %.3f (e2e %.3f; "
-           "chunks with the default %s entries over %d streams: 4 MiB %.3f, 512 KiB %.3f); target >= 0.8: %s\n",
-           label[p], k->us > 0 ? k->gbs : gbs(k->e2e_us), gbs(base_gpu[p]), ratio, k->e2e_ratio,
-           tpx__unpack_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
-           key[p][1] ? (key[p][1]->us > 0 ? key[p][1]->ratio : key[p][1]->e2e_ratio) : 0.0,
-           key[p][2] ? (key[p][2]->us > 0 ? key[p][2]->ratio : key[p][2]->e2e_ratio) : 0.0,
-           ratio >= 0.8 ? "met" : "NOT met");
-  }
-  printf("correctness: %s\n", B.failures ? "FAILED" : "every variant byte-for-byte identical to the CPU gather");
-
+static void free_gpu(cudaStream_t s) {
   CU(cudaStreamDestroy(s));
   CU(cudaStreamDestroy(B.tstream));
   for (int i = 0; i < TPX_UNPACK_MAX_STREAMS; i++) CU(cudaEventDestroy(B.join[i]));
@@ -470,6 +374,145 @@ int main(int argc, char **argv) {
   free(B.ref);
   free(B.want);
   free(B.got);
+}
+
+enum {
+  K = TPX_UNPACK_KERNEL,
+  C = TPX_UNPACK_DESC_COPY,
+  M = TPX_UNPACK_DESC_MAPPED,
+  D = TPX_UNPACK_DESC_DIRECT,
+  P = TPX_UNPACK_DESC_PARAM
+};
+static const struct variant {
+  const char *name;
+  int mode, desc, threads, nstreams, batch;
+  uint32_t chunk_bytes; /* 0: everything in one chunk */
+  int devmeta, slow;
+} variants[] = {
+    {"kernel 1 launch, desc copy", K, C, 256, 1, 0, 0, 0, 0},
+    {"kernel 1 launch, desc mapped", K, M, 256, 1, 0, 0, 0, 0},
+    {"kernel 1 launch, desc direct (pinned)", K, D, 256, 1, 0, 0, 0, 0},
+    {"kernel 1 launch, desc in device memory", K, D, 256, 1, 0, 0, 1, 0},
+    {"kernel 1 launch, desc mapped, 512 thr", K, M, 512, 1, 0, 0, 0, 0},
+    {"kernel 4 MiB chunks, copy, 1 stream", K, C, 256, 1, 0, 4u << 20, 0, 0},
+    {"kernel 4 MiB chunks, mapped, 1 stream", K, M, 256, 1, 0, 4u << 20, 0, 0},
+    {"kernel 4 MiB chunks, param, 1 stream", K, P, 256, 1, 0, 4u << 20, 0, 0},
+    {"kernel 4 MiB chunks, param, 2 streams", K, P, 256, 2, 0, 4u << 20, 0, 0},
+    {"kernel 4 MiB chunks, param, 4 streams", K, P, 256, 4, 0, 4u << 20, 0, 0},
+    {"kernel 4 MiB chunks, mapped, 2 streams", K, M, 256, 2, 0, 4u << 20, 0, 0},
+    {"kernel 512 KiB chunks, mapped, 1 stream", K, M, 256, 1, 0, 512u << 10, 0, 0},
+    {"kernel 512 KiB chunks, param, 1 stream", K, P, 256, 1, 0, 512u << 10, 0, 0},
+    {"kernel 512 KiB chunks, param, 2 streams", K, P, 256, 2, 0, 512u << 10, 0, 0},
+    {"kernel 512 KiB chunks, param, 4 streams", K, P, 256, 4, 0, 512u << 10, 0, 0},
+    {"kernel 512 KiB chunks, mapped, 4 streams", K, M, 256, 4, 0, 512u << 10, 0, 0},
+    {"kernel 512 KiB chunks, direct, 2 streams", K, D, 256, 2, 0, 512u << 10, 0, 0},
+    {"d2d 512 KiB chunks, batched, 2 streams", TPX_UNPACK_D2D, 0, 256, 2, 1, 512u << 10, 0, 1},
+    {"d2d 512 KiB chunks, per fragment, 1 stream", TPX_UNPACK_D2D, 0, 256, 1, 0, 512u << 10, 0, 1},
+    {"host mode, 4 MiB chunks", TPX_UNPACK_HOST, 0, 256, 1, 0, 4u << 20, 0, 1},
+};
+
+/* Per bounce kind (device, pinned): the copy baselines, where its rows
+ * start, and [1 launch, 4 MiB, 512 KiB] with the default descriptors and
+ * streams. */
+struct results {
+  struct row *key[2][3];
+  float base_gpu[2], base_e2e[2];
+  int first_row[2];
+};
+
+static void run_variants(cudaStream_t s, struct results *res) {
+  const int nvar = (int)(sizeof variants / sizeof variants[0]);
+  for (int pinned = 0; pinned < 2; pinned++) {
+    struct copy_arg cp = {B.dst2, pinned ? B.bpin : B.bdev,
+                          pinned ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, s};
+    float e2e = time_median_us(op_copy, NULL, &cp, &s, 1, O.iters, 0);
+    float gpu = B.wait_value ? time_median_us(op_copy, NULL, &cp, &s, 1, O.iters, 1) : e2e;
+    res->base_e2e[pinned] = e2e, res->base_gpu[pinned] = gpu;
+    res->first_row[pinned] = nrows;
+    add_base(pinned ? "cudaMemcpy H2D from pinned (baseline b)" : "cudaMemcpy D2D (baseline a)", gpu, e2e);
+    for (int v = 0; v < nvar; v++) {
+      const struct variant *va = &variants[v];
+      if (va->slow && O.skip_slow) continue;
+      uint32_t chunk = va->chunk_bytes ? (uint32_t)(va->chunk_bytes / O.frag) : B.nf;
+      if (chunk == 0 || (va->chunk_bytes && chunk >= B.nf)) continue;
+      int iters = va->mode == TPX_UNPACK_HOST ? 2 : va->slow ? (O.iters < 5 ? O.iters : 5) : O.iters;
+      struct row *r = run_unpack(va->name, va->mode, va->desc, va->threads, va->nstreams, va->batch, chunk,
+                                 pinned, va->devmeta, iters, gpu, e2e);
+      /* The defaults: one launch reads mapped entries (more than PARAM_MAX
+       * of them); chunks pass them as parameters over the default streams. */
+      if (va->mode == K && va->threads == 256 && !va->devmeta &&
+          ((va->chunk_bytes == 0 && va->desc == M) ||
+           (va->chunk_bytes && va->desc == TPX_UNPACK_DESC_DEFAULT &&
+            va->nstreams == TPX_UNPACK_NSTREAMS_DEFAULT)))
+        res->key[pinned][va->chunk_bytes == 0 ? 0 : va->chunk_bytes == (4u << 20) ? 1 : 2] = r;
+    }
+  }
+}
+
+static void print_rows(const struct results *res) {
+  printf("\n%-7s %-40s %10s %8s %6s | %10s %8s %6s | %s\n", "bounce", "variant", "gpu us", "GB/s", "ratio",
+         "e2e us", "GB/s", "ratio", "bytes");
+  for (int i = 0; i < nrows; i++) {
+    const struct row *r = &rows[i];
+    char g[3][16] = {"-", "-", "-"};
+    if (r->us > 0) {
+      snprintf(g[0], sizeof g[0], "%.1f", r->us);
+      snprintf(g[1], sizeof g[1], "%.1f", r->gbs);
+      snprintf(g[2], sizeof g[2], "%.3f", r->ratio);
+    }
+    printf("%-7s %-40s %10s %8s %6s | %10.1f %8.1f %6.3f | %s\n", i >= res->first_row[1] ? "pinned" : "device",
+           r->name, g[0], g[1], g[2], r->e2e_us, gbs(r->e2e_us), r->e2e_ratio, r->ok ? "ok" : "WRONG");
+  }
+  printf("\nratios = copy time / unpack time (>= 1 is as fast as the copy); gpu = the GPU alone, e2e = with the "
+         "CPU's submission\n");
+}
+
+static double key_ratio(const struct row *r) { return r ? (r->us > 0 ? r->ratio : r->e2e_ratio) : 0.0; }
+
+static void print_summary(const struct results *res) {
+  const char *label[2] = {"(a) bounce in device memory vs cudaMemcpy D2D",
+                          "(b) bounce in mapped pinned host memory vs cudaMemcpy H2D"};
+  for (int p = 0; p < 2; p++) {
+    struct row *k = res->key[p][0];
+    if (!k) continue;
+    double ratio = key_ratio(k);
+    printf("%s: kernel (one launch, mapped entries) %.1f GB/s vs copy %.1f GB/s: ratio %.3f (e2e %.3f; "
+           "chunks with the default %s entries over %d streams: 4 MiB %.3f, 512 KiB %.3f); target >= 0.8: %s\n",
+           label[p], k->us > 0 ? k->gbs : gbs(k->e2e_us), gbs(res->base_gpu[p]), ratio, k->e2e_ratio,
+           tpx__unpack_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
+           key_ratio(res->key[p][1]), key_ratio(res->key[p][2]), ratio >= 0.8 ? "met" : "NOT met");
+  }
+  printf("correctness: %s\n", B.failures ? "FAILED" : "every variant byte-for-byte identical to the CPU gather");
+}
+
+int main(int argc, char **argv) {
+  if (tool_version_asked(argc, argv, "tpx-unpack-bench")) return 0;
+  int st = parse_args(argc, argv);
+  if (st >= 0) return st;
+  int ndev = 0;
+  if (tpx__gpu_device_count(&ndev) != 0 || ndev <= O.dev) {
+    printf("tpx-unpack-bench: no GPU %d (%s)\n", O.dev, tpx_last_error());
+    return 77;
+  }
+  TPX(tpx__gpu_retain(O.dev));
+  TPX(tpx__gpu_set_device(O.dev));
+  struct cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, O.dev));
+  char bus[32];
+  TPX(tpx__gpu_pci_bus_id(O.dev, bus, sizeof bus));
+  B.nf = (uint32_t)(O.bytes / O.frag);
+  printf("tpx-unpack-bench: GPU %d %s (%d SMs, %s), %zu MiB in %u fragments of %zu bytes, shuffled pages; "
+         "median of %d after %d warm-up\n",
+         O.dev, prop.name, prop.multiProcessorCount, bus, O.bytes >> 20, B.nf, O.frag, O.iters, O.warmup);
+  make_data();
+  cudaStream_t s;
+  make_gpu(&s);
+  struct results res;
+  memset(&res, 0, sizeof(res));
+  run_variants(s, &res);
+  print_rows(&res);
+  print_summary(&res);
+  free_gpu(s);
   return B.failures ? 1 : 0;
 }
 

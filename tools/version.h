@@ -1,14 +1,15 @@
 /* --version for every tool: `tpx-x --version` prints the tool's name, the
  * headers' version it was built with, the loaded library's (the same for
  * tools linked statically) and the control protocol's version it speaks
- * (peers of another one are refused: "protocol version N, we speak M").
- * Tools only; never installed. */
+ * (peers of another one are refused: "protocol version N, we speak M");
+ * and the text of a failed call. Tools only; never installed. */
 #ifndef TPX_TOOLS_VERSION_H
 #define TPX_TOOLS_VERSION_H
 
 #include <stdio.h>
 #include <string.h>
 
+#include "tpx/error.h"
 #include "tpx/version.h"
 
 #ifndef TPX_TOOLS_WIRE_VERSION /* CMakeLists.txt passes it, from src/engine/wire.h */
@@ -25,6 +26,15 @@ static inline int tool_version_asked(int argc, char **argv, const char *name) {
     }
   }
   return 0;
+}
+
+/* A failed call's text for the tool's one error line: the library's detail
+ * (it ends with the code's name), else the code's name. The library logs an
+ * error it returns only at TPX_LOG=info, so this line is the one the user
+ * sees (docs/API.md, "Errors"). */
+static inline const char *tool_error(int rc) {
+  const char *d = tpx_last_error();
+  return d && d[0] ? d : tpx_strerror(rc);
 }
 
 #endif

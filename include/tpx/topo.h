@@ -27,6 +27,9 @@ extern "C" {
 #define TPX_TOPO_PATH_MAX 256
 #define TPX_TOPO_NAME_MAX 16 /* interface names and PCI bus ids */
 
+/* tpx_topo_nic.numa / tpx_topo_gpu.numa when sysfs does not say. */
+#define TPX_NUMA_UNKNOWN (-1)
+
 /* Why a GPU got its NICs. */
 enum tpx_topo_why {
   TPX_TOPO_NONE = 0, /* nothing known (no PCI path for the GPU or for any NIC): the engine's
@@ -42,14 +45,14 @@ typedef struct tpx_topo_nic {
   char name[TPX_TOPO_NAME_MAX];     /* interface name */
   char bus_id[TPX_TOPO_NAME_MAX];   /* "0000:06:00.0"; "" when it has no PCI device */
   char pci_path[TPX_TOPO_PATH_MAX]; /* "/devices/pci0000:00/.../0000:06:00.0" below the sysfs root */
-  int numa;                         /* NUMA node, -1 unknown */
+  int numa;                         /* NUMA node, TPX_NUMA_UNKNOWN */
 } tpx_topo_nic_t;
 
 typedef struct tpx_topo_gpu {
   int index;                        /* CUDA device ordinal */
   char bus_id[TPX_TOPO_NAME_MAX];   /* "0000:04:00.0"; "" unknown */
   char pci_path[TPX_TOPO_PATH_MAX];
-  int numa;                         /* NUMA node, -1 unknown */
+  int numa;                         /* NUMA node, TPX_NUMA_UNKNOWN */
   int why;                          /* enum tpx_topo_why */
   int depth;                        /* PCI path components shared with its NICs (PCI/HOST) */
   char via[TPX_TOPO_NAME_MAX];      /* the deepest shared component ("0000:02:00.0", "pci0000:00") */

@@ -18,7 +18,10 @@ class Error(Exception):
         self.code = code
         self.name = lib.tpx_strerror(code).decode()
         self.detail = detail
-        super().__init__(f"{self.name}: {detail}" if detail else self.name)
+        # The library's detail names the code at its end already: then it is
+        # the whole message (the code named once).
+        named = detail.endswith(f"({self.name})")
+        super().__init__(detail if named else f"{self.name}: {detail}" if detail else self.name)
 
 
 class CudaError(Error): pass                            # noqa: E701  -1

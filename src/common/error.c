@@ -2,12 +2,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/log.h"
 
 static _Thread_local char last_error[512];
 /* Its code, and whether it was logged already: a failure is logged once, by
- * the first tpx_err or tpx_err_surface that sees it. */
+ * the first tpx_err or tpx_err_surface that sees it. Both log at INFO: their
+ * code and text go back to the caller, who reports them (a tool prints them,
+ * Python raises them); a failure nobody is returned to (a peer failing in the
+ * progress thread) is logged at WARN or ERROR where it is decided. */
 static _Thread_local int last_code, last_logged;
 
 static const char *const messages[] = {
@@ -66,17 +70,27 @@ int tpx_from_nccl(int r) {
   return TPX_EINTERNAL;
 }
 
+size_t tpx__err_untail(const char *msg, int err) {
+  char tail[64];
+  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
+  size_t ml = strlen(msg), tl = strlen(tail);
+  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) ml -= tl;
+  return ml;
+}
+
 int tpx__err_at(int err, int quiet, const char *file, int line, const char *fmt, ...) {
   char msg[400];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  snprintf(last_error, sizeof(last_error), "%s (%s)", msg, tpx_strerror(err));
+  /* A detail taken from a lower layer's tpx_last_error() ends with the code's
+   * name already: it is named once, at the end. */
+  snprintf(last_error, sizeof(last_error), "%.*s (%s)", (int)tpx__err_untail(msg, err), msg, tpx_strerror(err));
   last_code = err;
   last_logged = !quiet;
   if (quiet) TPX_LOG_AT(TPX_LOG_DEBUG, "%s", last_error);
-  else if (TPX_LOG_WARN <= tpx__log_level) tpx__log_emit(TPX_LOG_WARN, file, line, "%s", last_error);
+  else if (TPX_LOG_INFO <= tpx__log_level) tpx__log_emit(TPX_LOG_INFO, file, line, "%s", last_error);
   return err;
 }
 
@@ -87,7 +101,7 @@ int tpx__err_surface_at(int err, const char *file, int line) {
   int detail = !last_logged && last_error[0];
   last_code = err;
   last_logged = 1;
-  if (TPX_LOG_WARN <= tpx__log_level)
-    tpx__log_emit(TPX_LOG_WARN, file, line, "%s", detail ? last_error : tpx_strerror(err));
+  if (TPX_LOG_INFO <= tpx__log_level)
+    tpx__log_emit(TPX_LOG_INFO, file, line, "%s", detail ? last_error : tpx_strerror(err));
   return err;
 }

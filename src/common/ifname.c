@@ -2,6 +2,7 @@
 #include "common/ifname.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -89,4 +90,24 @@ int tpx__ifname_select(const char *spec, const char *const *names, int n, unsign
     cnt += sel[i];
   }
   return cnt;
+}
+
+void tpx__ifname_none(const char *spec, int malformed, const char *kind, const char *const *names, int n, char *buf,
+                      size_t cap) {
+  char have[512] = "";
+  size_t used = 0;
+  int shown = 0;
+  for (int i = 0; i < n && used + 1 < sizeof(have); i++) {
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = strcmp(names[j], names[i]) == 0;
+    if (seen) continue;
+    used += (size_t)snprintf(have + used, sizeof(have) - used, "%s%s", shown++ ? ", " : "", names[i]);
+  }
+  if (!spec || strlen(spec) <= 1) /* no list: NCCL's automatic choice found nothing */
+    snprintf(buf, cap, "no interface is %s (TPX_SOCKET_IFNAME unset: %s); interfaces: %s", kind,
+             TPX_IFNAME_DEFAULT_DESC, shown ? have : "none");
+  else
+    snprintf(buf, cap, "TPX_SOCKET_IFNAME '%s' (or NCCL_SOCKET_IFNAME when that is unset) %s this machine's "
+             "interfaces that are %s: %s (syntax: docs/CONFIG.md)", spec,
+             malformed ? "is malformed; it is matched against" : "selects none of", kind, shown ? have : "none");
 }

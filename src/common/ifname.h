@@ -22,6 +22,8 @@
 #ifndef TPX_COMMON_IFNAME_H
 #define TPX_COMMON_IFNAME_H
 
+#include <stddef.h>
+
 /* Names in one list; interface names are shorter than IFNAMSIZ (16). */
 #define TPX_IFNAME_MAX_ITEMS 32
 #define TPX_IFNAME_LEN 16
@@ -70,5 +72,13 @@ int tpx__ifname_match(const char *spec, const char *name);
  * repeats allowed, e.g. one entry per address): sel[i] = 1 for the chosen.
  * Returns how many entries were chosen, or TPX_EINVAL. */
 int tpx__ifname_select(const char *spec, const char *const *names, int n, unsigned char *sel);
+
+/* The text for a spec that selects none of the interfaces this machine has
+ * (names[0..n), repeats allowed; `kind` says which ones, e.g. "up with an
+ * IPv4 address"): names the variable and lists what exists, as a user who
+ * mistyped a NIC name needs both. A malformed spec (tpx__ifname_parse
+ * refused it) is called that. */
+void tpx__ifname_none(const char *spec, int malformed, const char *kind, const char *const *names, int n, char *buf,
+                      size_t cap);
 
 #endif

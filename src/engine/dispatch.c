@@ -116,7 +116,7 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
         /* Frame headers are stable across versions, so the peer can read why. */
         (void)tpx__wire_put_error(&p->out, TPX_EVERSION, "protocol version mismatch");
       }
-      tpx__peer_fail(p, (int)n, "peer %s: %s; connection dropped", p->where, tpx_last_error());
+      tpx__peer_fail(p, (int)n, "peer %s: connection dropped: %s", p->where, tpx_last_error());
       return (int)n;
     }
     on_frame(p, &f);

@@ -19,11 +19,10 @@
  * without one chunk completing (docs/A3HIGH.md, "A dead peer"). */
 #define EOF_GRACE_MS 500
 
-/* What the peer is told: our message without its own name in front (it
- * names us itself) nor the code's name at the end (the frame carries the
- * code); to a peer not authenticated while we have a key, only "refused"
- * (docs/SECURITY.md). */
-static const char *told(const struct tpx_peer *p, const char *msg, int err, char *buf, size_t cap) {
+/* What the peer is told: our message (its code's name already taken off)
+ * without its own name in front (it names us itself); to a peer not
+ * authenticated while we have a key, only "refused" (docs/SECURITY.md). */
+static const char *told(const struct tpx_peer *p, const char *msg) {
   if (p->ep->cfg.auth_key_len && p->auth != PEER_AUTH_OK) return "refused";
   size_t wl = strlen(p->where);
   if (strncmp(msg, "peer ", 5) == 0 && strncmp(msg + 5, p->where, wl) == 0) {
@@ -31,12 +30,7 @@ static const char *told(const struct tpx_peer *p, const char *msg, int err, char
     if (*msg == ':') msg++;
     while (*msg == ' ') msg++;
   }
-  char tail[64];
-  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
-  size_t ml = strlen(msg), tl = strlen(tail);
-  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) ml -= tl;
-  snprintf(buf, cap, "%.*s", (int)ml, msg);
-  return buf;
+  return msg;
 }
 
 void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
@@ -50,17 +44,13 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   /* A setup we dialled fails into tpx_connect, which returns and logs it:
    * logged here too it would show twice. */
   int quiet = (err == TPX_ECLOSED || err == TPX_ECANCELED) || (!p->incoming && tpx__peer_in_setup(p->state));
-  /* A detail taken from tpx_last_error() already ends with the code's name,
-   * once per layer that recorded it: it is kept once, in the log only (the
-   * caller's own error adds it again). */
-  char tail[64];
-  snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(err));
-  size_t ml = strlen(msg), tl = strlen(tail);
-  while (ml >= tl && strncmp(msg + ml - tl, tail, tl) == 0) msg[ml -= tl] = '\0';
+  /* A detail taken from tpx_last_error() ends with the code's name: named
+   * in the log, not in errmsg (the caller's own error adds it again). */
+  msg[tpx__err_untail(msg, err)] = '\0';
   /* a connection that never became a peer: rate-limited with the others (peer_log.h) */
   int counted = !quiet && p->incoming && !p->ever_ready && !tpx__refused_log_ok(p);
-  if (quiet || counted) TPX_DEBUG("%s%s", msg, tail);
-  else TPX_ERROR("%s%s", msg, tail);
+  if (quiet || counted) TPX_DEBUG("%s (%s)", msg, tpx_strerror(err));
+  else TPX_ERROR("%s (%s)", msg, tpx_strerror(err));
   snprintf(p->errmsg, sizeof(p->errmsg), "%s", msg);
   tpx__peer_log_flush(p);
   if (tpx__peer_in_setup(p->state)) ep->setups--;
@@ -69,8 +59,7 @@ void tpx__peer_fail(struct tpx_peer *p, int err, const char *fmt, ...) {
   p->err = err;
   /* Tell the peer why, unless it is the one that went away. */
   if (p->fd >= 0 && !p->eof && err != TPX_ECLOSED && err != TPX_ECANCELED) {
-    char text[sizeof(msg)];
-    (void)tpx__wire_put_error(&p->out, err, told(p, msg, err, text, sizeof(text)));
+    (void)tpx__wire_put_error(&p->out, err, told(p, msg));
   } else if (p->fd >= 0 && !p->eof && err == TPX_ECANCELED && was_up && !p->bye_sent) {
     (void)tpx__wire_put_bye(&p->out);
     p->bye_sent = 1;

@@ -49,6 +49,24 @@ static int read_speed(const char *ifname) {
   return speed;
 }
 
+/* Nothing selected: the error names the variable and what exists. Frees
+ * all and sel. */
+static int none_selected(const tpx_sock_net_t *sn, int family, tpx_sock_ifaddr_t *all, int k, tpx_sock_ifaddr_t *sel) {
+  const char *names[64];
+  int n = 0;
+  for (int i = 0; i < k && n < 64; i++)
+    if (all[i].up && (family == 0 || all[i].addr.ss_family == family)) names[n++] = all[i].name;
+  char msg[768];
+  tpx__ifname_none(sn->cfg.socket_ifname, 0,
+                   family == AF_INET    ? "up with an IPv4 address"
+                   : family == AF_INET6 ? "up with an IPv6 address"
+                                        : "up with an address",
+                   names, n, msg, sizeof(msg));
+  free(all);
+  free(sel);
+  return tpx_err_quiet(TPX_ENOENT, "sock: %s", msg);
+}
+
 static int discover(tpx_sock_net_t *sn) {
   int family = tpx__sock_parse_family(sn->cfg.socket_family);
   if (family < 0) return family;
@@ -80,16 +98,11 @@ static int discover(tpx_sock_net_t *sn) {
   }
   freeifaddrs(ifa);
   int cnt = tpx__sock_select(sn->cfg.socket_ifname, family, all, k, sel, TPX_SOCK_MAX_DEVS);
+  if (cnt == 0) return none_selected(sn, family, all, k, sel);
   free(all);
-  if (cnt <= 0) {
+  if (cnt < 0) {
     free(sel);
-    if (cnt < 0) return cnt;
-    return tpx_err_quiet(TPX_ENOENT, "sock: no usable interface (up, with an %s address) matches '%s'",
-                   family == AF_INET    ? "IPv4"
-                   : family == AF_INET6 ? "IPv6"
-                                        : "IP",
-                   sn->cfg.socket_ifname[0] ? sn->cfg.socket_ifname
-                                            : "(" TPX_IFNAME_DEFAULT_DESC ")");
+    return cnt;
   }
   for (int i = 0; i < cnt; i++) {
     tpx_sock_dev_t *d = &sn->devs[i];

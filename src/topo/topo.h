@@ -8,9 +8,6 @@
 
 #include "tpx/topo.h"
 
-/* A NIC's or GPU's NUMA node when sysfs does not say (tpx/topo.h: -1). */
-#define TPX_NUMA_UNKNOWN (-1)
-
 /* As tpx_topo_detect, errors recorded quietly (the caller decides). */
 int tpx__topo_detect(const tpx_topo_params_t *p, tpx_topo_t **out);
 

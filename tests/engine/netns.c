@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -21,6 +22,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "testutil.h" /* cmocka, for nn_test_sides */
 
 extern char **environ;
 
@@ -455,4 +458,74 @@ int nn_ep_close(tpx_endpoint_t *ep, uint8_t *buf, tpx_mem_t *mem, char *why, siz
   tpx_endpoint_destroy(ep);
   free(buf);
   return rc ? -1 : 0;
+}
+
+double nn_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void nn_side_enter(nn_side_t *s, const nn_topo_t *t, int me, const char *name, int nlinks) {
+  memset(s, 0, sizeof(*s));
+  s->t = t;
+  s->me = me;
+  s->tag = me ? 'B' : 'A';
+  s->name = name;
+  NN_CK(s, nn_enter(t->ns[me]) == 0, "cannot enter %s", t->ns[me]);
+  for (int k = 0; k < nlinks; k++)
+    NN_CK(s, nn_wait_running(t->ifname[me][k], 10000) == 0, "%s not running after 10 s", t->ifname[me][k]);
+}
+
+void nn_side_open(nn_side_t *s, int nlinks, tpx_config_t *cfg, int port, size_t len, int ready_fd, int step_ms) {
+  char why[256];
+  int rc = nn_ep_open(s->t, s->me, nlinks, cfg, port, len, &s->ep, &s->buf, &s->mem, why, sizeof(why));
+  NN_CK(s, rc == 0, "%s", why);
+  if (s->me) { /* B: listening; tell A, take its connection, hand it our buffer */
+    char c = 'r';
+    NN_CK(s, write(ready_fd, &c, 1) == 1, "ready pipe");
+    rc = tpx_accept(s->ep, step_ms, &s->peer);
+    NN_CK(s, rc == 0, "accept: %s", tpx_strerror(rc));
+    uint8_t md[TPX_MD_MAX + 2] = "MD";
+    size_t ml = 0;
+    rc = tpx_mem_get_public_data(s->mem, md + 2, TPX_MD_MAX, &ml);
+    NN_CK(s, rc == 0, "public data: %s", tpx_strerror(rc));
+    rc = tpx_notify(s->peer, md, ml + 2);
+    NN_CK(s, rc == 0, "notify descriptor: %s", tpx_strerror(rc));
+    return;
+  }
+  struct pollfd pf = {ready_fd, POLLIN, 0};
+  char c = 0;
+  NN_CK(s, poll(&pf, 1, step_ms) == 1 && read(ready_fd, &c, 1) == 1 && c == 'r', "B never got ready");
+  rc = tpx_connect(s->ep, s->t->addr[1][0], port, &s->peer);
+  NN_CK(s, rc == 0, "connect to %s:%d: %s", s->t->addr[1][0], port, tpx_strerror(rc));
+  tpx_notif_t n;
+  rc = tpx_wait_notif(s->ep, step_ms, &n);
+  NN_CK(s, rc == 1 && n.len > 2 && memcmp(n.msg, "MD", 2) == 0, "no descriptor from B");
+  rc = tpx_load_remote_md(n.msg + 2, n.len - 2, &s->remote);
+  NN_CK(s, rc == 0, "load descriptor: %s", tpx_strerror(rc));
+}
+
+void nn_side_close(nn_side_t *s) {
+  tpx_peer_close(s->peer);
+  tpx_rmem_free(s->remote);
+  char why[128];
+  NN_CK(s, nn_ep_close(s->ep, s->buf, s->mem, why, sizeof(why)) == 0, "%s", why);
+}
+
+void nn_test_sides(nn_topo_t *t, int nlinks, void (*fn)(const nn_topo_t *t, int me, int ready_fd), int limit_ms) {
+  const char *why = "";
+  double t0 = nn_now_ms();
+  int rc = nn_topo_create(t, nlinks, &why);
+  if (rc == NN_SKIP) {
+    print_message("SKIPPED: %s\n", why);
+    skip();
+  }
+  if (rc != NN_OK) fail_msg("%s", why);
+  print_message("namespaces %s / %s, links %s..%s, built in %.0f ms\n", t->ns[0], t->ns[1], t->ifname[0][0],
+                t->ifname[0][nlinks - 1], nn_now_ms() - t0);
+  char fail[128];
+  rc = nn_run_sides(t, fn, limit_ms, fail, sizeof(fail));
+  print_message("both sides done in %.0f ms\n", nn_now_ms() - t0);
+  if (rc) fail_msg("%s", fail);
 }

@@ -10,9 +10,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
-#include "tpx/endpoint.h"
-#include "tpx/mem.h"
+#include "tpx/tpx.h"
 
 #define NN_MAX_LINKS 8
 #define NN_NAME 16 /* IFNAMSIZ: 15 characters + NUL */
@@ -83,5 +84,53 @@ int nn_run_sides(const nn_topo_t *t, void (*fn)(const nn_topo_t *t, int me, int 
 /* Run `tc` with the formatted arguments in the current namespace (a child
  * that entered it). Returns its exit status (127: not found). */
 int nn_tc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- one side of a two-namespace engine test (a forked child, no cmocka) ---- */
+
+typedef struct nn_side {
+  const nn_topo_t *t;
+  int me;           /* 0: A (connects, drives), 1: B (listens) */
+  char tag;         /* 'A' / 'B' */
+  const char *name; /* the test's, in front of every failure */
+  tpx_endpoint_t *ep;
+  tpx_peer_t *peer;
+  uint8_t *buf;
+  tpx_mem_t *mem;
+  tpx_rmem_t *remote; /* A: B's buffer */
+} nn_side_t;
+
+/* A side's check: on failure say where (test name, side tag) and why, with
+ * the library's last error, and _exit (no cleanup: the parent kills and
+ * deletes everything). NN_CK takes an nn_side_t. */
+#define NN_CK_AT(name, tag, cond, ...)                                                             \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "[%s %c] FAILED at line %d: ", (name), (tag), __LINE__);                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, " (last error: %s)\n", tpx_last_error());                                   \
+      fflush(NULL);                                                                                \
+      _exit(10);                                                                                   \
+    }                                                                                              \
+  } while (0)
+#define NN_CK(s, cond, ...) NN_CK_AT((s)->name, (s)->tag, cond, __VA_ARGS__)
+
+/* Milliseconds of the monotonic clock. */
+double nn_now_ms(void);
+
+/* In side me's child: s named, inside its namespace, its first nlinks links
+ * running (10 s at most). */
+void nn_side_enter(nn_side_t *s, const nn_topo_t *t, int me, const char *name, int nlinks);
+/* nn_ep_open with cfg, then the peer: B tells A through ready_fd that it
+ * listens, accepts and sends its buffer's descriptor ("MD" + public data);
+ * A waits for ready_fd, connects to B's first link at port and loads the
+ * descriptor into s->remote. Each wait bounded by step_ms. */
+void nn_side_open(nn_side_t *s, int nlinks, tpx_config_t *cfg, int port, size_t len, int ready_fd, int step_ms);
+/* Peer, remote descriptor, endpoint and buffer released. */
+void nn_side_close(nn_side_t *s);
+
+/* The parent's part of a test (cmocka): build the topology with nlinks
+ * links into *t (skip where not permitted), run fn on both sides within
+ * limit_ms, fail naming the side that failed. The caller tears t down. */
+void nn_test_sides(nn_topo_t *t, int nlinks, void (*fn)(const nn_topo_t *t, int me, int ready_fd), int limit_ms);
 
 #endif

@@ -19,11 +19,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng.h"
@@ -43,84 +41,36 @@
 #define DOWN_LINK 2       /* not link 0: the control connection's */
 #define SLOW_LINK 3
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#define CK NN_CK
 
-struct side {
-  const nn_topo_t *t;
-  int me;
-  char tag;
-  tpx_endpoint_t *ep;
-  tpx_peer_t *peer;
-  uint8_t *buf;
-  tpx_mem_t *mem;
-  tpx_rmem_t *remote;
-};
-
-#define CK(s, cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "[failover %c] FAILED at line %d: ", (s)->tag, __LINE__);                    \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, " (last error: %s)\n", tpx_last_error());                                    \
-      fflush(NULL);                                                                                \
-      _exit(10);                                                                                   \
-    }                                                                                              \
-  } while (0)
-
-static tpx_channel_stats_t stat_of(struct side *s, int c) {
+static tpx_channel_stats_t stat_of(nn_side_t *s, int c) {
   tpx_channel_stats_t st;
   CK(s, tpx_peer_channel_stats(s->peer, c, &st) == 0, "stats of channel %d", c);
   return st;
 }
 
 /* The channel on link k (device k: the interfaces are listed in link order). */
-static int chan_on(struct side *s, int k) {
+static int chan_on(nn_side_t *s, int k) {
   for (int c = 0; c < tpx_peer_num_channels(s->peer); c++)
     if (stat_of(s, c).dev == k) return c;
   CK(s, 0, "no channel on device %d", k);
   return -1;
 }
 
-static void open_side(struct side *s, int ready_fd) {
+static void open_side(nn_side_t *s, int ready_fd) {
   tpx_config_t cfg;
   eng_cfg(&cfg);
   cfg.timeout_ms = TIMEOUT_MS;
   cfg.channel_stall_ms = STALL_MS;
   cfg.progress_thread = 1;
-  char why[256];
-  int rc = nn_ep_open(s->t, s->me, NLINK, &cfg, CTRL_PORT, SIZE, &s->ep, &s->buf, &s->mem, why, sizeof(why));
-  CK(s, rc == 0, "%s", why);
-  if (s->me) {
-    char c = 'r';
-    CK(s, write(ready_fd, &c, 1) == 1, "ready pipe");
-    rc = tpx_accept(s->ep, STEP_MS, &s->peer);
-    CK(s, rc == 0, "accept: %s", tpx_strerror(rc));
-    uint8_t md[TPX_MD_MAX + 2] = "MD";
-    size_t ml = 0;
-    CK(s, tpx_mem_get_public_data(s->mem, md + 2, TPX_MD_MAX, &ml) == 0, "public data");
-    CK(s, tpx_notify(s->peer, md, ml + 2) == 0, "notify descriptor");
-  } else {
-    struct pollfd pf = {ready_fd, POLLIN, 0};
-    char c = 0;
-    CK(s, poll(&pf, 1, STEP_MS) == 1 && read(ready_fd, &c, 1) == 1 && c == 'r', "B never got ready");
-    rc = tpx_connect(s->ep, s->t->addr[1][0], CTRL_PORT, &s->peer);
-    CK(s, rc == 0, "connect: %s", tpx_strerror(rc));
-    tpx_notif_t n;
-    rc = tpx_wait_notif(s->ep, STEP_MS, &n);
-    CK(s, rc == 1 && n.len > 2 && memcmp(n.msg, "MD", 2) == 0, "no descriptor from B");
-    CK(s, tpx_load_remote_md(n.msg + 2, n.len - 2, &s->remote) == 0, "load descriptor");
-  }
+  nn_side_open(s, NLINK, &cfg, CTRL_PORT, SIZE, ready_fd, STEP_MS);
   /* One channel per device by default, whatever the CPU count. */
   CK(s, tpx_peer_num_channels(s->peer) == NLINK, "%d channels", tpx_peer_num_channels(s->peer));
   CK(s, stat_of(s, 0).adaptive == 1, "adaptive striping not agreed");
 }
 
 /* A: post a write of seed's pattern; B checks it and answers "ok". */
-static tpx_xfer_t *post_write(struct side *s, uint32_t seed) {
+static tpx_xfer_t *post_write(nn_side_t *s, uint32_t seed) {
   char nt[16];
   snprintf(nt, sizeof(nt), "W%u", seed);
   tu_fill(s->buf, SIZE, seed, 0);
@@ -130,13 +80,13 @@ static tpx_xfer_t *post_write(struct side *s, uint32_t seed) {
   return x;
 }
 
-static void expect_ok(struct side *s) {
+static void expect_ok(nn_side_t *s) {
   tpx_notif_t n;
   int rc = tpx_wait_notif(s->ep, STEP_MS, &n);
   CK(s, rc == 1 && n.len == 2 && memcmp(n.msg, "ok", 2) == 0, "B did not confirm the bytes");
 }
 
-static void write_checked(struct side *s, uint32_t seed) {
+static void write_checked(nn_side_t *s, uint32_t seed) {
   tpx_xfer_t *x = post_write(s, seed);
   int rc = tpx_xfer_wait(x, STEP_MS);
   CK(s, rc == 0, "write %u: %s", seed, tpx_strerror(rc));
@@ -146,39 +96,39 @@ static void write_checked(struct side *s, uint32_t seed) {
 
 /* Take dev down once x has moved 256 KiB over it (counter: "tx_bytes" or
  * "rx_bytes"), or after 5 s. Returns when it went down. */
-static double down_during(struct side *s, tpx_xfer_t *x, const char *dev, const char *counter) {
+static double down_during(nn_side_t *s, tpx_xfer_t *x, const char *dev, const char *counter) {
   uint64_t c0 = 0, c = 0;
   CK(s, nn_counter(dev, counter, &c0) == 0, "counter");
-  double until = now_ms() + 5000;
-  while (now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
+  double until = nn_now_ms() + 5000;
+  while (nn_now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
     CK(s, nn_counter(dev, counter, &c) == 0, "counter");
     if (c - c0 >= (256u << 10)) break;
   }
   CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
-  return now_ms();
+  return nn_now_ms();
 }
 
 /* The link back up, and channel c with it (rejoins counted past `before`). */
-static void back_up(struct side *s, const char *dev, int c, uint32_t before) {
+static void back_up(nn_side_t *s, const char *dev, int c, uint32_t before) {
   CK(s, nn_link_set(dev, 1) == 0, "set %s up", dev);
   CK(s, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
-  double t_up = now_ms(), until = t_up + 30000;
-  while (now_ms() < until && !(stat_of(s, c).up && stat_of(s, c).rejoins > before)) usleep(20000);
+  double t_up = nn_now_ms(), until = t_up + 30000;
+  while (nn_now_ms() < until && !(stat_of(s, c).up && stat_of(s, c).rejoins > before)) usleep(20000);
   tpx_channel_stats_t st = stat_of(s, c);
   CK(s, st.up && st.rejoins > before, "channel %d did not rejoin within 30 s of its link coming back", c);
-  printf("[failover A] channel %d back %.0f ms after its link\n", c, now_ms() - t_up);
+  printf("[failover A] channel %d back %.0f ms after its link\n", c, nn_now_ms() - t_up);
 }
 
 /* The transfer across the down may have moved all of the link's share
  * before it: writes with the link still down until the channel is lost. */
-static void until_lost(struct side *s, int c, uint32_t losses, uint32_t seed) {
+static void until_lost(nn_side_t *s, int c, uint32_t losses, uint32_t seed) {
   for (int i = 0; i < 3 && stat_of(s, c).losses == losses; i++) write_checked(s, seed + 100 + (uint32_t)i);
   CK(s, !stat_of(s, c).up && stat_of(s, c).losses > losses, "channel %d not reported lost", c);
 }
 
 /* Ask B for something ("R<seed>": fill your buffer; "S<seed>": send it to
  * me) and wait for its "ok" when it is ready. */
-static void ask_b(struct side *s, char what, uint32_t seed) {
+static void ask_b(nn_side_t *s, char what, uint32_t seed) {
   char nt[16];
   snprintf(nt, sizeof(nt), "%c%u", what, seed);
   CK(s, tpx_notify(s->peer, nt, strlen(nt)) == 0, "notify %s", nt);
@@ -186,7 +136,7 @@ static void ask_b(struct side *s, char what, uint32_t seed) {
 }
 
 /* 4. down in the middle of a read, then of a send from B: both complete. */
-static void other_way(struct side *s, int lost, uint32_t seed) {
+static void other_way(nn_side_t *s, int lost, uint32_t seed) {
   const char *dev = s->t->ifname[0][DOWN_LINK];
   uint32_t rj = stat_of(s, lost).rejoins, ls = stat_of(s, lost).losses;
   ask_b(s, 'R', seed);
@@ -200,7 +150,7 @@ static void other_way(struct side *s, int lost, uint32_t seed) {
   size_t bad = tu_check(s->buf, SIZE, seed, 0);
   CK(s, bad == SIZE_MAX, "read: byte %zu differs", bad);
   printf("[failover A] read with %s going down: complete, every byte right, %.0f ms after the down\n", dev,
-         now_ms() - t);
+         nn_now_ms() - t);
   until_lost(s, lost, ls, seed);
   back_up(s, dev, lost, rj);
   rj = stat_of(s, lost).rejoins;
@@ -217,12 +167,12 @@ static void other_way(struct side *s, int lost, uint32_t seed) {
   CK(s, bad == SIZE_MAX, "recv: byte %zu differs", bad);
   expect_ok(s); /* B's send completed too */
   printf("[failover A] send from B with %s going down: complete, every byte right, %.0f ms after the down\n", dev,
-         now_ms() - t);
+         nn_now_ms() - t);
   until_lost(s, lost, ls, seed);
   back_up(s, dev, lost, rj);
 }
 
-static void run_a(struct side *s) {
+static void run_a(nn_side_t *s) {
   const char *dev = s->t->ifname[0][DOWN_LINK];
   int lost = chan_on(s, DOWN_LINK);
   uint32_t seed = 1000;
@@ -232,24 +182,24 @@ static void run_a(struct side *s) {
   uint64_t c0 = 0, c = 0;
   CK(s, nn_counter(dev, "tx_bytes", &c0) == 0, "counter");
   tpx_xfer_t *x = post_write(s, seed++);
-  double until = now_ms() + 5000;
-  while (now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
+  double until = nn_now_ms() + 5000;
+  while (nn_now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
     CK(s, nn_counter(dev, "tx_bytes", &c) == 0, "counter");
     if (c - c0 >= (256u << 10)) break;
   }
   CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
-  double t_down = now_ms();
+  double t_down = nn_now_ms();
   int rc = tpx_xfer_wait(x, STEP_MS);
   CK(s, rc == 0, "write across the link going down: %s", tpx_strerror(rc));
   tpx_xfer_free(x);
   expect_ok(s);
   printf("[failover A] write with %s going down: complete, every byte right, %.0f ms after the down\n", dev,
-         now_ms() - t_down);
+         nn_now_ms() - t_down);
   for (int i = 0; i < 3 && stat_of(s, lost).up; i++) write_checked(s, seed++);
   tpx_channel_stats_t st = stat_of(s, lost);
   CK(s, !st.up && st.losses >= 1, "channel %d on %s not reported lost (up %d, losses %u)", lost, dev, st.up,
      st.losses);
-  printf("[failover A] channel %d lost %.0f ms after the link went down\n", lost, now_ms() - t_down);
+  printf("[failover A] channel %d lost %.0f ms after the link went down\n", lost, nn_now_ms() - t_down);
   /* 2. while it is down nothing goes on it */
   uint64_t sent = stat_of(s, lost).chunks_sent;
   write_checked(s, seed++);
@@ -290,7 +240,7 @@ static void run_a(struct side *s) {
   CK(s, tpx_notify(s->peer, "done", 4) == 0, "notify done");
 }
 
-static void run_b(struct side *s) {
+static void run_b(nn_side_t *s) {
   for (;;) {
     tpx_notif_t n;
     int rc = tpx_wait_notif(s->ep, STEP_MS * 2, &n);
@@ -324,14 +274,8 @@ static void run_b(struct side *s) {
 }
 
 static void side_main(const nn_topo_t *t, int me, int ready_fd) {
-  struct side s;
-  memset(&s, 0, sizeof(s));
-  s.t = t;
-  s.me = me;
-  s.tag = me ? 'B' : 'A';
-  CK(&s, nn_enter(t->ns[me]) == 0, "cannot enter %s", t->ns[me]);
-  for (int k = 0; k < NLINK; k++)
-    CK(&s, nn_wait_running(t->ifname[me][k], 10000) == 0, "%s not running", t->ifname[me][k]);
+  nn_side_t s;
+  nn_side_enter(&s, t, me, "failover", NLINK);
   open_side(&s, ready_fd);
   if (me) run_b(&s);
   else run_a(&s);
@@ -339,10 +283,7 @@ static void side_main(const nn_topo_t *t, int me, int ready_fd) {
     tpx_notif_t n;
     (void)tpx_wait_notif(s.ep, 200, &n);
   }
-  tpx_peer_close(s.peer);
-  tpx_rmem_free(s.remote);
-  char why[128];
-  CK(&s, nn_ep_close(s.ep, s.buf, s.mem, why, sizeof(why)) == 0, "%s", why);
+  nn_side_close(&s);
   close(ready_fd);
   fflush(NULL);
   exit(0);
@@ -354,17 +295,8 @@ static void cleanup_at_exit(void) { nn_topo_destroy(&topo); }
 
 static void test_link_down_and_back(void **state) {
   (void)state;
-  const char *why = "";
-  int rc = nn_topo_create(&topo, NLINK, &why);
-  if (rc == NN_SKIP) {
-    print_message("SKIPPED: %s\n", why);
-    skip();
-  }
-  if (rc != NN_OK) fail_msg("%s", why);
-  char fail[128];
-  rc = nn_run_sides(&topo, side_main, CHILD_LIMIT_MS, fail, sizeof(fail));
+  nn_test_sides(&topo, NLINK, side_main, CHILD_LIMIT_MS);
   assert_int_equal(nn_topo_destroy(&topo), 0);
-  if (rc) fail_msg("%s", fail);
 }
 
 /* An older peer (fixed striping, no MSG_SCHED / MSG_CHAN) and an adaptive

@@ -20,14 +20,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng.h"
@@ -43,41 +38,15 @@
 #define CHILD_LIMIT_MS 200000
 #define DOWN_LINK 2 /* index of the link taken down (not link 0: control plane) */
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---------------- the two sides (forked children, no cmocka asserts) ---------------- */
 
-struct side {
-  const nn_topo_t *t;
-  int me;   /* 0: A (connects, drives), 1: B (listens) */
-  char tag; /* 'A' / 'B' */
-  tpx_endpoint_t *ep;
-  tpx_peer_t *peer;
-  uint8_t *buf;
-  tpx_mem_t *mem;
-  tpx_rmem_t *remote; /* A: B's buffer */
-};
-
-#define CK(s, cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "[netns %c] FAILED at line %d: ", (s)->tag, __LINE__);                       \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, " (last error: %s)\n", tpx_last_error());                                    \
-      fflush(NULL);                                                                                \
-      _exit(10); /* no cleanup: the parent kills and deletes everything */                         \
-    }                                                                                              \
-  } while (0)
+#define CK NN_CK
 
 struct snap {
   uint64_t tx[NLINK], rx[NLINK];
 };
 
-static void snap(struct side *s, struct snap *o) {
+static void snap(nn_side_t *s, struct snap *o) {
   for (int k = 0; k < NLINK; k++) {
     CK(s, nn_counter(s->t->ifname[s->me][k], "tx_bytes", &o->tx[k]) == 0, "tx counter of %s",
        s->t->ifname[s->me][k]);
@@ -89,7 +58,7 @@ static void snap(struct side *s, struct snap *o) {
 /* Each link carried >= 10% of the payload in the data's direction, as this
  * side's counters see it (tx when sending, rx when receiving); the links
  * together at least all of it. */
-static void check_spread(struct side *s, const char *phase, const struct snap *a,
+static void check_spread(nn_side_t *s, const char *phase, const struct snap *a,
                          const struct snap *b, int sending, uint64_t payload) {
   uint64_t sum = 0;
   char line[256];
@@ -112,12 +81,12 @@ static void check_spread(struct side *s, const char *phase, const struct snap *a
      phase, sum, payload);
 }
 
-static void notify(struct side *s, const char *msg) {
+static void notify(nn_side_t *s, const char *msg) {
   int rc = tpx_notify(s->peer, msg, strlen(msg));
   CK(s, rc == 0, "notify '%s': %s", msg, tpx_strerror(rc));
 }
 
-static void expect(struct side *s, const char *want) {
+static void expect(nn_side_t *s, const char *want) {
   tpx_notif_t n;
   int rc = tpx_wait_notif(s->ep, STEP_MS, &n);
   CK(s, rc == 1, "waiting for notification '%s': %s", want, rc == 0 ? "none" : tpx_strerror(rc));
@@ -125,60 +94,31 @@ static void expect(struct side *s, const char *want) {
      "notification '%.*s', expected '%s'", (int)n.len, (const char *)n.msg, want);
 }
 
-static void finish(struct side *s, tpx_xfer_t *x, const char *what) {
+static void finish(nn_side_t *s, tpx_xfer_t *x, const char *what) {
   int rc = tpx_xfer_wait(x, STEP_MS);
   CK(s, rc == 0, "%s: %s", what, tpx_strerror(rc));
 }
 
-static void verify(struct side *s, uint32_t seed, const char *what) {
+static void verify(nn_side_t *s, uint32_t seed, const char *what) {
   size_t bad = tu_check(s->buf, SIZE, seed, 0);
   CK(s, bad == SIZE_MAX, "%s: byte %zu differs", what, bad);
 }
 
-static void open_side(struct side *s, int ready_fd) {
+static void open_side(nn_side_t *s, int ready_fd) {
   tpx_config_t cfg;
   eng_cfg(&cfg); /* the environment (strict mode), then ours */
   cfg.num_channels = NCH;
   cfg.timeout_ms = TIMEOUT_MS;
   cfg.progress_thread = 1;
   cfg.stripe = 0; /* fixed striping: a lost link fails the transfer (test_engine_failover: adaptive) */
-  char why[256];
-  int rc = nn_ep_open(s->t, s->me, NLINK, &cfg, CTRL_PORT, SIZE, &s->ep, &s->buf, &s->mem, why, sizeof(why));
-  CK(s, rc == 0, "%s", why);
-  if (s->me) { /* B: listening; tell A, take its connection, hand it our buffer */
-    char c = 'r';
-    CK(s, write(ready_fd, &c, 1) == 1, "ready pipe");
-    rc = tpx_accept(s->ep, STEP_MS, &s->peer);
-    CK(s, rc == 0, "accept: %s", tpx_strerror(rc));
-    uint8_t md[TPX_MD_MAX + 2] = "MD";
-    size_t ml = 0;
-    rc = tpx_mem_get_public_data(s->mem, md + 2, TPX_MD_MAX, &ml);
-    CK(s, rc == 0, "public data: %s", tpx_strerror(rc));
-    rc = tpx_notify(s->peer, md, ml + 2);
-    CK(s, rc == 0, "notify descriptor: %s", tpx_strerror(rc));
-  } else {
-    struct pollfd pf = {ready_fd, POLLIN, 0};
-    char c = 0;
-    CK(s, poll(&pf, 1, STEP_MS) == 1 && read(ready_fd, &c, 1) == 1 && c == 'r',
-       "B never got ready");
-    rc = tpx_connect(s->ep, s->t->addr[1][0], CTRL_PORT, &s->peer);
-    CK(s, rc == 0, "connect to %s:%d: %s", s->t->addr[1][0], CTRL_PORT, tpx_strerror(rc));
-    tpx_notif_t n;
-    rc = tpx_wait_notif(s->ep, STEP_MS, &n);
-    CK(s, rc == 1 && n.len > 2 && memcmp(n.msg, "MD", 2) == 0, "no descriptor from B");
-    rc = tpx_load_remote_md(n.msg + 2, n.len - 2, &s->remote);
-    CK(s, rc == 0, "load descriptor: %s", tpx_strerror(rc));
-  }
+  nn_side_open(s, NLINK, &cfg, CTRL_PORT, SIZE, ready_fd, STEP_MS);
   CK(s, tpx_peer_num_channels(s->peer) == NCH, "%d channels", tpx_peer_num_channels(s->peer));
 }
 
-static void close_side(struct side *s) {
-  double t0 = now_ms();
-  tpx_peer_close(s->peer);
-  tpx_rmem_free(s->remote);
-  char why[128];
-  CK(s, nn_ep_close(s->ep, s->buf, s->mem, why, sizeof(why)) == 0, "%s", why);
-  printf("[netns %c] teardown %.0f ms\n", s->tag, now_ms() - t0);
+static void close_side(nn_side_t *s) {
+  double t0 = nn_now_ms();
+  nn_side_close(s);
+  printf("[netns %c] teardown %.0f ms\n", s->tag, nn_now_ms() - t0);
 }
 
 /* A: one of our links goes down in the middle of a write (our tx) or a
@@ -186,7 +126,7 @@ static void close_side(struct side *s) {
  * A busy machine may let the link move its whole share before the down
  * (then the transfer rightly succeeds): the counter read after the down
  * tells, and we try again; after six misses the link goes down first. */
-static void a_dead_link(struct side *s, int read) {
+static void a_dead_link(nn_side_t *s, int read) {
   const char *dev = s->t->ifname[0][DOWN_LINK], *what = read ? "read" : "write";
   const char *ctr = read ? "rx_bytes" : "tx_bytes";
   tpx_xfer_t *x = NULL;
@@ -199,25 +139,25 @@ static void a_dead_link(struct side *s, int read) {
     if (late) {
       printf("[netns A] %ss outran the link-down; posting with %s already down\n", what, dev);
       CK(s, nn_link_set(dev, 0) == 0, "set %s down", dev);
-      t_down = now_ms();
+      t_down = nn_now_ms();
     }
     rc = read ? tpx_read(s->peer, s->mem, 0, s->remote, 0, SIZE, &x)
               : tpx_write(s->peer, s->mem, 0, s->remote, 0, SIZE, NULL, 0, &x);
     CK(s, rc == 0, "post %s: %s", what, tpx_strerror(rc));
     if (!late) {
-      double until = now_ms() + 5000;
-      while (now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
+      double until = nn_now_ms() + 5000;
+      while (nn_now_ms() < until && tpx_xfer_test(x) == TPX_EINPROGRESS) {
         CK(s, nn_counter(dev, ctr, &c) == 0, "counter");
         if (c - c0 >= (256u << 10)) break;
       }
       CK(s, nn_link_set(dev, 0) == 0, "set %s down: %s", dev, strerror(errno));
-      t_down = now_ms();
+      t_down = nn_now_ms();
     }
     CK(s, nn_counter(dev, ctr, &c) == 0, "counter"); /* final: the link is down */
     double until = t_down + 4 * TIMEOUT_MS + 10000;
-    while ((rc = tpx_xfer_test(x)) == TPX_EINPROGRESS && now_ms() < until)
+    while ((rc = tpx_xfer_test(x)) == TPX_EINPROGRESS && nn_now_ms() < until)
       usleep(1000);
-    took = now_ms() - t_down;
+    took = nn_now_ms() - t_down;
     if (rc == 0) {
       /* Bytes that never crossed the link cannot have landed. */
       CK(s, !late && c - c0 >= SIZE / NLINK,
@@ -247,11 +187,11 @@ static void a_dead_link(struct side *s, int read) {
 
 /* B: after a dead-link phase announced by `tag`, our side of the peer must
  * fail too (its own deadline, or A's report, or A closing). */
-static void b_dead_link(struct side *s, const char *tag) {
+static void b_dead_link(nn_side_t *s, const char *tag) {
   notify(s, tag);
   int rc;
-  double until = now_ms() + 7 * (4 * TIMEOUT_MS + 10000 + 5000);
-  while ((rc = tpx_peer_status(s->peer)) == 0 && now_ms() < until) {
+  double until = nn_now_ms() + 7 * (4 * TIMEOUT_MS + 10000 + 5000);
+  while ((rc = tpx_peer_status(s->peer)) == 0 && nn_now_ms() < until) {
     tpx_notif_t n;
     (void)tpx_wait_notif(s->ep, 50, &n); /* drain; A sends none here */
   }
@@ -260,7 +200,7 @@ static void b_dead_link(struct side *s, const char *tag) {
 }
 
 /* Phases, A's view. Each side checks its own counters. */
-static void run_a(struct side *s) {
+static void run_a(nn_side_t *s) {
   struct snap b0, b1;
   tpx_xfer_t *x = NULL;
   int rc;
@@ -345,7 +285,7 @@ static void run_a(struct side *s) {
   a_dead_link(s, 1);
 }
 
-static void run_b(struct side *s) {
+static void run_b(nn_side_t *s) {
   struct snap b0, b1;
   tpx_xfer_t *x = NULL;
   int rc;
@@ -415,23 +355,16 @@ static void run_b(struct side *s) {
 }
 
 static void side_main(const nn_topo_t *t, int me, int ready_fd) {
-  struct side s;
-  memset(&s, 0, sizeof(s));
-  s.t = t;
-  s.me = me;
-  s.tag = me ? 'B' : 'A';
-  CK(&s, nn_enter(t->ns[me]) == 0, "cannot enter %s", t->ns[me]);
-  for (int k = 0; k < NLINK; k++)
-    CK(&s, nn_wait_running(t->ifname[me][k], 10000) == 0, "%s not running after 10 s",
-       t->ifname[me][k]);
+  nn_side_t s;
+  nn_side_enter(&s, t, me, "netns", NLINK);
   int fds = tu_count_fds();
   open_side(&s, ready_fd);
-  double t0 = now_ms();
+  double t0 = nn_now_ms();
   if (me)
     run_b(&s);
   else
     run_a(&s);
-  printf("[netns %c] phases %.0f ms\n", s.tag, now_ms() - t0);
+  printf("[netns %c] phases %.0f ms\n", s.tag, nn_now_ms() - t0);
   close_side(&s);
   /* Nothing of the endpoint is left open, the failed peer's comms included. */
   CK(&s, tu_count_fds() == fds, "%d file descriptors open after teardown, %d before",
@@ -464,20 +397,7 @@ static int teardown(void **state) {
 
 static void test_four_nics(void **state) {
   (void)state;
-  const char *why = "";
-  double t0 = now_ms();
-  int rc = nn_topo_create(&topo, NLINK, &why);
-  if (rc == NN_SKIP) {
-    print_message("SKIPPED: %s\n", why);
-    skip();
-  }
-  if (rc != NN_OK) fail_msg("%s", why);
-  print_message("namespaces %s / %s, links %s..%s, built in %.0f ms\n", topo.ns[0], topo.ns[1],
-                topo.ifname[0][0], topo.ifname[0][NLINK - 1], now_ms() - t0);
-  char fail[128];
-  rc = nn_run_sides(&topo, side_main, CHILD_LIMIT_MS, fail, sizeof(fail));
-  print_message("both sides done in %.0f ms\n", now_ms() - t0);
-  if (rc) fail_msg("%s", fail);
+  nn_test_sides(&topo, NLINK, side_main, CHILD_LIMIT_MS);
 }
 
 int main(void) {

@@ -91,7 +91,9 @@ struct fails {
 };
 
 /* tpx_connect to a peer whose plugin fails as set; returns its code, the
- * time it took in *ms and how many log lines (both endpoints) say `says`. */
+ * time it took in *ms and how many log lines (both endpoints) say `says`:
+ * at INFO, where A's failure (returned to its caller) is logged beside B's
+ * (decided in B's progress thread, logged at ERROR). */
 static int connect_fails(struct fake_stats *st, const struct fails *f, uint64_t *ms, int *lines) {
   tpx_config_t c;
   fake_cfg(&c);
@@ -104,7 +106,7 @@ static int connect_fails(struct fake_stats *st, const struct fails *f, uint64_t 
   tpx_endpoint_t *a = eng_ep_open(&c, "A"), *b = eng_ep_open(&c, "B");
   tpx_peer_t *ab = NULL;
   tu_log_capture_t cap;
-  tu_log_capture_start(&cap);
+  tu_log_capture_start_at(&cap, TPX_LOG_INFO);
   uint64_t t0 = tpx__now_ns();
   int rc = tpx_connect(a, "127.0.0.1", tpx_endpoint_port(b), &ab);
   *ms = (tpx__now_ns() - t0) / 1000000ull;

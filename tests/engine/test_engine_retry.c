@@ -27,7 +27,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng.h"
@@ -41,22 +40,7 @@
 #define CHILD_LIMIT_MS 240000
 #define OUTAGE_TIMEOUT_MS 1500
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-#define CK(tag, cond, ...)                                                                         \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "[retry %c] FAILED at line %d: ", (tag), __LINE__);                          \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, " (last error: %s)\n", tpx_last_error());                                    \
-      fflush(NULL);                                                                                \
-      _exit(10);                                                                                   \
-    }                                                                                              \
-  } while (0)
+#define CK(tag, cond, ...) NN_CK_AT("retry", tag, cond, __VA_ARGS__)
 
 static nn_topo_t topo;
 
@@ -117,7 +101,7 @@ static void flap_a(struct side *s) {
     CK(s->tag, nn_link_set(dev, 0) == 0, "set %s down", dev);
     tpx_peer_t *peer = NULL;
     int rc;
-    double t0 = now_ms();
+    double t0 = nn_now_ms();
     if (i % 10 == 9) { /* connect while the link is down; it comes up meanwhile */
       struct upper u = {dev, -1};
       pthread_t th;
@@ -130,7 +114,7 @@ static void flap_a(struct side *s) {
       CK(s->tag, nn_wait_running(dev, 10000) == 0, "%s not running again", dev);
       rc = tpx_connect(s->ep, topo.addr[1][0], s->port, &peer);
     }
-    CK(s->tag, rc == 0, "flap %d: reconnect failed after %.0f ms: %s", i, now_ms() - t0, tpx_strerror(rc));
+    CK(s->tag, rc == 0, "flap %d: reconnect failed after %.0f ms: %s", i, nn_now_ms() - t0, tpx_strerror(rc));
     CK(s->tag, tpx_peer_num_channels(peer) == NCH, "%d channels", tpx_peer_num_channels(peer));
     CK(s->tag, nn_wait_running(dev, 10000) == 0, "%s not running", dev);
     tu_fill(s->buf, XFER, 1000 + (uint32_t)i, 0);
@@ -176,11 +160,11 @@ static void flap_b(struct side *s) {
 static void late_a(struct side *s) {
   open_ep(s, 10000, -1);
   CK(s->tag, hear(s) == 'r', "B not ready"); /* B is ready to time its 200 ms */
-  double t0 = now_ms();
+  double t0 = nn_now_ms();
   say(s, 'c'); /* B starts its 200 ms now */
   tpx_peer_t *peer = NULL;
   int rc = tpx_connect(s->ep, topo.addr[1][0], s->port, &peer);
-  double took = now_ms() - t0;
+  double took = nn_now_ms() - t0;
   printf("[retry A] listener 200 ms late: %s after %.0f ms\n", tpx_strerror(rc), took);
   CK(s->tag, rc == 0, "connect: %s", tpx_strerror(rc));
   CK(s->tag, took >= 200, "connected after %.0f ms, before the listener existed", took);
@@ -215,9 +199,9 @@ static void outage_a(struct side *s) {
   /* The second link's route goes for good: its data connect meets ENETUNREACH. */
   CK(s->tag, nn_ip(1, "route del 198.18.2.0/24 dev %s", topo.ifname[0][1]) == 0, "route del");
   tpx_peer_t *peer = NULL;
-  double t0 = now_ms();
+  double t0 = nn_now_ms();
   int rc = tpx_connect(s->ep, topo.addr[1][0], s->port, &peer);
-  double took = now_ms() - t0;
+  double took = nn_now_ms() - t0;
   printf("[retry A] lasting outage: %s after %.0f ms: %s\n", tpx_strerror(rc), took, tpx_last_error());
   CK(s->tag, rc == TPX_ETIMEDOUT, "connect: %s, expected a timeout", tpx_strerror(rc));
   CK(s->tag, took >= OUTAGE_TIMEOUT_MS, "failed after %.0f ms, before the deadline", took);
@@ -235,9 +219,9 @@ static void told_a(struct side *s) {
   open_ep(s, 20000, -1); /* B's report, not this deadline, must end it */
   CK(s->tag, hear(s) == 'r', "B not ready");
   tpx_peer_t *peer = NULL;
-  double t0 = now_ms();
+  double t0 = nn_now_ms();
   int rc = tpx_connect(s->ep, topo.addr[1][0], s->port, &peer);
-  double took = now_ms() - t0;
+  double took = nn_now_ms() - t0;
   printf("[retry A] B's data connect fails: %s after %.0f ms: %s\n", tpx_strerror(rc), took, tpx_last_error());
   CK(s->tag, rc == TPX_EREMOTE, "connect: %s", tpx_strerror(rc));
   CK(s->tag, strstr(tpx_last_error(), "peer nsB (198.18.1.2:") != NULL, "peer not named");
@@ -303,14 +287,14 @@ static void run_sides(int port, side_fn a, side_fn b) {
   }
   close(ab[0]), close(ab[1]), close(ba[0]), close(ba[1]);
   int st[2] = {-1, -1}, left = 2;
-  double until = now_ms() + CHILD_LIMIT_MS;
-  while (left > 0 && now_ms() < until) {
+  double until = nn_now_ms() + CHILD_LIMIT_MS;
+  while (left > 0 && nn_now_ms() < until) {
     for (int i = 0; i < 2; i++) {
       if (st[i] != -1) continue;
       int s;
       if (waitpid(kid[i], &s, WNOHANG) == kid[i]) {
         st[i] = s, left--;
-        if (s != 0 && now_ms() + 2000 < until) until = now_ms() + 2000; /* the other only waits now */
+        if (s != 0 && nn_now_ms() + 2000 < until) until = nn_now_ms() + 2000; /* the other only waits now */
       }
     }
     if (left) usleep(20000);

@@ -10,7 +10,7 @@
 #   -> transport calls bound to the endpoint's GPU (2 GPUs) -> memcheck of the unpack kernels driven by the engine -> GPU0 -> GPU1
 #   engine benchmark next to NCCL Socket (bench/gpu_engine_compare.sh)
 #   -> disaggregated prefill / decode of a Llama-shaped model through tpx and
-#   NIXL/TPX (python/tests/test_disagg_serving.py) -> Google's real
+#   NIXL/TPX (tests/python/package/test_disagg_serving.py) -> Google's real
 #   GPUDirect-TCPX plugin built from its tarball and run over the RxDM and
 #   devmem TCP stand-ins (tests/tcpx/gpu_real_plugin.sh) -> PyTorch's NCCL and
 #   NIXL's Python agent over that plugin and the stand-ins
@@ -182,8 +182,8 @@ step_python() {
   # the compiled fast path when Python's headers are there (else ctypes alone)
   cmake --build "$BUILD" --target tpx_py_speedups >>"$LOGS/build.log" 2>&1 || true
   run_step python 400 env TPX_PY_MEM=cuda TPX_LIBRARY="$BUILD/libtpx.so" PYTHONPATH="$ROOT/python:$BUILD/python" \
-    PYTHONDONTWRITEBYTECODE=1 TPX_SOCKET_IFNAME=lo "$py" -m pytest -q -p no:cacheprovider "$ROOT/python/tests" \
-    --ignore "$ROOT/python/tests/test_disagg_serving.py"
+    PYTHONDONTWRITEBYTECODE=1 TPX_SOCKET_IFNAME=lo "$py" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/package" \
+    --ignore "$ROOT/tests/python/package/test_disagg_serving.py"
   local gpus=0,0
   [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && gpus=0,1
   run_step python_bench 300 env TPX_LIBRARY="$BUILD/libtpx.so" PYTHONPATH="$ROOT/python:$BUILD/python" \
@@ -223,7 +223,7 @@ step_disagg() {
     note "      disagg: no NIXL (NIXL_PREFIX unset or the plugin not built): NIXL cases skip"
   fi
   run_step disagg 600 env TPX_LIBRARY="$BUILD/libtpx.so" "${env[@]}" PYTHONDONTWRITEBYTECODE=1 \
-    TPX_SOCKET_IFNAME=lo "$py" -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests/test_disagg_serving.py"
+    TPX_SOCKET_IFNAME=lo "$py" -m pytest -v -rs -p no:cacheprovider "$ROOT/tests/python/package/test_disagg_serving.py"
 }
 
 # Google's real GPUDirect-TCPX plugin, built (cached in TPX_DEPS_CACHE) by

@@ -29,7 +29,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "nixl"))
+sys.path.insert(0, os.path.join(HERE, "..", "python", "nixl"))
 from peer_process import PeerProcess  # noqa: E402
 
 KIB = 1024

@@ -6,8 +6,8 @@
 # - a non-tpx program that answers: "not a tpx peer";
 # - the server's usual port busy: a warning naming the port it got and how
 #   to dial it; an explicit busy port: named, no span or variable unset;
-# - log lines carry ISO-8601 UTC timestamps; a connect failure is logged
-#   once by the library (the tool prints its own line).
+# - log lines carry ISO-8601 UTC timestamps; a connect failure is printed
+#   once, by the tool (the library logs it only at TPX_LOG=info).
 # Usage: connect_errors.sh TPX_BENCH
 set -u
 bench=$1
@@ -77,8 +77,17 @@ grep -q "connecting the control connection" "$tmp/refused.log" || fail "the stag
 grep -q "state [0-9]" "$tmp/refused.log" && fail "a state number"
 grep -Eq '^\[tpx [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z ' "$tmp/refused.log" ||
   fail "log lines without an ISO-8601 timestamp"
-n=$(grep -c '^\[tpx .*connection setup not done' "$tmp/refused.log")
-[ "$n" -eq 1 ] || fail "the failure is logged $n times by the library, not once"
+# One error reported once: the tool's line; the library returned it to the
+# tool and logs it only at TPX_LOG=info.
+n=$(grep -c 'connection setup not done' "$tmp/refused.log")
+[ "$n" -eq 1 ] || fail "the failure is printed $n times, not once"
+grep -q '^tpx-bench: connect to 127.0.0.1:.*connection setup not done' "$tmp/refused.log" ||
+  fail "the tool's line does not carry the error"
+grep -q '(timed out) (timed out)\|timed out (.*(timed out)' "$tmp/refused.log" && fail "the code named twice"
+TPX_LOG=info TPX_CONNECT_TIMEOUT_MS=1000 "$bench" client 127.0.0.1 --port "$p1" --size 4K --iters 1 \
+  >"$tmp/refused-info.log" 2>&1 && fail "the client succeeded"
+n=$(grep -c '^\[tpx .* INFO .*connection setup not done' "$tmp/refused-info.log")
+[ "$n" -eq 1 ] || fail "at TPX_LOG=info the library logs the failure $n times, not once"
 
 # 2. A silent program on the port.
 hold silent >"$tmp/p2"

@@ -181,12 +181,32 @@ static void test_select(void **state) {
   assert_int_equal(tpx__ifname_select("abcdefghijklmnopqrs", all, 5, sel), TPX_EINVAL);
 }
 
+/* A spec that selects nothing: the error names the variable and lists the
+ * interfaces that exist, once each; no list names NCCL's default. */
+static void test_none_names_what_exists(void **state) {
+  (void)state;
+  const char *names[] = {"lo", "eth0", "lo", "ens5"};
+  char buf[768];
+  tpx__ifname_none("=eht0", 0, "up with an IPv4 address", names, 4, buf, sizeof(buf));
+  assert_non_null(strstr(buf, "TPX_SOCKET_IFNAME '=eht0'"));
+  assert_non_null(strstr(buf, "NCCL_SOCKET_IFNAME"));
+  assert_non_null(strstr(buf, "up with an IPv4 address: lo, eth0, ens5 "));
+  tpx__ifname_none("^x,,", 1, "up with an address", names, 0, buf, sizeof(buf));
+  assert_non_null(strstr(buf, "is malformed"));
+  assert_non_null(strstr(buf, ": none"));
+  tpx__ifname_none(NULL, 0, "up with an address", names, 1, buf, sizeof(buf));
+  assert_non_null(strstr(buf, "TPX_SOCKET_IFNAME unset"));
+  assert_non_null(strstr(buf, "NCCL's default"));
+  assert_non_null(strstr(buf, "interfaces: lo"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_match_table),
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_tier),
       cmocka_unit_test(test_select),
+      cmocka_unit_test(test_none_names_what_exists),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

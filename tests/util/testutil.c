@@ -121,7 +121,9 @@ int tu_fd_teardown(void **state) {
   return 0;
 }
 
-void tu_log_capture_start(tu_log_capture_t *c) {
+void tu_log_capture_start(tu_log_capture_t *c) { tu_log_capture_start_at(c, TPX_LOG_WARN); }
+
+void tu_log_capture_start_at(tu_log_capture_t *c, int level) {
   snprintf(c->path, sizeof(c->path), "/tmp/tpx_logXXXXXX");
   c->fd = mkstemp(c->path);
   assert_true(c->fd >= 0);
@@ -131,7 +133,7 @@ void tu_log_capture_start(tu_log_capture_t *c) {
   assert_int_equal(dup2(c->fd, 2), 2);
   (void)tpx_config_global(); /* read first: its TPX_LOG would reset the level */
   c->level = tpx__log_level;
-  tpx__log_level = TPX_LOG_WARN;
+  tpx__log_level = level;
 }
 
 int tu_log_capture_end(tu_log_capture_t *c, const char *what) {

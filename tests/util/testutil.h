@@ -44,6 +44,8 @@ typedef struct tu_log_capture {
   int fd, saved, level;
 } tu_log_capture_t;
 void tu_log_capture_start(tu_log_capture_t *c);
+/* The same at `level` (TPX_LOG_INFO: what an API call's error logs). */
+void tu_log_capture_start_at(tu_log_capture_t *c, int level);
 int tu_log_capture_end(tu_log_capture_t *c, const char *what);
 /* The same end, returning all the text (NUL-terminated, caller frees) and
  * its length instead. */

@@ -131,7 +131,7 @@ struct bench_result {
   double wall_ms;               /* the timed transfers from first post to last end, failed ones included */
   int checked;                  /* iterations whose every byte was verified */
   int latency;                  /* times are one-way latencies */
-  char error[320];              /* the first error, "" if none */
+  char error[720];              /* the first error, "" if none */
   int npairs;                   /* --gpus: per-pair figures follow */
   struct bench_pair_result {
     int gpu, ok, errors;

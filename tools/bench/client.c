@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "version.h"
 
 struct client {
   const struct bench_opts *o;
@@ -27,7 +28,7 @@ struct client {
   size_t region; /* bytes from one copy of the layout to the next (--regions) */
   double *t;
   int timeout_ms;
-  char why[256];
+  char why[640]; /* a tool_error() text and what was being done */
 };
 
 static int wait_msg(struct client *c, int timeout_ms, tpx_notif_t *n, const char *what, int want) {
@@ -61,11 +62,11 @@ static int setup(struct client *c, const char *host, int port) {
     tpx_rdv_t *rdv = NULL;
     if ((rc = tpx_rdv_open(&c->cfg, &rdv)) == 0) rc = tpx_rdv_connect(rdv, c->ep, c->o->rdv_peer, -1, &c->peer);
     if (rc)
-      snprintf(c->why, sizeof(c->why), "--peer %s: %s (%s)", c->o->rdv_peer, tpx_strerror(rc), tpx_last_error());
+      snprintf(c->why, sizeof(c->why), "--peer %s: %s", c->o->rdv_peer, tool_error(rc));
     tpx_rdv_close(rdv);
     if (rc) return rc;
   } else if ((rc = tpx_connect(c->ep, host, port, &c->peer))) {
-    snprintf(c->why, sizeof(c->why), "connect to %s:%d: %s (%s)", host, port, tpx_strerror(rc), tpx_last_error());
+    snprintf(c->why, sizeof(c->why), "connect to %s:%d: %s", host, port, tool_error(rc));
     return rc;
   }
   tpx_mem_desc_t d = {c->buf.p, span, c->buf.cuda ? TPX_MEM_CUDA : TPX_MEM_HOST, c->gpu, TPX_ACCESS_WRITE};
@@ -74,7 +75,7 @@ static int setup(struct client *c, const char *host, int port) {
   size_t bl = 0;
   if ((rc = tpx_mem_register(c->ep, &d, &c->mem)) || (rc = tpx_mem_get_public_data(c->mem, blob, sizeof(blob), &bl)) ||
       (rc = bench_send(c->peer, m, bench_msg_hello(m, &h, blob, bl)))) {
-    snprintf(c->why, sizeof(c->why), "register / announce: %s (%s)", tpx_strerror(rc), tpx_last_error());
+    snprintf(c->why, sizeof(c->why), "register / announce: %s", tool_error(rc));
     return rc;
   }
   tpx_notif_t n;
@@ -162,7 +163,7 @@ static void progress(const struct client *c, const struct bench_result *res, int
 }
 
 static void fatal(struct client *c, struct bench_result *res, int rc, int iter) {
-  if (!c->why[0]) snprintf(c->why, sizeof(c->why), "%s (%s)", tpx_strerror(rc), tpx_last_error());
+  if (!c->why[0]) snprintf(c->why, sizeof(c->why), "%s", tool_error(rc));
   if (!res->error[0]) snprintf(res->error, sizeof(res->error), "iteration %d: %s", iter, c->why);
 }
 
@@ -174,11 +175,11 @@ static int failed_one(struct client *c, const struct bench_run_msg *r, tpx_xfer_
   int more = c->o->keep_going && rc != TPX_ECANCELED && !bench_stop && !bench_abort &&
              tpx_xfer_test(x) != TPX_EINPROGRESS && tpx_peer_status(c->peer) == 0;
   if (!c->o->keep_going) return 0; /* the run ends; [ERROR] says why, once */
-  printf("[FAIL] %s: transfer %d failed after %.1f ms: %s (%s)%s\n", bench_run_label(r->op, r->block, r->batch, lb, sizeof lb),
-         iter, ms, tpx_strerror(rc), tpx_last_error(), more ? "; going on (--keep-going)" : "; the run ends");
+  printf("[FAIL] %s: transfer %d failed after %.1f ms: %s%s\n", bench_run_label(r->op, r->block, r->batch, lb, sizeof lb),
+         iter, ms, tool_error(rc), more ? "; going on (--keep-going)" : "; the run ends");
   fflush(stdout);
   if (more && !res->error[0])
-    snprintf(res->error, sizeof(res->error), "transfer %d: %s (%s)", iter, tpx_strerror(rc), tpx_last_error());
+    snprintf(res->error, sizeof(res->error), "transfer %d: %s", iter, tool_error(rc));
   return more;
 }
 
@@ -303,7 +304,7 @@ static int run(struct client *c, int op, int batch, size_t size, struct bench_re
   tpx_xfer_t *xs[BENCH_MAX_INFLIGHT] = {NULL}, *back = NULL;
   int nx = bench_layout_handles(r.inflight, r.regions); /* args.c: <= BENCH_MAX_INFLIGHT */
   if (rc == 0 && (rc = prep(c, &l, &r, xs, &back, nx)) != 0)
-    snprintf(c->why, sizeof(c->why), "prepare: %s (%s)", tpx_strerror(rc), tpx_last_error());
+    snprintf(c->why, sizeof(c->why), "prepare: %s", tool_error(rc));
   if (rc == 0 && c->gate && (rc = bench_gate_wait(c->gate, c->timeout_ms)) != 0)
     snprintf(c->why, sizeof(c->why), "%s", rc == TPX_ETIMEDOUT ? "the other pairs did not get ready in time"
                                                                  : "stopped (another pair failed, or a signal)");
@@ -397,7 +398,7 @@ static void merge(struct client *cs, struct job *jobs, int n, struct bench_resul
     if (p->error[0] && (first < 0 || (jobs[first].rc == TPX_ECANCELED && jobs[i].rc != TPX_ECANCELED))) first = i;
   }
   if (first >= 0)
-    snprintf(out->error, sizeof(out->error), "pair %d (GPU %d): %.280s", first, cs[first].gpu, jobs[first].r.error);
+    snprintf(out->error, sizeof(out->error), "pair %d (GPU %d): %.640s", first, cs[first].gpu, jobs[first].r.error);
   bench_stats(out, all, k, 1, out->latency && out->op != TPX_OP_READ ? 2.0 : 1.0);
   if (!out->latency && k) out->gbps_total = total, out->gbps_gpu = total / n;
 }
@@ -424,7 +425,7 @@ static int run_pairs(struct client *cs, int op, int batch, size_t size, struct b
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < started && rc == 0; i++) rc = jobs[i].rc;
   if (started) merge(cs, jobs, started, out, all);
-  if (rc && out->error[0]) snprintf(cs[0].why, sizeof(cs[0].why), "%.255s", out->error);
+  if (rc && out->error[0]) snprintf(cs[0].why, sizeof(cs[0].why), "%.639s", out->error);
   free(jobs), free(th), free(all);
   return rc;
 }
@@ -463,7 +464,7 @@ static int open_pair(struct client *c, const char *host, int port) {
   p.no_listen = 1;
   int rc = tpx_endpoint_create(&p, &c->ep);
   if (rc) {
-    snprintf(c->why, sizeof(c->why), "endpoint: %s (%s)", tpx_strerror(rc), tpx_last_error());
+    snprintf(c->why, sizeof(c->why), "endpoint: %s", tool_error(rc));
     return rc;
   }
   port = o->ports ? o->ports[c->idx] : (port > 0 ? port : c->cfg.port_base) + c->idx;

@@ -1,6 +1,6 @@
 /* Before any endpoint: does TPX_SOCKET_IFNAME select an interface this
- * machine has? The transport's own refusal names neither the variable nor
- * what exists; a user who mistyped a NIC name needs both. */
+ * machine has? Said before a server waits or a client dials, in the
+ * transport's words (tpx__ifname_none). */
 #define _DEFAULT_SOURCE /* getifaddrs */
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -37,12 +37,6 @@ int bench_ifname_check(const tpx_config_t *cfg, char *err, size_t n) {
   unsigned char sel[MAX_IFS] = {0};
   int chosen = tpx__ifname_select(cfg->socket_ifname, ptr, k, sel);
   if (chosen > 0) return 0;
-  char have[512] = "";
-  size_t used = 0;
-  for (int i = 0; i < k && used + 1 < sizeof have; i++)
-    used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", i ? ", " : "", names[i]);
-  snprintf(err, n, "TPX_SOCKET_IFNAME '%s' (or NCCL_SOCKET_IFNAME when that is unset) %s this machine's interfaces "
-           "that are up with an address: %s (syntax: docs/CONFIG.md)", cfg->socket_ifname,
-           chosen < 0 ? "is malformed; it is matched against" : "selects none of", k ? have : "none");
+  tpx__ifname_none(cfg->socket_ifname, chosen < 0, "up with an address", ptr, k, err, n);
   return -1;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "version.h"
 #include "common/le.h"
 #include <time.h>
 
@@ -186,7 +187,7 @@ int bench_wait_msg(tpx_endpoint_t *ep, tpx_peer_t *peer, int timeout_ms, tpx_not
     int rc = tpx_wait_notif(ep, SLICE_MS, n);
     if (rc == 1 && n->peer == peer) return 0;
     if (rc < 0) {
-      snprintf(why, whylen, "waiting for %s: %s (%s)", what, tpx_strerror(rc), tpx_last_error());
+      snprintf(why, whylen, "waiting for %s: %s", what, tool_error(rc));
       return rc;
     }
     if (rc == 1) continue; /* another peer's (a previous client's): not ours to answer */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "version.h"
 
 struct session {
   const struct bench_opts *o;
@@ -21,11 +22,11 @@ struct session {
   struct bench_buf buf;
   tpx_mem_t *mem;
   tpx_rmem_t *cli;
-  char why[256];
+  char why[640]; /* a tool_error() text and what was being done */
 };
 
 static int fail(struct session *s, int rc, const char *what) {
-  if (!s->why[0]) snprintf(s->why, sizeof(s->why), "%s: %s (%s)", what, tpx_strerror(rc), tpx_last_error());
+  if (!s->why[0]) snprintf(s->why, sizeof(s->why), "%s: %s", what, tool_error(rc));
   uint8_t m[BENCH_MSG_MAX];
   if (tpx_peer_status(s->peer) == 0) /* tell the client, if it still listens */
     (void)bench_send(s->peer, m, bench_msg_simple(m, M_ERR, 0, s->why));
@@ -250,7 +251,7 @@ static void serve(struct server_ep *e) {
     if (o->multi) snprintf(s.tag, sizeof(s.tag), " pair %d", e->idx);
     if ((rc = accept_one(e->ep, &s.peer))) {
       if (rc != TPX_ECANCELED)
-        fprintf(stderr, "tpx-bench: server%s: accept: %s (%s)\n", s.tag, tpx_strerror(rc), tpx_last_error());
+        fprintf(stderr, "tpx-bench: server%s: accept: %s\n", s.tag, tool_error(rc));
       e->ret = o->forever && rc == TPX_ECANCELED ? e->ret : 1;
       break;
     }
@@ -286,8 +287,8 @@ static int open_ep(const struct bench_opts *o, int i, int loopback, struct serve
   e->o = o, e->idx = i, e->quiet = loopback;
   int rc = tpx_endpoint_create(&p, &e->ep);
   if (rc)
-    fprintf(stderr, "tpx-bench: server endpoint%s %d (GPU %d, port %d): %s (%s)\n", o->multi ? " of pair" : "", i,
-            p.gpu, p.port, tpx_strerror(rc), tpx_last_error());
+    fprintf(stderr, "tpx-bench: server endpoint%s %d (GPU %d, port %d): %s\n", o->multi ? " of pair" : "", i,
+            p.gpu, p.port, tool_error(rc));
   return rc;
 }
 
@@ -314,7 +315,7 @@ int bench_server(const struct bench_opts *o, const struct bench_server_ready *re
   tpx_rdv_t *rdv = NULL; /* --name (one pair): published while we serve; the keys go with us */
   if (rc == 0 && o->rdv_name &&
       ((rc = tpx_rdv_open(&es[0].cfg, &rdv)) || (rc = tpx_rdv_publish(rdv, es[0].ep, o->rdv_name))))
-    fprintf(stderr, "tpx-bench: server: --name %s: %s (%s)\n", o->rdv_name, tpx_strerror(rc), tpx_last_error());
+    fprintf(stderr, "tpx-bench: server: --name %s: %s\n", o->rdv_name, tool_error(rc));
   if (rc == 0 && rdv) printf("[SERVER] published as '%s' in job '%s' (etcd)\n", o->rdv_name, tpx_rdv_job(rdv));
   if (rc == 0 && !ready) listening(o, es);
   int started = 0;

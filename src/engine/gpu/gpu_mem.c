@@ -24,9 +24,11 @@ void tpx__gpu_dev_free(struct gpu_dev *d) {
   free(d);
 }
 
-/* The GPU's resources, created on first use. Lock held. */
+/* The GPU's resources, created on first use. Lock held. Errors come with
+ * tpx_err_quiet's detail: the API call surfaces them, a transfer's failure
+ * fails its peer (fail.c logs it), so nothing here logs. */
 int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
-  if (dev < 0 || dev >= TPX_GPU_MAX_DEVICES) return tpx_err(TPX_EINVAL, "GPU %d: no such device", dev);
+  if (dev < 0 || dev >= TPX_GPU_MAX_DEVICES) return tpx_err_quiet(TPX_EINVAL, "GPU %d: no such device", dev);
   if (g->devs[dev]) {
     *out = g->devs[dev];
     return 0;
@@ -36,7 +38,7 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   struct gpu_dev *d = calloc(1, sizeof(*d));
   if (!d) {
     tpx__gpu_release(dev);
-    return tpx_err(TPX_ENOMEM, "GPU %d: out of memory", dev);
+    return tpx_err_quiet(TPX_ENOMEM, "GPU %d: out of memory", dev);
   }
   d->dev = dev;
   for (int i = 0; i < GPU_NSTREAMS && rc == 0; i++) {
@@ -47,7 +49,7 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   if (rc) {
     int err = rc;
     tpx__gpu_dev_free(d);
-    return tpx_err(err, "endpoint %s: setting up GPU %d for transfers failed: %s", g->ep->name, dev,
+    return tpx_err_quiet(err, "endpoint %s: setting up GPU %d for transfers failed: %s", g->ep->name, dev,
                    tpx_last_error());
   }
   g->devs[dev] = d;
@@ -69,7 +71,7 @@ int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **
     o.max_inflight = GPU_UNPACK_INFLIGHT;
     int rc = tpx__unpacker_create(d->dev, &o, &d->unpacker);
     if (rc)
-      return tpx_err(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx__unpack_mode_name(o.mode),
+      return tpx_err_quiet(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx__unpack_mode_name(o.mode),
                      tpx_last_error());
   }
   *out = d->unpacker;

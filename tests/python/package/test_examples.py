@@ -8,7 +8,7 @@ import pytest
 
 from helpers import MEM
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "python", "examples")
 
 
 @pytest.mark.parametrize("name", ["kv_cache_transfer.py", "weight_broadcast.py"])

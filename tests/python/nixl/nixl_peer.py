@@ -1,4 +1,4 @@
-"""The target side of tests/nixl/test_nixl_python.py: a NIXL agent with the
+"""The target side of tests/python/nixl/test_nixl_python.py: a NIXL agent with the
 TPX backend in its own process, driven line by line over stdin/stdout.
 
 It owns NBLK blocks of BLK bytes laid out with gaps (block i at i * STRIDE),

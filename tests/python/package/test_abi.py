@@ -9,7 +9,7 @@ import pytest
 
 from tpx import _lib
 
-INCLUDE = os.path.join(os.path.dirname(__file__), "..", "..", "include")
+INCLUDE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "include")
 MIRRORS = {"tpx_endpoint_params_t": _lib.EndpointParams, "tpx_mem_desc_t": _lib.MemDesc,
            "tpx_iov_t": _lib.Iov, "tpx_notif_t": _lib.Notif}
 

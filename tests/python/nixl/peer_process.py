@@ -1,7 +1,7 @@
 """The other NIXL agent of a test, in a process of its own, spoken to line by
 line over its stdin / stdout: a command out, one answer line back (lines
 the peer prints with the "@@ " prefix; NIXL's own logging has none). Used by
-tests/nixl/test_nixl_python.py and tests/gpu/tcpx_nixl.py."""
+tests/python/nixl/test_nixl_python.py and tests/gpu/tcpx_nixl.py."""
 
 import subprocess
 

@@ -1,4 +1,5 @@
 """Every error path: the right tpx.Error subclass, its C code and detail."""
+import os
 import time
 
 import numpy as np
@@ -189,3 +190,47 @@ def test_auth_key(tmp_path):
     f.chmod(0o644)
     with pytest.raises(tpx.InvalidArgument, match="group or others"):
         tpx.Endpoint(auth_key_file=str(f), **kw)
+
+
+_ONCE = r'''
+import socket, threading, tpx
+try:
+    tpx.Endpoint(port=None, num_channels=0)
+except tpx.InvalidArgument as e:
+    print("raised", e.code)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+def answer():  # a program that is not tpx: answers in another protocol
+    s.settimeout(10)
+    c, _ = s.accept()
+    c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    c.close()
+threading.Thread(target=answer, daemon=True).start()
+with tpx.Endpoint(port=None, listen_host="127.0.0.1", connect_timeout_ms=5000) as ep:
+    try:
+        ep.connect("127.0.0.1", s.getsockname()[1])
+    except tpx.ProtocolError as e:
+        print("raised", e.code, e.detail)
+'''
+
+
+def test_error_is_the_exception_alone():
+    """One error reported once: with the default TPX_LOG the library logs
+    nothing of an error it returns; the exception carries it."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TPX_LOG"}
+    p = subprocess.run([sys.executable, "-c", _ONCE], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "raised -4", p.stdout
+    assert lines[1].startswith("raised -16") and "not a tpx peer" in lines[1], p.stdout
+    assert p.stderr == "", p.stderr
+
+
+def test_message_names_the_code_once():
+    e = tpx.Error(-8, "tpx_connect: peer x: no answer (timed out)")
+    assert str(e) == "tpx_connect: peer x: no answer (timed out)" and e.name == "timed out"
+    assert str(tpx.Error(-8, "a detail")) == "timed out: a detail"
+    assert str(tpx.Error(-8)) == "timed out"

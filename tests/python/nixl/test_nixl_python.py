@@ -30,7 +30,7 @@ WAIT_S = 60.0  # bound of every loop below (a hang fails the test, never blocks 
 
 
 class Target(PeerProcess):
-    """The other agent (tests/nixl/nixl_peer.py) in its own process."""
+    """The other agent (tests/python/nixl/nixl_peer.py) in its own process."""
 
     def __init__(self, region_bytes: int = 0):
         super().__init__([sys.executable, os.path.join(HERE, "nixl_peer.py"), "target", str(region_bytes)])

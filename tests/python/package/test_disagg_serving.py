@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "disagg_serving.py")
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "python", "examples", "disagg_serving.py")
 TIMEOUT_MS = 5000
 
 
