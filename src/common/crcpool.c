@@ -31,6 +31,8 @@ struct tpx_crcpool {
   struct job job[SLOTS];
   uint64_t head, tail; /* queued tickets: [head, tail) */
   int stop, nthreads, waiters;
+  void (*done_fn)(void *);
+  void *done_arg;
   pthread_t th[MAX_THREADS];
 };
 
@@ -58,6 +60,7 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&p->mu);
     atomic_store_explicit(&j->state, J_DONE, memory_order_release);
     if (p->waiters) pthread_cond_broadcast(&p->done);
+    if (p->done_fn) p->done_fn(p->done_arg);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -79,10 +82,12 @@ void tpx__crcpool_destroy(tpx_crcpool_t *p) {
   free(p);
 }
 
-int tpx__crcpool_create(int threads, tpx_crcpool_t **out) {
+int tpx__crcpool_create(int threads, void (*done)(void *), void *arg, tpx_crcpool_t **out) {
   *out = NULL;
   tpx_crcpool_t *p = calloc(1, sizeof(*p));
   if (!p) return tpx_err_quiet(TPX_ENOMEM, "checksum threads: out of memory");
+  p->done_fn = done;
+  p->done_arg = arg;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->work, NULL);
   pthread_cond_init(&p->done, NULL);

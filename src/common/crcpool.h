@@ -11,7 +11,8 @@
 
 typedef struct tpx_crcpool tpx_crcpool_t;
 
-int tpx__crcpool_create(int threads, tpx_crcpool_t **out);
+/* done(arg) runs on a worker after each sum (the progress thread's wake-up). */
+int tpx__crcpool_create(int threads, void (*done)(void *), void *arg, tpx_crcpool_t **out);
 void tpx__crcpool_destroy(tpx_crcpool_t *p); /* every sum dropped, threads joined; NULL ok */
 /* The CRC-32C of data[0..len), or of nv pieces (copied). TPX_EAGAIN while
  * every slot is taken (sum it in place instead). */

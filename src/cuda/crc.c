@@ -24,6 +24,20 @@ int tpx__gpu_crc_poll(tpx_gpu_crc_t *c, uint64_t ticket, uint32_t *crc) {
   (void)crc;
   return TPX_ENOTSUP;
 }
+int tpx__gpu_crc_flush(tpx_gpu_crc_t *c) {
+  (void)c;
+  return TPX_ENOTSUP;
+}
+int tpx__gpu_crc_start_on(tpx_gpu_crc_t *c, struct tpx_gpu_stream *stream, const void *const *p, const uint64_t *len,
+                          uint32_t n, uint64_t *tickets) {
+  (void)c;
+  (void)stream;
+  (void)p;
+  (void)len;
+  (void)n;
+  (void)tickets;
+  return TPX_ENOTSUP;
+}
 void tpx__gpu_crc_drop(tpx_gpu_crc_t *c, uint64_t ticket) {
   (void)c;
   (void)ticket;
@@ -39,24 +53,38 @@ void tpx__gpu_crc_drop(tpx_gpu_crc_t *c, uint64_t ticket) {
 #include "cuda/crc_kernel.h"
 #include "cuda/gpu.h"
 
-#define SLOTS 1024u
+#define SLOTS 1024u /* tickets in flight */
+#define BATCHES 64u /* launches in flight */
 #define SEGS (TPX_GPU_CRC_MAX_BYTES / TPX_CRC_SEG)
 
 struct slot {
-  tpx_gpu_event_t *ev; /* recorded after the kernels; NULL once they finished */
   uint64_t ticket;
-  int wanted;          /* started, neither polled done nor dropped */
+  uint32_t batch; /* its launch, in batch[] */
+  int wanted;     /* started, neither polled done nor dropped */
+  int busy;       /* its launch has not been seen finished */
+};
+
+struct batch {
+  tpx_gpu_event_t *ev; /* recorded after the kernels; NULL: not launched */
+  uint32_t refs;       /* slots still busy with it */
 };
 
 struct tpx_gpu_crc {
   int dev;
   tpx_gpu_stream_t *stream;
   tpx_gpu_evpool_t *pool;
-  uint32_t *partials;       /* device: SLOTS * SEGS words */
-  uint32_t *out, *out_dev;  /* pinned host: SLOTS words, and as the GPU writes them */
+  uint32_t *partials;      /* device: BATCHES * TPX_CRC_BATCH * SEGS words */
+  uint32_t *out, *out_dev; /* pinned host: SLOTS words, and as the GPU writes them */
+  tpx_crc_ops_t *ops_dev;  /* the operators, in device memory */
   struct slot slot[SLOTS];
-  uint64_t next;
-  uint64_t init_len;        /* the last length's initial-value term */
+  struct batch batch[BATCHES];
+  uint64_t next;           /* the next ticket */
+  uint64_t nbatch;         /* the batch being filled: nbatch % BATCHES */
+  /* queued, not launched: the filling batch's chunks */
+  const void *qp[TPX_CRC_BATCH];
+  uint64_t qlen[TPX_CRC_BATCH];
+  uint32_t qinit[TPX_CRC_BATCH], qidx[TPX_CRC_BATCH], nq;
+  uint64_t init_len;       /* the last length's initial-value term */
   uint32_t init;
 };
 
@@ -64,32 +92,76 @@ static tpx_crc_ops_t ops;
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
 static void ops_init(void) {
-  for (int k = 0; k < TPX_CRC_PIECE_LEVELS; k++) tpx__crc32c_zeros_op((uint64_t)(TPX_CRC_SEG / TPX_CRC_THREADS) << k, ops.piece[k]);
+  for (int k = 0; k < TPX_CRC_PIECE_LEVELS; k++)
+    tpx__crc32c_zeros_op((uint64_t)(TPX_CRC_SEG / TPX_CRC_THREADS) << k, ops.piece[k]);
   for (int k = 0; k < TPX_CRC_SEG_LEVELS; k++) tpx__crc32c_zeros_op((uint64_t)TPX_CRC_SEG << k, ops.seg[k]);
+}
+
+static uint32_t init_term(tpx_gpu_crc_t *c, uint64_t len) {
+  if (len != c->init_len) {
+    uint32_t op[32], r = 0;
+    tpx__crc32c_zeros_op(len, op);
+    for (int i = 0; i < 32; i++) r ^= op[i]; /* op applied to 0xffffffff */
+    c->init = r;
+    c->init_len = len;
+  }
+  return c->init;
 }
 
 void tpx__gpu_crc_destroy(tpx_gpu_crc_t *c) {
   if (!c) return;
   tpx__gpu_stream_destroy(c->stream); /* waits for its work */
-  for (uint32_t i = 0; i < SLOTS; i++) tpx__gpu_event_put(c->pool, c->slot[i].ev);
+  for (uint32_t i = 0; i < BATCHES; i++) tpx__gpu_event_put(c->pool, c->batch[i].ev);
   tpx__gpu_evpool_destroy(c->pool);
   (void)tpx__gpu_free(c->dev, c->partials);
+  (void)tpx__gpu_free(c->dev, c->ops_dev);
   (void)tpx__gpu_host_free(c->dev, c->out);
   (void)tpx__gpu_release(c->dev);
   free(c);
 }
 
-static uint32_t init_term(tpx_gpu_crc_t *c, uint64_t len);
+/* The queued chunks' kernels on st, and the batch's event after them. */
+static int launch(tpx_gpu_crc_t *c, tpx_gpu_stream_t *st) {
+  struct batch *b = &c->batch[c->nbatch % BATCHES];
+  tpx_gpu_event_t *ev;
+  int rc = tpx__gpu_event_get(c->pool, &ev);
+  if (rc) return rc;
+  tpx_gpu_guard_t g;
+  if ((rc = tpx__gpu_guard_enter(c->dev, &g)) != 0) {
+    tpx__gpu_event_put(c->pool, ev);
+    return rc;
+  }
+  uint32_t *part = c->partials + (size_t)(c->nbatch % BATCHES) * TPX_CRC_BATCH * SEGS;
+  int e = tpx__crc_kernel_launch(c->ops_dev, c->qp, c->qlen, c->qinit, c->qidx, c->nq, part, c->out_dev,
+                                 tpx__gpu_stream_handle(st));
+  tpx__gpu_guard_leave(&g);
+  if (e == 0) rc = tpx__gpu_event_record(ev, st);
+  if (e || rc) {
+    tpx__gpu_event_put(c->pool, ev);
+    (void)tpx__gpu_stream_sync(st);
+    return e ? tpx_err_quiet(TPX_ECUDA, "GPU %d checksums: kernel launch failed (CUDA error %d)", c->dev, e) : rc;
+  }
+  b->ev = ev;
+  c->nq = 0;
+  c->nbatch++;
+  return 0;
+}
+
+int tpx__gpu_crc_flush(tpx_gpu_crc_t *c) { return c->nq ? launch(c, c->stream) : 0; }
 
 /* The kernels run here and give the known answer, or this GPU has no sums
  * (TPX_ENOTSUP: a GPU without a kernel image for it, a driver stand-in). */
 static int self_test(tpx_gpu_crc_t *c) {
-  uint8_t *in = (uint8_t *)(c->partials + SEGS); /* slot 1's scratch as the input */
+  uint8_t *in = (uint8_t *)(c->partials + TPX_CRC_BATCH * SEGS); /* batch 1's scratch as the input */
   int rc = tpx__gpu_memcpy(c->dev, in, "123456789", 9);
   if (rc) return rc;
   tpx_gpu_guard_t g;
   if ((rc = tpx__gpu_guard_enter(c->dev, &g)) != 0) return rc;
-  int e = tpx__crc_kernel_launch(in, 9, &ops, init_term(c, 9), c->partials, c->out_dev, tpx__gpu_stream_handle(c->stream));
+  const void *p[1] = {in};
+  uint64_t len[1] = {9};
+  uint32_t init[1] = {init_term(c, 9)}, idx[1] = {0};
+  int e = tpx__crc_kernel_launch(c->ops_dev, p, len, init, idx, 1, c->partials, c->out_dev,
+                                 tpx__gpu_stream_handle(c->stream));
   tpx__gpu_guard_leave(&g);
   if (e == 0 && (rc = tpx__gpu_stream_sync(c->stream)) != 0) return rc;
   if (e || __atomic_load_n(&c->out[0], __ATOMIC_ACQUIRE) != 0xe3069283u)
@@ -112,9 +184,11 @@ int tpx__gpu_crc_create(int dev, tpx_gpu_crc_t **out) {
   c->init_len = UINT64_MAX;
   rc = tpx__gpu_stream_create(dev, &c->stream);
   if (!rc) rc = tpx__gpu_evpool_create(dev, 16, &c->pool);
-  if (!rc) rc = tpx__gpu_malloc(dev, (size_t)SLOTS * SEGS * sizeof(uint32_t), (void **)&c->partials);
+  if (!rc) rc = tpx__gpu_malloc(dev, (size_t)BATCHES * TPX_CRC_BATCH * SEGS * sizeof(uint32_t), (void **)&c->partials);
   if (!rc) rc = tpx__gpu_host_alloc(dev, SLOTS * sizeof(uint32_t), (void **)&c->out);
   if (!rc) rc = tpx__gpu_host_dev_ptr(dev, c->out, (void **)&c->out_dev);
+  if (!rc) rc = tpx__gpu_malloc(dev, sizeof(ops), (void **)&c->ops_dev);
+  if (!rc) rc = tpx__gpu_memcpy(dev, c->ops_dev, &ops, sizeof(ops));
   if (!rc) rc = self_test(c);
   if (rc) {
     tpx__gpu_crc_destroy(c);
@@ -124,61 +198,63 @@ int tpx__gpu_crc_create(int dev, tpx_gpu_crc_t **out) {
   return 0;
 }
 
-/* A slot's event done: its result read (or dropped) and the slot free. */
+/* A slot's launch finished: 1 (the batch's event goes back with its last
+ * slot), 0 not yet, < 0 failed. */
 static int settle(tpx_gpu_crc_t *c, struct slot *s) {
-  if (!s->ev) return 1;
-  int q = tpx__gpu_event_query(s->ev);
-  if (q <= 0) return q; /* 0 running, < 0 failed */
-  tpx__gpu_event_put(c->pool, s->ev);
-  s->ev = NULL;
+  if (!s->busy) return 1;
+  struct batch *b = &c->batch[s->batch];
+  if (!b->ev) return 0; /* queued, not launched */
+  int q = tpx__gpu_event_query(b->ev);
+  if (q <= 0) return q;
+  s->busy = 0;
+  if (--b->refs == 0) {
+    tpx__gpu_event_put(c->pool, b->ev);
+    b->ev = NULL;
+  }
   return 1;
 }
 
-static uint32_t init_term(tpx_gpu_crc_t *c, uint64_t len) {
-  if (len != c->init_len) {
-    uint32_t op[32], r = 0;
-    tpx__crc32c_zeros_op(len, op);
-    for (int i = 0; i < 32; i++) r ^= op[i]; /* op applied to 0xffffffff */
-    c->init = r;
-    c->init_len = len;
-  }
-  return c->init;
+/* Queue one chunk into the filling batch. */
+static int queue(tpx_gpu_crc_t *c, const void *p, uint64_t len, uint64_t *ticket) {
+  if (len == 0 || len > TPX_GPU_CRC_MAX_BYTES)
+    return tpx_err_quiet(TPX_EINVAL, "GPU %d checksums: %llu bytes", c->dev, (unsigned long long)len);
+  struct slot *s = &c->slot[c->next % SLOTS];
+  struct batch *b = &c->batch[c->nbatch % BATCHES];
+  if (s->wanted || (c->nq == 0 && (b->ev || b->refs))) return TPX_EAGAIN;
+  int q = settle(c, s); /* a dropped sum's launch */
+  if (q < 0) return tpx_err_quiet(TPX_ECUDA, "GPU %d checksums: an earlier sum failed", c->dev);
+  if (q == 0) return TPX_EAGAIN;
+  uint32_t i = (uint32_t)(c->next % SLOTS);
+  c->qp[c->nq] = p;
+  c->qlen[c->nq] = len;
+  c->qinit[c->nq] = init_term(c, len);
+  c->qidx[c->nq++] = i;
+  s->ticket = c->next;
+  s->batch = (uint32_t)(c->nbatch % BATCHES);
+  s->wanted = s->busy = 1;
+  b->refs++;
+  *ticket = c->next++;
+  return 0;
 }
 
 int tpx__gpu_crc_start(tpx_gpu_crc_t *c, const void *p, uint64_t len, uint64_t *ticket) {
-  if (len == 0 || len > TPX_GPU_CRC_MAX_BYTES)
-    return tpx_err_quiet(TPX_EINVAL, "GPU %d checksums: %llu bytes", c->dev, (unsigned long long)len);
-  uint32_t i = (uint32_t)(c->next % SLOTS);
-  struct slot *s = &c->slot[i];
-  if (s->wanted) return TPX_EAGAIN;
-  int q = settle(c, s); /* a dropped sum's work */
-  if (q < 0) return tpx_err_quiet(TPX_ECUDA, "GPU %d checksums: an earlier sum failed", c->dev);
-  if (q == 0) return TPX_EAGAIN;
-  tpx_gpu_event_t *ev;
-  int rc = tpx__gpu_event_get(c->pool, &ev);
-  if (rc) return rc;
-  tpx_gpu_guard_t g;
-  if ((rc = tpx__gpu_guard_enter(c->dev, &g)) != 0) {
-    tpx__gpu_event_put(c->pool, ev);
-    return rc;
-  }
-  int e = tpx__crc_kernel_launch(p, len, &ops, init_term(c, len), c->partials + (size_t)i * SEGS, c->out_dev + i,
-                                 tpx__gpu_stream_handle(c->stream));
-  tpx__gpu_guard_leave(&g);
-  if (e) {
-    tpx__gpu_event_put(c->pool, ev);
-    return tpx_err_quiet(TPX_ECUDA, "GPU %d checksums: kernel launch failed (CUDA error %d)", c->dev, e);
-  }
-  if ((rc = tpx__gpu_event_record(ev, c->stream)) != 0) {
-    tpx__gpu_event_put(c->pool, ev);
-    (void)tpx__gpu_stream_sync(c->stream); /* the slot's buffers are free again */
-    return rc;
-  }
-  s->ev = ev;
-  s->wanted = 1;
-  s->ticket = c->next;
-  *ticket = c->next++;
-  return 0;
+  int rc = queue(c, p, len, ticket);
+  return rc == 0 && c->nq == TPX_CRC_BATCH ? tpx__gpu_crc_flush(c) : rc;
+}
+
+int tpx__gpu_crc_start_on(tpx_gpu_crc_t *c, struct tpx_gpu_stream *stream, const void *const *p, const uint64_t *len,
+                          uint32_t n, uint64_t *tickets) {
+  int rc = tpx__gpu_crc_flush(c); /* a batch of its own */
+  uint32_t k = 0;
+  for (; k < n && rc == 0; k++) rc = queue(c, p[k], len[k], &tickets[k]);
+  if (rc == 0) rc = launch(c, stream);
+  if (rc == 0) return 0;
+  /* none of them then: the caller sums them later, its own way */
+  for (uint32_t i = 0; i < c->nq; i++) c->slot[c->qidx[i]].wanted = c->slot[c->qidx[i]].busy = 0;
+  c->batch[c->nbatch % BATCHES].refs -= c->nq;
+  c->next -= c->nq;
+  c->nq = 0;
+  return rc;
 }
 
 int tpx__gpu_crc_poll(tpx_gpu_crc_t *c, uint64_t ticket, uint32_t *crc) {
@@ -186,6 +262,10 @@ int tpx__gpu_crc_poll(tpx_gpu_crc_t *c, uint64_t ticket, uint32_t *crc) {
   if (!s->wanted || s->ticket != ticket)
     return tpx_err_quiet(TPX_EINTERNAL, "GPU %d checksums: ticket %llu is not in flight", c->dev,
                          (unsigned long long)ticket);
+  if (s->busy && !c->batch[s->batch].ev) { /* still queued: its caller waits, so launch */
+    int rc = tpx__gpu_crc_flush(c);
+    if (rc) return rc;
+  }
   int q = settle(c, s);
   if (q < 0) {
     s->wanted = 0;
@@ -199,7 +279,11 @@ int tpx__gpu_crc_poll(tpx_gpu_crc_t *c, uint64_t ticket, uint32_t *crc) {
 
 void tpx__gpu_crc_drop(tpx_gpu_crc_t *c, uint64_t ticket) {
   struct slot *s = &c->slot[ticket % SLOTS];
-  if (s->wanted && s->ticket == ticket) s->wanted = 0;
+  if (!s->wanted || s->ticket != ticket) return;
+  s->wanted = 0;
+  if (s->busy && !c->batch[s->batch].ev && tpx__gpu_crc_flush(c) != 0) return;
+  if (s->busy) (void)tpx__gpu_event_sync(c->batch[s->batch].ev); /* its bytes may go now */
+  (void)settle(c, s);
 }
 
 #endif

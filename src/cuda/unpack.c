@@ -73,6 +73,11 @@ int tpx__unpack_device(const tpx_unpacker_t *u) {
   (void)u;
   return TPX_GPU_NONE;
 }
+struct tpx_gpu_stream *tpx__unpack_ticket_stream(tpx_unpacker_t *u, uint64_t ticket) {
+  (void)u;
+  (void)ticket;
+  return NULL;
+}
 void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   (void)u;
   if (st) memset(st, 0, sizeof *st);
@@ -580,6 +585,9 @@ void tpx__unpacker_destroy(tpx_unpacker_t *u) {
   tpx__gpu_release(dev);
 }
 
+struct tpx_gpu_stream *tpx__unpack_ticket_stream(tpx_unpacker_t *u, uint64_t ticket) {
+  return u && u->ns > 0 ? u->streams[ticket % (uint64_t)u->ns] : NULL;
+}
 void *tpx__unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs[0] : NULL; }
 int tpx__unpack_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
 void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {

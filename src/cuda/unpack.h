@@ -129,6 +129,9 @@ void *tpx__unpack_stream(tpx_unpacker_t *u);
 int tpx__unpack_nstreams(const tpx_unpacker_t *u);
 void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i);
 int tpx__unpack_device(const tpx_unpacker_t *u);
+/* The stream chunk `ticket` was queued on (tpx_gpu_stream_t): work queued
+ * there after it runs after its copies. */
+struct tpx_gpu_stream *tpx__unpack_ticket_stream(tpx_unpacker_t *u, uint64_t ticket);
 
 typedef struct tpx_unpack_stats {
   uint64_t chunks;   /* submitted */

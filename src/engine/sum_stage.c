@@ -21,12 +21,15 @@ enum wsum {
   WSUM_GPU        /* running on GPU s->sum_dev: s->sum_ticket */
 };
 
+/* A sum is in: a napping progress thread passes again at once. */
+static void sum_done(void *arg) { tpx__ep_wake(arg); }
+
 /* The endpoint's checksum threads, started with the first chunk worth them:
  * a quarter of its CPUs, 1..8 (NULL: none could start; sums in place). */
 static tpx_crcpool_t *pool(tpx_endpoint_t *ep) {
   if (!ep->sumpool && !ep->sumpool_none) {
     int n = ep->ncpu / 4;
-    if (tpx__crcpool_create(n < 1 ? 1 : n > 8 ? 8 : n, &ep->sumpool) != 0) {
+    if (tpx__crcpool_create(n < 1 ? 1 : n > 8 ? 8 : n, sum_done, ep, &ep->sumpool) != 0) {
       TPX_INFO("endpoint %s: no checksum threads (%s): chunks are summed in place", ep->name, tpx_last_error());
       ep->sumpool_none = 1;
     }
@@ -52,7 +55,7 @@ static void cpu_sum(struct tpx_peer *p, struct wslot *s, const void *at, const s
 
 /* Drive a sum running apart: 1 done (WSUM_HAVE, or WSUM_NONE where the GPU
  * has no kernel), 0 not yet, < 0 error. */
-static int drive(struct tpx_peer *p, struct wslot *s) {
+static int drive(struct tpx_peer *p, struct window *q, struct wslot *s) {
   tpx_endpoint_t *ep = p->ep;
   switch (s->sum_have) {
   case WSUM_POOL:
@@ -60,7 +63,8 @@ static int drive(struct tpx_peer *p, struct wslot *s) {
     s->sum_have = WSUM_HAVE;
     return 1;
   case WSUM_GPU_LATER: {
-    int rc = s->sum_dev >= 0 ? tpx__gpu_sum_start(ep, s->sum_dev, s->sum_at, s->len, &s->sum_ticket) : TPX_ENOTSUP;
+    int rc = tpx__gpu_recv_sum_taken(q, s, &s->sum_ticket) ? 0 /* queued with its unpack */
+             : s->sum_dev >= 0 ? tpx__gpu_sum_start(ep, s->sum_dev, s->sum_at, s->len, &s->sum_ticket) : TPX_ENOTSUP;
     if (rc == TPX_EAGAIN) return 0;
     if (rc == TPX_ENOTSUP) { /* no kernel on this GPU: unchecked */
       s->sum_have = WSUM_NONE;
@@ -102,7 +106,7 @@ int tpx__sum_stage_recv_ok(struct tpx_peer *p, struct window *q, struct wslot *s
   struct op *o = s->op;
   if (!p->sum || o->discard) return 1;
   if (s->sum_have == WSUM_CPU_LATER) tpx__sum_stage_landed(p, q, s, 1);
-  int r = drive(p, s);
+  int r = drive(p, q, s);
   if (r < 0)
     return tpx_err_quiet(r, "peer %s channel %d: checksum of chunk %llu of %s %llu: %s", p->where, q->ch,
                          (unsigned long long)s->chunk, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
@@ -130,7 +134,7 @@ int tpx__sum_stage_sent(struct tpx_peer *p, struct window *q, struct wslot *s, i
 
 int tpx__sum_stage_send_ok(struct tpx_peer *p, struct window *q, struct wslot *s) {
   if (s->sum_have == WSUM_NONE) return 1;
-  int r = drive(p, s);
+  int r = drive(p, q, s);
   if (r < 0)
     return tpx_err_quiet(r, "peer %s channel %d: checksum of chunk %llu: %s", p->where, q->ch,
                          (unsigned long long)s->chunk, tpx_last_error());

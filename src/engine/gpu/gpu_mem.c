@@ -107,6 +107,27 @@ void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket) {
   if (d) tpx__gpu_crc_drop(d->crc, ticket);
 }
 
+void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gslot **run, uint32_t n) {
+  const void *p[TPX_CRC_BATCH];
+  uint64_t len[TPX_CRC_BATCH], tk[TPX_CRC_BATCH];
+  struct gslot *of[TPX_CRC_BATCH];
+  uint32_t m = 0;
+  for (uint32_t k = 0; k < n && m < TPX_CRC_BATCH; k++)
+    if (run[k]->want_sum) {
+      of[m] = run[k];
+      p[m] = run[k]->dst;
+      len[m++] = run[k]->len;
+    }
+  struct gpu_dev *d = m ? sum_dev(g->ep, dev) : NULL;
+  struct tpx_gpu_stream *st = d ? tpx__unpack_ticket_stream(d->unpacker, t) : NULL;
+  /* else (or a failed launch) each is summed on its own once unpacked */
+  if (!st || tpx__gpu_crc_start_on(d->crc, st, p, len, m, tk) != 0) return;
+  for (uint32_t k = 0; k < m; k++) {
+    of[k]->sum_on = 1;
+    of[k]->sum_ticket = tk[k];
+  }
+}
+
 int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
   struct gpu_dev *d = dev >= 0 && dev < TPX_GPU_MAX_DEVICES ? g->devs[dev] : NULL;
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "GPU %d was never set up", dev);

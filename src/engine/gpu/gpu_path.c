@@ -171,6 +171,7 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink
   s->dst = m->base + off;
   s->len = len;
   s->dev = m->type == TPX_MEM_CUDA ? m->device : -1;
+  s->want_sum = q->is_recv && p->sum && !l->op->discard;
   if (q->is_recv && p->ep->gpath->unpack) {
     s->mode = m->type == TPX_MEM_CUDA ? GS_UNPACK_GPU : GS_UNPACK_CPU;
   } else if (prep == GPU_POST_STAGED) {
@@ -185,6 +186,14 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink
     s->mode = GS_FLUSH; /* the transport wrote GPU memory itself */
     s->mh = mh;
   }
+}
+
+int tpx__gpu_recv_sum_taken(const struct window *q, const struct wslot *s, uint64_t *ticket) {
+  struct gslot *g = q->gpu ? &q->gpu->slots[s - q->ring] : NULL;
+  if (!g || !g->sum_on) return 0;
+  g->sum_on = 0;
+  *ticket = g->sum_ticket;
+  return 1;
 }
 
 int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at, int *dev) {
@@ -215,13 +224,13 @@ void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q) {
 void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q) {
   struct gpu_window *gq = q->gpu;
   if (!gq) return;
-  (void)p;
   /* GPU work still reading or writing memory (user buffers, staging) must
    * end before the transfers are failed and their memory handed back. */
   for (uint64_t pos = q->head; pos < q->tail; pos++) {
     struct gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
     if (s->mode == GS_UNPACK_GPU) tpx__unpack_purge(gq, s);
+    if (s->sum_on) tpx__gpu_sum_drop(p->ep, s->dev, s->sum_ticket); /* never taken by the window */
     else if (s->mode != GS_FLUSH) tpx__stage_slot_wait(gq, s); /* a flush request goes with its comm */
     s->busy = 0;
   }

@@ -75,6 +75,9 @@ int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void
  * GPU: the chunk goes unchecked), other < 0 errors. poll: 1 done (*sum), 0
  * not yet, < 0. drop: no longer wanted (its transfer ended). */
 int tpx__gpu_sum_start(tpx_endpoint_t *ep, int dev, const void *p, uint64_t len, uint64_t *ticket);
+/* A receive's sum already queued with its unpack (on the unpack's stream,
+ * right after it): 1 and its ticket, taken over by the caller; else 0. */
+int tpx__gpu_recv_sum_taken(const struct window *q, const struct wslot *s, uint64_t *ticket);
 int tpx__gpu_sum_poll(tpx_endpoint_t *ep, int dev, uint64_t ticket, uint32_t *sum);
 void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket);
 /* This side moves packed chunks (plan.h) whose pieces lie in GPU memory:

@@ -5,6 +5,7 @@
 
 #include "common/ring.h"
 #include "cuda/crc.h"
+#include "cuda/crc_kernel.h"
 #include "cuda/gpu.h"
 #include "cuda/unpack.h"
 #include "tcpx/contract.h"
@@ -80,6 +81,9 @@ struct gslot {
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
+  uint8_t want_sum;  /* integrity: its CRC-32C wanted (a receive from a peer that sends sums) */
+  uint8_t sum_on;    /* GS_UNPACK_GPU: that sum queued right after its unpack, sum_ticket */
+  uint64_t sum_ticket;
   const struct xent *pents; /* GS_STAGE_IN of a packed chunk: its transfer's entries (else NULL) */
   struct cursor pcur;       /* and the chunk (pack_runs.h scatters it) */
 };
@@ -139,6 +143,9 @@ void tpx__gpu_thread_pin(struct gpu_ep *g);
 int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
 /* One launch of c on GPU dev's unpacker (SM staging copies, unpacks): 0
  * queued (*ticket), TPX_EAGAIN the unpacker is full (retry later), < 0. */
+/* Integrity: the sums of the chunks of unpack run[0..n) (GPU dev, unpack
+ * ticket t) that want one, queued on the unpack's stream right after it. */
+void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gslot **run, uint32_t n);
 int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket);
 
 /* The span [*lo, *hi) of the destinations of slots run[0..n), n >= 1: one

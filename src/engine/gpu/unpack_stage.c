@@ -97,6 +97,7 @@ static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
     run[k]->deferred = 0;
     gq->g->unpacked_gpu += run[k]->len;
   }
+  tpx__gpu_sum_after_unpack(gq->g, run[0]->dev, ticket, run, n);
   return 0;
 }
 
