@@ -13,6 +13,7 @@
 #include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/inline_data.h"
+#include "engine/integrity.h"
 #include "engine/msg.h"
 #include "engine/notif.h"
 #include "engine/op.h"
@@ -34,7 +35,8 @@ int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f) 
                 (unsigned long long)m.id, (unsigned long long)m.inl_len, (unsigned long long)o->total);
       return TPX_EPROTO;
     }
-    tpx__op_finish(o, tpx__inline_scatter(o->ents, o->nents, m.data));
+    int v = m.inl == 2 ? tpx__sum_inline(o, m.data, m.inl_len, m.sum) : 0;
+    tpx__op_finish(o, v ? v : tpx__inline_scatter(o->ents, o->nents, m.data));
     return 0;
   }
   return tpx__peer_start_data(p, o, m.first_ch, 1);

@@ -87,6 +87,23 @@ static void unchecked(struct tpx_peer *p) {
              "checked (docs/SECURITY.md)", p->where);
 }
 
+/* The first mismatch of o: chunk on channel ch (-1: its inline data). */
+static void mismatch(struct op *o, int ch, uint64_t chunk, uint32_t got, uint32_t want) {
+  if (o->sum_bad) return;
+  o->sum_bad = 1;
+  o->sum_bad_ch = ch;
+  o->sum_bad_chunk = chunk;
+  o->sum_bad_got = got;
+  o->sum_bad_want = want;
+  if (ch >= 0)
+    TPX_WARN("peer %s channel %d: chunk %llu of %s %llu failed its check (CRC-32C %08x, sent as %08x): the "
+             "transfer fails", o->peer->where, ch, (unsigned long long)chunk, tpx__op_kind_name(o->kind),
+             (unsigned long long)o->id, got, want);
+  else
+    TPX_WARN("peer %s: the inline data of %s %llu failed its check (CRC-32C %08x, sent as %08x): the transfer "
+             "fails", o->peer->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id, got, want);
+}
+
 int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int have, uint32_t sum) {
   if (!p->sum || !o->sums || chunk >= o->nchunks) return 1;
   uint8_t st = o->sum_st[chunk];
@@ -95,24 +112,27 @@ int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int
     unchecked(p);
     return 1;
   }
-  if (sum == o->sums[chunk] || o->sum_bad) return 1;
-  o->sum_bad = 1;
-  o->sum_bad_ch = ch;
-  o->sum_bad_chunk = chunk;
-  o->sum_bad_got = sum;
-  o->sum_bad_want = o->sums[chunk];
-  TPX_WARN("peer %s channel %d: chunk %llu of %s %llu failed its check (CRC-32C %08x, sent as %08x): the "
-           "transfer fails", p->where, ch, (unsigned long long)chunk, tpx__op_kind_name(o->kind),
-           (unsigned long long)o->id, sum, o->sums[chunk]);
+  if (sum != o->sums[chunk]) mismatch(o, ch, chunk, sum, o->sums[chunk]);
   return 1;
+}
+
+int tpx__sum_inline(struct op *o, const uint8_t *data, uint64_t len, uint32_t sum) {
+  uint32_t got = tpx__crc32c(0, data, (size_t)len);
+  if (got == sum) return 0;
+  mismatch(o, -1, 0, got, sum);
+  return tpx__sum_verdict(o);
 }
 
 int tpx__sum_verdict(struct op *o) {
   if (!o->sum_bad) return 0;
-  char m[512]; /* the transfer's message, clipped to its size */
-  snprintf(m, sizeof(m), "peer %s channel %d: chunk %llu of %s %llu arrived with other bytes than were sent "
-           "(CRC-32C %08x, sent as %08x)", o->peer->where, o->sum_bad_ch, (unsigned long long)o->sum_bad_chunk,
-           tpx__op_kind_name(o->kind), (unsigned long long)o->id, o->sum_bad_got, o->sum_bad_want);
+  char m[512], where[64]; /* the transfer's message, clipped to its size */
+  if (o->sum_bad_ch >= 0)
+    snprintf(where, sizeof(where), "channel %d: chunk %llu", o->sum_bad_ch, (unsigned long long)o->sum_bad_chunk);
+  else
+    snprintf(where, sizeof(where), "the inline data");
+  snprintf(m, sizeof(m), "peer %s %s of %s %llu arrived with other bytes than were sent (CRC-32C %08x, sent as "
+           "%08x)", o->peer->where, where, tpx__op_kind_name(o->kind), (unsigned long long)o->id, o->sum_bad_got,
+           o->sum_bad_want);
   size_t n = strnlen(m, sizeof(o->errmsg) - 1);
   memcpy(o->errmsg, m, n);
   o->errmsg[n] = 0;

@@ -51,6 +51,9 @@ void tpx__sum_op_free(struct op *o);
  * chunk may count as landed (a mismatch marks o failed), 0 while the
  * sender's sum has not come. */
 int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int have, uint32_t sum);
+/* Inline data (it rode in the control message) against its sender's sum:
+ * 0, or TPX_EINTEGRITY with o marked as for a bad chunk. */
+int tpx__sum_inline(struct op *o, const uint8_t *data, uint64_t len, uint32_t sum);
 /* A receiving transfer's verdict once every chunk is in: 0, or
  * TPX_EINTEGRITY with o's errmsg naming the first bad chunk. */
 int tpx__sum_verdict(struct op *o);

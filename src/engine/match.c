@@ -12,6 +12,7 @@
 #include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/inline_data.h"
+#include "engine/integrity.h"
 #include "engine/msg.h"
 #include "engine/op.h"
 #include "engine/peer.h"
@@ -31,7 +32,7 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
   struct iovec iov[INLINE_MAX_IOV];
   int niov = c->inl_ok ? tpx__inline_ok(p->ep, o->ents, o->nents, o->total, iov) : TPX_ENOTSUP;
   if (niov >= 0) { /* copied into the control message: the buffer is free again */
-    struct wire_send s = {c->recv_id, o->total, 0, o->chunk, 1, NULL};
+    struct wire_send s = {c->recv_id, o->total, 0, o->chunk, p->sum ? 2 : 1, NULL, 0};
     int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, iov, niov));
     if (rc) {
       tpx__peer_fail_last(p, rc);
@@ -41,7 +42,7 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
     return;
   }
   uint32_t first = tpx__op_take_first_ch(p, o->nchunks);
-  struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL};
+  struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL, 0};
   int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, NULL, 0));
   if (rc) {
     tpx__peer_fail_last(p, rc);
@@ -129,7 +130,8 @@ int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
   o->chunk = m.chunk;
   o->total = m.len;
   if (m.inl) {
-    tpx__op_finish(o, tpx__inline_scatter(o->ents, 1, m.data));
+    int v = m.inl == 2 ? tpx__sum_inline(o, m.data, m.len, m.sum) : 0;
+    tpx__op_finish(o, v ? v : tpx__inline_scatter(o->ents, 1, m.data));
     return 0;
   }
   o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);

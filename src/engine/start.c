@@ -36,7 +36,7 @@ void tpx__start_now(struct tpx_peer *p, struct op *o) {
     uint32_t first = niov >= 0 ? 0 : tpx__op_take_first_ch(p, o->nchunks);
     rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_WRITE, o->id, (uint16_t)first, o->chunk, o->rents,
                                                 o->nents, notif_arg(o), o->notif_len, niov >= 0 ? iov : NULL, niov,
-                                                pack_log2_of(o)));
+                                                pack_log2_of(o), p->sum));
     if (rc) break;
     if (niov >= 0) { /* the data went with the request: wait for the ack */
       uint64_t n = o->nchunks;
@@ -54,7 +54,7 @@ void tpx__start_now(struct tpx_peer *p, struct op *o) {
     struct iovec riov[INLINE_MAX_IOV];
     int welcome = tpx__inline_iov(o->ents, o->nents, riov) >= 0; /* our side can take it inline */
     rc = tpx__ctl_send(p, tpx__wire_put_rw_plan(&p->out, MSG_READ, o->id, 0, o->chunk, o->rents, o->nents,
-                                                notif_arg(o), o->notif_len, NULL, welcome, pack_log2_of(o)));
+                                                notif_arg(o), o->notif_len, NULL, welcome, pack_log2_of(o), 0));
     break;
   }
   case K_RECV: {

@@ -157,7 +157,9 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     }
   } else {
     /* checked: lands inside our registrations */
-    if (m.inl && (rc = tpx__inline_scatter(o->ents, o->nents, m.data)) != 0) {
+    /* inline bytes that fail their check land nowhere: the write is answered TPX_EINTEGRITY */
+    int corrupt = m.inl && m.sum_on && tpx__sum_inline(o, m.data, m.inl_len, m.sum) != 0;
+    if (m.inl && !corrupt && (rc = tpx__inline_scatter(o->ents, o->nents, m.data)) != 0) {
       tpx__op_free_internal(o);
       tpx__peer_fail(p, rc, "peer %s: write %llu: its inline bytes could not be copied in: %s", p->where,
                      (unsigned long long)m.id, tpx_last_error());
@@ -209,7 +211,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   uint32_t first = 0;
   if (niov >= 0) o->nchunks = 0; /* all of it goes in the answer */
   else first = tpx__op_take_first_ch(p, o->nchunks);
-  struct wire_read_data rd = {m.id, (uint16_t)first, niov >= 0, total, NULL};
+  struct wire_read_data rd = {m.id, (uint16_t)first, niov < 0 ? 0 : p->sum ? 2 : 1, total, NULL, 0};
   rc = tpx__ctl_send(p, tpx__wire_put_read_data(&p->out, &rd, iov, niov >= 0 ? niov : 0));
   if (rc) {
     tpx__op_free_internal(o);

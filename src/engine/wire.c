@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 void tpx__wbuf_free(struct wbuf *b) {
@@ -254,6 +255,13 @@ int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
   return rd_done(&r, "cts");
 }
 
+/* The CRC-32C of inline data (integrity). */
+static uint32_t iov_sum(const struct iovec *iov, int niov) {
+  uint32_t c = 0;
+  for (int i = 0; i < niov; i++) c = tpx__crc32c(c, iov[i].iov_base, iov[i].iov_len);
+  return c;
+}
+
 static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHUNK; }
 
 int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
@@ -264,8 +272,9 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
   wb_u64(b, m->len);
   wb_u16(b, m->first_ch);
   wb_u32(b, m->chunk);
-  wb_u8(b, m->inl ? 1 : 0);
+  wb_u8(b, m->inl > 2 ? 1 : m->inl);
   if (m->inl) wb_iov(b, iov, niov);
+  if (m->inl == 2) wb_u32(b, iov_sum(iov, niov));
   return frame_end(b, s);
 }
 int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
@@ -276,9 +285,10 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   m->chunk = rd_u32(&r);
   m->inl = rd_u8(&r);
   m->data = NULL;
-  if (!r.bad && (m->inl > 1 || (m->inl && m->len > WIRE_MAX_INLINE)))
+  if (!r.bad && (m->inl > 2 || (m->inl && m->len > WIRE_MAX_INLINE)))
     return tpx_err_quiet(TPX_EPROTO, "send: inline flag %u with %llu bytes", m->inl, (unsigned long long)m->len);
   if (m->inl) m->data = rd_take(&r, (size_t)m->len);
+  m->sum = m->inl == 2 ? rd_u32(&r) : 0;
   int rc = rd_done(&r, "send");
   if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err_quiet(TPX_EPROTO, "send: chunk size %u", m->chunk);
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
@@ -288,7 +298,7 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
 
 int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                           const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
-                          const struct iovec *iov, int niov, int pack_log2) {
+                          const struct iovec *iov, int niov, int pack_log2, int sum_on) {
   uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
   for (uint32_t i = 0; iov && i < n; i++) sum += e[i].len;
   if (iov && (type != MSG_WRITE || inl != sum || inl > WIRE_MAX_INLINE))
@@ -316,8 +326,10 @@ int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_
   wb_u32(b, notif_len);
   wb_bytes(b, notif, notif_len);
   /* WRITE: the data follows; READ: an inline answer is welcome (no data) */
-  wb_u8(b, (uint8_t)((iov || (type == MSG_READ && niov) ? WIRE_RW_INLINE : 0) | (pack_log2 << WIRE_RW_PACK_SHIFT)));
+  uint8_t fl = (uint8_t)((iov || (type == MSG_READ && niov) ? WIRE_RW_INLINE : 0) | (pack_log2 << WIRE_RW_PACK_SHIFT));
+  wb_u8(b, (uint8_t)(fl | (iov && sum_on ? WIRE_RW_SUM : 0)));
   if (iov) wb_iov(b, iov, niov);
+  if (iov && sum_on) wb_u32(b, iov_sum(iov, niov));
   return frame_end(b, s);
 }
 int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
@@ -340,6 +352,9 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
   m->notif = rd_take(&r, m->notif_len);
   uint8_t fl = rd_u8(&r);
   m->inl = fl & WIRE_RW_INLINE;
+  m->sum_on = (fl & WIRE_RW_SUM) != 0;
+  m->sum = 0;
+  fl &= (uint8_t)~WIRE_RW_SUM;
   m->pack_log2 = (uint8_t)(fl >> WIRE_RW_PACK_SHIFT);
   m->inl_len = 0;
   m->data = NULL;
@@ -353,6 +368,9 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
     }
     m->data = rd_take(&r, (size_t)m->inl_len);
   }
+  if (!r.bad && m->sum_on && (!m->inl || f->type != MSG_WRITE))
+    return tpx_err_quiet(TPX_EPROTO, "%s: a checksum flag without inline data", what);
+  if (m->sum_on) m->sum = rd_u32(&r);
   int rc = rd_done(&r, what);
   if (rc == 0 && !chunk_ok(m->chunk)) rc = tpx_err_quiet(TPX_EPROTO, "%s: chunk size %u", what, m->chunk);
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
@@ -372,11 +390,12 @@ int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, cons
   size_t s = frame_begin(b, MSG_READ_DATA);
   wb_u64(b, m->id);
   wb_u16(b, m->first_ch);
-  wb_u8(b, m->inl ? 1 : 0);
+  wb_u8(b, m->inl > 2 ? 1 : m->inl);
   if (m->inl) {
     wb_u64(b, m->inl_len);
     wb_iov(b, iov, niov);
   }
+  if (m->inl == 2) wb_u32(b, iov_sum(iov, niov));
   return frame_end(b, s);
 }
 int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
@@ -386,13 +405,14 @@ int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m
   m->inl = rd_u8(&r);
   m->inl_len = 0;
   m->data = NULL;
-  if (!r.bad && m->inl > 1) return tpx_err_quiet(TPX_EPROTO, "read data: bad inline flag %u", m->inl);
+  if (!r.bad && m->inl > 2) return tpx_err_quiet(TPX_EPROTO, "read data: bad inline flag %u", m->inl);
   if (m->inl) {
     m->inl_len = rd_u64(&r);
     if (!r.bad && m->inl_len > WIRE_MAX_INLINE)
       return tpx_err_quiet(TPX_EPROTO, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
     m->data = rd_take(&r, (size_t)m->inl_len);
   }
+  m->sum = m->inl == 2 ? rd_u32(&r) : 0;
   int rc = rd_done(&r, "read data");
   if (rc == 0 && m->first_ch >= WIRE_MAX_CHANNELS)
     rc = tpx_err_quiet(TPX_EPROTO, "read data: first channel %u", m->first_ch);

@@ -170,9 +170,10 @@ struct wire_relisten {
 /* MSG_WRITE / MSG_READ: the byte after the notification. Bit 0: WRITE: the
  * data follows; READ: an inline answer is welcome. Bits 1-5: k, 0 for the
  * plain plan, 1..WIRE_MAX_PACK_LOG2 for plan.h's packed plan with pieces up
- * to 2^k bytes (only to a peer that sent HELLO_F_PACK). Bits 6-7: 0. */
+ * to 2^k bytes (only to a peer that sent HELLO_F_PACK). Bit 6: WIRE_RW_SUM. Bit 7: 0. */
 #define WIRE_RW_INLINE 0x1u
 #define WIRE_RW_PACK_SHIFT 1
+#define WIRE_RW_SUM 0x40u /* MSG_WRITE: the inline data is followed by its CRC-32C u32 (HELLO_F_SUM) */
 #define WIRE_MAX_PACK_LOG2 22 /* WIRE_MAX_CHUNK */
 
 /* MSG_STATUS.what: which id space the status refers to. */
@@ -224,20 +225,24 @@ struct wire_rw { /* MSG_WRITE and MSG_READ */
   uint8_t pack_log2;   /* packed plan with pieces up to 2^pack_log2 bytes; 0 plain */
   uint64_t inl_len;    /* sum of the entries' lengths when inl */
   const uint8_t *data;
+  uint8_t sum_on;      /* MSG_WRITE inline: its CRC-32C follows (put: computed over the iov) */
+  uint32_t sum;
 };
 struct wire_read_data {
   uint64_t id;
   uint16_t first_ch;
-  uint8_t inl;
+  uint8_t inl;         /* 1 the data follows; 2 and then its CRC-32C u32 (HELLO_F_SUM) */
   uint64_t inl_len;
   const uint8_t *data;
+  uint32_t sum;        /* inl 2: decoded (put computes it over the iov) */
 };
 struct wire_send {
   uint64_t recv_id, len;
   uint16_t first_ch;
   uint32_t chunk;
-  uint8_t inl; /* the len data bytes follow in this message */
+  uint8_t inl; /* 1 the len data bytes follow in this message; 2 and then their CRC-32C u32 */
   const uint8_t *data;
+  uint32_t sum; /* inl 2: decoded (put computes it over the iov) */
 };
 struct wire_cts {
   uint64_t recv_id, tag, cap;
@@ -268,10 +273,10 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
  * carries the data inline. READ: iov must be NULL; niov != 0 says an inline
  * answer is welcome.
  * pack_log2: 0 for the plain plan, else the packed plan's piece limit
- * (1..WIRE_MAX_PACK_LOG2). */
+ * (1..WIRE_MAX_PACK_LOG2). sum_on: inline data carries its CRC-32C. */
 int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
                           const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
-                          const struct iovec *iov, int niov, int pack_log2);
+                          const struct iovec *iov, int niov, int pack_log2, int sum_on);
 int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
 int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
 int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);

@@ -11,7 +11,8 @@
  * data (and delivers no notification), while an untouched one lands every
  * byte: 100% of injected corruptions detected, no wrong byte acknowledged.
  * Across sizes (one chunk, many, not a multiple), write / read / send, the
- * packed small-entry path, and with a peer that does not check (interop).
+ * packed small-entry path, data riding in the control message (its own
+ * recv() flips those), and with a peer that does not check (interop).
  * Registered in the default, strict and unpack modes (bounce pages: the
  * check after the CPU gather). */
 #define _GNU_SOURCE
@@ -45,6 +46,32 @@ ssize_t recvmsg(int fd, struct msghdr *mh, int flags) {
   size_t bit = ((size_t)k * 2654435761u) % (in * 8);
   ((uint8_t *)v->iov_base)[bit / 8] ^= (uint8_t)(1u << (bit % 8));
   atomic_fetch_add(&flips, 1);
+  return n;
+}
+
+/* The control connection's reads (recv): while armed, one bit flipped in
+ * the first run of 64 MARK bytes a read brings, which only a transfer's
+ * inline data holds (control frames carry it whole). */
+#define MARK 0xa5
+static atomic_int flip_inline;
+static atomic_uint inline_flips;
+typedef ssize_t (*recv_fn)(int, void *, size_t, int);
+
+ssize_t recv(int fd, void *buf, size_t len, int flags) {
+  static recv_fn real;
+  if (!real) real = (recv_fn)dlsym(RTLD_NEXT, "recv");
+  ssize_t n = real(fd, buf, len, flags);
+  if (n < 64 || !atomic_load(&flip_inline)) return n;
+  uint8_t *b = buf;
+  for (ssize_t i = 0, run = 0; i < n; i++) {
+    run = b[i] == MARK ? run + 1 : 0;
+    if (run == 64) {
+      b[i - 32] ^= 0x10;
+      atomic_fetch_add(&inline_flips, 1);
+      atomic_store(&flip_inline, 0); /* one per transfer */
+      break;
+    }
+  }
   return n;
 }
 
@@ -182,6 +209,54 @@ static void test_packed_flips(void **st) {
   eng_pair_close(&P);
 }
 
+/* Data small enough to ride in the control message (TPX_INLINE_BYTES)
+ * carries its CRC-32C there: a bit flipped in it fails the transfer the
+ * same way, and nothing of it lands. */
+static void test_inline_flips(void **st) {
+  (void)st;
+  tpx_config_t cfg;
+  eng_cfg(&cfg);
+  cfg.inline_bytes = 16384;
+  eng_pair_t P;
+  eng_pair_open(&P, &cfg);
+  const size_t len = 8192;
+  for (int k = K_W; k <= K_S; k++)
+    for (int flip = 0; flip < 2; flip++) {
+      eng_buf_t a, b;
+      eng_buf(P.a, len, TPX_ACCESS_WRITE | TPX_ACCESS_READ, &a);
+      eng_buf(P.b, len, TPX_ACCESS_WRITE | TPX_ACCESS_READ, &b);
+      uint8_t *src = k == K_R ? b.p : a.p, *dst = k == K_R ? a.p : b.p;
+      memset(src, MARK, len);
+      memset(dst, 0, len);
+      unsigned before = atomic_load(&inline_flips);
+      atomic_store(&flip_inline, flip);
+      tpx_xfer_t *x = NULL, *rx = NULL;
+      if (k == K_W) assert_int_equal(tpx_write(P.ab, a.mem, 0, b.rmem, 0, len, "w", 1, &x), 0);
+      else if (k == K_R) assert_int_equal(tpx_read(P.ab, a.mem, 0, b.rmem, 0, len, &x), 0);
+      else {
+        assert_int_equal(tpx_recv(P.ba, b.mem, 0, len, 9, &rx), 0);
+        assert_int_equal(tpx_send(P.ab, a.mem, 0, len, 9, &x), 0);
+      }
+      int rc = tpx_xfer_wait(k == K_S ? rx : x, 30000);
+      atomic_store(&flip_inline, 0);
+      if (k == K_S) assert_int_equal(tpx_xfer_wait(x, 30000), 0);
+      if (atomic_load(&inline_flips) != before) {
+        assert_int_equal(rc, TPX_EINTEGRITY);
+        for (size_t i = 0; i < len; i++) assert_int_equal(dst[i], 0); /* nothing landed */
+      } else {
+        assert_int_equal(flip, 0);
+        assert_int_equal(rc, 0);
+        for (size_t i = 0; i < len; i++) assert_int_equal(dst[i], MARK);
+      }
+      tpx_xfer_free(x);
+      tpx_xfer_free(rx);
+      eng_buf_free(&a);
+      eng_buf_free(&b);
+    }
+  assert_true(atomic_load(&inline_flips) == 3); /* one in each kind's flipped round */
+  eng_pair_close(&P);
+}
+
 /* A side with TPX_INTEGRITY=0 (as an older peer) and one with it: nothing
  * is checked, everything lands. */
 static void test_interop(void **st) {
@@ -200,6 +275,7 @@ int main(void) {
       cmocka_unit_test(test_clean),
       cmocka_unit_test(test_flips_detected),
       cmocka_unit_test(test_packed_flips),
+      cmocka_unit_test(test_inline_flips),
       cmocka_unit_test(test_interop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,9 +92,9 @@ static void test_rw(void **state) {
   (void)state;
   struct wire_entry e[3] = {{1, 0x1000, 10}, {2, 0x2000, 0}, {3, 0xffff000000000000ull, 1ull << 40}};
   struct wbuf b = {0};
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0, 0), 0);
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0, 0), 0);
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0, 0), 0); /* empty notif */
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0, 0, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0, 0, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0, 0, 0), 0); /* empty notif */
   struct wire_frame f;
   long n = tpx__wire_frame_parse(b.p, b.len, &f);
   assert_true(n > 0);
@@ -115,17 +115,17 @@ static void test_rw(void **state) {
   assert_true(m.has_notif && m.notif_len == 0 && m.n == 0);
   /* bounds: too many entries / chunk size / notification size */
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 1, 0, 4096, e, WIRE_MAX_ENTRIES + 1, NULL, 0,
-                                         NULL, 0, 0),
+                                         NULL, 0, 0, 0),
                    TPX_EINVAL);
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1,
-                                         NULL, 0, 0),
+                                         NULL, 0, 0, 0),
                    TPX_EINVAL);
   struct wbuf c = {0};
-  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0, 0, 0), 0);
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
   c.len = 0;
-  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0, 0), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, 4096, e, 1, NULL, 0, NULL, 0, 0, 0), 0);
   tpx__put32(c.p + WIRE_HDR_BYTES + 14, 1000); /* claims 1000 entries, carries 1 */
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
@@ -139,8 +139,8 @@ static void test_small_msgs(void **state) {
   (void)state;
   struct wbuf b = {0};
   struct wire_status st = {ST_WRITE, 7, TPX_EACCES};
-  struct wire_send s = {5, 12345, 3, 65536, 0, NULL};
-  struct wire_read_data rd = {9, 1, 0, 0, NULL};
+  struct wire_send s = {5, 12345, 3, 65536, 0, NULL, 0};
+  struct wire_read_data rd = {9, 1, 0, 0, NULL, 0};
   assert_int_equal(tpx__wire_put_status(&b, &st), 0);
   assert_int_equal(tpx__wire_put_send(&b, &s, NULL, 0), 0);
   assert_int_equal(tpx__wire_put_read_data(&b, &rd, NULL, 0), 0);
@@ -280,11 +280,11 @@ static void test_inline(void **state) {
   struct wbuf b = {0};
   char d1[] = "hello ", d2[] = "world";
   struct iovec iov[2] = {{d1, 6}, {d2, 5}};
-  struct wire_send s = {1, 11, 0, 4096, 1, NULL};
+  struct wire_send s = {1, 11, 0, 4096, 1, NULL, 0};
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
   struct wire_entry e[2] = {{1, 100, 6}, {1, 200, 5}};
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0), 0);
-  struct wire_read_data rd = {3, 0, 1, 11, NULL};
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0, 0), 0);
+  struct wire_read_data rd = {3, 0, 1, 11, NULL, 0};
   assert_int_equal(tpx__wire_put_read_data(&b, &rd, iov, 2), 0);
   size_t off = 0;
   struct wire_frame f;
@@ -306,8 +306,8 @@ static void test_inline(void **state) {
   s.len = 12;
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), TPX_EINVAL);
   e[1].len = 6;
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0), TPX_EINVAL);
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1, 0), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0, 0), TPX_EINVAL);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 2, 0, 4096, e, 1, NULL, 0, iov, 1, 0, 0), TPX_EINVAL);
   b.len = 0;
   s.len = 11;
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
@@ -494,7 +494,7 @@ static void test_rw_pack_flags(void **state) {
   (void)state;
   struct wire_entry e[2] = {{1, 0x1000, 10}, {1, 0x2000, 20}};
   struct wbuf b = {0};
-  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 7, 1, 65536, e, 2, NULL, 0, NULL, 0, 13), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 7, 1, 65536, e, 2, NULL, 0, NULL, 0, 13, 0), 0);
   struct wire_frame f;
   assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
   struct wire_rw m;
@@ -503,12 +503,12 @@ static void test_rw_pack_flags(void **state) {
   assert_int_equal(m.inl, 0);
   /* READ with an inline answer welcome and packing */
   struct wbuf c = {0};
-  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_READ, 8, 0, 65536, e, 2, NULL, 0, NULL, 1, WIRE_MAX_PACK_LOG2), 0);
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_READ, 8, 0, 65536, e, 2, NULL, 0, NULL, 1, WIRE_MAX_PACK_LOG2, 0), 0);
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_int_equal(m.pack_log2, WIRE_MAX_PACK_LOG2);
   assert_int_equal(m.inl, 1);
-  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 9, 0, 65536, e, 2, NULL, 0, NULL, 0, WIRE_MAX_PACK_LOG2 + 1),
+  assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 9, 0, 65536, e, 2, NULL, 0, NULL, 0, WIRE_MAX_PACK_LOG2 + 1, 0),
                    TPX_EINVAL);
   /* the flags byte is the frame's last: k = 23, then bit 7 */
   assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);

@@ -45,10 +45,10 @@ static void ctl_frames(void) {
   struct iovec iov = {data, 5100};
   struct iovec small = {data, 100};
   struct wire_cts cts = {4, 99, 1 << 20, 1};
-  struct wire_send snd = {4, 100, 1, 65536, 1, NULL};
-  struct wire_send snd_ch = {5, 1 << 20, 3, 1 << 20, 0, NULL};
-  struct wire_read_data rd = {8, 0, 1, 100, NULL};
-  struct wire_read_data rd_ch = {9, 2, 0, 0, NULL};
+  struct wire_send snd = {4, 100, 1, 65536, 1, NULL, 0};
+  struct wire_send snd_ch = {5, 1 << 20, 3, 1 << 20, 0, NULL, 0};
+  struct wire_read_data rd = {8, 0, 1, 100, NULL, 0};
+  struct wire_read_data rd_ch = {9, 2, 0, 0, NULL, 0};
   struct wire_status st = {ST_WRITE, 12, 0}, st_bad = {ST_READ, 13, TPX_EACCES};
   struct {
     const char *name;
@@ -71,11 +71,14 @@ static void ctl_frames(void) {
   FRAME("error_refused", tpx__wire_put_error(b, TPX_EAUTH, "refused"));
   FRAME("cts", tpx__wire_put_cts(b, &cts));
   FRAME("send_inline", tpx__wire_put_send(b, &snd, &small, 1));
+  struct wire_send snd_sum = {4, 100, 1, 65536, 2, NULL, 0};
+  FRAME("send_inline_sum", tpx__wire_put_send(b, &snd_sum, &small, 1));
   FRAME("send_chunks", tpx__wire_put_send(b, &snd_ch, NULL, 0));
-  FRAME("write_inline", tpx__wire_put_rw_plan(b, MSG_WRITE, 21, 0, 4096, e, 3, "done", 4, &iov, 1, 0));
-  FRAME("write_packed", tpx__wire_put_rw_plan(b, MSG_WRITE, 22, 5, 4096, e, 3, "", 0, NULL, 0, 12));
-  FRAME("read", tpx__wire_put_rw_plan(b, MSG_READ, 23, 0, 1024, e, 2, NULL, 0, NULL, 1, 0));
-  FRAME("read_packed", tpx__wire_put_rw_plan(b, MSG_READ, 24, 0, 8192, e, 3, "n", 1, NULL, 0, 13));
+  FRAME("write_inline", tpx__wire_put_rw_plan(b, MSG_WRITE, 21, 0, 4096, e, 3, "done", 4, &iov, 1, 0, 0));
+  FRAME("write_inline_sum", tpx__wire_put_rw_plan(b, MSG_WRITE, 25, 0, 4096, e, 3, "done", 4, &iov, 1, 0, 1));
+  FRAME("write_packed", tpx__wire_put_rw_plan(b, MSG_WRITE, 22, 5, 4096, e, 3, "", 0, NULL, 0, 12, 0));
+  FRAME("read", tpx__wire_put_rw_plan(b, MSG_READ, 23, 0, 1024, e, 2, NULL, 0, NULL, 1, 0, 0));
+  FRAME("read_packed", tpx__wire_put_rw_plan(b, MSG_READ, 24, 0, 8192, e, 3, "n", 1, NULL, 0, 13, 0));
   FRAME("read_data_inline", tpx__wire_put_read_data(b, &rd, &small, 1));
   FRAME("read_data_chunks", tpx__wire_put_read_data(b, &rd_ch, NULL, 0));
   FRAME("status", tpx__wire_put_status(b, &st));
