@@ -124,6 +124,9 @@ typedef struct tpx_config {
                               long while another channel of the peer moves is taken for lost */
   int peer_timeout_ms;     /* TPX_PEER_TIMEOUT_MS: a ready peer with no sign of life for this long
                               fails (docs/RELIABILITY.md, "A silent peer"); 0 = never judged */
+  int encrypt;             /* TPX_ENCRYPT: 1 = the built-in transport's data sockets and the
+                              engine's control connection carry AES-256-GCM records under keys
+                              derived from the auth key (required); docs/SECURITY.md */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */
