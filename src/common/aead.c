@@ -2,6 +2,7 @@
 #include "common/aead.h"
 
 #include <limits.h>
+#include <string.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -9,6 +10,8 @@
 #include <openssl/params.h>
 
 #include "common/error.h"
+#include "common/hmac.h"
+#include "common/le.h"
 
 static int crypto_fail(const char *what) {
   char why[160];
@@ -107,5 +110,34 @@ int tpx__aead_open(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], con
     ERR_clear_error();
     return TPX_EAUTH; /* quiet: the caller names the peer */
   }
+  return 0;
+}
+
+int tpx__aead_dir_init(tpx_aead_dir_t *d, const uint8_t key[TPX_AEAD_KEY_BYTES], int enc, uint64_t rekey) {
+  memcpy(d->key, key, sizeof(d->key));
+  d->ctr = 0;
+  d->rekey = rekey;
+  return tpx__aead_init(&d->aead, key, enc);
+}
+
+void tpx__aead_dir_fini(tpx_aead_dir_t *d) {
+  tpx__aead_fini(&d->aead);
+  tpx__cleanse(d->key, sizeof(d->key));
+}
+
+int tpx__aead_dir_nonce(tpx_aead_dir_t *d, uint8_t nonce[TPX_AEAD_NONCE_BYTES]) {
+  if (d->ctr == UINT64_MAX) return tpx_err_quiet(TPX_EPROTO, "record numbers used up");
+  if (d->ctr != 0 && d->ctr % d->rekey == 0) {
+    static const char info[] = "tpx record rekey v1";
+    uint8_t next[TPX_AEAD_KEY_BYTES];
+    int rc = tpx__hkdf_sha256(d->key, sizeof(d->key), NULL, 0, (const uint8_t *)info, sizeof(info) - 1, next,
+                              sizeof(next));
+    if (rc == 0) rc = tpx__aead_rekey(&d->aead, next);
+    if (rc == 0) memcpy(d->key, next, sizeof(next));
+    tpx__cleanse(next, sizeof(next));
+    if (rc) return rc;
+  }
+  memset(nonce, 0, 4);
+  tpx__put64(nonce + 4, d->ctr++);
   return 0;
 }

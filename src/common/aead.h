@@ -41,4 +41,21 @@ int tpx__aead_open(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], con
                    size_t aad_len, const uint8_t *ct, size_t len, uint8_t *out,
                    const uint8_t tag[TPX_AEAD_TAG_BYTES]);
 
+/* One direction of a record stream: its key, and the number of the next
+ * record, which is the record's nonce (4 zero bytes, then the number as a
+ * little-endian u64; never sent, so a record replayed, reordered or dropped
+ * fails to open). Every `rekey` records both ends step to the next key
+ * (HKDF of the current one, label "tpx record rekey v1"). */
+typedef struct tpx_aead_dir {
+  tpx_aead_t aead;
+  uint8_t key[TPX_AEAD_KEY_BYTES];
+  uint64_t ctr, rekey;
+} tpx_aead_dir_t;
+
+int tpx__aead_dir_init(tpx_aead_dir_t *d, const uint8_t key[TPX_AEAD_KEY_BYTES], int enc, uint64_t rekey);
+void tpx__aead_dir_fini(tpx_aead_dir_t *d);
+/* The next record's nonce (stepping the key when due): 0, TPX_EPROTO when
+ * the numbers ran out (never in practice: 2^64 records), TPX_EINTERNAL. */
+int tpx__aead_dir_nonce(tpx_aead_dir_t *d, uint8_t nonce[TPX_AEAD_NONCE_BYTES]);
+
 #endif

@@ -12,8 +12,8 @@
  * socket (4 zero bytes, then the u64 little-endian), never sent: a record
  * replayed, reordered, dropped or moved from another socket fails to open.
  * Every TPX_SEAL_REKEY_RECORDS records both ends step to the next key
- * (HKDF of the current one), far below AES-GCM's per-key bounds; the record
- * number never wraps (a socket that could would fail instead).
+ * (common/aead.h), far below AES-GCM's per-key bounds; the record number
+ * never wraps (a socket that could would fail instead).
  *
  * The caller's I/O keeps its shape: seal_send takes what sendmsg would (a
  * list of the plaintext from the first unsent byte) and returns the bytes of
@@ -41,11 +41,8 @@
 #define SYS_FAIL (-1)
 
 struct tpx_sock_seal {
-  tpx_aead_t aead;
-  uint8_t key[TPX_AEAD_KEY_BYTES]; /* the current key (for the next step) */
-  uint64_t ctr;                    /* number of the next record */
-  uint64_t rekey;                  /* records per key */
-  uint8_t *buf;                    /* CAP bytes, allocated at first use */
+  tpx_aead_dir_t dir; /* the socket's key and record number */
+  uint8_t *buf;       /* CAP bytes, allocated at first use */
   /* send: the record in buf, its plaintext bytes, how much of it is out */
   size_t plain, len, sent;
   /* recv: bytes [lo, hi) of buf are read and not consumed; the checked
@@ -63,9 +60,7 @@ int tpx__sock_seal_new(const uint8_t key[TPX_AEAD_KEY_BYTES], int send, uint64_t
   *out = NULL;
   tpx_sock_seal_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return tpx_err_quiet(TPX_ENOMEM, "sock: out of memory for a record layer");
-  memcpy(s->key, key, sizeof(s->key));
-  s->rekey = rekey ? rekey : TPX_SEAL_REKEY_RECORDS;
-  int rc = tpx__aead_init(&s->aead, key, send);
+  int rc = tpx__aead_dir_init(&s->dir, key, send, rekey ? rekey : TPX_SEAL_REKEY_RECORDS);
   if (rc != 0) {
     tpx__sock_seal_free(s);
     return rc;
@@ -76,36 +71,19 @@ int tpx__sock_seal_new(const uint8_t key[TPX_AEAD_KEY_BYTES], int send, uint64_t
 
 void tpx__sock_seal_free(tpx_sock_seal_t *s) {
   if (s == NULL) return;
-  tpx__aead_fini(&s->aead);
-  tpx__cleanse(s->key, sizeof(s->key));
+  tpx__aead_dir_fini(&s->dir);
   if (s->buf) tpx__cleanse(s->buf, CAP); /* plaintext of the last record */
   free(s->buf);
   free(s);
 }
 
-/* The nonce of the next record, stepping to the next key when its turn
- * comes. 0, or -1 with errno (EOVERFLOW: the numbers ran out; EIO: libcrypto). */
+/* The next record's nonce; -1 with errno (EOVERFLOW: the numbers ran out;
+ * EIO: libcrypto) as the socket calls fail. */
 static int next_nonce(tpx_sock_seal_t *s, uint8_t nonce[TPX_AEAD_NONCE_BYTES]) {
-  if (s->ctr == UINT64_MAX) {
-    errno = EOVERFLOW;
-    return SYS_FAIL;
-  }
-  if (s->ctr != 0 && s->ctr % s->rekey == 0) {
-    static const char info[] = "tpx sock record rekey v1";
-    uint8_t next[TPX_AEAD_KEY_BYTES];
-    if (tpx__hkdf_sha256(s->key, sizeof(s->key), NULL, 0, (const uint8_t *)info, sizeof(info) - 1, next,
-                         sizeof(next)) != 0 ||
-        tpx__aead_rekey(&s->aead, next) != 0) {
-      tpx__cleanse(next, sizeof(next));
-      errno = EIO;
-      return SYS_FAIL;
-    }
-    memcpy(s->key, next, sizeof(next));
-    tpx__cleanse(next, sizeof(next));
-  }
-  memset(nonce, 0, 4);
-  tpx__put64(nonce + 4, s->ctr++);
-  return 0;
+  int rc = tpx__aead_dir_nonce(&s->dir, nonce);
+  if (rc == 0) return 0;
+  errno = rc == TPX_EPROTO ? EOVERFLOW : EIO;
+  return SYS_FAIL;
 }
 
 static int grow(tpx_sock_seal_t *s) {
@@ -132,7 +110,7 @@ ssize_t tpx__sock_seal_send(tpx_sock_seal_t *s, int fd, const struct iovec *iov,
     uint8_t nonce[TPX_AEAD_NONCE_BYTES];
     if (next_nonce(s, nonce) != 0) return SYS_FAIL;
     tpx__put32(s->buf, (uint32_t)plain);
-    if (tpx__aead_seal(&s->aead, nonce, s->buf, TPX_SEAL_HDR, take, n, s->buf + TPX_SEAL_HDR,
+    if (tpx__aead_seal(&s->dir.aead, nonce, s->buf, TPX_SEAL_HDR, take, n, s->buf + TPX_SEAL_HDR,
                        s->buf + TPX_SEAL_HDR + plain) != 0) {
       errno = EIO;
       return SYS_FAIL;
@@ -181,7 +159,7 @@ ssize_t tpx__sock_seal_recv(tpx_sock_seal_t *s, int fd, const struct iovec *iov,
         uint8_t nonce[TPX_AEAD_NONCE_BYTES];
         uint8_t *r = s->buf + s->lo;
         if (next_nonce(s, nonce) != 0) return SYS_FAIL;
-        int rc = tpx__aead_open(&s->aead, nonce, r, TPX_SEAL_HDR, r + TPX_SEAL_HDR, plain, r + TPX_SEAL_HDR,
+        int rc = tpx__aead_open(&s->dir.aead, nonce, r, TPX_SEAL_HDR, r + TPX_SEAL_HDR, plain, r + TPX_SEAL_HDR,
                                 r + TPX_SEAL_HDR + plain);
         if (rc != 0) {
           errno = rc == TPX_EAUTH ? EBADMSG : EIO;
