@@ -17,6 +17,7 @@
 #include "tpx/endpoint.h"
 
 struct op;
+struct ctl_seal;
 
 /* A window's bytes and busy time when its speed was last sampled (stripe.c). */
 struct stripe_base {
@@ -104,6 +105,7 @@ struct tpx_peer {
    * auth.c once both proofs are checked and the transport takes keys; NULL
    * otherwise (no key, or a transport whose sockets are its own). */
   const uint8_t *net_key;
+  struct ctl_seal *seal; /* TPX_ENCRYPT: the control connection's records once authenticated (ctl_seal.h) */
   struct wbuf out;
   size_t out_off;
   uint8_t *in;
