@@ -90,23 +90,31 @@ int tpx__aead_seal(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], con
 }
 
 int tpx__aead_open(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], const uint8_t *aad,
-                   size_t aad_len, const uint8_t *ct, size_t len, uint8_t *out,
+                   size_t aad_len, const uint8_t *ct, size_t len, const struct iovec *out, int nout,
                    const uint8_t tag[TPX_AEAD_TAG_BYTES]) {
   EVP_CIPHER_CTX *c = a->ctx;
   int n = 0;
   if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, nonce) != 1) return crypto_fail("AES-256-GCM nonce");
   if (aad_len && (aad_len > INT_MAX || EVP_DecryptUpdate(c, NULL, &n, aad, (int)aad_len) != 1))
     return crypto_fail("AES-256-GCM aad");
-  for (size_t left = len; left > 0;) {
-    int k = left > SLICE ? SLICE : (int)left;
-    if (EVP_DecryptUpdate(c, out, &n, ct, k) != 1) return crypto_fail("AES-256-GCM open");
-    out += n;
-    ct += k;
-    left -= (size_t)k;
+  size_t left = len;
+  for (int i = 0; i < nout && left > 0; i++) {
+    uint8_t *o = out[i].iov_base;
+    for (size_t piece = out[i].iov_len < left ? out[i].iov_len : left; piece > 0;) {
+      int k = piece > SLICE ? SLICE : (int)piece;
+      if (EVP_DecryptUpdate(c, o, &n, ct, k) != 1) return crypto_fail("AES-256-GCM open");
+      o += k;
+      ct += k;
+      piece -= (size_t)k;
+      left -= (size_t)k;
+    }
   }
+  if (left) return tpx_err_quiet(TPX_EINTERNAL, "AES-256-GCM open: %zu bytes have no room", left);
+
   if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TPX_AEAD_TAG_BYTES, (void *)tag) != 1)
     return crypto_fail("AES-256-GCM tag");
-  if (EVP_DecryptFinal_ex(c, out, &n) != 1) {
+  uint8_t fin[16];
+  if (EVP_DecryptFinal_ex(c, fin, &n) != 1) {
     ERR_clear_error();
     return TPX_EAUTH; /* quiet: the caller names the peer */
   }

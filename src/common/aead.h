@@ -34,11 +34,12 @@ void tpx__aead_fini(tpx_aead_t *a);
 int tpx__aead_seal(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], const uint8_t *aad,
                    size_t aad_len, const struct iovec *pt, int npt, uint8_t *out,
                    uint8_t tag[TPX_AEAD_TAG_BYTES]);
-/* Open len bytes of ct into out (out == ct allowed): 0, or TPX_EAUTH when
- * the tag does not match (out then holds nothing the caller may use), or
- * TPX_EINTERNAL. */
+/* Open len bytes of ct into the pieces out[0..nout) (in order, together
+ * at least len bytes; the first may be ct itself): 0, or TPX_EAUTH when the
+ * tag does not match (out then holds bytes nobody may use: the caller fails
+ * what they were for), or TPX_EINTERNAL. */
 int tpx__aead_open(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], const uint8_t *aad,
-                   size_t aad_len, const uint8_t *ct, size_t len, uint8_t *out,
+                   size_t aad_len, const uint8_t *ct, size_t len, const struct iovec *out, int nout,
                    const uint8_t tag[TPX_AEAD_TAG_BYTES]);
 
 /* One direction of a record stream: its key, and the number of the next

@@ -133,7 +133,8 @@ static int open_all(struct ctl_seal *s, uint8_t **in, size_t *in_len, size_t *in
     rc = tpx__aead_dir_nonce(&s->rx, nonce);
     if (rc == 0) rc = reserve(in, in_cap, *in_len + n);
     if (rc == 0) {
-      rc = tpx__aead_open(&s->rx.aead, nonce, r, TPX_CTL_SEAL_HDR, r + TPX_CTL_SEAL_HDR, n, *in + *in_len,
+      struct iovec to = {*in + *in_len, n};
+      rc = tpx__aead_open(&s->rx.aead, nonce, r, TPX_CTL_SEAL_HDR, r + TPX_CTL_SEAL_HDR, n, &to, 1,
                           r + TPX_CTL_SEAL_HDR + n);
       if (rc == TPX_EAUTH)
         rc = tpx_err_quiet(TPX_EAUTH, "control connection: data failed authentication (record %llu altered, "

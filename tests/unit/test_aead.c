@@ -43,7 +43,7 @@ static const struct gcm_case gcm[] = {
 static void test_gcm_vectors(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof(gcm) / sizeof(gcm[0]); i++) {
-    uint8_t key[32], iv[12], pt[64], aad[32], ct[64], tag[16], out[64], got_tag[16], back[64];
+    uint8_t key[32], iv[12], pt[64], aad[32], ct[64], tag[16], out[64], got_tag[16], back[128];
     assert_int_equal(unhex(gcm[i].key, key), 32);
     assert_int_equal(unhex(gcm[i].iv, iv), 12);
     size_t n = unhex(gcm[i].pt, pt), na = unhex(gcm[i].aad, aad);
@@ -60,30 +60,38 @@ static void test_gcm_vectors(void **state) {
     assert_memory_equal(got_tag, tag, 16);
     /* open in place */
     memcpy(back, ct, n);
-    assert_int_equal(tpx__aead_open(&o, iv, aad, na, back, n, back, tag), 0);
+    struct iovec in_place = {back, n};
+    assert_int_equal(tpx__aead_open(&o, iv, aad, na, back, n, &in_place, 1, tag), 0);
     assert_memory_equal(back, pt, n);
+    /* into two pieces elsewhere */
+    memset(back, 0, sizeof(back));
+    struct iovec two[2] = {{back, n - cut}, {back + 64, 32}};
+    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, two, 2, tag), 0);
+    assert_memory_equal(back, pt, n - cut);
+    assert_memory_equal(back + 64, pt + n - cut, cut);
+    struct iovec whole = {back, n};
     /* tampering: ciphertext, tag, aad, nonce */
     if (n) {
       memcpy(back, ct, n);
       back[n / 2] ^= 0x01;
-      assert_int_equal(tpx__aead_open(&o, iv, aad, na, back, n, back, tag), TPX_EAUTH);
+      assert_int_equal(tpx__aead_open(&o, iv, aad, na, back, n, &whole, 1, tag), TPX_EAUTH);
     }
     uint8_t bad[16];
     memcpy(bad, tag, 16);
     bad[15] ^= 0x80;
-    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, back, bad), TPX_EAUTH);
+    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, &whole, 1, bad), TPX_EAUTH);
     if (na) {
       aad[0] ^= 1;
-      assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, back, tag), TPX_EAUTH);
+      assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, &whole, 1, tag), TPX_EAUTH);
       aad[0] ^= 1;
     }
     iv[11] ^= 1;
-    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, back, tag), TPX_EAUTH);
+    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, &whole, 1, tag), TPX_EAUTH);
     /* a context keeps working after a failure, and after a rekey */
     iv[11] ^= 1;
-    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, back, tag), 0);
+    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, &whole, 1, tag), 0);
     assert_int_equal(tpx__aead_rekey(&o, key), 0);
-    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, back, tag), 0);
+    assert_int_equal(tpx__aead_open(&o, iv, aad, na, ct, n, &whole, 1, tag), 0);
     tpx__aead_fini(&s);
     tpx__aead_fini(&o);
   }
