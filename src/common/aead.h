@@ -29,8 +29,9 @@ int tpx__aead_init(tpx_aead_t *a, const uint8_t key[TPX_AEAD_KEY_BYTES], int enc
 /* Replace the key (rekeying); the context stays. */
 int tpx__aead_rekey(tpx_aead_t *a, const uint8_t key[TPX_AEAD_KEY_BYTES]);
 void tpx__aead_fini(tpx_aead_t *a);
-/* Seal the concatenation of pt[0..npt) into out (as many bytes), tag after
- * nothing: into tag. aad authenticated, not encrypted. 0 or TPX_EINTERNAL. */
+/* Seal the concatenation of pt[0..npt) into out (as many bytes; out may be
+ * the one piece's own bytes: in place), the tag into tag; aad is
+ * authenticated, not encrypted. 0 or TPX_EINTERNAL. */
 int tpx__aead_seal(tpx_aead_t *a, const uint8_t nonce[TPX_AEAD_NONCE_BYTES], const uint8_t *aad,
                    size_t aad_len, const struct iovec *pt, int npt, uint8_t *out,
                    uint8_t tag[TPX_AEAD_TAG_BYTES]);

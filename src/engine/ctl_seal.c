@@ -76,29 +76,26 @@ int tpx__ctl_seal_out(struct ctl_seal *s, struct wbuf *out) {
   if (plain == 0) return 0;
   size_t nrec = (plain + TPX_CTL_SEAL_REC - 1) / TPX_CTL_SEAL_REC;
   size_t grown = out->len + nrec * (TPX_CTL_SEAL_HDR + TPX_AEAD_TAG_BYTES);
-  uint8_t *pt = malloc(plain);
-  if (pt == NULL || reserve(&out->p, &out->cap, grown) != 0) {
-    free(pt);
-    return tpx_err_quiet(TPX_ENOMEM, "control records: out of memory");
+  if (reserve(&out->p, &out->cap, grown) != 0) return TPX_ENOMEM;
+  /* In place, last record first: each one's plaintext moves up past the
+   * headers and tags of the records before it, over bytes already moved. */
+  uint8_t *base = out->p + s->out_done;
+  for (size_t i = nrec; i-- > 0;) {
+    size_t off = i * TPX_CTL_SEAL_REC, n = plain - off < TPX_CTL_SEAL_REC ? plain - off : TPX_CTL_SEAL_REC;
+    memmove(base + i * (TPX_CTL_SEAL_HDR + TPX_CTL_SEAL_REC + TPX_AEAD_TAG_BYTES) + TPX_CTL_SEAL_HDR, base + off, n);
   }
-  memcpy(pt, out->p + s->out_done, plain);
-  uint8_t *w = out->p + s->out_done;
   int rc = 0;
-  for (size_t off = 0; off < plain && rc == 0;) {
-    size_t n = plain - off < TPX_CTL_SEAL_REC ? plain - off : TPX_CTL_SEAL_REC;
+  for (size_t i = 0; i < nrec && rc == 0; i++) {
+    uint8_t *w = base + i * (TPX_CTL_SEAL_HDR + TPX_CTL_SEAL_REC + TPX_AEAD_TAG_BYTES);
+    size_t off = i * TPX_CTL_SEAL_REC, n = plain - off < TPX_CTL_SEAL_REC ? plain - off : TPX_CTL_SEAL_REC;
     uint8_t nonce[TPX_AEAD_NONCE_BYTES];
     tpx__put32(w, TPX_CTL_SEAL_MAGIC);
     tpx__put32(w + 4, (uint32_t)n);
-    struct iovec v = {pt + off, n};
+    struct iovec v = {w + TPX_CTL_SEAL_HDR, n};
     rc = tpx__aead_dir_nonce(&s->tx, nonce);
     if (rc == 0)
-      rc = tpx__aead_seal(&s->tx.aead, nonce, w, TPX_CTL_SEAL_HDR, &v, 1, w + TPX_CTL_SEAL_HDR,
-                          w + TPX_CTL_SEAL_HDR + n);
-    w += TPX_CTL_SEAL_HDR + n + TPX_AEAD_TAG_BYTES;
-    off += n;
+      rc = tpx__aead_seal(&s->tx.aead, nonce, w, TPX_CTL_SEAL_HDR, &v, 1, w + TPX_CTL_SEAL_HDR, w + TPX_CTL_SEAL_HDR + n);
   }
-  tpx__cleanse(pt, plain);
-  free(pt);
   out->len = grown;
   s->out_done = grown;
   return rc;
