@@ -155,7 +155,7 @@ int tpx__ctl_seal_in_start(struct ctl_seal *s, uint8_t **in, size_t *in_len, siz
   s->in_on = 1;
   int rc = reserve(&s->cin, &s->cin_cap, n > REC_BYTES ? n : REC_BYTES);
   if (rc) return rc;
-  memcpy(s->cin, *in + from, n);
+  if (n) memcpy(s->cin, *in + from, n);
   s->cin_len = n;
   *in_len = from;
   return open_all(s, in, in_len, in_cap);
