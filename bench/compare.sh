@@ -47,6 +47,9 @@
 #             and Google's A3-high tuning), and against the emulation of the
 #             plugin (the built-in transport's unpack mode, TPX_SOCK_UNPACK=1);
 #             2 GPUs (CLIENT_GPU=0, SERVER_GPU=1 unless set), PyTorch
+#   encrypt   TPX_ENCRYPT=1 against 0 (both with the same TPX_AUTH_KEY, so
+#             the only difference is the record layer): engine writes of host
+#             memory, 64 MiB at 1 and 4 in flight, and 4 KiB one-way latency
 #   net       the network lab, not loopback (bench/net.sh, its header lists
 #             its settings; root): four veth links between two namespaces
 #             shaped with tbf, iperf3 one stream per link against the engine
@@ -105,9 +108,9 @@ old="${OLD:-}"
 n="${N:-8}"
 port_base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 
-case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx) ;;
+case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx | encrypt) ;;
 net) exec bash "$here/net.sh" "$build" ;; # its own runner: namespaces, not 127.0.0.1
-*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|net [BUILD_DIR] (see the header)" ;; esac
+*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|encrypt|net [BUILD_DIR] (see the header)" ;; esac
 for b in "$build" ${old:+"$old"}; do
   [ -x "$b/tpx-bench" ] && [ -x "$b/tpx-netbench" ] || die "$b/tpx-bench or tpx-netbench not found; build first"
 done
@@ -215,6 +218,17 @@ cpu_set() {
   ratio_of "write 64M x1" "iperf3 1 stream" ">= 0.85"
   ratio_of "send 64M" "raw 64M x1"
   ratio_of "write 4K latency" "raw 4K latency" "<= 1.5"
+}
+encrypt_set() {
+  # A bench key (not a secret): both cases authenticate, one also encrypts.
+  local k="TPX_AUTH_KEY=tpx-bench-encrypt-comparison-key" e
+  e="$k TPX_ENCRYPT=1"
+  cases=("plain 64M x1|eng|host|$k|64M|1|1|" "encrypted 64M x1|eng|host|$e|64M|1|1|"
+    "plain 64M x4|eng|host|$k|64M|4|1|" "encrypted 64M x4|eng|host|$e|64M|4|1|"
+    "plain 4K latency|eng|host|$k|4K|1|1|--latency" "encrypted 4K latency|eng|host|$e|4K|1|1|--latency")
+  ratio_of "encrypted 64M x1" "plain 64M x1"
+  ratio_of "encrypted 64M x4" "plain 64M x4" ">= 0.5"
+  ratio_of "encrypted 4K latency" "plain 4K latency"
 }
 kv_set() {
   cases=("contig 64M|eng|host|-|64M|1|1|" "contig 4M|eng|host|-|4M|1|1|"
