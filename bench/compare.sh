@@ -52,6 +52,9 @@
 #             flight, cold (--regions), 4 KiB latency, a KV batch of 1000 x
 #             4 KiB (the packed path), and with a GPU GPU memory by staging
 #             and by unpack mode
+#   encrypt   TPX_ENCRYPT=1 against 0 (both with the same TPX_AUTH_KEY, so
+#             the only difference is the record layer): engine writes of host
+#             memory, 64 MiB at 1 and 4 in flight, and 4 KiB one-way latency
 #   net       the network lab, not loopback (bench/net.sh, its header lists
 #             its settings; root): four veth links between two namespaces
 #             shaped with tbf, iperf3 one stream per link against the engine
@@ -110,9 +113,9 @@ old="${OLD:-}"
 n="${N:-8}"
 port_base="${PORT_BASE:-$((26000 + ($$ % 50) * 100))}"
 
-case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx | integrity) ;;
+case "$set_name" in fill | cpu | kv | orch | progress | sweep | mem | tcpx | integrity | encrypt) ;;
 net) exec bash "$here/net.sh" "$build" ;; # its own runner: namespaces, not 127.0.0.1
-*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|integrity|net [BUILD_DIR] (see the header)" ;; esac
+*) die "usage: bench/compare.sh fill|cpu|kv|orch|progress|sweep|mem|tcpx|integrity|encrypt|net [BUILD_DIR] (see the header)" ;; esac
 for b in "$build" ${old:+"$old"}; do
   [ -x "$b/tpx-bench" ] && [ -x "$b/tpx-netbench" ] || die "$b/tpx-bench or tpx-netbench not found; build first"
 done
@@ -220,6 +223,17 @@ cpu_set() {
   ratio_of "write 64M x1" "iperf3 1 stream" ">= 0.85"
   ratio_of "send 64M" "raw 64M x1"
   ratio_of "write 4K latency" "raw 4K latency" "<= 1.5"
+}
+encrypt_set() {
+  # A bench key (not a secret): both cases authenticate, one also encrypts.
+  local k="TPX_AUTH_KEY=tpx-bench-encrypt-comparison-key" e
+  e="$k TPX_ENCRYPT=1"
+  cases=("plain 64M x1|eng|host|$k|64M|1|1|" "encrypted 64M x1|eng|host|$e|64M|1|1|"
+    "plain 64M x4|eng|host|$k|64M|4|1|" "encrypted 64M x4|eng|host|$e|64M|4|1|"
+    "plain 4K latency|eng|host|$k|4K|1|1|--latency" "encrypted 4K latency|eng|host|$e|4K|1|1|--latency")
+  ratio_of "encrypted 64M x1" "plain 64M x1"
+  ratio_of "encrypted 64M x4" "plain 64M x4" ">= 0.5"
+  ratio_of "encrypted 4K latency" "plain 4K latency"
 }
 kv_set() {
   cases=("contig 64M|eng|host|-|64M|1|1|" "contig 4M|eng|host|-|4M|1|1|"

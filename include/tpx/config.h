@@ -127,6 +127,9 @@ typedef struct tpx_config {
   int integrity;           /* TPX_INTEGRITY: 1 (the default): every chunk carries a CRC-32C its
                               receiver checks before the chunk counts as landed, with a peer that
                               has it too (docs/SECURITY.md, "Data integrity"); 0: unchecked */
+  int encrypt;             /* TPX_ENCRYPT: 1 = the built-in transport's data sockets and the
+                              engine's control connection carry AES-256-GCM records under keys
+                              derived from the auth key (required); docs/SECURITY.md */
 } tpx_config_t;
 
 /* Defaults only; never reads the environment. */

@@ -80,6 +80,7 @@ static const struct var vars[] = {
     {"TPX_MAX_CTL_OUT_BYTES", NULL, V_SIZE, F(max_ctl_out_bytes), 1 << 20, 1LL << 36, T_LIMITS},
     {"TPX_AUTH_KEY", NULL, V_KEY, F(auth_key), 0, 0, T_EVERYDAY},
     {"TPX_AUTH_KEY_FILE", NULL, V_KEYFILE, F(auth_key_file), 0, 0, T_EVERYDAY},
+    {"TPX_ENCRYPT", NULL, V_INT, F(encrypt), 0, 1, T_EVERYDAY},
     {"TPX_NET_ABI", NULL, V_INT, F(net_abi), 7, 12, T_TESTING},
     {"TPX_GPU_NIC_MAP", NULL, V_MAP, F(gpu_nic_map), 0, 0, T_EVERYDAY},
     {"TPX_PROGRESS_SPIN_US", NULL, V_INT, F(progress_spin_us), 0, 1000000, T_TESTING},
@@ -476,6 +477,9 @@ int tpx_config_check(const tpx_config_t *cfg) {
     return tpx_err(TPX_EINVAL, "configuration: %.*s", (int)sizeof(cfg->auth_error), cfg->auth_error);
   if (cfg->auth_key_len != 0 && tpx__key_len_check(cfg->auth_key_len, "auth_key_len") != 0)
     return tpx_err_surface(TPX_EINVAL);
+  if (cfg->encrypt && cfg->auth_key_len == 0)
+    return tpx_err(TPX_EINVAL, "configuration: TPX_ENCRYPT=1 needs the shared key: set TPX_AUTH_KEY or "
+                               "TPX_AUTH_KEY_FILE (the same on every peer)");
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const struct var *v = &vars[i];
     const char *field = (const char *)cfg + v->off;

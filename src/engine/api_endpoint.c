@@ -146,6 +146,10 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     TPX_WARN("endpoint %s: the key (TPX_AUTH_KEY) authenticates peers' control connections; transport %s "
              "makes its own data connections, which are not bound to it (docs/SECURITY.md)",
              ep->name, ep->net->name);
+  if (c->encrypt && !(ep->net->ops->listen_keyed && ep->net->ops->connect_keyed))
+    TPX_WARN("endpoint %s: TPX_ENCRYPT=1 encrypts the control connection only: transport %s makes its own data "
+             "connections, which this endpoint cannot encrypt (docs/SECURITY.md, \"Encryption\")",
+             ep->name, ep->net->name);
   if (c->progress_thread && tpx__progress_thread_start(ep) != 0) {
     rc = tpx_err(TPX_ESYSTEM, "endpoint %s: cannot start the progress thread", ep->name);
     goto fail;

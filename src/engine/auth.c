@@ -7,6 +7,7 @@
 #include "engine/auth.h"
 #include "engine/control.h"
 #include "engine/core.h"
+#include "engine/ctl_seal.h"
 #include "engine/fail.h"
 #include "engine/peer.h"
 
@@ -44,6 +45,14 @@ static int derive_session_key(struct tpx_peer *p) {
     p->net_key = o->listen_keyed && o->connect_keyed ? p->auth_skey : NULL;
   }
   return rc;
+}
+
+/* TPX_ENCRYPT: from here on the control connection carries records
+ * (ctl_seal.h); the bytes already queued go as they are. */
+static int seal_begin(struct tpx_peer *p) {
+  const tpx_config_t *c = &p->ep->cfg;
+  if (!c->encrypt) return 0;
+  return tpx__ctl_seal_new(c->auth_key, c->auth_key_len, p->auth_nc, p->auth_ns, !p->incoming, p->out.len, &p->seal);
 }
 
 static int send_auth(struct tpx_peer *p, const struct wire_auth *m) {
@@ -110,6 +119,7 @@ static int on_response(struct tpx_peer *p, const struct wire_auth *m) {
   if (rc == 0) rc = derive_session_key(p);
   if (rc) return fail(p, rc, tpx_last_error());
   if ((rc = send_auth(p, &r)) != 0) return fail(p, rc, "sending the proof failed");
+  if ((rc = seal_begin(p)) != 0) return fail(p, rc, tpx_last_error());
   return 1;
 }
 
@@ -129,6 +139,7 @@ int tpx__auth_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
     return fail(p, TPX_EAUTH, "unexpected step");
   if ((rc = mac_ok(p, ROLE_CONNECTOR, m.mac)) != 0) return rc;
   if ((rc = derive_session_key(p)) != 0) return fail(p, rc, tpx_last_error());
+  if ((rc = seal_begin(p)) != 0) return fail(p, rc, tpx_last_error());
   return 0;
 }
 

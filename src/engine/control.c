@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "engine/control.h"
 #include "engine/core.h"
+#include "engine/ctl_seal.h"
 
 #define IN_INITIAL (64 * 1024)
 #define CLOSE_LINGER_MS 1000
@@ -80,6 +81,10 @@ void tpx__ctl_epoll_set(tpx_endpoint_t *ep, struct tpx_peer *p, uint32_t events)
 
 int tpx__ctl_flush(struct tpx_peer *p) {
   if (p->fd < 0) return TPX_ECLOSED;
+  if (p->seal) { /* TPX_ENCRYPT: the frames appended since become records */
+    int rc = tpx__ctl_seal_out(p->seal, &p->out);
+    if (rc) return rc;
+  }
   while (p->out_off < p->out.len) {
     ssize_t n = send(p->fd, p->out.p + p->out_off, p->out.len - p->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -99,6 +104,7 @@ int tpx__ctl_flush(struct tpx_peer *p) {
   }
   p->out_off = 0;
   p->out.len = 0;
+  if (p->seal) tpx__ctl_seal_out_sent(p->seal);
   if (p->ev & EPOLLOUT && p->state != P_CONNECTING) tpx__ctl_epoll_set(p->ep, p, p->ev & ~(uint32_t)EPOLLOUT);
   return 0;
 }
@@ -142,7 +148,16 @@ int tpx__ctl_read(struct tpx_peer *p) {
     return 0;
   }
   for (;;) {
-    ssize_t n = recv(p->fd, p->in + p->in_len, p->in_cap - p->in_len, MSG_DONTWAIT);
+    uint8_t *to = p->in + p->in_len;
+    size_t room = p->in_cap - p->in_len;
+    if (p->seal && tpx__ctl_seal_in_on(p->seal) && (rc = tpx__ctl_seal_room(p->seal, &to, &room)) != 0) return rc;
+    ssize_t n = recv(p->fd, to, room, MSG_DONTWAIT);
+    if (n > 0 && to != p->in + p->in_len) { /* records: open them into p->in */
+      if ((rc = tpx__ctl_seal_got(p->seal, (size_t)n, &p->in, &p->in_len, &p->in_cap)) != 0)
+        return tpx_err_quiet(rc, "peer %s: %s", p->where, tpx_last_error());
+      p->live.rx = 1;
+      return (int)(n > 0x7fffffff ? 0x7fffffff : n);
+    }
     if (n > 0) {
       p->in_len += (size_t)n;
       p->live.rx = 1; /* a sign of life (live.h) */

@@ -393,6 +393,8 @@ struct id_slot {
   uint32_t gen;
 };
 
+struct ctl_seal;
+
 struct tpx_peer {
   tpx_endpoint_t *ep;
   int refs;
@@ -423,6 +425,7 @@ struct tpx_peer {
    * auth.c once both proofs are checked and the transport takes keys; NULL
    * otherwise (no key, or a transport whose sockets are its own). */
   const uint8_t *net_key;
+  struct ctl_seal *seal; /* TPX_ENCRYPT: the control connection's records once authenticated (ctl_seal.h) */
   struct wbuf out;
   size_t out_off;
   uint8_t *in;

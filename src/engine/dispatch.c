@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "engine/ctl_seal.h"
 #include "engine/control.h"
 #include "engine/dispatch.h"
 #include "engine/core.h"
@@ -111,6 +112,9 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
     /* Transport setup: the peer's setup frames are read, what it sends once
      * ready waits (relisten.h says why an UP comes before those). */
     if (n > 0 && p->state == P_NET_SETUP && f.type != MSG_RELISTEN) break;
+    if (n == TPX_EPROTO && !p->ep->cfg.encrypt && tpx__ctl_seal_is_record(p->in + off, p->in_len - off))
+      n = tpx_err_quiet(TPX_EPROTO, "the peer encrypts its control connection (TPX_ENCRYPT=1 there) and this "
+                                    "endpoint has TPX_ENCRYPT=0: set it alike on both");
     if (n < 0) {
       if (n == TPX_EVERSION && p->fd >= 0) {
         /* Frame headers are stable across versions, so the peer can read why. */
@@ -122,6 +126,13 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
     on_frame(p, &f);
     off += (size_t)n;
     did++;
+    if (p->seal && tpx__ctl_seal_in_due(p->seal) && p->state != P_DEAD) { /* the peer's next bytes are records */
+      int rc = tpx__ctl_seal_in_start(p->seal, &p->in, &p->in_len, &p->in_cap, off);
+      if (rc) {
+        tpx__peer_fail(p, rc, "peer %s: %s", p->where, tpx_last_error());
+        return rc;
+      }
+    }
   }
   if (off > 0 && p->in) {
     memmove(p->in, p->in + off, p->in_len - off);

@@ -8,6 +8,7 @@
 #include "common/hmac.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "engine/ctl_seal.h"
 #include "engine/window.h"
 #include "engine/control.h"
 #include "engine/core.h"
@@ -67,6 +68,7 @@ void tpx__peer_release(struct tpx_peer *p) {
   free(p->ids);
   free(p->cts);
   tpx__wbuf_free(&p->out);
+  tpx__ctl_seal_free(p->seal);
   free(p->in);
   tpx__cleanse(p->auth_skey, sizeof(p->auth_skey));
   free(p);

@@ -185,13 +185,14 @@ static int send_progress(tpx_sock_conn_t *c) {
     mh.msg_iov = iov;
     mh.msg_iovlen = (size_t)niov;
     uint64_t t0 = tpx__tl_on ? tpx__now_ns() : 0;
-    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = c->seal ? tpx__sock_seal_send(c->seal, c->fd, iov, niov)
+                        : sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) TPX_TL(TL_SOCK_TX, c->fd, 0, (uint64_t)n, tpx__now_ns() - t0);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (io_again()) return 0;
       tpx_sock_part_t *p = &c->parts[tail % TPX_SOCK_RING];
-      conn_fail(c, TPX_EREMOTE, "send", errno, p->seq,
+      conn_fail(c, TPX_EREMOTE, c->seal ? "send (sealed records)" : "send", errno, p->seq,
                 TPX_WIRE_PART_BYTES + p->len - c->done_bytes);
       continue;
     }
@@ -427,13 +428,41 @@ static int recv_header(tpx_sock_conn_t *c) {
   return 0;
 }
 
+/* One read of the socket into the list: through its record layer when
+ * sealed (checked plaintext only). */
+static ssize_t conn_read(tpx_sock_conn_t *c, struct iovec *iov, int n) {
+  if (c->seal) return tpx__sock_seal_recv(c->seal, c->fd, iov, n);
+  struct msghdr mh;
+  memset(&mh, 0, sizeof(mh));
+  mh.msg_iov = iov;
+  mh.msg_iovlen = (size_t)n;
+  return recvmsg(c->fd, &mh, MSG_DONTWAIT);
+}
+
+/* A sealed socket's read failed on a record, not on the socket: the comm
+ * fails for good (the record's bytes were never handed out). 1 if so. */
+static int recv_seal_error(tpx_sock_conn_t *c, uint64_t seq, size_t left) {
+  const char *why = errno == EBADMSG    ? "data failed authentication (a record altered, replayed, reordered "
+                                          "or dropped on the path, or the peer's key differs)"
+                    : errno == EMSGSIZE  ? "data failed authentication (a record length out of range)"
+                    : errno == EOVERFLOW ? "record numbers used up"
+                    : errno == EIO       ? "record layer: libcrypto failed"
+                                         : NULL;
+  if (c->seal == NULL || why == NULL) return 0;
+  conn_fail(c, TPX_EAUTH, why, 0, seq, left);
+  TPX_WARN("sock: recv comm from peer %s: socket %d: %s; comm failed", c->comm->peer, c->index, why);
+  comm_break(c->comm, TPX_EAUTH);
+  recv_conn_dead(c);
+  return 1;
+}
+
 /* iovec entries per recvmsg of a vectored receive (the rest of the part
  * comes in the next call), the next part header included. */
 #define RECV_IOV 64
 
 /* One recvmsg into the buffer or pieces of the part, bytes [done, keep) of
  * it, then `more` when the read can end the part. */
-static ssize_t read_into(int fd, const tpx_sock_part_t *p, size_t done, const struct iovec *more) {
+static ssize_t read_into(tpx_sock_conn_t *c, const tpx_sock_part_t *p, size_t done, const struct iovec *more) {
   struct iovec iov[RECV_IOV];
   size_t want = p->keep - done;
   int n = 1;
@@ -445,11 +474,7 @@ static ssize_t read_into(int fd, const tpx_sock_part_t *p, size_t done, const st
     if (got < want) more = NULL; /* the header comes after the bytes not in this read */
   }
   if (more) iov[n++] = *more;
-  struct msghdr mh;
-  memset(&mh, 0, sizeof(mh));
-  mh.msg_iov = iov;
-  mh.msg_iovlen = (size_t)n;
-  return recvmsg(fd, &mh, MSG_DONTWAIT);
+  return conn_read(c, iov, n);
 }
 
 /* One read of the part being received: into its buffer, pieces or bounce
@@ -464,10 +489,10 @@ static ssize_t read_part(tpx_sock_conn_t *c, tpx_sock_part_t *p, char *scratch) 
     if (p->pages)
       n = tpx__sock_upk_recv(c->fd, c->comm->upk, p->pages, c->done_bytes, p->keep, last ? &more : NULL);
     else
-      n = read_into(c->fd, p, c->done_bytes, last ? &more : NULL);
+      n = read_into(c, p, c->done_bytes, last ? &more : NULL);
   } else {
-    size_t want = TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH);
-    n = recv(c->fd, scratch, want, MSG_DONTWAIT); /* truncated: discard the excess */
+    struct iovec sc = {scratch, TPX_MIN(p->len - c->done_bytes, (size_t)TPX_SOCK_SCRATCH)};
+    n = conn_read(c, &sc, 1); /* truncated: discard the excess */
   }
   if (n > 0) TPX_TL(TL_SOCK_RX, c->fd, 0, (uint64_t)n, tpx__now_ns() - t0);
   return n;
@@ -488,14 +513,15 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
     if (!c->have) {
       if (c->rhdr_got < TPX_WIRE_PART_BYTES) {
         if (budget-- == 0) return 1;
-        ssize_t n =
-            recv(c->fd, c->rhdr + c->rhdr_got, TPX_WIRE_PART_BYTES - c->rhdr_got, MSG_DONTWAIT);
+        struct iovec hv = {c->rhdr + c->rhdr_got, TPX_WIRE_PART_BYTES - c->rhdr_got};
+        ssize_t n = conn_read(c, &hv, 1);
         if (n > 0) {
           c->rhdr_got += (size_t)n;
           continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && io_again()) return 0;
+        if (n < 0 && recv_seal_error(c, c->rseq + c->have_rseq, 0)) return 0;
         if (n == 0 && c->rhdr_got == 0) {
           /* Between parts: the peer closed after its last message. */
           conn_fail(c, TPX_EREMOTE, "closed by peer", 0, c->rseq + c->have_rseq, 0);
@@ -516,6 +542,7 @@ static int recv_progress(tpx_sock_conn_t *c, char *scratch) {
       ssize_t n = read_part(c, p, scratch);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && io_again()) return 0;
+      if (n < 0 && recv_seal_error(c, p->seq, p->len - c->done_bytes)) return 0;
       if (n <= 0) {
         conn_fail(c, TPX_EREMOTE, n == 0 ? "closed by peer" : "recv", n == 0 ? 0 : errno, p->seq,
                   p->len - c->done_bytes);
@@ -591,12 +618,24 @@ int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64
   return 0;
 }
 
+int tpx__sock_comm_seal(tpx_sock_comm_t *m, const uint8_t (*keys)[TPX_AEAD_KEY_BYTES]) {
+  for (int i = 0; i <= m->nsocks; i++) {
+    int rc = tpx__sock_seal_new(keys[i], m->kind == TPX_SK_SEND, m->sn->seal_rekey, &m->conns[i].seal);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
-                          int *fds, const char *peer, void **out) {
+                          int *fds, const char *peer, const uint8_t (*keys)[TPX_AEAD_KEY_BYTES], void **out) {
   int n = nsocks + 1;
   tpx_sock_comm_t *m = NULL;
   int rc = tpx__sock_comm_new(sn, kind, dev, nsocks, comm_id, fds, peer, &m);
   if (rc != 0) return rc;
+  if (keys != NULL && (rc = tpx__sock_comm_seal(m, keys)) != 0) {
+    tpx__sock_comm_destroy(m);
+    return rc;
+  }
   tpx_sock_conn_t *conns = m->conns;
   rc = tpx__sock_pool_get(sn, dev, &m->pool);
   if (rc == 0) tpx__sock_pool_place(m->pool, m);
@@ -621,9 +660,9 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
     tpx__sock_comm_destroy(m);
     return rc;
   }
-  TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s", kind_name(kind),
+  TPX_DEBUG("sock: %s %#llx with %s on %s: %d data sockets, comm id %016llx%s%s", kind_name(kind),
             (unsigned long long)m->token, peer, sn->devs[dev].name, nsocks,
-            (unsigned long long)comm_id,
+            (unsigned long long)comm_id, keys ? ", sealed (AES-256-GCM)" : "",
             sn->unpack  ? ", unpack"
             : m->strict ? ", strict"
                         : "");
@@ -647,6 +686,7 @@ void tpx__sock_comm_destroy(tpx_sock_comm_t *m) {
   for (int i = 0; i < n; i++) {
     if (m->conns[i].fd >= 0) close(m->conns[i].fd);
     free(m->conns[i].parts);
+    tpx__sock_seal_free(m->conns[i].seal);
   }
   if (m->pool) tpx__sock_pool_put(m->sn, m->dev);
   uint64_t inflight = atomic_load(&m->posted) - m->tail;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/hmac.h"
 #include "common/ifname.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -310,6 +311,7 @@ static void sock_destroy(tpx_net_t *net) {
   }
   tpx__sock_ready_fini(&sn->ready);
   tpx__sock_reg_fini(&sn->reg);
+  tpx__cleanse(sn->plugin_key, sizeof(sn->plugin_key));
   free(sn);
 }
 
@@ -350,9 +352,24 @@ int tpx_net_open_builtin(const tpx_config_t *cfg, tpx_net_t **out) {
                    "sock: bounce pool of %zu bytes outside [8 MiB, 4 GiB] (one request of 2048"
                    " pages must fit; offsets are 32-bit)",
                    cfg->sock_bounce_bytes);
+  if (cfg->encrypt && cfg->auth_key_len == 0)
+    return tpx_err_quiet(TPX_EINVAL, "sock: TPX_ENCRYPT=1 needs the shared key: set TPX_AUTH_KEY or "
+                                     "TPX_AUTH_KEY_FILE (the same on every peer)");
+  if (cfg->encrypt && cfg->sock_unpack)
+    return tpx_err_quiet(TPX_ENOTSUP, "sock: TPX_ENCRYPT=1 with unpack mode (TPX_SOCK_UNPACK=1): the bytes land in "
+                                      "bounce pages a GPU kernel reads, which no record layer checks; set one");
   tpx_sock_net_t *sn = calloc(1, sizeof(*sn));
   if (sn == NULL) return tpx_err_quiet(TPX_ENOMEM, "sock: out of memory");
   sn->cfg = *cfg;
+  sn->encrypt = cfg->encrypt != 0;
+  if (sn->encrypt) { /* listen / connect without a session key (NCCL's): one from the auth key */
+    static const char info[] = "tpx sock plugin key v1";
+    if (tpx__hkdf_sha256(cfg->auth_key, cfg->auth_key_len, NULL, 0, (const uint8_t *)info, sizeof(info) - 1,
+                         sn->plugin_key, sizeof(sn->plugin_key)) != 0) {
+      free(sn);
+      return TPX_EINTERNAL; /* detail recorded */
+    }
+  }
   sn->cfg.nsocks = tpx_config_nsocks(cfg, 1);
   atomic_store(&sn->rng, tpx__random_u64());
   tpx__sock_reg_init(&sn->reg, (uint32_t)tpx__sock_random(sn) | 0x100u);

@@ -49,7 +49,7 @@ static uint64_t deadline_after_ms(int ms) {
   return tpx__now_ns() + (uint64_t)ms * 1000000ull;
 }
 
-static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks, int keyed) {
+static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index, int nsocks, int keyed, int enc) {
   memset(h, 0, keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES);
   tpx__put32(h, TPX_WIRE_HELLO_MAGIC);
   tpx__put16(h + 4, TPX_WIRE_VERSION);
@@ -58,7 +58,7 @@ static void encode_hello(uint8_t *h, uint64_t nonce, uint64_t comm_id, int index
   tpx__put64(h + 16, comm_id);
   tpx__put16(h + 24, (uint16_t)index);
   tpx__put16(h + 26, (uint16_t)nsocks);
-  tpx__put32(h + 28, keyed ? TPX_WIRE_HELLO_F_MAC : 0);
+  tpx__put32(h + 28, (keyed ? TPX_WIRE_HELLO_F_MAC : 0) | (enc ? TPX_WIRE_HELLO_F_ENC : 0));
 }
 
 int tpx__sock_hello_mac(const uint8_t *key, const uint8_t *hello, uint8_t *mac) {
@@ -91,6 +91,7 @@ struct group {
   uint64_t deadline;
   int fds[TPX_SOCK_MAX_NSOCKS + 1];
   char peer[64];
+  uint8_t (*keys)[TPX_AEAD_KEY_BYTES]; /* TPX_ENCRYPT: each socket's record key (from its hello) */
 };
 
 typedef struct tpx__sock_listen {
@@ -105,6 +106,7 @@ typedef struct tpx__sock_listen {
   int ngroups, cap_groups;
   int gpu_bound; /* unpack mode: the CUDA device current at listen (-1: none) */
   int keyed;     /* listen_keyed: hellos must prove key */
+  int enc;       /* TPX_ENCRYPT: hellos must ask for sealed records */
   int taken;     /* keyed: its one comm was accepted; later hellos are refused */
   uint8_t key[TPX_NET_KEY_BYTES];
   struct tpx_ratelog dropped; /* connections refused or timed out: logged rate-limited */
@@ -128,9 +130,16 @@ static int drop_log_ok(tpx_sock_listen_t *l) {
   return v == TPX_RATELOG_FULL;
 }
 
+static void group_keys_free(struct group *g) {
+  if (g->keys) tpx__cleanse(g->keys, (size_t)(TPX_SOCK_MAX_NSOCKS + 1) * TPX_AEAD_KEY_BYTES);
+  free(g->keys);
+  g->keys = NULL;
+}
+
 static void group_close(struct group *g) {
   for (int i = 0; i <= g->nsocks; i++)
     if (g->fds[i] >= 0) close(g->fds[i]);
+  group_keys_free(g);
 }
 
 void tpx__sock_listen_free(void *obj) {
@@ -147,7 +156,8 @@ void tpx__sock_listen_free(void *obj) {
   free(l);
 }
 
-static void fill_handle(uint8_t *h, const struct sockaddr_storage *sa, int nsocks, uint64_t nonce, int keyed) {
+static void fill_handle(uint8_t *h, const struct sockaddr_storage *sa, int nsocks, uint64_t nonce, int keyed,
+                        int enc) {
   memset(h, 0, TPX_NET_HANDLE_BYTES);
   tpx__put32(h + TPX_WH_MAGIC, TPX_WIRE_HANDLE_MAGIC);
   tpx__put16(h + TPX_WH_VERSION, TPX_WIRE_VERSION);
@@ -165,7 +175,7 @@ static void fill_handle(uint8_t *h, const struct sockaddr_storage *sa, int nsock
   }
   tpx__put16(h + TPX_WH_NSOCKS, (uint16_t)nsocks);
   tpx__put64(h + TPX_WH_NONCE, nonce);
-  tpx__put32(h + TPX_WH_FLAGS, keyed ? TPX_WIRE_HANDLE_F_KEYED : 0);
+  tpx__put32(h + TPX_WH_FLAGS, (keyed ? TPX_WIRE_HANDLE_F_KEYED : 0) | (enc ? TPX_WIRE_HANDLE_F_ENC : 0));
 }
 
 static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle, void **listen_comm) {
@@ -197,6 +207,8 @@ static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   l->dev = dev;
   l->fd = fd;
   l->nonce = tpx__sock_random(sn);
+  l->enc = sn->encrypt;
+  if (key == NULL && sn->encrypt) key = sn->plugin_key; /* NCCL's listen: the key of TPX_AUTH_KEY */
   if (key) { /* the nonce keyed hellos quote: unpredictable as well as unique */
     l->keyed = 1;
     memcpy(l->key, key, TPX_NET_KEY_BYTES);
@@ -221,9 +233,9 @@ static int listen_open(tpx_net_t *net, int dev, const uint8_t *key, void *handle
     tpx__sock_listen_free(l);
     return rc;
   }
-  fill_handle(handle, &sa, sn->cfg.nsocks, l->nonce, l->keyed);
-  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm%s", l->addr, d->name,
-            sn->cfg.nsocks, l->keyed ? ", keyed" : "");
+  fill_handle(handle, &sa, sn->cfg.nsocks, l->nonce, l->keyed, l->enc);
+  TPX_DEBUG("sock: listening on %s (%s), %d data sockets per comm%s%s", l->addr, d->name,
+            sn->cfg.nsocks, l->keyed ? ", keyed" : "", l->enc ? ", encrypted" : "");
   *listen_comm = (void *)(uintptr_t)l->token;
   return 0;
 }
@@ -342,10 +354,10 @@ int tpx__sock_handle_dials(tpx_net_t *net, const void *handle, struct sockaddr_s
 
 /* Every socket's hello, made once: keyed ones carry a fresh nonce each and
  * the MAC over it (wire.h). */
-static int build_hellos(tpx_sock_connect_t *s, int keyed) {
+static int build_hellos(tpx_sock_connect_t *s, int keyed, int enc) {
   s->hello_len = keyed ? TPX_WIRE_HELLO_KEYED_BYTES : TPX_WIRE_HELLO_BYTES;
   for (int i = 0; i <= s->nsocks; i++) {
-    encode_hello(s->hello[i], s->nonce, s->comm_id, i, s->nsocks, keyed);
+    encode_hello(s->hello[i], s->nonce, s->comm_id, i, s->nsocks, keyed, enc);
     if (keyed && seal_hello(s->hello[i], s->key) != 0) return TPX_EINTERNAL; /* detail recorded below */
   }
   return 0;
@@ -497,6 +509,16 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   if (nsocks < 1 || nsocks > TPX_SOCK_MAX_NSOCKS)
     return tpx_err_quiet(TPX_EINVAL, "connect: handle asks for %d data sockets (1..%d)", nsocks,
                    TPX_SOCK_MAX_NSOCKS);
+  /* Both ends encrypt or neither: never plaintext to a peer that asked for
+   * records, nor to one that would read ours as garbage. */
+  int enc = (tpx__get32(h + TPX_WH_FLAGS) & TPX_WIRE_HANDLE_F_ENC) != 0;
+  if (enc != sn->encrypt)
+    return tpx_err_quiet(TPX_EAUTH, "connect: %s", enc ? "the listener encrypts its data sockets (TPX_ENCRYPT=1 there) "
+                                                         "and this side does not: set TPX_ENCRYPT=1 and the same key here"
+                                                       : "this side encrypts (TPX_ENCRYPT=1) and the listener does not "
+                                                         "(TPX_ENCRYPT=0 there): refusing to send plaintext");
+  if (enc && !keyed)
+    return tpx_err_quiet(TPX_EPROTO, "connect: the handle asks for encryption without a key (not made by our listen)");
   if (keyed && key == NULL)
     return tpx_err_quiet(TPX_EAUTH, "connect: the listener takes only authenticated data sockets (its endpoint has "
                               "an authentication key, TPX_AUTH_KEY); this connect has no session key");
@@ -514,7 +536,7 @@ static int connect_start(tpx_sock_net_t *sn, int dev, uint8_t *h, const uint8_t 
   s->has_key = key != NULL;
   if (key) memcpy(s->key, key, TPX_NET_KEY_BYTES);
   s->syn_budget = sn->cfg.dial_syns * (nsocks + 1);
-  int rc = build_hellos(s, keyed);
+  int rc = build_hellos(s, keyed, enc);
   for (int i = 0; i <= nsocks && rc == 0; i++) {
     if (!syns_reserve(s, i)) rc = tpx_err_quiet(TPX_EINVAL, "connect: TPX_DIAL_SYNS=%d", sn->cfg.dial_syns);
     if (rc == 0) rc = sock_open(s, i);
@@ -616,6 +638,7 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   uint64_t tok = tpx__get64(h + TPX_WH_STATE);
   tpx_sock_connect_t *s = NULL;
   int rc;
+  if (key == NULL && sn->encrypt) key = sn->plugin_key; /* NCCL's connect: the key of TPX_AUTH_KEY */
   if (tok == 0) {
     if ((rc = connect_start(sn, dev, h, key, &s)) != 0) return rc;
   } else {
@@ -648,8 +671,19 @@ static int connect_any(tpx_net_t *net, int dev, const uint8_t *key, void *handle
   snprintf(peer, sizeof(peer), "%s", s->peerstr);
   int nsocks = s->nsocks;
   uint64_t comm_id = s->comm_id;
+  uint8_t keys[TPX_SOCK_MAX_NSOCKS + 1][TPX_AEAD_KEY_BYTES];
+  int enc = (tpx__get32(s->hello[0] + 28) & TPX_WIRE_HELLO_F_ENC) != 0;
+  for (int i = 0; enc && i <= nsocks && rc > 0; i++)
+    if (tpx__sock_seal_key(s->key, s->hello[i], keys[i]) != 0) rc = TPX_EINTERNAL;
   connect_end(sn, s, h);
-  return tpx__sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, send_comm);
+  if (rc <= 0) {
+    for (int i = 0; i <= nsocks; i++)
+      close(fds[i]);
+    return rc;
+  }
+  rc = tpx__sock_comm_create(sn, TPX_SK_SEND, dev, nsocks, comm_id, fds, peer, enc ? keys : NULL, send_comm);
+  tpx__cleanse(keys, sizeof(keys));
+  return rc;
 }
 
 int tpx__sock_connect_abort(tpx_net_t *net, void *handle) {
@@ -815,6 +849,10 @@ static void hello_refused(tpx_sock_listen_t *l, const struct pending_sock *p, in
     break;
   case TPX_HELLO_MAC: why = "its hello does not prove this session's key (wrong or stale MAC)"; break;
   case TPX_HELLO_TAKEN: why = "this keyed listen comm has accepted its one comm (a replayed hello?)"; break;
+  case TPX_HELLO_ENC:
+    why = l->enc ? "the peer does not encrypt (TPX_ENCRYPT=0 there) and this side does (TPX_ENCRYPT=1)"
+                 : "the peer encrypts (TPX_ENCRYPT=1 there) and this side does not (TPX_ENCRYPT=0)";
+    break;
   case TPX_HELLO_NONCE: why = "its handle belongs to another listen comm"; break;
   default:
     snprintf(buf, sizeof(buf), "socket %u of %u data sockets", tpx__get16(h + 24), tpx__get16(h + 26));
@@ -841,6 +879,7 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
   int index = 0, nsocks = 0;
   int v = tpx__sock_hello_check(p->hello, l->keyed ? l->key : NULL, l->nonce, &comm_id, &index, &nsocks);
   if (v == TPX_HELLO_OK && l->keyed && l->taken) v = TPX_HELLO_TAKEN;
+  if (v == TPX_HELLO_OK && ((tpx__get32(p->hello + 28) & TPX_WIRE_HELLO_F_ENC) != 0) != l->enc) v = TPX_HELLO_ENC;
   if (v) {
     hello_refused(l, p, v);
     return TPX_EPROTO;
@@ -858,6 +897,15 @@ static int hello_file(tpx_sock_listen_t *l, struct pending_sock *p) {
                " duplicate or disagrees on nsocks (%d vs %d)",
                l->addr, p->peer, index, (unsigned long long)comm_id, nsocks, g->nsocks);
     return TPX_EPROTO;
+  }
+  if (l->enc) { /* the socket's record key, from the hello it proved */
+    if (g->keys == NULL) g->keys = calloc(TPX_SOCK_MAX_NSOCKS + 1, TPX_AEAD_KEY_BYTES);
+    if (g->keys == NULL || tpx__sock_seal_key(l->key, p->hello, g->keys[index]) != 0) {
+      if (drop_log_ok(l))
+        TPX_WARN("sock: listen comm %s: no record key for a connection from %s: %s", l->addr, p->peer,
+                 g->keys ? tpx_last_error() : "out of memory");
+      return TPX_ENOMEM;
+    }
   }
   g->fds[index] = p->fd;
   g->have++;
@@ -953,7 +1001,8 @@ int tpx__sock_accept(tpx_net_t *net, void *listen_comm, void **recv_comm,
     if (l->keyed) l->taken = 1; /* its session's one comm */
     /* The peer's address as seen on the control socket names the comm. */
     rc = tpx__sock_comm_create(sn, TPX_SK_RECV, l->dev, done.nsocks, done.comm_id, done.fds,
-                              done.peer, recv_comm);
+                              done.peer, done.keys, recv_comm);
+    group_keys_free(&done);
     if (rc == 0 && sn->unpack) {
       tpx_sock_comm_t *m =
           tpx__sock_reg_get(&sn->reg, (uint64_t)(uintptr_t)*recv_comm, TPX_SK_RECV, NULL);

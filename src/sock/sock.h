@@ -16,6 +16,8 @@
  *   io.c       the per-device pool of epoll I/O threads
  *   comm.c     comms, requests, isend/irecv/test, close, per-socket progress
  *   iov.c      vectored requests (isendv / irecvv): checks, copies, slices
+ *   seal.c     the record layer of TPX_ENCRYPT: AES-256-GCM records per data
+ *              socket, sealed and opened in the I/O threads
  *   unpack.c   unpack mode (TPX_SOCK_UNPACK=1): the TCPX receive contract
  *              (bounce pages, loadMeta slots, irecvConsumed) and the staging
  *              of CUDA sends; docs/UNPACK.md
@@ -61,6 +63,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "common/aead.h"
 #include "common/ring.h"
 #include "tcpx/contract.h"
 #include "tpx/config.h"
@@ -199,6 +202,10 @@ typedef struct tpx_sock_net {
   int gpu_ok;           /* unpack mode: a GPU is usable (pools pinned + mapped, CUDA sends) */
   long tcpx_chunk;      /* unpack mode: NCCL_DYNAMIC_CHUNK_SIZE as the plugin reads it; 0: every
                            send of bytes stalls its comm (0-byte pieces, docs/CONFIG.md) */
+  int encrypt;          /* TPX_ENCRYPT: data sockets carry sealed records (seal.c) */
+  uint8_t plugin_key[TPX_NET_KEY_BYTES]; /* encrypt: the session key of listen / connect called
+                           without one (NCCL's calls), from the auth key */
+  uint64_t seal_rekey;  /* records per key (0: TPX_SEAL_REKEY_RECORDS; tests) */
   int host_recv_stalls; /* unpack mode taking CUDA pointers, as the TCPX plugin: a receive into
                            host memory stalls its comm for good (docs/UNPACK.md, "Host-memory
                            receives"); tests may set it on a GPU-less host */
@@ -273,6 +280,37 @@ int tpx__sock_iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len
 int tpx__sock_iov_check(const struct iovec *iov, int cnt, size_t *total, const char *fn);
 /* Copy the list into the (free) request slot r. 0 or TPX_ENOMEM (quiet). */
 int tpx__sock_req_set_iov(struct tpx_sock_req *r, const struct iovec *iov, int cnt);
+
+/* ---- record layer (seal.c): TPX_ENCRYPT --------------------------------------- */
+
+/* A record: u32 plaintext length, ciphertext, 16-byte tag (wire.h, 4). */
+#define TPX_SEAL_HDR 4
+#define TPX_SEAL_TAG TPX_AEAD_TAG_BYTES
+/* Plaintext per record: large enough that the per-record cost (a nonce, a
+ * tag, a send) is small next to AES at a few GB/s per core. */
+#define TPX_SEAL_REC_MAX (256u * 1024u)
+/* Records per key before both ends step to the next (2^20 full records =
+ * 256 GiB, well inside AES-GCM's bounds for one key). */
+#define TPX_SEAL_REKEY_RECORDS (1ull << 20)
+/* Pieces of the caller's list one record takes at most. */
+#define TPX_SEAL_IOV 128
+
+typedef struct tpx_sock_seal tpx_sock_seal_t;
+/* The key of the data socket whose hello is `hello` (its first
+ * TPX_WIRE_HELLO_MACED bytes) under the session key. */
+int tpx__sock_seal_key(const uint8_t *session_key, const uint8_t *hello, uint8_t out[TPX_AEAD_KEY_BYTES]);
+/* A record layer for one direction (send 1: seals). rekey: records per key
+ * (0: TPX_SEAL_REKEY_RECORDS; tests make it small). */
+int tpx__sock_seal_new(const uint8_t key[TPX_AEAD_KEY_BYTES], int send, uint64_t rekey, tpx_sock_seal_t **out);
+void tpx__sock_seal_free(tpx_sock_seal_t *s);
+/* As sendmsg(fd) of the list (plaintext from the first unsent byte): the
+ * plaintext bytes of a record wholly in the kernel now, or -1 with errno
+ * (EAGAIN: the record's rest goes at the next call, with the same list). */
+ssize_t tpx__sock_seal_send(tpx_sock_seal_t *s, int fd, const struct iovec *iov, int niov);
+/* As recvmsg(fd) into the list: checked plaintext only; 0 when the peer
+ * closed; -1 with errno: EAGAIN, EBADMSG (a record failed authentication),
+ * EMSGSIZE (a record length out of range), or the socket's error. */
+ssize_t tpx__sock_seal_recv(tpx_sock_seal_t *s, int fd, const struct iovec *iov, int niov);
 
 /* ---- comms and requests (comm.c) ------------------------------------------- */
 
@@ -367,6 +405,7 @@ typedef struct tpx_sock_conn {
   int upk_wait;              /* unpack: stopped until admission moves (under upk->mu) */
   /* failure (owner thread) */
   int dead; /* tpx code once the socket failed */
+  tpx_sock_seal_t *seal; /* TPX_ENCRYPT: the socket's records (owner thread); NULL: plaintext */
 } tpx_sock_conn_t;
 
 struct tpx_sock_upk;
@@ -420,7 +459,7 @@ typedef struct tpx_sock_comm {
 /* Build a comm from connected sockets (fds[0] control); takes the fds (closed
  * on failure too). Returns its token in *out. */
 int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id,
-                         int *fds, const char *peer, void **out);
+                         int *fds, const char *peer, const uint8_t (*keys)[TPX_AEAD_KEY_BYTES], void **out);
 /* The comm alone (tpx__sock_comm_create's first step): its sockets are
  * served by no I/O thread and it has no token until the caller gives it
  * both (tests/fuzz drives tpx__sock_conn_progress itself). Takes the fds
@@ -428,6 +467,9 @@ int tpx__sock_comm_create(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uin
 int tpx__sock_comm_new(tpx_sock_net_t *sn, int kind, int dev, int nsocks, uint64_t comm_id, int *fds,
                        const char *peer, tpx_sock_comm_t **out);
 void tpx__sock_comm_destroy(tpx_sock_comm_t *c);
+/* TPX_ENCRYPT: give comm m's sockets their record layers, keys[i] for
+ * socket i (before the sockets are attached to I/O threads). */
+int tpx__sock_comm_seal(tpx_sock_comm_t *m, const uint8_t (*keys)[TPX_AEAD_KEY_BYTES]);
 /* Called by the owner I/O thread after an epoll event or a kick. Returns 1
  * when the conn wants to run again (budget used up), else 0 (idle, or waiting
  * for its socket's next edge). */
@@ -494,7 +536,8 @@ enum {
   TPX_HELLO_MAC,    /* keyed: no MAC flag, or the MAC does not prove the key */
   TPX_HELLO_NONCE,  /* another listen comm's handle */
   TPX_HELLO_SOCKETS, /* socket index / count out of range */
-  TPX_HELLO_TAKEN   /* keyed listen comm that already accepted its comm (setup.c only) */
+  TPX_HELLO_TAKEN,  /* keyed listen comm that already accepted its comm (setup.c only) */
+  TPX_HELLO_ENC     /* asks for sealed records and the listen comm does not, or the reverse (setup.c only) */
 };
 int tpx__sock_hello_head(const uint8_t *h, int keyed);
 int tpx__sock_hello_check(const uint8_t *h, const uint8_t *key, uint64_t nonce, uint64_t *comm_id, int *index,

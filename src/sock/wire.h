@@ -13,7 +13,8 @@
  *     26  u16 nsocks: data sockets per comm chosen by the listener
  *     28  u32 IPv6 scope id (link-local addresses only)
  *     32  u64 listen nonce: hellos must quote it
- *     40  u32 flags: TPX_WIRE_HANDLE_F_KEYED = hellos must carry a MAC
+ *     40  u32 flags: TPX_WIRE_HANDLE_F_KEYED = hellos must carry a MAC;
+ *             TPX_WIRE_HANDLE_F_ENC = data sockets carry sealed records (4.)
  *     44  .. 95 zero
  *     96  u64 connector state (local to the connecting process; 0 from listen)
  *    104  u64 check word for the connector state
@@ -28,7 +29,8 @@
  *     16  u64 comm id: random per connect, groups the sockets of one comm
  *     24  u16 socket index
  *     26  u16 nsocks
- *     28  u32 flags: 0, or TPX_WIRE_HELLO_F_MAC in a keyed hello
+ *     28  u32 flags: 0, or TPX_WIRE_HELLO_F_MAC in a keyed hello, with
+ *             TPX_WIRE_HELLO_F_ENC when the socket carries sealed records
  *     32  u64 reserved (0)
  *    A keyed hello (to a handle with TPX_WIRE_HANDLE_F_KEYED; length
  *    TPX_WIRE_HELLO_KEYED_BYTES) goes on:
@@ -64,6 +66,17 @@
  *    (Version 1 sent a header per message on socket 0 and derived the cut
  *    from the size: every message then cost the receiver a hop from the
  *    control socket's thread to the data sockets' threads.)
+ *
+ * 4. Sealed records (TPX_ENCRYPT; seal.c). With F_ENC (always keyed), after
+ *    its hello each socket's bytes -- the part headers and parts of 3. --
+ *    travel as AES-256-GCM records, one key per socket (HKDF-SHA256 of the
+ *    session key, salted with the hello's first 56 bytes):
+ *      0  u32 plaintext length L (1..TPX_SEAL_REC_MAX), authenticated
+ *      4  L bytes of ciphertext
+ *    4+L  16-byte tag
+ *    The nonce is the record's number on its socket (never sent). Record
+ *    and part boundaries are independent. A listen comm and a connector that
+ *    differ on F_ENC never exchange a byte of data (both refuse).
  */
 #ifndef TPX_SOCK_WIRE_H
 #define TPX_SOCK_WIRE_H
@@ -83,7 +96,9 @@
 #define TPX_WIRE_HELLO_MACED 56 /* bytes a keyed hello's MAC covers */
 #define TPX_WIRE_HELLO_NONCE_BYTES 16
 #define TPX_WIRE_HELLO_F_MAC 0x1u
+#define TPX_WIRE_HELLO_F_ENC 0x2u
 #define TPX_WIRE_HANDLE_F_KEYED 0x1u
+#define TPX_WIRE_HANDLE_F_ENC 0x2u
 #define TPX_WIRE_PART_BYTES 32
 
 /* Offsets in the handle. */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "eng.h"
+#include "sock/wire.h"
 #include "engine/core.h"
 
 static atomic_int flip_every; /* 0: off */
@@ -37,7 +38,8 @@ ssize_t recvmsg(int fd, struct msghdr *mh, int flags) {
   if (!real) real = (recvmsg_fn)dlsym(RTLD_NEXT, "recvmsg");
   ssize_t n = real(fd, mh, flags);
   int every = atomic_load(&flip_every);
-  if (n <= 0 || !every || mh->msg_iovlen == 0) return n;
+  /* part headers come alone, at most TPX_WIRE_PART_BYTES: only chunk bytes are flipped */
+  if (n <= 0 || !every || mh->msg_iovlen == 0 || mh->msg_iov[0].iov_len <= TPX_WIRE_PART_BYTES) return n;
   unsigned k = atomic_fetch_add(&flip_reads, 1) + 1;
   if (k % (unsigned)every) return n;
   struct iovec *v = &mh->msg_iov[0]; /* chunk bytes (a next part's header only ever rides last) */

@@ -23,6 +23,7 @@
 
 #include "cuda/gpu.h"
 #include "gpu_check.h"
+#include "sock/wire.h"
 #include "tpx/tpx.h"
 
 #define DEV 0
@@ -37,7 +38,8 @@ ssize_t recvmsg(int fd, struct msghdr *mh, int flags) {
   if (!real) real = (recvmsg_fn)dlsym(RTLD_NEXT, "recvmsg");
   ssize_t n = real(fd, mh, flags);
   int every = atomic_load(&flip_every);
-  if (n <= 0 || !every || mh->msg_iovlen == 0) return n;
+  /* part headers come alone, at most TPX_WIRE_PART_BYTES: only chunk bytes are flipped */
+  if (n <= 0 || !every || mh->msg_iovlen == 0 || mh->msg_iov[0].iov_len <= TPX_WIRE_PART_BYTES) return n;
   unsigned k = atomic_fetch_add(&flip_reads, 1) + 1;
   if (k % (unsigned)every) return n;
   struct iovec *v = &mh->msg_iov[0];
