@@ -127,6 +127,9 @@ typedef struct tpx_config {
   int integrity;           /* TPX_INTEGRITY: 1 (the default): every chunk carries a CRC-32C its
                               receiver checks before the chunk counts as landed, with a peer that
                               has it too (docs/SECURITY.md, "Data integrity"); 0: unchecked */
+  int integrity_threads;   /* TPX_INTEGRITY_THREADS: threads that sum large chunks beside the
+                              progress thread; 0 (the default) = a quarter of the CPUs, 1..8, from
+                              4 CPUs, none (sums in place) below */
   int encrypt;             /* TPX_ENCRYPT: 1 = the built-in transport's data sockets and the
                               engine's control connection carry AES-256-GCM records under keys
                               derived from the auth key (required); docs/SECURITY.md */

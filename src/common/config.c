@@ -97,6 +97,7 @@ static const struct var vars[] = {
     {"TPX_STRIPE", NULL, V_INT, F(stripe), 0, 1, T_TUNING},
     {"TPX_CHANNEL_STALL_MS", NULL, V_INT, F(channel_stall_ms), 100, 600000, T_TUNING},
     {"TPX_INTEGRITY", NULL, V_INT, F(integrity), 0, 1, T_TUNING},
+    {"TPX_INTEGRITY_THREADS", NULL, V_INT, F(integrity_threads), 0, 16, T_TUNING},
 };
 
 /* Settings retired once their experiment was answered (docs/CONFIG.md,

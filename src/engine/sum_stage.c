@@ -25,11 +25,15 @@ enum wsum {
 static void sum_done(void *arg) { tpx__ep_wake(arg); }
 
 /* The endpoint's checksum threads, started with the first chunk worth them:
- * a quarter of its CPUs, 1..8 (NULL: none could start; sums in place). */
+ * TPX_INTEGRITY_THREADS, by default a quarter of its CPUs, 1..8. NULL: sums
+ * in place, by default below 4 CPUs (where every thread already competes
+ * for them and a hand-over only adds its own cost), or when none could
+ * start. */
 static tpx_crcpool_t *pool(tpx_endpoint_t *ep) {
+  int n = ep->cfg.integrity_threads ? ep->cfg.integrity_threads : ep->ncpu < 4 ? 0 : ep->ncpu / 4;
+  if (n == 0) return NULL;
   if (!ep->sumpool && !ep->sumpool_none) {
-    int n = ep->ncpu / 4;
-    if (tpx__crcpool_create(n < 1 ? 1 : n > 8 ? 8 : n, sum_done, ep, &ep->sumpool) != 0) {
+    if (tpx__crcpool_create(n > 8 && !ep->cfg.integrity_threads ? 8 : n, sum_done, ep, &ep->sumpool) != 0) {
       TPX_INFO("endpoint %s: no checksum threads (%s): chunks are summed in place", ep->name, tpx_last_error());
       ep->sumpool_none = 1;
     }
