@@ -53,20 +53,23 @@ void tpx__gpu_crc_drop(tpx_gpu_crc_t *c, uint64_t ticket) {
 #include "cuda/crc_kernel.h"
 #include "cuda/gpu.h"
 
-#define SLOTS 1024u /* tickets in flight */
+#define SLOTS 4096u /* tickets in flight */
 #define BATCHES 64u /* launches in flight */
 #define SEGS (TPX_GPU_CRC_MAX_BYTES / TPX_CRC_SEG)
 
 struct slot {
   uint64_t ticket;
   uint32_t batch; /* its launch, in batch[] */
+  uint64_t bseq;  /* and that launch's number: once batch[] holds a later one, this one finished */
   int wanted;     /* started, neither polled done nor dropped */
-  int busy;       /* its launch has not been seen finished */
 };
 
+/* A launch. Reused for a later one only once finished, whether its sums were
+ * polled or not: results stay in out[] until their tickets are polled. */
 struct batch {
   tpx_gpu_event_t *ev; /* recorded after the kernels; NULL: not launched */
-  uint32_t refs;       /* slots still busy with it */
+  uint64_t seq;        /* which launch (nbatch when it was filled) */
+  int done;            /* seen finished */
 };
 
 struct tpx_gpu_crc {
@@ -198,32 +201,36 @@ int tpx__gpu_crc_create(int dev, tpx_gpu_crc_t **out) {
   return 0;
 }
 
-/* A slot's launch finished: 1 (the batch's event goes back with its last
- * slot), 0 not yet, < 0 failed. */
-static int settle(tpx_gpu_crc_t *c, struct slot *s) {
-  if (!s->busy) return 1;
+/* Whether s's launch finished: 1 yes, 0 not yet (or not launched), < 0
+ * failed. */
+static int settle(tpx_gpu_crc_t *c, const struct slot *s) {
   struct batch *b = &c->batch[s->batch];
-  if (!b->ev) return 0; /* queued, not launched */
+  if (b->seq != s->bseq || b->done) return 1;
+  if (!b->ev) return 0;
   int q = tpx__gpu_event_query(b->ev);
-  if (q <= 0) return q;
-  s->busy = 0;
-  if (--b->refs == 0) {
-    tpx__gpu_event_put(c->pool, b->ev);
-    b->ev = NULL;
-  }
-  return 1;
+  if (q == 1) b->done = 1;
+  return q;
 }
 
-/* Queue one chunk into the filling batch. */
+/* Queue one chunk into the filling batch (which first takes over its index
+ * from a finished launch). */
 static int queue(tpx_gpu_crc_t *c, const void *p, uint64_t len, uint64_t *ticket) {
   if (len == 0 || len > TPX_GPU_CRC_MAX_BYTES)
     return tpx_err_quiet(TPX_EINVAL, "GPU %d checksums: %llu bytes", c->dev, (unsigned long long)len);
   struct slot *s = &c->slot[c->next % SLOTS];
   struct batch *b = &c->batch[c->nbatch % BATCHES];
-  if (s->wanted || (c->nq == 0 && (b->ev || b->refs))) return TPX_EAGAIN;
-  int q = settle(c, s); /* a dropped sum's launch */
-  if (q < 0) return tpx_err_quiet(TPX_ECUDA, "GPU %d checksums: an earlier sum failed", c->dev);
-  if (q == 0) return TPX_EAGAIN;
+  if (s->wanted) return TPX_EAGAIN;
+  if (c->nq == 0 && b->ev) { /* the index's last launch */
+    int q = b->done ? 1 : tpx__gpu_event_query(b->ev);
+    if (q < 0) return tpx_err_quiet(TPX_ECUDA, "GPU %d checksums: an earlier sum failed", c->dev);
+    if (q == 0) return TPX_EAGAIN;
+    tpx__gpu_event_put(c->pool, b->ev);
+    b->ev = NULL;
+  }
+  if (c->nq == 0) {
+    b->seq = c->nbatch;
+    b->done = 0;
+  }
   uint32_t i = (uint32_t)(c->next % SLOTS);
   c->qp[c->nq] = p;
   c->qlen[c->nq] = len;
@@ -231,8 +238,8 @@ static int queue(tpx_gpu_crc_t *c, const void *p, uint64_t len, uint64_t *ticket
   c->qidx[c->nq++] = i;
   s->ticket = c->next;
   s->batch = (uint32_t)(c->nbatch % BATCHES);
-  s->wanted = s->busy = 1;
-  b->refs++;
+  s->bseq = c->nbatch;
+  s->wanted = 1;
   *ticket = c->next++;
   return 0;
 }
@@ -250,8 +257,7 @@ int tpx__gpu_crc_start_on(tpx_gpu_crc_t *c, struct tpx_gpu_stream *stream, const
   if (rc == 0) rc = launch(c, stream);
   if (rc == 0) return 0;
   /* none of them then: the caller sums them later, its own way */
-  for (uint32_t i = 0; i < c->nq; i++) c->slot[c->qidx[i]].wanted = c->slot[c->qidx[i]].busy = 0;
-  c->batch[c->nbatch % BATCHES].refs -= c->nq;
+  for (uint32_t i = 0; i < c->nq; i++) c->slot[c->qidx[i]].wanted = 0;
   c->next -= c->nq;
   c->nq = 0;
   return rc;
@@ -262,7 +268,7 @@ int tpx__gpu_crc_poll(tpx_gpu_crc_t *c, uint64_t ticket, uint32_t *crc) {
   if (!s->wanted || s->ticket != ticket)
     return tpx_err_quiet(TPX_EINTERNAL, "GPU %d checksums: ticket %llu is not in flight", c->dev,
                          (unsigned long long)ticket);
-  if (s->busy && !c->batch[s->batch].ev) { /* still queued: its caller waits, so launch */
+  if (c->batch[s->batch].seq == s->bseq && !c->batch[s->batch].ev) { /* still queued: its caller waits */
     int rc = tpx__gpu_crc_flush(c);
     if (rc) return rc;
   }
@@ -281,9 +287,10 @@ void tpx__gpu_crc_drop(tpx_gpu_crc_t *c, uint64_t ticket) {
   struct slot *s = &c->slot[ticket % SLOTS];
   if (!s->wanted || s->ticket != ticket) return;
   s->wanted = 0;
-  if (s->busy && !c->batch[s->batch].ev && tpx__gpu_crc_flush(c) != 0) return;
-  if (s->busy) (void)tpx__gpu_event_sync(c->batch[s->batch].ev); /* its bytes may go now */
-  (void)settle(c, s);
+  struct batch *b = &c->batch[s->batch];
+  if (b->seq != s->bseq || b->done) return;
+  if (!b->ev && tpx__gpu_crc_flush(c) != 0) return;
+  if (b->ev) (void)tpx__gpu_event_sync(b->ev); /* its bytes may go now */
 }
 
 #endif
