@@ -14,7 +14,7 @@
 #include "engine/fail.h"
 #include "engine/inline_data.h"
 #include "engine/integrity.h"
-#include "engine/msg.h"
+#include "engine/initiator.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"

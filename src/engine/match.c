@@ -13,7 +13,7 @@
 #include "engine/fail.h"
 #include "engine/inline_data.h"
 #include "engine/integrity.h"
-#include "engine/msg.h"
+#include "engine/match.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 

@@ -20,7 +20,7 @@
 #include "engine/inline_data.h"
 #include "engine/integrity.h"
 #include "engine/mem.h"
-#include "engine/msg.h"
+#include "engine/target.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
