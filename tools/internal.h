@@ -21,7 +21,7 @@
  *  - tpx-soak: cuda/gpu.h for its --mem cuda regions (as tpx-bench) and
  *    common/config.h's number parser for its sizes.
  *  - tpx-unpack-bench: cuda/unpack.h, the TCPX unpack kernels themselves
- *    (tpx_unpacker_*, tpx__unpack_submit/_wait/_sync, tpx__unpack_cpu for the
+ *    (tpx_unpacker_*, tpx__unpacker_submit/_wait/_sync, tpx__tcpx_unpack_cpu for the
  *    reference result), which the engine drives internally and no public call
  *    reaches; and cuda/gpu.h for its pinned and device buffers.
  *

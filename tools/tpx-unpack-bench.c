@@ -178,15 +178,15 @@ static void op_unpack(void *a) {
     };
     int rc;
     /* Full: wait for the oldest chunk in flight, as the engine would. */
-    while ((rc = tpx__unpack_submit(x->u, &c, &x->last)) == TPX_EAGAIN)
-      TPX(tpx__unpack_wait(x->u, x->last + 1 - x->inflight, 60000));
+    while ((rc = tpx__unpacker_submit(x->u, &c, &x->last)) == TPX_EAGAIN)
+      TPX(tpx__unpacker_wait(x->u, x->last + 1 - x->inflight, 60000));
     TPX(rc);
   }
 }
 
 static void post_unpack(void *a) {
   struct unpack_arg *x = a;
-  TPX(tpx__unpack_sync(x->u)); /* retire the chunks outside the timed region */
+  TPX(tpx__unpacker_sync(x->u)); /* retire the chunks outside the timed region */
 }
 
 static int verify(const char *what) {
@@ -214,7 +214,7 @@ static double gbs(float us) { return (double)O.bytes / (us * 1e-6) / 1e9; }
 static struct row *run_unpack(const char *name, int mode, int desc, int threads, int nstreams, int batch,
                               uint32_t chunk, int pinned, int devmeta, int iters, float base_us, float base_e2e_us) {
   tpx_unpack_opts_t o;
-  tpx__unpack_opts_default(&o);
+  tpx__unpacker_opts_default(&o);
   o.mode = mode;
   o.desc = desc;
   o.threads = threads;
@@ -230,8 +230,8 @@ static struct row *run_unpack(const char *name, int mode, int desc, int threads,
   CU(cudaMemset(B.dst, POISON, O.bytes));
   CU(cudaDeviceSynchronize());
   cudaStream_t ustreams[TPX_UNPACK_MAX_STREAMS];
-  int ns = tpx__unpack_nstreams(u);
-  for (int i = 0; i < ns; i++) ustreams[i] = (cudaStream_t)tpx__unpack_stream_at(u, i);
+  int ns = tpx__unpacker_nstreams(u);
+  for (int i = 0; i < ns; i++) ustreams[i] = (cudaStream_t)tpx__unpacker_stream_at(u, i);
   /* Gate only what cannot block in submit: the kernel mode with a bounded
    * number of queued operations (d2d queues one copy per fragment and the
    * host mode synchronises, which would deadlock on a closed gate). */
@@ -328,7 +328,7 @@ static void make_data(void) {
   for (uint32_t i = 0; i < B.nf; i++)
     B.meta[i] = (tpx_unpack_meta_t){(uint32_t)(perm[i] * O.frag), (uint32_t)O.frag, (uint64_t)i * O.frag};
   free(perm);
-  TPX(tpx__unpack_cpu(B.want, O.bytes, B.ref, O.bytes, B.meta, B.nf));
+  TPX(tpx__tcpx_unpack_cpu(B.want, O.bytes, B.ref, O.bytes, B.meta, B.nf));
 }
 
 /* The GPU side: bounce buffers (device and mapped pinned), destinations,
@@ -479,7 +479,7 @@ static void print_summary(const struct results *res) {
     printf("%s: kernel (one launch, mapped entries) %.1f GB/s vs copy %.1f GB/s: ratio %.3f (e2e %.3f; "
            "chunks with the default %s entries over %d streams: 4 MiB %.3f, 512 KiB %.3f); target >= 0.8: %s\n",
            label[p], k->us > 0 ? k->gbs : gbs(k->e2e_us), gbs(res->base_gpu[p]), ratio, k->e2e_ratio,
-           tpx__unpack_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
+           tpx__unpacker_desc_name(TPX_UNPACK_DESC_DEFAULT), TPX_UNPACK_NSTREAMS_DEFAULT,
            key_ratio(res->key[p][1]), key_ratio(res->key[p][2]), ratio >= 0.8 ? "met" : "NOT met");
   }
   printf("correctness: %s\n", B.failures ? "FAILED" : "every variant byte-for-byte identical to the CPU gather");

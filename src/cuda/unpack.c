@@ -14,7 +14,7 @@
 #include "cuda/gpu.h"
 #include "tcpx/contract.h"
 
-void tpx__unpack_opts_default(tpx_unpack_opts_t *o) {
+void tpx__unpacker_opts_default(tpx_unpack_opts_t *o) {
   memset(o, 0, sizeof *o);
   o->mode = TPX_UNPACK_KERNEL;
   o->desc = TPX_UNPACK_DESC_DEFAULT;
@@ -32,53 +32,53 @@ int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t 
   (void)dev;
   (void)opts;
   if (out) *out = NULL;
-  return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support (use tpx__unpack_cpu)");
+  return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support (use tpx__tcpx_unpack_cpu)");
 }
 void tpx__unpacker_destroy(tpx_unpacker_t *u) { (void)u; }
-int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+int tpx__unpacker_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
   (void)u;
   (void)c;
   (void)ticket;
   return tpx_err_quiet(TPX_ENOTSUP, "GPU unpack: built without CUDA support");
 }
-int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
+int tpx__unpacker_done(tpx_unpacker_t *u, uint64_t ticket) {
   (void)u;
   (void)ticket;
   return TPX_ENOTSUP;
 }
-int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
+int tpx__unpacker_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
   (void)u;
   (void)ticket;
   (void)timeout_ms;
   return TPX_ENOTSUP;
 }
-int tpx__unpack_sync(tpx_unpacker_t *u) {
+int tpx__unpacker_sync(tpx_unpacker_t *u) {
   (void)u;
   return TPX_ENOTSUP;
 }
-void *tpx__unpack_stream(tpx_unpacker_t *u) {
+void *tpx__unpacker_stream(tpx_unpacker_t *u) {
   (void)u;
   return NULL;
 }
-int tpx__unpack_nstreams(const tpx_unpacker_t *u) {
+int tpx__unpacker_nstreams(const tpx_unpacker_t *u) {
   (void)u;
   return 0;
 }
-void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {
+void *tpx__unpacker_stream_at(tpx_unpacker_t *u, int i) {
   (void)u;
   (void)i;
   return NULL;
 }
-int tpx__unpack_device(const tpx_unpacker_t *u) {
+int tpx__unpacker_device(const tpx_unpacker_t *u) {
   (void)u;
   return TPX_GPU_NONE;
 }
-struct tpx_gpu_stream *tpx__unpack_ticket_stream(tpx_unpacker_t *u, uint64_t ticket) {
+struct tpx_gpu_stream *tpx__unpacker_ticket_stream(tpx_unpacker_t *u, uint64_t ticket) {
   (void)u;
   (void)ticket;
   return NULL;
 }
-void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
+void tpx__unpacker_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   (void)u;
   if (st) memset(st, 0, sizeof *st);
 }
@@ -168,7 +168,7 @@ static int alloc_mode_buffers(tpx_unpacker_t *u) {
   int rc = 0;
   const size_t ring_bytes = (size_t)o.max_inflight * o.max_frags * sizeof(tpx_unpack_meta_t);
   if (o.mode == TPX_UNPACK_KERNEL) {
-    cudaError_t e = tpx__unpack_kernel_max_blocks(o.threads, &u->max_blocks);
+    cudaError_t e = tpx__unpacker_kernel_max_blocks(o.threads, &u->max_blocks);
     if (e != cudaSuccess) rc = cuda_fail(e, "occupancy query", dev);
     if (!rc && o.desc != TPX_UNPACK_DESC_DIRECT) {
       rc = tpx__gpu_host_alloc(dev, ring_bytes, (void **)&u->stage);
@@ -196,7 +196,7 @@ static int alloc_mode_buffers(tpx_unpacker_t *u) {
 /* The caller's options over the defaults (zero = default), checked. */
 static int resolve_opts(int dev, const tpx_unpack_opts_t *opts, tpx_unpack_opts_t *out) {
   tpx_unpack_opts_t o;
-  tpx__unpack_opts_default(&o);
+  tpx__unpacker_opts_default(&o);
   if (opts) {
     tpx_unpack_opts_t d = o;
     o = *opts;
@@ -254,7 +254,7 @@ int tpx__unpacker_create(int dev, const tpx_unpack_opts_t *opts, tpx_unpacker_t 
   tpx__gpu_guard_leave(&g);
   if (rc) goto fail;
   TPX_DEBUG("unpack on GPU %d: mode %s, descriptors %s, %u frags/chunk, %d threads, %d blocks max, %d streams",
-            dev, tpx__unpack_mode_name(o.mode), tpx__unpack_desc_name(o.desc), o.max_frags, o.threads,
+            dev, tpx__unpacker_mode_name(o.mode), tpx__unpacker_desc_name(o.desc), o.max_frags, o.threads,
             u->max_blocks, u->ns);
   *out = u;
   return 0;
@@ -346,12 +346,12 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
   uint32_t max_len = 0;
   uint64_t total = 0;
   /* Validate the copy when there is one: what is checked is what runs. */
-  int rc = tpx__unpack_validate(entries, c->cnt, c->bounce_bytes, c->dst_bytes, &max_len, &total);
+  int rc = tpx__tcpx_unpack_validate(entries, c->cnt, c->bounce_bytes, c->dst_bytes, &max_len, &total);
   if (rc) return rc;
   const uint32_t shift = slice_shift_for(max_len);
   cudaError_t e;
   if (param) {
-    e = tpx__unpack_kernel_launch_param(entries, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
+    e = tpx__unpacker_kernel_launch_param(entries, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
   } else {
     if (u->o.desc == TPX_UNPACK_DESC_COPY && c->cnt) {
       tpx_unpack_meta_t *dslot = u->desc_dev + (slot - u->stage);
@@ -359,7 +359,7 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
       if (e != cudaSuccess) return cuda_fail(e, "descriptor copy", u->dev);
       desc = dslot;
     }
-    e = tpx__unpack_kernel_launch(desc, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
+    e = tpx__unpacker_kernel_launch(desc, c->cnt, shift, c->bounce, c->dst, u->o.threads, u->max_blocks, cs);
   }
   if (e != cudaSuccess) return cuda_fail(e, "kernel launch", u->dev);
   u->st.launches++;
@@ -371,7 +371,7 @@ static int submit_kernel(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_
  * as one batch per chunk where the runtime supports it. */
 static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream_t cs) {
   uint64_t total = 0;
-  int rc = tpx__unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
+  int rc = tpx__tcpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
   if (rc) return rc;
   const unsigned char *src = c->bounce;
   unsigned char *dst = c->dst;
@@ -420,7 +420,7 @@ static int submit_d2d(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream
  * destination span, then staging -> destination, per contiguous run. */
 static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStream_t cs) {
   uint64_t total = 0;
-  int rc = tpx__unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
+  int rc = tpx__tcpx_unpack_validate(c->meta, c->cnt, c->bounce_bytes, c->dst_bytes, NULL, &total);
   if (rc || c->cnt == 0) return rc;
   uint64_t lo = UINT64_MAX, hi = 0;
   for (uint32_t i = 0; i < c->cnt; i++) {
@@ -476,8 +476,8 @@ static int submit_host(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, cudaStrea
   return 0;
 }
 
-int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
-  if (!u || !c || !ticket) return tpx_err_quiet(TPX_EINVAL, "tpx__unpack_submit: NULL");
+int tpx__unpacker_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  if (!u || !c || !ticket) return tpx_err_quiet(TPX_EINVAL, "tpx__unpacker_submit: NULL");
   if (c->cnt > u->o.max_frags)
     return tpx_err_quiet(TPX_EINVAL, "unpack on GPU %d: %u entries > %u per chunk", u->dev, c->cnt, u->o.max_frags);
   if (c->cnt && (!c->meta || !c->bounce || !c->dst))
@@ -525,8 +525,8 @@ out:
   return rc < 0 ? rc : 0;
 }
 
-int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
-  if (!u) return tpx_err_quiet(TPX_EINVAL, "tpx__unpack_done: NULL");
+int tpx__unpacker_done(tpx_unpacker_t *u, uint64_t ticket) {
+  if (!u) return tpx_err_quiet(TPX_EINVAL, "tpx__unpacker_done: NULL");
   pthread_mutex_lock(&u->mu);
   int rc;
   if (ticket >= u->next_ticket)
@@ -538,11 +538,11 @@ int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket) {
   return rc;
 }
 
-int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
+int tpx__unpacker_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + (uint64_t)timeout_ms * 1000000ull;
   long sleep_ns = 2000;
   for (;;) {
-    int rc = tpx__unpack_done(u, ticket);
+    int rc = tpx__unpacker_done(u, ticket);
     if (rc != 0) return rc < 0 ? rc : 0;
     if (tpx__now_ns() >= deadline)
       return tpx_err_quiet(TPX_ETIMEDOUT, "unpack on GPU %d: ticket %llu not done after %d ms", u->dev,
@@ -553,8 +553,8 @@ int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms) {
   }
 }
 
-int tpx__unpack_sync(tpx_unpacker_t *u) {
-  if (!u) return tpx_err_quiet(TPX_EINVAL, "tpx__unpack_sync: NULL");
+int tpx__unpacker_sync(tpx_unpacker_t *u) {
+  if (!u) return tpx_err_quiet(TPX_EINVAL, "tpx__unpacker_sync: NULL");
   int rc = 0;
   for (int i = 0; i < u->ns && !rc; i++) rc = tpx__gpu_stream_sync(u->streams[i]);
   pthread_mutex_lock(&u->mu);
@@ -585,17 +585,17 @@ void tpx__unpacker_destroy(tpx_unpacker_t *u) {
   tpx__gpu_release(dev);
 }
 
-struct tpx_gpu_stream *tpx__unpack_ticket_stream(tpx_unpacker_t *u, uint64_t ticket) {
+struct tpx_gpu_stream *tpx__unpacker_ticket_stream(tpx_unpacker_t *u, uint64_t ticket) {
   return u && u->ns > 0 ? u->streams[ticket % (uint64_t)u->ns] : NULL;
 }
-void *tpx__unpack_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs[0] : NULL; }
-int tpx__unpack_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
-void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i) {
+void *tpx__unpacker_stream(tpx_unpacker_t *u) { return u ? (void *)u->cs[0] : NULL; }
+int tpx__unpacker_nstreams(const tpx_unpacker_t *u) { return u ? u->ns : 0; }
+void *tpx__unpacker_stream_at(tpx_unpacker_t *u, int i) {
   return (u && i >= 0 && i < u->ns) ? (void *)u->cs[i] : NULL;
 }
-int tpx__unpack_device(const tpx_unpacker_t *u) { return u ? u->dev : TPX_GPU_NONE; }
+int tpx__unpacker_device(const tpx_unpacker_t *u) { return u ? u->dev : TPX_GPU_NONE; }
 
-void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
+void tpx__unpacker_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st) {
   if (!st) return;
   memset(st, 0, sizeof *st);
   if (!u) return;

@@ -6,7 +6,7 @@
  * buffer is device memory (GPUDirect) or pinned host memory mapped into the
  * GPU (the built-in transport's emulation); dst is the receive buffer. The
  * layout, the entry validation and the CPU gather for host memory
- * (tpx__unpack_cpu) belong to the contract; this is the GPU side.
+ * (tpx__tcpx_unpack_cpu) belong to the contract; this is the GPU side.
  *
  * tpx_unpacker_t: one GPU per unpacker, persistent streams, a pooled event
  * per chunk. Modes:
@@ -20,7 +20,7 @@
  * in FIFO order once it is done.
  *
  * Every entry is checked against the sizes of the bounce buffer and of the
- * destination before any copy is queued (tpx__unpack_validate): a bad entry
+ * destination before any copy is queued (tpx__tcpx_unpack_validate): a bad entry
  * is TPX_EPROTO and nothing of that chunk is copied.
  */
 #ifndef TPX_CUDA_UNPACK_H
@@ -58,10 +58,10 @@ enum tpx_unpack_desc {
 };
 
 /* "kernel" | "d2d" | "host" (case-insensitive) -> TPX_UNPACK_*; TPX_EINVAL else. */
-int tpx__unpack_mode_parse(const char *s, int *mode);
-const char *tpx__unpack_mode_name(int mode);
-int tpx__unpack_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" | "param" */
-const char *tpx__unpack_desc_name(int desc);
+int tpx__unpacker_mode_parse(const char *s, int *mode);
+const char *tpx__unpacker_mode_name(int mode);
+int tpx__unpacker_desc_parse(const char *s, int *desc); /* "copy" | "mapped" | "direct" | "param" */
+const char *tpx__unpacker_desc_name(int desc);
 
 /* ---------------- GPU unpacker ---------------- */
 
@@ -81,7 +81,7 @@ typedef struct tpx_unpack_opts {
 #define TPX_UNPACK_NSTREAMS_DEFAULT 4
 #define TPX_UNPACK_MAX_STREAMS 8
 
-void tpx__unpack_opts_default(tpx_unpack_opts_t *o);
+void tpx__unpacker_opts_default(tpx_unpack_opts_t *o);
 
 typedef struct tpx_unpacker tpx_unpacker_t;
 
@@ -109,29 +109,29 @@ typedef struct tpx_unpack_chunk {
  * still reported in ticket order. TPX_EAGAIN when max_inflight chunks are
  * still running (poll, then retry); TPX_EPROTO for a bad entry (nothing
  * queued). */
-int tpx__unpack_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket);
+int tpx__unpacker_submit(tpx_unpacker_t *u, const tpx_unpack_chunk_t *c, uint64_t *ticket);
 
 /* Non-blocking: 1 if chunk `ticket` and every earlier one have been
  * unpacked, 0 if not yet; TPX_EINVAL for a ticket never issued; TPX_ECUDA if
  * the GPU work failed. */
-int tpx__unpack_done(tpx_unpacker_t *u, uint64_t ticket);
+int tpx__unpacker_done(tpx_unpacker_t *u, uint64_t ticket);
 
 /* Block until `ticket` is done, at most timeout_ms (< 0: no limit);
  * TPX_ETIMEDOUT when it passes. */
-int tpx__unpack_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms);
+int tpx__unpacker_wait(tpx_unpacker_t *u, uint64_t ticket, int timeout_ms);
 
 /* Everything submitted so far is done when this returns 0. */
-int tpx__unpack_sync(tpx_unpacker_t *u);
+int tpx__unpacker_sync(tpx_unpacker_t *u);
 
 /* The unpacker's streams (cudaStream_t), e.g. for timing events: stream i
- * of tpx__unpack_nstreams; tpx__unpack_stream is stream 0. */
-void *tpx__unpack_stream(tpx_unpacker_t *u);
-int tpx__unpack_nstreams(const tpx_unpacker_t *u);
-void *tpx__unpack_stream_at(tpx_unpacker_t *u, int i);
-int tpx__unpack_device(const tpx_unpacker_t *u);
+ * of tpx__unpacker_nstreams; tpx__unpacker_stream is stream 0. */
+void *tpx__unpacker_stream(tpx_unpacker_t *u);
+int tpx__unpacker_nstreams(const tpx_unpacker_t *u);
+void *tpx__unpacker_stream_at(tpx_unpacker_t *u, int i);
+int tpx__unpacker_device(const tpx_unpacker_t *u);
 /* The stream chunk `ticket` was queued on (tpx_gpu_stream_t): work queued
  * there after it runs after its copies. */
-struct tpx_gpu_stream *tpx__unpack_ticket_stream(tpx_unpacker_t *u, uint64_t ticket);
+struct tpx_gpu_stream *tpx__unpacker_ticket_stream(tpx_unpacker_t *u, uint64_t ticket);
 
 typedef struct tpx_unpack_stats {
   uint64_t chunks;   /* submitted */
@@ -140,7 +140,7 @@ typedef struct tpx_unpack_stats {
   uint64_t launches; /* kernel launches or copy calls issued */
   uint64_t events_created; /* pooled events ever created (stays small) */
 } tpx_unpack_stats_t;
-void tpx__unpack_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st);
+void tpx__unpacker_get_stats(tpx_unpacker_t *u, tpx_unpack_stats_t *st);
 
 #ifdef __cplusplus
 }

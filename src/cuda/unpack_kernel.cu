@@ -155,7 +155,7 @@ bool bad_shape(int threads, int blocks_cap) {
 
 }  // namespace
 
-extern "C" int tpx__unpack_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t cnt,
+extern "C" int tpx__unpacker_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t cnt,
                                         uint32_t slice_shift, const void *src, void *dst,
                                         int threads, int blocks_cap, void *stream) {
   if (cnt == 0) return cudaSuccess;
@@ -172,7 +172,7 @@ extern "C" int tpx__unpack_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t
                           dim3(static_cast<unsigned>(threads)), args, 0, static_cast<cudaStream_t>(stream));
 }
 
-extern "C" int tpx__unpack_kernel_launch_param(const tpx_unpack_meta_t *entries, uint32_t cnt,
+extern "C" int tpx__unpacker_kernel_launch_param(const tpx_unpack_meta_t *entries, uint32_t cnt,
                                               uint32_t slice_shift, const void *src, void *dst,
                                               int threads, int blocks_cap, void *stream) {
   if (cnt == 0) return cudaSuccess;
@@ -193,7 +193,7 @@ extern "C" int tpx__unpack_kernel_launch_param(const tpx_unpack_meta_t *entries,
                           dim3(static_cast<unsigned>(threads)), args, 0, static_cast<cudaStream_t>(stream));
 }
 
-extern "C" int tpx__unpack_kernel_max_blocks(int threads, int *blocks) {
+extern "C" int tpx__unpacker_kernel_max_blocks(int threads, int *blocks) {
   int dev = 0, sms = 0, per_sm = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);

@@ -19,7 +19,7 @@ extern "C" {
  * `stream` (cudaStream_t). Each fragment is split into 2^slice_shift slices,
  * one warp each; at most blocks_cap blocks are launched (the kernel strides
  * over the rest). cnt == 0 launches nothing. */
-int tpx__unpack_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t cnt, uint32_t slice_shift,
+int tpx__unpacker_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t cnt, uint32_t slice_shift,
                              const void *src, void *dst, int threads, int blocks_cap, void *stream);
 
 /* Most entries one launch can carry in its parameters. */
@@ -28,11 +28,11 @@ int tpx__unpack_kernel_launch(const tpx_unpack_meta_t *desc, uint32_t cnt, uint3
 /* Same, with the entries passed by value in the launch parameters (copied
  * at the call: entries may be reused as soon as it returns). entries must
  * point to TPX_UNPACK_PARAM_MAX readable entries; cnt <= that. */
-int tpx__unpack_kernel_launch_param(const tpx_unpack_meta_t *entries, uint32_t cnt, uint32_t slice_shift,
+int tpx__unpacker_kernel_launch_param(const tpx_unpack_meta_t *entries, uint32_t cnt, uint32_t slice_shift,
                                    const void *src, void *dst, int threads, int blocks_cap, void *stream);
 
 /* Blocks of `threads` that fit on the current device at once (all SMs). */
-int tpx__unpack_kernel_max_blocks(int threads, int *blocks);
+int tpx__unpacker_kernel_max_blocks(int threads, int *blocks);
 
 #ifdef __cplusplus
 }

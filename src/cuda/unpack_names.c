@@ -20,18 +20,18 @@ static int parse_name(const char *s, const char *const *names, int n, int *out, 
   return tpx_err_quiet(TPX_EINVAL, "%s: unknown value '%s'", what, s);
 }
 
-int tpx__unpack_mode_parse(const char *s, int *mode) {
+int tpx__unpacker_mode_parse(const char *s, int *mode) {
   return parse_name(s, mode_names, 3, mode, "unpack mode (kernel|d2d|host)");
 }
 
-const char *tpx__unpack_mode_name(int mode) {
+const char *tpx__unpacker_mode_name(int mode) {
   return (mode >= 0 && mode < 3) ? mode_names[mode] : "?";
 }
 
-int tpx__unpack_desc_parse(const char *s, int *desc) {
+int tpx__unpacker_desc_parse(const char *s, int *desc) {
   return parse_name(s, desc_names, 4, desc, "unpack descriptors (copy|mapped|direct|param)");
 }
 
-const char *tpx__unpack_desc_name(int desc) {
+const char *tpx__unpacker_desc_name(int desc) {
   return (desc >= 0 && desc < 4) ? desc_names[desc] : "?";
 }

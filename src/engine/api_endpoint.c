@@ -155,7 +155,7 @@ int tpx_endpoint_create(const tpx_endpoint_params_t *params, tpx_endpoint_t **ou
     goto fail;
   }
   TPX_INFO("endpoint %s: transport %s, %d device(s), %d channel(s), chunk %zu%s, window %d, port %d, %s progress",
-           ep->name, ep->net->name, ep->ndev, ep->nchan, tpx__op_chunk(ep, 0, 1),
+           ep->name, ep->net->name, ep->ndev, ep->nchan, tpx__config_chunk_for(&ep->cfg, 0, 1, ep->ncpu),
            c->chunk_bytes ? "" : " (auto)", ep->window, ep->port,
            ep->thread_on ? "thread" : "caller");
   *out = ep;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/timeline.h"
@@ -126,7 +127,7 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       o->rents[i].len = iov[i].len;
       o->total += iov[i].len;
     }
-    o->chunk = (uint32_t)tpx__op_chunk(ep, o->total, p->nch);
+    o->chunk = (uint32_t)tpx__config_chunk_for(&ep->cfg, o->total, p->nch, ep->ncpu);
     int k = pack_log2(p, o, iov, n, o->chunk);
     o->pack_max = k ? 1ull << k : 0;
     o->nchunks = tpx__plan_nchunks_packed(o->ents, o->nents, o->chunk, o->pack_max);
@@ -164,7 +165,8 @@ static int prep_two(tpx_peer_t *p, int kind, tpx_mem_t *mem, size_t off, size_t 
     o->tag = tag;
     o->cap = len;
     o->total = len;
-    if (kind == K_SEND) o->chunk = (uint32_t)tpx__op_chunk(ep, len, p->nch); /* a receive takes the sender's */
+    if (kind == K_SEND) /* a receive takes the sender's */
+      o->chunk = (uint32_t)tpx__config_chunk_for(&ep->cfg, len, p->nch, ep->ncpu);
     o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);
     tpx__op_user_link(o);
     *out = (tpx_xfer_t *)o;

@@ -55,10 +55,6 @@ static int seal_begin(struct tpx_peer *p) {
   return tpx__ctl_seal_new(c->auth_key, c->auth_key_len, p->auth_nc, p->auth_ns, !p->incoming, p->out.len, &p->seal);
 }
 
-static int send_auth(struct tpx_peer *p, const struct wire_auth *m) {
-  return tpx__ctl_send(p, tpx__wire_put_auth(&p->out, m));
-}
-
 static int fail(struct tpx_peer *p, int err, const char *why) {
   tpx__peer_fail(p, err, "peer %s: authentication failed: %s", p->where, why);
   return err;
@@ -79,7 +75,7 @@ int tpx__auth_start(struct tpx_peer *p) {
   int rc = tpx__random_bytes(p->auth_nc, WIRE_AUTH_NONCE);
   if (rc) return rc;
   memcpy(m.nonce, p->auth_nc, WIRE_AUTH_NONCE);
-  if ((rc = send_auth(p, &m)) != 0) return rc;
+  if ((rc = tpx__ctl_send(p, tpx__wire_put_auth(&p->out, &m))) != 0) return rc;
   p->state = P_WAIT_AUTH;
   return 0;
 }
@@ -106,7 +102,8 @@ static int on_challenge(struct tpx_peer *p, const struct wire_auth *m) {
   if (rc) return fail(p, rc, tpx_last_error());
   memcpy(r.nonce, p->auth_ns, WIRE_AUTH_NONCE);
   p->auth = PEER_AUTH_CHALLENGED;
-  if ((rc = send_auth(p, &r)) != 0) return fail(p, rc, "sending the response failed");
+  if ((rc = tpx__ctl_send(p, tpx__wire_put_auth(&p->out, &r))) != 0)
+    return fail(p, rc, "sending the response failed");
   return 0;
 }
 
@@ -118,7 +115,8 @@ static int on_response(struct tpx_peer *p, const struct wire_auth *m) {
   rc = proof_mac(p, ROLE_CONNECTOR, r.mac);
   if (rc == 0) rc = derive_session_key(p);
   if (rc) return fail(p, rc, tpx_last_error());
-  if ((rc = send_auth(p, &r)) != 0) return fail(p, rc, "sending the proof failed");
+  if ((rc = tpx__ctl_send(p, tpx__wire_put_auth(&p->out, &r))) != 0)
+    return fail(p, rc, "sending the proof failed");
   if ((rc = seal_begin(p)) != 0) return fail(p, rc, tpx_last_error());
   return 1;
 }

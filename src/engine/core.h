@@ -525,7 +525,7 @@ struct tpx_endpoint {
   int numa;       /* the GPU's NUMA node, -1 unknown: progress thread and staging go there */
   int window; /* requests per comm: min(cfg.window, the transport's limit) */
   int nchan;  /* channels offered to a peer: cfg.num_channels, raised by default to the devices used */
-  int ncpu;   /* CPUs it may use, read once at create: the automatic chunk's rule (tpx__op_chunk) */
+  int ncpu;   /* CPUs it may use, read once at create: the automatic chunk's rule (tpx__config_chunk_for) */
   char name[TPX_NAME_MAX];
   uint64_t uuid;
   int gpu;

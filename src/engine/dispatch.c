@@ -15,7 +15,9 @@
 #include "engine/stripe.h"
 #include "engine/integrity.h"
 #include "engine/live.h"
-#include "engine/msg.h"
+#include "engine/initiator.h"
+#include "engine/match.h"
+#include "engine/target.h"
 #include "engine/peer.h"
 #include "engine/relisten.h"
 

@@ -78,12 +78,6 @@ int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id) {
   return TPX_EPROTO;
 }
 
-int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv) {
-  int rc = tpx__op_start_data(o, first_ch, is_recv);
-  if (rc) tpx__peer_fail_last(p, rc);
-  return rc;
-}
-
 void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e) {
   for (char *c = e->msg; *c; c++)
     if (*c < 0x20 || *c > 0x7e) *c = '?';

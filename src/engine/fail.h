@@ -17,9 +17,6 @@ void tpx__peer_fail_last(struct tpx_peer *p, int err);
 /* A message named an id that is not one of ours in the right state: the
  * peer fails (TPX_EPROTO), which is returned. */
 int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id);
-/* An accepted transfer's data phase starts (tpx__op_start_data); when it
- * cannot, the peer fails with why. Returns that error, or 0. */
-int tpx__peer_start_data(struct tpx_peer *p, struct op *o, uint32_t first_ch, int is_recv);
 /* The peer's ERROR (its reason for failing the connection): its text is the
  * peer's claim, shown as its report, anything not printable replaced. */
 void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e);

@@ -14,7 +14,7 @@
 #include "engine/fail.h"
 #include "engine/inline_data.h"
 #include "engine/integrity.h"
-#include "engine/msg.h"
+#include "engine/initiator.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
@@ -39,7 +39,8 @@ int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f) 
     tpx__op_finish(o, v ? v : tpx__inline_scatter(o->ents, o->nents, m.data));
     return 0;
   }
-  return tpx__peer_start_data(p, o, m.first_ch, 1);
+  if ((rc = tpx__op_start_data(o, m.first_ch, 1)) != 0) tpx__peer_fail_last(p, rc);
+  return rc;
 }
 
 /* Completion or refusal of one of our ids: a write's acknowledgement, a

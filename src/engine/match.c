@@ -13,7 +13,7 @@
 #include "engine/fail.h"
 #include "engine/inline_data.h"
 #include "engine/integrity.h"
-#include "engine/msg.h"
+#include "engine/match.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 
@@ -44,11 +44,8 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
   uint32_t first = tpx__op_take_first_ch(p, o->nchunks);
   struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL, 0};
   int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, NULL, 0));
-  if (rc) {
-    tpx__peer_fail_last(p, rc);
-    return;
-  }
-  (void)tpx__peer_start_data(p, o, first, 0);
+  if (!rc) rc = tpx__op_start_data(o, first, 0);
+  if (rc) tpx__peer_fail_last(p, rc);
 }
 
 int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
@@ -135,5 +132,6 @@ int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
     return 0;
   }
   o->nchunks = tpx__plan_nchunks(o->ents, 1, o->chunk);
-  return tpx__peer_start_data(p, o, m.first_ch, 1);
+  if ((rc = tpx__op_start_data(o, m.first_ch, 1)) != 0) tpx__peer_fail_last(p, rc);
+  return rc;
 }

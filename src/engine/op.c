@@ -55,16 +55,13 @@ struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
   return o;
 }
 
-size_t tpx__op_chunk(const tpx_endpoint_t *ep, uint64_t bytes, int channels) {
-  return tpx__config_chunk_for(&ep->cfg, bytes, channels, ep->ncpu);
-}
-
 struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
   struct op *o = op_alloc(p, kind, nents, sizeof(struct tpx_xfer), 1);
   if (!o) return NULL;
   o->user = 1;
   atomic_init(&o->status, TPX_EUSAGE);
-  o->chunk = (uint32_t)tpx__op_chunk(p->ep, 0, p->nch); /* the transfer's own once its size is known */
+  /* the transfer's own once its size is known */
+  o->chunk = (uint32_t)tpx__config_chunk_for(&p->ep->cfg, 0, p->nch, p->ep->ncpu);
   return o;
 }
 

@@ -20,10 +20,6 @@ struct wlink;
 
 void tpx__op_set_errmsg(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The chunk of a user transfer of `bytes` over `channels` channels:
- * tpx_config_chunk with the CPU count the endpoint read at create (no
- * syscall per transfer). */
-size_t tpx__op_chunk(const struct tpx_endpoint *ep, uint64_t bytes, int channels);
 /* Internal ops (we serve a peer's request) and user handles. */
 struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents);
 struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents);

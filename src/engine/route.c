@@ -84,8 +84,6 @@ int tpx__route_ch_at(const struct op *o, uint64_t i, uint32_t layers) {
   return c;
 }
 
-int tpx__route_ch(const struct op *o, uint64_t i) { return tpx__route_ch_at(o, i, o->nlayers); }
-
 uint64_t tpx__route_count(const struct op *o, int ch) {
   uint64_t n = 0;
   if (o->nlayers == 0) { /* whole periods of the pattern, then the rest */
@@ -96,7 +94,7 @@ uint64_t tpx__route_count(const struct op *o, int ch) {
     for (uint64_t i = full * o->pat.len; i < o->nchunks; i++) n += layer0(o, i) == ch;
     return n;
   }
-  for (uint64_t i = 0; i < o->nchunks; i++) n += tpx__route_ch(o, i) == ch;
+  for (uint64_t i = 0; i < o->nchunks; i++) n += tpx__route_ch_at(o, i, o->nlayers) == ch;
   return n;
 }
 
@@ -104,7 +102,7 @@ void tpx__route_totals(struct op *o) {
   for (uint32_t c = 0; c < o->nch; c++) o->links[c].total = o->nlayers ? 0 : tpx__route_count(o, (int)c);
   if (!o->nlayers) return;
   for (uint64_t i = 0; i < o->nchunks; i++) {
-    int c = tpx__route_ch(o, i);
+    int c = tpx__route_ch_at(o, i, o->nlayers);
     if ((uint32_t)c < o->nch) o->links[c].total++;
   }
 }

@@ -34,10 +34,9 @@ int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n);
 /* The pattern names only channels below n, and at least one slot. */
 int tpx__route_pat_valid(const struct route_pat *pat, int n);
 
-/* Channel of chunk i after the first `layers` layers of o (0: layer 0 only). */
+/* Channel of chunk i after the first `layers` layers of o (0: layer 0 only;
+ * o->nlayers: all of them). */
 int tpx__route_ch_at(const struct op *o, uint64_t i, uint32_t layers);
-/* Channel of chunk i under all of o's layers. */
-int tpx__route_ch(const struct op *o, uint64_t i);
 /* Chunks of o whose channel is ch under all layers. */
 uint64_t tpx__route_count(const struct op *o, int ch);
 /* Each channel's count at once, into o->links[c].total (one pass). */

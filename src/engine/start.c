@@ -10,7 +10,7 @@
 #include "engine/core.h"
 #include "engine/fail.h"
 #include "engine/inline_data.h"
-#include "engine/msg.h"
+#include "engine/match.h"
 #include "engine/op.h"
 #include "engine/peer.h"
 #include "engine/start.h"

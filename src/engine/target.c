@@ -20,7 +20,7 @@
 #include "engine/inline_data.h"
 #include "engine/integrity.h"
 #include "engine/mem.h"
-#include "engine/msg.h"
+#include "engine/target.h"
 #include "engine/notif.h"
 #include "engine/op.h"
 #include "engine/peer.h"
@@ -177,7 +177,8 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__peer_fail_last(p, rc);
     return rc;
   }
-  return tpx__peer_start_data(p, o, m.first_ch, 1);
+  if ((rc = tpx__op_start_data(o, m.first_ch, 1)) != 0) tpx__peer_fail_last(p, rc);
+  return rc;
 }
 
 int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
@@ -220,6 +221,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   }
   tpx__op_active_add(p, o);
   if (o->has_notif) tpx__notif_fifo_push(p, o);
-  return tpx__peer_start_data(p, o, first, 0);
+  if ((rc = tpx__op_start_data(o, first, 0)) != 0) tpx__peer_fail_last(p, rc);
+  return rc;
 }
 

@@ -18,7 +18,7 @@
  * With a usable GPU the pool and the metadata are pinned host memory mapped
  * into the GPU (cudaHostAllocMapped | Portable), so one kernel can gather the
  * pages into device memory over PCIe; without one they are ordinary host
- * memory and the consumer gathers with the CPU (tpx__unpack_cpu).
+ * memory and the consumer gathers with the CPU (tpx__tcpx_unpack_cpu).
  *
  * Send side. Sends from CUDA memory are copied into a pinned staging ring of
  * the send comm (device -> host) before their bytes go on the wire; the

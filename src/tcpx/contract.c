@@ -35,13 +35,13 @@ int tpx__tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t
   if (n > TPX_UNPACK_MAX_FRAGS)
     return tpx_err_quiet(TPX_EPROTO, "unpack slot %u claims %llu entries (max %d)", slot,
                    (unsigned long long)n, TPX_UNPACK_MAX_FRAGS);
-  int rc = tpx__unpack_validate(mb->mem[slot], (uint32_t)n, bounce_bytes, dst_bytes, NULL, total);
+  int rc = tpx__tcpx_unpack_validate(mb->mem[slot], (uint32_t)n, bounce_bytes, dst_bytes, NULL, total);
   if (rc) return tpx_err_quiet(rc, "unpack slot %u: %s", slot, tpx_last_error());
   *cnt = (uint32_t)n;
   return 0;
 }
 
-int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
+int tpx__tcpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
                         size_t dst_bytes, uint32_t *max_len, uint64_t *total) {
   uint32_t mx = 0;
   uint64_t sum = 0;
@@ -64,11 +64,11 @@ int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bou
   return 0;
 }
 
-int tpx__unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
+int tpx__tcpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
                    const tpx_unpack_meta_t *meta, uint32_t cnt) {
   if (cnt == 0) return 0;
   if (!dst || !bounce) return tpx_err_quiet(TPX_EINVAL, "unpack_cpu: NULL buffer");
-  int rc = tpx__unpack_validate(meta, cnt, bounce_bytes, dst_bytes, NULL, NULL);
+  int rc = tpx__tcpx_unpack_validate(meta, cnt, bounce_bytes, dst_bytes, NULL, NULL);
   if (rc) return rc;
   const unsigned char *src = bounce;
   unsigned char *out = dst;

@@ -108,7 +108,7 @@ uint64_t tpx__tcpx_cnt_load(const tpx_unpack_meta_block_t *mb, uint32_t slot);
 
 /* Consumer: read slot `slot` of a block whose receive test() reported done:
  * its count (acquire; more than TPX_UNPACK_MAX_FRAGS is TPX_EPROTO) and its
- * entries validated (tpx__unpack_validate) against the bounce buffer
+ * entries validated (tpx__tcpx_unpack_validate) against the bounce buffer
  * (bounce_bytes; SIZE_MAX where the plugin does not publish its size) and
  * the receive buffer (dst_bytes). *cnt gets the count, *total (may be NULL)
  * the bytes the entries describe. TPX_EINVAL for a NULL block or a slot
@@ -122,13 +122,13 @@ int tpx__tcpx_slot_read(const tpx_unpack_meta_block_t *mb, uint32_t slot, size_t
  * dst_bytes (64-bit, wrap-proof). Returns 0, or TPX_EPROTO naming the first
  * bad entry. *max_len (may be NULL) gets the largest len, *total (may be
  * NULL) the sum. */
-int tpx__unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
+int tpx__tcpx_unpack_validate(const tpx_unpack_meta_t *meta, uint32_t cnt, size_t bounce_bytes,
                         size_t dst_bytes, uint32_t *max_len, uint64_t *total);
 
 /* CPU gather: validate, then memcpy every fragment (runs contiguous on both
  * sides merged). Both buffers must be host-accessible. Returns 0 or
  * TPX_EPROTO / TPX_EINVAL; on error nothing was copied. */
-int tpx__unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
+int tpx__tcpx_unpack_cpu(void *dst, size_t dst_bytes, const void *bounce, size_t bounce_bytes,
                    const tpx_unpack_meta_t *meta, uint32_t cnt);
 
 /* ---- the device handle ---- */

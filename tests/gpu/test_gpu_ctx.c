@@ -50,7 +50,7 @@ static void test_object_balance(int ndev) {
     MUST(tpx__gpu_stream_create(dev, &s));
     MUST(tpx__gpu_evpool_create(dev, 2, &p));
     tpx_unpack_opts_t o;
-    tpx__unpack_opts_default(&o);
+    tpx__unpacker_opts_default(&o);
     o.mode = round % 3;
     MUST(tpx__unpacker_create(dev, &o, &u));
     CHECK(tpx__gpu_ctx_refs(dev) >= 3, "objects hold refs (%d)", tpx__gpu_ctx_refs(dev));

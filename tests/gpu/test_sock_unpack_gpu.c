@@ -171,8 +171,8 @@ static void run(int sdev, int rdev, size_t bounce_bytes) {
                              .dst = dst[k % WIN],
                              .dst_bytes = MAXMSG};
     uint64_t t = 0;
-    MUST(tpx__unpack_submit(u, &ch, &t));
-    MUST(tpx__unpack_wait(u, t, 30000));
+    MUST(tpx__unpacker_submit(u, &ch, &t));
+    MUST(tpx__unpacker_wait(u, t, 30000));
     MUST(net->ops->irecv_consumed(net, r, 1, rq[k]));
     CHECK(k >= ns || wait_done(net, sq[k]) == 0, "send %d done", k);
     if (size[k]) {

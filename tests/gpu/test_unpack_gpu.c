@@ -78,16 +78,16 @@ static void run_chunk(struct config *c, int pinned, const tpx_unpack_meta_t *m, 
                            .dst = E.dst,
                            .dst_bytes = DST_BYTES};
   uint64_t t = 0;
-  int rc = tpx__unpack_submit(c->u, &ch, &t);
+  int rc = tpx__unpacker_submit(c->u, &ch, &t);
   CHECK(rc == 0, "%s %s %s: submit -> %d", c->name, bounce_name(pinned), what, rc);
   if (rc) return;
-  rc = tpx__unpack_wait(c->u, t, 20000);
+  rc = tpx__unpacker_wait(c->u, t, 20000);
   CHECK(rc == 0, "%s %s %s: wait -> %d", c->name, bounce_name(pinned), what, rc);
   if (rc) return;
-  CHECK(tpx__unpack_done(c->u, t) == 1, "done stays done");
+  CHECK(tpx__unpacker_done(c->u, t) == 1, "done stays done");
   MUST(tpx__gpu_memcpy(dev, E.got, E.dst, DST_BYTES));
   memset(E.want, POISON, DST_BYTES);
-  MUST(tpx__unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, m, cnt));
+  MUST(tpx__tcpx_unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, m, cnt));
   if (memcmp(E.got, E.want, DST_BYTES) != 0) {
     size_t i = 0;
     while (E.got[i] == E.want[i]) i++;
@@ -211,23 +211,23 @@ static void test_empty_and_refused(void) {
     tpx_unpack_chunk_t ch = {.meta = E.meta, .meta_dev = E.meta_dev, .cnt = 0, .bounce = E.bdev,
                              .bounce_bytes = BOUNCE_BYTES, .dst = E.dst, .dst_bytes = DST_BYTES};
     uint64_t t0 = 0, t1 = 0, t2 = 0;
-    MUST(tpx__unpack_submit(c->u, &ch, &t0));
-    MUST(tpx__unpack_wait(c->u, t0, 10000));
+    MUST(tpx__unpacker_submit(c->u, &ch, &t0));
+    MUST(tpx__unpacker_wait(c->u, t0, 10000));
     /* A bad entry anywhere refuses the whole chunk: nothing copied, no ticket. */
     E.meta[0] = (tpx_unpack_meta_t){0, 4096, 0};
     E.meta[1] = (tpx_unpack_meta_t){BOUNCE_BYTES - 10, 11, 8192};
     ch.cnt = 2;
-    CHECK(tpx__unpack_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad source refused", c->name);
+    CHECK(tpx__unpacker_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad source refused", c->name);
     E.meta[1] = (tpx_unpack_meta_t){0, 16, DST_BYTES - 15};
-    CHECK(tpx__unpack_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad destination refused", c->name);
+    CHECK(tpx__unpacker_submit(c->u, &ch, &t1) == TPX_EPROTO, "%s: bad destination refused", c->name);
     ch.cnt = TPX_UNPACK_MAX_FRAGS + 1;
-    CHECK(tpx__unpack_submit(c->u, &ch, &t1) == TPX_EINVAL, "%s: too many entries", c->name);
+    CHECK(tpx__unpacker_submit(c->u, &ch, &t1) == TPX_EINVAL, "%s: too many entries", c->name);
     ch.cnt = 0;
-    MUST(tpx__unpack_submit(c->u, &ch, &t2));
+    MUST(tpx__unpacker_submit(c->u, &ch, &t2));
     CHECK(t2 == t0 + 1, "%s: refused chunks take no ticket (%llu after %llu)", c->name,
           (unsigned long long)t2, (unsigned long long)t0);
-    MUST(tpx__unpack_sync(c->u));
-    CHECK(tpx__unpack_done(c->u, t2 + 1) == TPX_EINVAL, "%s: unknown ticket is an error", c->name);
+    MUST(tpx__unpacker_sync(c->u));
+    CHECK(tpx__unpacker_done(c->u, t2 + 1) == TPX_EINVAL, "%s: unknown ticket is an error", c->name);
     uint8_t head[4096];
     MUST(tpx__gpu_memcpy(dev, head, E.dst, sizeof head));
     int untouched = 1;
@@ -240,7 +240,7 @@ static void test_empty_and_refused(void) {
   tpx_unpack_chunk_t ch = {.meta = E.meta, .meta_dev = NULL, .cnt = 1, .bounce = E.bdev,
                            .bounce_bytes = BOUNCE_BYTES, .dst = E.dst, .dst_bytes = DST_BYTES};
   uint64_t t;
-  CHECK(tpx__unpack_submit(c->u, &ch, &t) == TPX_EINVAL, "direct without meta_dev");
+  CHECK(tpx__unpacker_submit(c->u, &ch, &t) == TPX_EINVAL, "direct without meta_dev");
 }
 
 /* Many chunks in flight, each into its own part of the destination, entries
@@ -276,27 +276,29 @@ static void test_pipeline(void) {
         uint64_t t = 0;
         int rc;
         int tries = 0;
-        while ((rc = tpx__unpack_submit(c->u, &ch, &t)) == TPX_EAGAIN && tries++ < 1000000) {
+        while ((rc = tpx__unpacker_submit(c->u, &ch, &t)) == TPX_EAGAIN && tries++ < 1000000) {
           eagain++;
-          MUST(tpx__unpack_wait(c->u, first, 10000)); /* oldest first, as the engine does */
+          MUST(tpx__unpacker_wait(c->u, first, 10000)); /* oldest first, as the engine does */
         }
         CHECK(rc == 0, "%s: submit chunk %u -> %d", c->name, k, rc);
         memset(E.meta, 0xEE, frags * sizeof *E.meta); /* entries may change after submit */
         if (k == 0) first = t;
         last = t;
         /* Poll the oldest without blocking, as a progress loop would. */
-        while (first <= last && tpx__unpack_done(c->u, first) == 1) first++;
+        while (first <= last && tpx__unpacker_done(c->u, first) == 1) first++;
       }
-      for (uint64_t t = first; t <= last; t++) MUST(tpx__unpack_wait(c->u, t, 20000));
-      for (uint64_t t = 0; t <= last; t++) CHECK(tpx__unpack_done(c->u, t) == 1, "%s: ticket %llu done", c->name, (unsigned long long)t);
+      for (uint64_t t = first; t <= last; t++) MUST(tpx__unpacker_wait(c->u, t, 20000));
+      for (uint64_t t = 0; t <= last; t++)
+        CHECK(tpx__unpacker_done(c->u, t) == 1, "%s: ticket %llu done", c->name,
+              (unsigned long long)t);
       MUST(tpx__gpu_memcpy(dev, E.got, E.dst, DST_BYTES));
       memset(E.want, POISON, DST_BYTES);
-      MUST(tpx__unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, all, nchunks * frags));
+      MUST(tpx__tcpx_unpack_cpu(E.want, DST_BYTES, E.ref, BOUNCE_BYTES, all, nchunks * frags));
       CHECK(memcmp(E.got, E.want, DST_BYTES) == 0, "%s %s: pipelined chunks intact (EAGAIN %d times)",
             c->name, bounce_name(pinned), eagain);
     }
     tpx_unpack_stats_t st;
-    tpx__unpack_get_stats(c->u, &st);
+    tpx__unpacker_get_stats(c->u, &st);
     CHECK(st.events_created <= 64, "%s: events pooled (%llu created for %llu chunks)", c->name,
           (unsigned long long)st.events_created, (unsigned long long)st.chunks);
   }
@@ -331,7 +333,7 @@ int main(int argc, char **argv) {
   MUST(tpx__gpu_malloc(dev, DST_BYTES, &E.dst));
   for (int i = 0; i < NCONFIG; i++) {
     tpx_unpack_opts_t o;
-    tpx__unpack_opts_default(&o);
+    tpx__unpacker_opts_default(&o);
     o.mode = configs[i].mode;
     o.desc = configs[i].desc;
     if (configs[i].threads) o.threads = configs[i].threads;

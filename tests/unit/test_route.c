@@ -59,7 +59,7 @@ static void test_fixed_is_the_old_rule(void **st) {
   (void)st;
   struct op o;
   op_init(&o, 37, 2);
-  for (uint64_t i = 0; i < o.nchunks; i++) assert_int_equal(tpx__route_ch(&o, i), (int)((2 + i) % NCH));
+  for (uint64_t i = 0; i < o.nchunks; i++) assert_int_equal(tpx__route_ch_at(&o, i, o.nlayers), (int)((2 + i) % NCH));
   uint8_t seen[37] = {0};
   for (int c = 0; c < NCH; c++) walk(&o, 0, c, seen);
   for (int i = 0; i < 37; i++) assert_int_equal(seen[i], 1);
@@ -107,7 +107,7 @@ static void test_layers_cover_once(void **st) {
   uint8_t seen[N] = {0}, seen1[N] = {0};
   walk(&o, 1, 1, seen1); /* layer 1's chunks on 1: exactly those layer 2 moves again */
   for (uint64_t i = 0; i < N; i++) {
-    int want = tpx__route_ch(&o, i);
+    int want = tpx__route_ch_at(&o, i, o.nlayers);
     assert_true(want == 0 || want == 3);
   }
   /* every link of the channels alive, each layer: each chunk once */

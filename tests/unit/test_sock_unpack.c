@@ -5,7 +5,7 @@
  * fills the caller's device handle (NULL storage refused); every receive's
  * bytes arrive in scattered 4 KiB bounce pages described by the loadMeta
  * entries of slot k % 16, published by cnt[slot] (read with an acquire load
- * after test says done), and gathered with tpx__unpack_cpu they equal the sent
+ * after test says done), and gathered with tpx__tcpx_unpack_cpu they equal the sent
  * bytes; the receive buffer itself is never written; slots wrap past 16
  * receives; 16 requests per comm (held receives count); irecvConsumed only in
  * FIFO order; a full pool stalls the transport (without spinning) instead of
@@ -169,7 +169,7 @@ static uint32_t up_check_slot(up_link_t *l, uint64_t seq, size_t size, size_t ca
     }
   }
   memset(out, 0, kept ? kept : 1);
-  assert_int_equal(tpx__unpack_cpu(out, cap, l->bounce, l->bounce_bytes, e, (uint32_t)cnt), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(out, cap, l->bounce, l->bounce_bytes, e, (uint32_t)cnt), 0);
   size_t bad = tu_check(out, kept, seed, off);
   if (bad != SIZE_MAX)
     fail_msg("message %llu: byte %zu of %zu differs", (unsigned long long)seq, bad, kept);

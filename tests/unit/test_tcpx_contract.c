@@ -104,7 +104,7 @@ static void test_full_slot_gather(void **state) {
   uint64_t total = 0;
   assert_int_equal(tpx__tcpx_slot_read(mb, 15, (size_t)N * PG, (size_t)N * PG, &cnt, &total), 0);
   assert_int_equal(total, TPX_TCPX_MAX_REQ_BYTES);
-  assert_int_equal(tpx__unpack_cpu(dst, (size_t)N * PG, bounce, (size_t)N * PG, mb->mem[15], cnt), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, (size_t)N * PG, bounce, (size_t)N * PG, mb->mem[15], cnt), 0);
   for (uint32_t i = 0; i < N; i++)
     assert_int_equal(tu_check(dst + (size_t)i * PG, PG, 3, (size_t)(N - 1 - i) * PG), SIZE_MAX);
   free(dst);

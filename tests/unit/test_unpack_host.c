@@ -75,7 +75,7 @@ static void run_scatter(uint64_t seed, uint32_t cnt, int gaps) {
   memset(dst, 0xA5, dst_len); /* poison: holes must stay untouched */
   memset(want, 0xA5, dst_len);
   reference(want, bounce, m, cnt);
-  assert_int_equal(tpx__unpack_cpu(dst, dst_len, bounce, (size_t)npages * PAGE, m, cnt), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, dst_len, bounce, (size_t)npages * PAGE, m, cnt), 0);
   assert_memory_equal(dst, want, dst_len);
   free(dst);
   free(want);
@@ -118,12 +118,12 @@ static void test_contiguous_runs(void **state) {
   memset(dst, 0, N * PAGE);
   memset(want, 0, N * PAGE);
   reference(want, bounce, m, N);
-  assert_int_equal(tpx__unpack_cpu(dst, N * PAGE, bounce, N * PAGE, m, N), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, N * PAGE, bounce, N * PAGE, m, N), 0);
   assert_memory_equal(dst, want, N * PAGE);
   /* Zero-length entries are legal and copy nothing. */
   tpx_unpack_meta_t z[3] = {{0, 0, 0}, {PAGE, 5, 10}, {0, 0, N * PAGE}};
   memset(dst, 0, N * PAGE);
-  assert_int_equal(tpx__unpack_cpu(dst, N * PAGE, bounce, N * PAGE, z, 3), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, N * PAGE, bounce, N * PAGE, z, 3), 0);
   assert_memory_equal(dst + 10, bounce + PAGE, 5);
   assert_int_equal(dst[9], 0);
   assert_int_equal(dst[15], 0);
@@ -150,22 +150,22 @@ static void test_validation(void **state) {
   for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     m[1] = cases[i].bad;
     memset(dst, 0, sizeof dst);
-    assert_int_equal(tpx__unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, m, 2), TPX_EPROTO);
+    assert_int_equal(tpx__tcpx_unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, m, 2), TPX_EPROTO);
     assert_non_null(strstr(tpx_last_error(), "entry 1/2"));
     for (size_t b = 0; b < sizeof dst; b++) assert_int_equal(dst[b], 0); /* entry 0 not copied either */
   }
   uint32_t mx = 0;
   uint64_t total = 0;
   m[1] = (tpx_unpack_meta_t){PAGE, 100, 200};
-  assert_int_equal(tpx__unpack_validate(m, 2, sizeof bounce, sizeof dst, &mx, &total), 0);
+  assert_int_equal(tpx__tcpx_unpack_validate(m, 2, sizeof bounce, sizeof dst, &mx, &total), 0);
   assert_int_equal(mx, 100);
   assert_int_equal(total, 116);
   /* Exactly at the ends is fine. */
   m[1] = (tpx_unpack_meta_t){2 * PAGE - 16, 16, PAGE - 16};
-  assert_int_equal(tpx__unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, m, 2), 0);
-  assert_int_equal(tpx__unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, NULL, 0), 0);
-  assert_int_equal(tpx__unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, NULL, 1), TPX_EINVAL);
-  assert_int_equal(tpx__unpack_cpu(NULL, sizeof dst, bounce, sizeof bounce, m, 2), TPX_EINVAL);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, m, 2), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, NULL, 0), 0);
+  assert_int_equal(tpx__tcpx_unpack_cpu(dst, sizeof dst, bounce, sizeof bounce, NULL, 1), TPX_EINVAL);
+  assert_int_equal(tpx__tcpx_unpack_cpu(NULL, sizeof dst, bounce, sizeof bounce, m, 2), TPX_EINVAL);
 }
 
 /* The plugin's slot protocol as the emulation mode lays it out: the k-th
@@ -197,7 +197,7 @@ static void test_meta_block_slots(void **state) {
     uint8_t *dst = malloc(size);
     assert_non_null(dst);
     uint32_t cnt = (uint32_t)__atomic_load_n(&blk->cnt[slot], __ATOMIC_ACQUIRE);
-    assert_int_equal(tpx__unpack_cpu(dst, size, bounce, POOL * PAGE, blk->mem[slot], cnt), 0);
+    assert_int_equal(tpx__tcpx_unpack_cpu(dst, size, bounce, POOL * PAGE, blk->mem[slot], cnt), 0);
     for (uint32_t i = 0; i < cnt; i++) {
       const tpx_unpack_meta_t *e = &blk->mem[slot][i];
       assert_int_equal(tu_check(dst + e->dst_off, e->len, 1000 + k, e->src_off), SIZE_MAX);
@@ -211,27 +211,27 @@ static void test_meta_block_slots(void **state) {
 static void test_names(void **state) {
   (void)state;
   int v = -1;
-  assert_int_equal(tpx__unpack_mode_parse("kernel", &v), 0);
+  assert_int_equal(tpx__unpacker_mode_parse("kernel", &v), 0);
   assert_int_equal(v, TPX_UNPACK_KERNEL);
-  assert_int_equal(tpx__unpack_mode_parse("D2D", &v), 0);
+  assert_int_equal(tpx__unpacker_mode_parse("D2D", &v), 0);
   assert_int_equal(v, TPX_UNPACK_D2D);
-  assert_int_equal(tpx__unpack_mode_parse("host", &v), 0);
+  assert_int_equal(tpx__unpacker_mode_parse("host", &v), 0);
   assert_int_equal(v, TPX_UNPACK_HOST);
-  assert_int_equal(tpx__unpack_mode_parse("gpu", &v), TPX_EINVAL);
-  assert_int_equal(tpx__unpack_mode_parse(NULL, &v), TPX_EINVAL);
-  assert_string_equal(tpx__unpack_mode_name(TPX_UNPACK_D2D), "d2d");
-  assert_string_equal(tpx__unpack_mode_name(9), "?");
-  assert_int_equal(tpx__unpack_desc_parse("mapped", &v), 0);
+  assert_int_equal(tpx__unpacker_mode_parse("gpu", &v), TPX_EINVAL);
+  assert_int_equal(tpx__unpacker_mode_parse(NULL, &v), TPX_EINVAL);
+  assert_string_equal(tpx__unpacker_mode_name(TPX_UNPACK_D2D), "d2d");
+  assert_string_equal(tpx__unpacker_mode_name(9), "?");
+  assert_int_equal(tpx__unpacker_desc_parse("mapped", &v), 0);
   assert_int_equal(v, TPX_UNPACK_DESC_MAPPED);
-  assert_int_equal(tpx__unpack_desc_parse("direct", &v), 0);
+  assert_int_equal(tpx__unpacker_desc_parse("direct", &v), 0);
   assert_int_equal(v, TPX_UNPACK_DESC_DIRECT);
-  assert_int_equal(tpx__unpack_desc_parse("PARAM", &v), 0);
+  assert_int_equal(tpx__unpacker_desc_parse("PARAM", &v), 0);
   assert_int_equal(v, TPX_UNPACK_DESC_PARAM);
-  assert_string_equal(tpx__unpack_desc_name(TPX_UNPACK_DESC_PARAM), "param");
-  assert_int_equal(tpx__unpack_desc_parse("zero", &v), TPX_EINVAL);
-  assert_string_equal(tpx__unpack_desc_name(TPX_UNPACK_DESC_COPY), "copy");
+  assert_string_equal(tpx__unpacker_desc_name(TPX_UNPACK_DESC_PARAM), "param");
+  assert_int_equal(tpx__unpacker_desc_parse("zero", &v), TPX_EINVAL);
+  assert_string_equal(tpx__unpacker_desc_name(TPX_UNPACK_DESC_COPY), "copy");
   tpx_unpack_opts_t o;
-  tpx__unpack_opts_default(&o);
+  tpx__unpacker_opts_default(&o);
   assert_int_equal(o.mode, TPX_UNPACK_KERNEL);
   assert_int_equal(o.max_frags, TPX_UNPACK_MAX_FRAGS);
   assert_int_equal(o.desc, TPX_UNPACK_DESC_DEFAULT);

@@ -66,12 +66,12 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
 int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out) {
   if (!d->unpacker) {
     tpx_unpack_opts_t o;
-    tpx__unpack_opts_default(&o);
+    tpx__unpacker_opts_default(&o);
     o.mode = g->unpack_mode;
     o.max_inflight = GPU_UNPACK_INFLIGHT;
     int rc = tpx__unpacker_create(d->dev, &o, &d->unpacker);
     if (rc)
-      return tpx_err_quiet(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx__unpack_mode_name(o.mode),
+      return tpx_err_quiet(rc, "GPU %d: creating the unpacker (%s): %s", d->dev, tpx__unpacker_mode_name(o.mode),
                      tpx_last_error());
   }
   *out = d->unpacker;
@@ -119,7 +119,7 @@ void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gsl
       len[m++] = run[k]->len;
     }
   struct gpu_dev *d = m ? sum_dev(g->ep, dev) : NULL;
-  struct tpx_gpu_stream *st = d ? tpx__unpack_ticket_stream(d->unpacker, t) : NULL;
+  struct tpx_gpu_stream *st = d ? tpx__unpacker_ticket_stream(d->unpacker, t) : NULL;
   /* else (or a failed launch) each is summed on its own once unpacked */
   if (!st || tpx__gpu_crc_start_on(d->crc, st, p, len, m, tk) != 0) return;
   for (uint32_t k = 0; k < m; k++) {
@@ -133,7 +133,7 @@ int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "GPU %d was never set up", dev);
   tpx_unpacker_t *u;
   int rc = tpx__gpu_dev_unpacker(g, d, &u);
-  return rc ? rc : tpx__unpack_submit(u, c, ticket);
+  return rc ? rc : tpx__unpacker_submit(u, c, ticket);
 }
 
 /* The progress thread keeps one GPU's context current, so the guards inside

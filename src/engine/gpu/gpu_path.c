@@ -32,7 +32,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
                    "supported", ep->name, ep->net->name, version, TPX_TCPX_DEV_VERSION);
   if (!unpack && !tpx__gpu_built()) return 0; /* host memory only: nothing to do per chunk */
   int mode = TPX_UNPACK_KERNEL;
-  if (tpx__unpack_mode_parse(ep->cfg.unpack, &mode) != 0)
+  if (tpx__unpacker_mode_parse(ep->cfg.unpack, &mode) != 0)
     return tpx_err(TPX_EINVAL, "endpoint %s: TPX_UNPACK=%s: expected kernel, d2d or host", ep->name, ep->cfg.unpack);
   struct gpu_ep *g = calloc(1, sizeof(*g));
   if (!g) return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
@@ -52,7 +52,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
   if (unpack) ep->consume = tpx__gpu_consume_ops(); /* every receive lands in bounce pages */
   TPX_DEBUG("endpoint %s: GPU path: transport %s, %s%s", ep->name, ep->net->name,
             unpack ? "UNPACK device offload, unpack " : cuda_all ? "takes CUDA pointers" : "host pointers only",
-            unpack ? tpx__unpack_mode_name(mode) : "");
+            unpack ? tpx__unpacker_mode_name(mode) : "");
   TPX_DEBUG("endpoint %s: CUDA sends %s, CUDA receives %s", ep->name, g->send_stage ? "staged" : "direct",
             unpack ? "unpacked" : g->recv_stage ? "staged" : "direct");
   return 0;
@@ -120,7 +120,7 @@ int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window 
   gq->rel_pos = q->tail;
   gq->adev = -1;
   if (gq->g->unpack && q->is_recv) {
-    int rc = tpx__unpack_window_setup(p, q, gq);
+    int rc = tpx__unpack_stage_window_setup(p, q, gq);
     if (rc) {
       free(gq->slots);
       free(gq);
@@ -229,7 +229,7 @@ void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q) {
   for (uint64_t pos = q->head; pos < q->tail; pos++) {
     struct gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
-    if (s->mode == GS_UNPACK_GPU) tpx__unpack_purge(gq, s);
+    if (s->mode == GS_UNPACK_GPU) tpx__unpack_stage_purge(gq, s);
     if (s->sum_on) tpx__gpu_sum_drop(p->ep, s->dev, s->sum_ticket); /* never taken by the window */
     else if (s->mode != GS_FLUSH) tpx__stage_slot_wait(gq, s); /* a flush request goes with its comm */
     s->busy = 0;
@@ -306,7 +306,7 @@ static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   case GS_UNPACK_CPU:
   case GS_UNPACK_GPU:
     s->uslot = tpx__tcpx_slot(k);
-    rc = tpx__unpack_start(p, q, gq, s);
+    rc = tpx__unpack_stage_start(p, q, gq, s);
     if (rc < 0) return rc;
     if (rc == 1) rs->state = WS_CONSUMED;
     return 0;
@@ -319,7 +319,7 @@ static int c_poll(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   if (!gq) return 1;
   struct gslot *s = &gq->slots[rs - q->ring];
   if (s->mode == GS_STAGE_IN) return tpx__stage_poll(gq, s);
-  if (s->mode == GS_UNPACK_GPU) return tpx__unpack_poll(gq, s);
+  if (s->mode == GS_UNPACK_GPU) return tpx__unpack_stage_poll(gq, s);
   if (s->mode == GS_FLUSH) return flush_poll(p, q, s);
   return 1;
 }

@@ -77,7 +77,7 @@ struct gslot {
   tpx_gpu_event_t *ev;
   uint64_t ticket;
   uint32_t uslot;    /* unpack slot: tpx__tcpx_slot(k) for the k-th receive */
-  uint32_t ucnt;     /* its entries, as tpx__unpack_start read and checked them */
+  uint32_t ucnt;     /* its entries, as tpx__unpack_stage_start read and checked them */
   void *mh;          /* GS_FLUSH: the receive's memory handle */
   void *freq;        /* GS_FLUSH: the flush request (NULL: none needed) */
   uint64_t deadline; /* GS_FLUSH: when an unfinished flush becomes an error */
@@ -177,9 +177,9 @@ void tpx__stage_purge(struct gpu_window *gq);
 void tpx__stage_free(struct gpu_window *gq);
 
 /* unpack_stage.c */
-int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq);
-int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s);
-int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s);
-void tpx__unpack_purge(struct gpu_window *gq, struct gslot *s);
+int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq);
+int tpx__unpack_stage_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s);
+int tpx__unpack_stage_poll(struct gpu_window *gq, struct gslot *s);
+void tpx__unpack_stage_purge(struct gpu_window *gq, struct gslot *s);
 
 #endif

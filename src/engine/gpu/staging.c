@@ -138,7 +138,7 @@ static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src
 /* 1 done (event returned to its pool), 0 not yet, < 0 the copy failed. */
 static int copy_poll(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
   struct gpu_dev *d = gq->g->devs[dev];
-  if (kern) return tpx__unpack_done(d->unpacker, ticket);
+  if (kern) return tpx__unpacker_done(d->unpacker, ticket);
   int r = tpx__gpu_event_query(*ev);
   if (r == 1) {
     tpx__gpu_event_put(d->pool, *ev);
@@ -152,7 +152,7 @@ static void copy_wait(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t 
   struct gpu_dev *d = gq->g->devs[dev];
   int rc = 0;
   if (kern) {
-    rc = tpx__unpack_wait(d->unpacker, ticket, 30000);
+    rc = tpx__unpacker_wait(d->unpacker, ticket, 30000);
   } else if (*ev) {
     rc = tpx__gpu_event_sync(*ev);
     tpx__gpu_event_put(d->pool, *ev);
@@ -192,7 +192,7 @@ static int packed_copy(struct gpu_window *gq, const struct xent *ents, const str
     if (rc == TPX_EAGAIN && runs) {
       /* Part of the chunk is queued: make room by waiting for it (its
        * launches are this unpacker's latest), then queue the rest. */
-      rc = tpx__unpack_wait(gq->g->devs[r.dev]->unpacker, *ticket, gq->g->ep->cfg.timeout_ms);
+      rc = tpx__unpacker_wait(gq->g->devs[r.dev]->unpacker, *ticket, gq->g->ep->cfg.timeout_ms);
       if (rc == 0) rc = tpx__gpu_unpack_submit(gq->g, r.dev, &u, &t);
       if (rc == TPX_EAGAIN) rc = tpx_err_quiet(TPX_EINTERNAL, "GPU %d: the unpacker stayed full", r.dev);
     }

@@ -18,7 +18,7 @@
 /* Copy the 24-byte {meta, bounce_buf, head} that accept's device handle
  * points to (device memory for TCPX, host or mapped memory for the
  * built-in transport's emulation). */
-int tpx__unpack_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq) {
+int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq) {
   tpx_net_dev_handle_t *dh = &p->ch[q->ch].recv_dev;
   if (dh->type != TPX_NET_DEV_UNPACK || !dh->handle)
     return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
@@ -63,7 +63,7 @@ static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   tpx_unpack_chunk_t c;
   int rc;
-  if (n == 1) { /* the plugin's entries as they are (tpx__unpack_start checked them) */
+  if (n == 1) { /* the plugin's entries as they are (tpx__unpack_stage_start checked them) */
     const tpx_unpack_meta_t *meta = mb->mem[run[0]->uslot];
     c = (tpx_unpack_chunk_t){meta, meta, run[0]->ucnt, gq->dh.bounce_buf, SIZE_MAX, run[0]->dst, (size_t)run[0]->len};
   } else {
@@ -76,7 +76,7 @@ static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
       uint32_t cnt = run[k]->ucnt;
       uint64_t total = 0;
       memcpy(gq->ubatch + ne, mb->mem[run[k]->uslot], cnt * sizeof(*gq->ubatch));
-      rc = tpx__unpack_validate(gq->ubatch + ne, cnt, SIZE_MAX, (size_t)run[k]->len, NULL, &total);
+      rc = tpx__tcpx_unpack_validate(gq->ubatch + ne, cnt, SIZE_MAX, (size_t)run[k]->len, NULL, &total);
       if (rc == 0 && total != run[k]->len) rc = TPX_EPROTO;
       if (rc)
         return tpx_err_quiet(rc, "channel %d: unpack slot %u changed after its receive completed", gq->ch,
@@ -134,7 +134,7 @@ static int unpack_batch(struct gpu_window *gq, struct gslot *s) {
 }
 
 /* 1: done (CPU), 0: GPU work queued, < 0: error. */
-int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s) {
+int tpx__unpack_stage_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s) {
   if (!gq->have_dh) return tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint32_t cnt = 0;
@@ -150,31 +150,31 @@ int tpx__unpack_start(struct tpx_peer *p, struct window *q, struct gpu_window *g
     if (gq->bounce_on_gpu)
       return tpx_err_quiet(TPX_ENOTSUP, "peer %s channel %d: a host receive buffer cannot be filled from bounce pages in "
                      "GPU memory (TCPX devmem): receive into registered GPU memory on this transport", p->where, q->ch);
-    rc = tpx__unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, cnt);
+    rc = tpx__tcpx_unpack_cpu(s->dst, (size_t)s->len, gq->dh.bounce_buf, SIZE_MAX, meta, cnt);
     if (rc) return rc;
     gq->g->unpacked_cpu += s->len;
     return 1;
   }
   s->ucnt = cnt;
   s->busy = 1;
-  s->deferred = 1; /* launched by the comm's next tpx__unpack_poll (unpack_batch) */
+  s->deferred = 1; /* launched by the comm's next tpx__unpack_stage_poll (unpack_batch) */
   return 0;
 }
 
-int tpx__unpack_poll(struct gpu_window *gq, struct gslot *s) {
+int tpx__unpack_stage_poll(struct gpu_window *gq, struct gslot *s) {
   if (!s->busy) return 1;
   int rc = unpack_batch(gq, s); /* what completed since the last pass, the head's or later */
   if (rc) return rc;
   if (s->deferred) return 0;
-  int r = tpx__unpack_done(gq->g->devs[s->dev]->unpacker, s->ticket);
+  int r = tpx__unpacker_done(gq->g->devs[s->dev]->unpacker, s->ticket);
   if (r < 0) return tpx_err_quiet(r, "channel %d: unpack on GPU %d failed: %s", gq->ch, s->dev, tpx_last_error());
   if (r == 1) s->busy = 0;
   return r;
 }
 
-void tpx__unpack_purge(struct gpu_window *gq, struct gslot *s) {
+void tpx__unpack_stage_purge(struct gpu_window *gq, struct gslot *s) {
   if (s->busy && !s->deferred) {
-    int rc = tpx__unpack_wait(gq->g->devs[s->dev]->unpacker, s->ticket, 30000);
+    int rc = tpx__unpacker_wait(gq->g->devs[s->dev]->unpacker, s->ticket, 30000);
     if (rc) TPX_WARN("channel %d: unpack on GPU %d at teardown: %s", gq->ch, s->dev, tpx_last_error());
   }
   s->busy = 0;

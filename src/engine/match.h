@@ -1,8 +1,8 @@
-/* Handlers of the messages a ready peer sends (initiator.c, target.c, match.c;
- * dispatch.c routes to them). Each returns 0, or the error it failed the
+/* Two-sided matching: receive announcements (CTS) meet posted sends. The
+ * handlers (dispatch.c routes to them) return 0, or the error they failed the
  * peer with. */
-#ifndef TPX_ENGINE_MSG_H
-#define TPX_ENGINE_MSG_H
+#ifndef TPX_ENGINE_MATCH_H
+#define TPX_ENGINE_MATCH_H
 
 #include <stdint.h>
 
@@ -11,16 +11,6 @@ struct op;
 struct wire_frame;
 struct cts_entry;
 
-/* initiator.c */
-int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__initiator_on_notif(struct tpx_peer *p, const struct wire_frame *f);
-
-/* target.c */
-int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f);
-
-/* match.c */
 int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f);
 int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f);
 /* Oldest unmatched announcement with this tag, removed from the ring. */
