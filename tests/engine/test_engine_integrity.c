@@ -1,11 +1,10 @@
 /* Data integrity (src/engine/integrity.h): every chunk's CRC-32C checked by
  * its receiver before it counts as landed.
  *
- * The fault injector is this file's own recvmsg(), which the library's data
- * path (src/sock/comm.c, unpack.c: every recvmsg there reads chunk bytes;
- * control frames come through recv) calls instead of libc's: while armed it
- * flips one bit of the chunk bytes of every n-th read after the kernel
- * handed them over, as a NIC, a middlebox or a bad DIMM would. For every
+ * The fault injector is this program's own recvmsg() (tests/util/
+ * flip_inject.h), which the library's data path calls instead of libc's:
+ * while armed it flips one bit of the chunk bytes of every n-th read after
+ * the kernel handed them over, as a NIC, a middlebox or a bad DIMM would. For every
  * transfer the test knows whether a bit was flipped in it, and asserts that
  * a flipped transfer fails with TPX_EINTEGRITY on the side that received the
  * data (and delivers no notification), while an untouched one lands every
@@ -25,31 +24,8 @@
 #include <unistd.h>
 
 #include "eng.h"
-#include "sock/wire.h"
 #include "engine/core.h"
-
-static atomic_int flip_every; /* 0: off */
-static atomic_uint flip_reads, flips;
-
-typedef ssize_t (*recvmsg_fn)(int, struct msghdr *, int);
-
-ssize_t recvmsg(int fd, struct msghdr *mh, int flags) {
-  static recvmsg_fn real;
-  if (!real) real = (recvmsg_fn)dlsym(RTLD_NEXT, "recvmsg");
-  ssize_t n = real(fd, mh, flags);
-  int every = atomic_load(&flip_every);
-  /* part headers come alone, at most TPX_WIRE_PART_BYTES: only chunk bytes are flipped */
-  if (n <= 0 || !every || mh->msg_iovlen == 0 || mh->msg_iov[0].iov_len <= TPX_WIRE_PART_BYTES) return n;
-  unsigned k = atomic_fetch_add(&flip_reads, 1) + 1;
-  if (k % (unsigned)every) return n;
-  struct iovec *v = &mh->msg_iov[0]; /* chunk bytes (a next part's header only ever rides last) */
-  size_t in = (size_t)n < v->iov_len ? (size_t)n : v->iov_len;
-  if (in == 0) return n;
-  size_t bit = ((size_t)k * 2654435761u) % (in * 8);
-  ((uint8_t *)v->iov_base)[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-  atomic_fetch_add(&flips, 1);
-  return n;
-}
+#include "flip_inject.h"
 
 /* The control connection's reads (recv): while armed, one bit flipped in
  * the first run of 64 MARK bytes a read brings, which only a transfer's
@@ -82,8 +58,9 @@ static void pair(eng_pair_t *P, int integrity_a, int integrity_b) {
   eng_cfg(&ca);
   ca.chunk_bytes = 64 << 10; /* many chunks, many boundaries */
   ca.num_channels = 2;
-  ca.inline_bytes = 0;       /* every byte through the transport */
-  ca.integrity_threads = 2;  /* large chunks summed on the checksum threads, whatever the CPU count */
+  ca.inline_bytes = 0; /* every byte through the transport */
+  ca.integrity_threads =
+      2; /* large chunks summed on the checksum threads, whatever the CPU count */
   cb = ca;
   ca.integrity = integrity_a;
   cb.integrity = integrity_b;
@@ -114,7 +91,8 @@ static int one(eng_pair_t *P, int kind, size_t len, int every, uint32_t seed) {
     assert_int_equal(tpx_recv(P->ba, b.mem, 0, len, 7, &rx), 0);
     assert_int_equal(tpx_send(P->ab, a.mem, 0, len, 7, &x), 0);
   }
-  tpx_xfer_t *data = kind == K_S ? rx : x; /* the side whose transfer the receiver's verdict reaches */
+  tpx_xfer_t *data =
+      kind == K_S ? rx : x; /* the side whose transfer the receiver's verdict reaches */
   int rc = tpx_xfer_wait(data, 60000);
   char why[512];
   snprintf(why, sizeof(why), "%s", rc ? tpx_last_error() : "");
@@ -123,11 +101,16 @@ static int one(eng_pair_t *P, int kind, size_t len, int every, uint32_t seed) {
   int flipped = atomic_load(&flips) != before;
   if (flipped) {
     if (rc != TPX_EINTEGRITY)
-      fail_msg("%s of %zu bytes with a flipped bit: got %d (%s), expected TPX_EINTEGRITY", kind == K_W ? "write"
-               : kind == K_R ? "read" : "send", len, rc, tpx_strerror(rc));
+      fail_msg("%s of %zu bytes with a flipped bit: got %d (%s), expected TPX_EINTEGRITY",
+               kind == K_W   ? "write"
+               : kind == K_R ? "read"
+                             : "send",
+               len, rc, tpx_strerror(rc));
     if (!strstr(why, "chunk")) fail_msg("the error names no chunk: %s", why);
   } else {
-    if (rc != 0) fail_msg("untouched transfer of %zu bytes: %d (%s): %s", len, rc, tpx_strerror(rc), tpx_last_error());
+    if (rc != 0)
+      fail_msg("untouched transfer of %zu bytes: %d (%s): %s", len, rc, tpx_strerror(rc),
+               tpx_last_error());
     size_t bad = tu_check(dst, len, seed, 0);
     if (bad != SIZE_MAX) fail_msg("%zu bytes: byte %zu differs", len, bad);
   }
@@ -150,7 +133,8 @@ static void test_clean(void **st) {
   pair(&P, 1, 1);
   assert_true(((struct tpx_peer *)P.ab)->sum && ((struct tpx_peer *)P.ba)->sum);
   for (int k = K_W; k <= K_S; k++)
-    for (size_t i = 0; i < TPX_ARRAY_LEN(sizes); i++) assert_int_equal(one(&P, k, sizes[i], 0, (uint32_t)(k * 10 + i)), 0);
+    for (size_t i = 0; i < TPX_ARRAY_LEN(sizes); i++)
+      assert_int_equal(one(&P, k, sizes[i], 0, (uint32_t)(k * 10 + i)), 0);
   eng_pair_close(&P);
 }
 
@@ -167,10 +151,12 @@ static void test_flips_detected(void **st) {
         flipped += one(&P, k, sizes[i], 2 + round, (uint32_t)(round * 100 + k * 10 + i));
         total++;
       }
-  print_message("integrity: %d of %d transfers had a bit flipped in flight, each failed with TPX_EINTEGRITY\n",
+  print_message("integrity: %d of %d transfers had a bit flipped in flight, each failed with "
+                "TPX_EINTEGRITY\n",
                 flipped, total);
   assert_true(flipped >= 10);
-  for (int k = K_W; k <= K_S; k++) assert_int_equal(one(&P, k, 1 << 20, 0, 99), 0); /* the peer goes on */
+  for (int k = K_W; k <= K_S; k++)
+    assert_int_equal(one(&P, k, 1 << 20, 0, 99), 0); /* the peer goes on */
   eng_pair_close(&P);
 }
 
@@ -185,7 +171,8 @@ static void test_packed_flips(void **st) {
   eng_buf(P.a, N * SZ, 0, &a);
   eng_buf(P.b, N * SZ * 2, TPX_ACCESS_WRITE, &b);
   tpx_iov_t v[N];
-  for (int i = 0; i < N; i++) v[i] = (tpx_iov_t){a.mem, (size_t)i * SZ, b.rmem, (uint64_t)i * SZ * 2, SZ};
+  for (int i = 0; i < N; i++)
+    v[i] = (tpx_iov_t){a.mem, (size_t)i * SZ, b.rmem, (uint64_t)i * SZ * 2, SZ};
   int flipped = 0;
   for (int round = 0; round < 8; round++) {
     tu_fill(a.p, a.len, (uint32_t)round, 0);
@@ -202,7 +189,9 @@ static void test_packed_flips(void **st) {
       flipped++;
     } else {
       assert_int_equal(rc, 0);
-      for (int i = 0; i < N; i++) assert_int_equal(tu_check(b.p + (size_t)i * SZ * 2, SZ, (uint32_t)round, (size_t)i * SZ), SIZE_MAX);
+      for (int i = 0; i < N; i++)
+        assert_int_equal(tu_check(b.p + (size_t)i * SZ * 2, SZ, (uint32_t)round, (size_t)i * SZ),
+                         SIZE_MAX);
     }
     tpx_xfer_free(x);
   }
@@ -234,8 +223,10 @@ static void test_inline_flips(void **st) {
       unsigned before = atomic_load(&inline_flips);
       atomic_store(&flip_inline, flip);
       tpx_xfer_t *x = NULL, *rx = NULL;
-      if (k == K_W) assert_int_equal(tpx_write(P.ab, a.mem, 0, b.rmem, 0, len, "w", 1, &x), 0);
-      else if (k == K_R) assert_int_equal(tpx_read(P.ab, a.mem, 0, b.rmem, 0, len, &x), 0);
+      if (k == K_W)
+        assert_int_equal(tpx_write(P.ab, a.mem, 0, b.rmem, 0, len, "w", 1, &x), 0);
+      else if (k == K_R)
+        assert_int_equal(tpx_read(P.ab, a.mem, 0, b.rmem, 0, len, &x), 0);
       else {
         assert_int_equal(tpx_recv(P.ba, b.mem, 0, len, 9, &rx), 0);
         assert_int_equal(tpx_send(P.ab, a.mem, 0, len, 9, &x), 0);
@@ -245,11 +236,13 @@ static void test_inline_flips(void **st) {
       if (k == K_S) assert_int_equal(tpx_xfer_wait(x, 30000), 0);
       if (atomic_load(&inline_flips) != before) {
         assert_int_equal(rc, TPX_EINTEGRITY);
-        for (size_t i = 0; i < len; i++) assert_int_equal(dst[i], 0); /* nothing landed */
+        for (size_t i = 0; i < len; i++)
+          assert_int_equal(dst[i], 0); /* nothing landed */
       } else {
         assert_int_equal(flip, 0);
         assert_int_equal(rc, 0);
-        for (size_t i = 0; i < len; i++) assert_int_equal(dst[i], MARK);
+        for (size_t i = 0; i < len; i++)
+          assert_int_equal(dst[i], MARK);
       }
       tpx_xfer_free(x);
       tpx_xfer_free(rx);
@@ -268,17 +261,16 @@ static void test_interop(void **st) {
     eng_pair_t P;
     pair(&P, side, !side);
     assert_false(((struct tpx_peer *)P.ab)->sum || ((struct tpx_peer *)P.ba)->sum);
-    for (int k = K_W; k <= K_S; k++) assert_int_equal(one(&P, k, (1 << 20) + 5, 0, (uint32_t)(side * 10 + k)), 0);
+    for (int k = K_W; k <= K_S; k++)
+      assert_int_equal(one(&P, k, (1 << 20) + 5, 0, (uint32_t)(side * 10 + k)), 0);
     eng_pair_close(&P);
   }
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_clean),
-      cmocka_unit_test(test_flips_detected),
-      cmocka_unit_test(test_packed_flips),
-      cmocka_unit_test(test_inline_flips),
+      cmocka_unit_test(test_clean),        cmocka_unit_test(test_flips_detected),
+      cmocka_unit_test(test_packed_flips), cmocka_unit_test(test_inline_flips),
       cmocka_unit_test(test_interop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,9 +5,9 @@
  * the receiver's sum is the GPU's CRC-32C kernel (cuda/crc.h); with host
  * staging it is the CPU's over the staging buffer.
  *
- * The fault injector is this program's recvmsg() (as in
- * tests/engine/test_engine_integrity.c): the transport's data reads come
- * through it, and while armed it flips one bit of every n-th.
+ * The fault injector is this program's recvmsg() (tests/util/flip_inject.h):
+ * the transport's data reads come through it, and while armed it flips one
+ * bit of every n-th.
  *
  *   test_engine_gpu_integrity      exit 0: passed; 1: failed; 77: no GPU
  *
@@ -22,36 +22,15 @@
 #include <sys/socket.h>
 
 #include "cuda/gpu.h"
+#include "flip_inject.h"
 #include "gpu_check.h"
-#include "sock/wire.h"
 #include "tpx/tpx.h"
 
 #define DEV 0
 
-static atomic_int flip_every;
-static atomic_uint flip_reads, flips;
-
-typedef ssize_t (*recvmsg_fn)(int, struct msghdr *, int);
-
-ssize_t recvmsg(int fd, struct msghdr *mh, int flags) {
-  static recvmsg_fn real;
-  if (!real) real = (recvmsg_fn)dlsym(RTLD_NEXT, "recvmsg");
-  ssize_t n = real(fd, mh, flags);
-  int every = atomic_load(&flip_every);
-  /* part headers come alone, at most TPX_WIRE_PART_BYTES: only chunk bytes are flipped */
-  if (n <= 0 || !every || mh->msg_iovlen == 0 || mh->msg_iov[0].iov_len <= TPX_WIRE_PART_BYTES) return n;
-  unsigned k = atomic_fetch_add(&flip_reads, 1) + 1;
-  if (k % (unsigned)every) return n;
-  struct iovec *v = &mh->msg_iov[0];
-  size_t in = (size_t)n < v->iov_len ? (size_t)n : v->iov_len;
-  if (in == 0) return n;
-  size_t bit = ((size_t)k * 2654435761u) % (in * 8);
-  ((uint8_t *)v->iov_base)[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-  atomic_fetch_add(&flips, 1);
-  return n;
+static uint8_t pat(size_t i, unsigned seed) {
+  return (uint8_t)((i * 131u + seed * 7u) ^ (i >> 11));
 }
-
-static uint8_t pat(size_t i, unsigned seed) { return (uint8_t)((i * 131u + seed * 7u) ^ (i >> 11)); }
 
 static void run(int unpack, int *flipped_out, int *total_out) {
   tpx_config_t cfg;
@@ -99,7 +78,8 @@ static void run(int unpack, int *flipped_out, int *total_out) {
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
       size_t len = sizes[si];
       unsigned seed = round * 10 + (unsigned)si;
-      for (size_t i = 0; i < len; i++) host[i] = pat(i, seed);
+      for (size_t i = 0; i < len; i++)
+        host[i] = pat(i, seed);
       MUST(tpx__gpu_memcpy(DEV, src, host, len));
       MUST(tpx__gpu_memset(DEV, dst, 0, area));
       unsigned before = atomic_load(&flips);
@@ -112,16 +92,18 @@ static void run(int unpack, int *flipped_out, int *total_out) {
       total++;
       if (atomic_load(&flips) != before) {
         flipped++;
-        CHECK(rc == TPX_EINTEGRITY, "%s: write of %zu bytes with a flipped bit: %d (%s)", unpack ? "unpack" : "staging",
-              len, rc, tpx_strerror(rc));
+        CHECK(rc == TPX_EINTEGRITY, "%s: write of %zu bytes with a flipped bit: %d (%s)",
+              unpack ? "unpack" : "staging", len, rc, tpx_strerror(rc));
         continue;
       }
-      CHECK(rc == 0, "%s: write of %zu bytes: %d (%s)", unpack ? "unpack" : "staging", len, rc, tpx_strerror(rc));
+      CHECK(rc == 0, "%s: write of %zu bytes: %d (%s)", unpack ? "unpack" : "staging", len, rc,
+            tpx_strerror(rc));
       MUST(tpx__gpu_memcpy(DEV, back, dst, len));
       size_t bad = SIZE_MAX;
       for (size_t i = 0; i < len && bad == SIZE_MAX; i++)
         if (back[i] != host[i]) bad = i;
-      CHECK(bad == SIZE_MAX, "%s: %zu bytes: byte %zu differs", unpack ? "unpack" : "staging", len, bad);
+      CHECK(bad == SIZE_MAX, "%s: %zu bytes: byte %zu differs", unpack ? "unpack" : "staging", len,
+            bad);
     }
   tpx_rmem_free(rm);
   tpx_peer_close(ab);
@@ -137,8 +119,8 @@ static void run(int unpack, int *flipped_out, int *total_out) {
   free(back);
   *flipped_out += flipped;
   *total_out += total;
-  printf("%s: %d of %d writes had a bit flipped in flight\n", unpack ? "unpack (GPU sums)" : "staging (CPU sums)",
-         flipped, total);
+  printf("%s: %d of %d writes had a bit flipped in flight\n",
+         unpack ? "unpack (GPU sums)" : "staging (CPU sums)", flipped, total);
 }
 
 int main(void) {
