@@ -36,9 +36,10 @@ static atomic_uint inline_flips;
 typedef ssize_t (*recv_fn)(int, void *, size_t, int);
 
 ssize_t recv(int fd, void *buf, size_t len, int flags) {
-  static recv_fn real;
-  if (!real) real = (recv_fn)dlsym(RTLD_NEXT, "recv");
-  ssize_t n = real(fd, buf, len, flags);
+  static _Atomic(recv_fn) real; /* every thread may come first */
+  recv_fn f = atomic_load(&real);
+  if (!f) atomic_store(&real, f = (recv_fn)dlsym(RTLD_NEXT, "recv"));
+  ssize_t n = f(fd, buf, len, flags);
   if (n < 64 || !atomic_load(&flip_inline)) return n;
   uint8_t *b = buf;
   for (ssize_t i = 0, run = 0; i < n; i++) {

@@ -20,9 +20,10 @@ static atomic_uint flip_reads, flips;
 typedef ssize_t (*flip_recvmsg_fn)(int, struct msghdr *, int);
 
 ssize_t recvmsg(int fd, struct msghdr *mh, int flags) {
-  static flip_recvmsg_fn real;
-  if (!real) real = (flip_recvmsg_fn)dlsym(RTLD_NEXT, "recvmsg");
-  ssize_t n = real(fd, mh, flags);
+  static _Atomic(flip_recvmsg_fn) real; /* every I/O thread may come first */
+  flip_recvmsg_fn f = atomic_load(&real);
+  if (!f) atomic_store(&real, f = (flip_recvmsg_fn)dlsym(RTLD_NEXT, "recvmsg"));
+  ssize_t n = f(fd, mh, flags);
   int every = atomic_load(&flip_every);
   /* part headers come alone, at most TPX_WIRE_PART_BYTES: only chunk bytes are
    * flipped (a next part's header rides last, never first) */
