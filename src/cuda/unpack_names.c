@@ -4,7 +4,7 @@
 #include <strings.h>
 
 #include "common/error.h"
-#include "cuda/unpack.h"
+#include "cuda/unpack_names.h"
 
 static const char *const mode_names[] = {"kernel", "d2d", "host"};
 static const char *const desc_names[] = {"copy", "mapped", "direct", "param"};

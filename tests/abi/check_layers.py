@@ -13,8 +13,8 @@ Three kinds of use are checked, each against the line order of layers.txt:
     file's header counts as a call of that header's line (the compiler copies
     the body into the caller, so nm cannot see it).
 A file may use files of its own line or of lines above it, and the files of
-one line may not call each other round a circle (a .c and its .h count as one
-file). Every violation is printed as 'from -> to (what)' or 'a circle of
+one line may not use each other round a circle, by calls or includes (a .c
+and its .h count as one file). Every violation is printed as 'from -> to (what)' or 'a circle of
 files: ...'; exit 1 if there is any, if a library file matches no line (or
 several), or if an entry of the allow-list is no longer needed or the list
 grew past its bound.
@@ -183,7 +183,7 @@ def check_tree(src, inc, layers, allow, table):
     def check(frm, to, kind, what):
         if frm not in rank or to not in rank:
             return
-        if rank[to] == rank[frm] and kind != "include" and stem(frm) != stem(to):
+        if rank[to] == rank[frm] and stem(frm) != stem(to):
             side.setdefault((stem(frm), stem(to)), (frm, to, kind, what))
         elif rank[to] > rank[frm]:
             if (frm, to, kind) in allow:
@@ -327,6 +327,14 @@ def selftest(args, layers, allow, table):
                 sym = sorted(s for s in table[a_][0] if s.startswith("tpx"))[0]
                 table[b_] = (table[b_][0], table[b_][1] | {sym})
                 want.append(f"{b_} -> {a_} (calls {sym})")
+            # The same turned back by an include: a file of one line that the
+            # other calls including the caller's header.
+            inc_back = [(a, b) for a, b in back if stem(a) + ".h" in rank and b.endswith(".c")
+                        and (a, b) != back[0]]
+            if inc_back:
+                a2, b2 = inc_back[0]
+                plant(b2, f'#include "{stem(a2)}.h"')
+                want.append(f'{b2} -> {stem(a2)}.h (#include "{stem(a2)}.h")')
         found, _ = check_tree(src, inc, layers, allow, table)
     finally:
         shutil.rmtree(scratch)

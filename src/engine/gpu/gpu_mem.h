@@ -13,6 +13,11 @@
 
 struct tpx_mem;
 
+/* What the GPU path does with a chunk about to be posted (gpu_path.h's
+ * tpx__gpu_post_prep, and staging.c's preparations under it): post its
+ * memory as it is, post the staging slot set, or wait (back-pressure). */
+enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
+
 /* Device binding (gpu_bind.c). Around every transport listen, connect,
  * accept and regMr: make `dev` the calling thread's current CUDA device (dev
  * < 0: the endpoint's GPU) and restore the caller's context after, as NCCL

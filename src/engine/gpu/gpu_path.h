@@ -56,7 +56,7 @@ void tpx__gpu_ep_fini(tpx_endpoint_t *ep);
  * for an UNPACK receive into host memory), GPU_POST_WAIT (not
  * ready: the device-to-host copy is still running or no staging room;
  * back-pressure) or < 0 (error, tpx_err set). Idempotent until tpx__gpu_post_done. */
-enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
+/* GPU_POST_*: gpu_mem.h. */
 int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
                   uint64_t len, void **data, void **mh);
 /* The transport accepted the request for the chunk at l->cur, at ring

@@ -21,7 +21,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/timeline.h"
-#include "engine/gpu/gpu_path.h"
+#include "engine/gpu/gpu_mem.h"
 #include "engine/gpu/gpu_path_int.h"
 #include "engine/mem.h"
 #include "engine/gpu/pack_runs.h"
