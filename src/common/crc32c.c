@@ -191,3 +191,10 @@ uint32_t tpx__crc32c(uint32_t crc, const void *p, size_t n) {
 #endif
   return ~raw_sw(c, p, n);
 }
+
+uint32_t tpx__crc32c_pieces(const void *data, uint64_t len, const struct iovec *iov, int nv) {
+  if (!nv) return tpx__crc32c(0, data, (size_t)len);
+  uint32_t c = 0;
+  for (int i = 0; i < nv; i++) c = tpx__crc32c(c, iov[i].iov_base, iov[i].iov_len);
+  return c;
+}

@@ -8,11 +8,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* The CRC-32C of p[0..n) continuing from crc (0 to start): calls chain, so
  * tpx__crc32c(tpx__crc32c(0, a, na), b, nb) is the CRC of a then b.
  * tpx__crc32c(0, "123456789", 9) == 0xe3069283. */
 uint32_t tpx__crc32c(uint32_t crc, const void *p, size_t n);
+/* The CRC-32C of a chunk's bytes: data[0..len) when nv is 0, else the nv
+ * pieces in iov, in order. */
+uint32_t tpx__crc32c_pieces(const void *data, uint64_t len, const struct iovec *iov, int nv);
 
 /* Tests: use at most this fast path (0 the table, 1 the crc32 lanes, 2
  * folding; what the CPU has bounds it). Returns the previous bound. */

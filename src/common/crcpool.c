@@ -51,12 +51,7 @@ static void *worker(void *arg) {
     }
     atomic_store(&j->state, J_RUNNING);
     pthread_mutex_unlock(&p->mu);
-    uint32_t c = 0;
-    if (j->nv)
-      for (int i = 0; i < j->nv; i++) c = tpx__crc32c(c, j->iov[i].iov_base, j->iov[i].iov_len);
-    else
-      c = tpx__crc32c(0, j->data, (size_t)j->len);
-    j->crc = c;
+    j->crc = tpx__crc32c_pieces(j->data, j->len, j->iov, j->nv);
     pthread_mutex_lock(&p->mu);
     atomic_store_explicit(&j->state, J_DONE, memory_order_release);
     if (p->waiters) pthread_cond_broadcast(&p->done);

@@ -23,13 +23,6 @@ void tpx__sum_agree(struct tpx_peer *p, uint32_t peer_flags) {
              "carry no checksums", p->where);
 }
 
-uint32_t tpx__sum_bytes(const void *data, uint64_t len, const struct iovec *iov, int nv) {
-  if (!nv) return tpx__crc32c(0, data, (size_t)len);
-  uint32_t c = 0;
-  for (int i = 0; i < nv; i++) c = tpx__crc32c(c, iov[i].iov_base, iov[i].iov_len);
-  return c;
-}
-
 /* ---- the sender ---- */
 int tpx__sum_flush(struct tpx_peer *p) {
   struct wire_sum *m = &p->sum_out;

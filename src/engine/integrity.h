@@ -21,7 +21,6 @@
 #define TPX_ENGINE_INTEGRITY_H
 
 #include <stdint.h>
-#include <sys/uio.h>
 
 #include "engine/wire.h"
 
@@ -32,9 +31,6 @@ struct op;
  * agreement once the peer's flags are in. */
 uint32_t tpx__sum_flag(const struct tpx_peer *p);
 void tpx__sum_agree(struct tpx_peer *p, uint32_t peer_flags);
-
-/* The CRC-32C of a chunk's bytes: one buffer (nv == 0), or nv pieces. */
-uint32_t tpx__sum_bytes(const void *data, uint64_t len, const struct iovec *iov, int nv);
 
 /* Data sender: chunk `chunk` of o went to the transport; have: its sum is
  * `sum` (0: sent without one). Queued until tpx__sum_flush. */

@@ -1,6 +1,7 @@
 /* Integrity's stage in a window (sum_stage.h). */
 #include "engine/sum_stage.h"
 
+#include "common/crc32c.h"
 #include "common/crcpool.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -53,7 +54,7 @@ static void cpu_sum(struct tpx_peer *p, struct wslot *s, const void *at, const s
     s->sum_have = WSUM_POOL;
     return;
   }
-  s->sum = tpx__sum_bytes(at, s->len, iov, nv);
+  s->sum = tpx__crc32c_pieces(at, s->len, iov, nv);
   s->sum_have = WSUM_HAVE;
 }
 

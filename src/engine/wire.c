@@ -255,13 +255,6 @@ int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
   return rd_done(&r, "cts");
 }
 
-/* The CRC-32C of inline data (integrity). */
-static uint32_t iov_sum(const struct iovec *iov, int niov) {
-  uint32_t c = 0;
-  for (int i = 0; i < niov; i++) c = tpx__crc32c(c, iov[i].iov_base, iov[i].iov_len);
-  return c;
-}
-
 static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHUNK; }
 
 int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
@@ -274,7 +267,7 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
   wb_u32(b, m->chunk);
   wb_u8(b, m->inl > 2 ? 1 : m->inl);
   if (m->inl) wb_iov(b, iov, niov);
-  if (m->inl == 2) wb_u32(b, iov_sum(iov, niov));
+  if (m->inl == 2) wb_u32(b, tpx__crc32c_pieces(NULL, 0, iov, niov));
   return frame_end(b, s);
 }
 int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
@@ -329,7 +322,7 @@ int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_
   uint8_t fl = (uint8_t)((iov || (type == MSG_READ && niov) ? WIRE_RW_INLINE : 0) | (pack_log2 << WIRE_RW_PACK_SHIFT));
   wb_u8(b, (uint8_t)(fl | (iov && sum_on ? WIRE_RW_SUM : 0)));
   if (iov) wb_iov(b, iov, niov);
-  if (iov && sum_on) wb_u32(b, iov_sum(iov, niov));
+  if (iov && sum_on) wb_u32(b, tpx__crc32c_pieces(NULL, 0, iov, niov));
   return frame_end(b, s);
 }
 int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
@@ -395,7 +388,7 @@ int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, cons
     wb_u64(b, m->inl_len);
     wb_iov(b, iov, niov);
   }
-  if (m->inl == 2) wb_u32(b, iov_sum(iov, niov));
+  if (m->inl == 2) wb_u32(b, tpx__crc32c_pieces(NULL, 0, iov, niov));
   return frame_end(b, s);
 }
 int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
