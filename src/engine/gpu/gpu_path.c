@@ -201,15 +201,13 @@ int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void
   *dev = -1;
   if (!q->gpu) return GPU_VIEW_NOW;
   const struct gslot *g = &q->gpu->slots[s - q->ring];
-  if (g->mode == GS_UNPACK_GPU || g->mode == GS_FLUSH || g->mode == GS_NONE) {
-    *at = g->mode == GS_NONE ? s->data : g->dst;
-    *dev = g->dev;
-  }
   switch (g->mode) {
   case GS_UNPACK_CPU: *at = g->dst; return GPU_VIEW_CONSUMED;
   case GS_UNPACK_GPU:
-  case GS_FLUSH: return GPU_VIEW_NONE;
-  case GS_NONE: return g->dev >= 0 ? GPU_VIEW_NONE : GPU_VIEW_NOW; /* GPU memory the transport wrote itself */
+  case GS_FLUSH: *at = g->dst; *dev = g->dev; return GPU_VIEW_NONE;
+  case GS_NONE: /* host memory, or GPU memory the transport wrote itself */
+    *dev = g->dev;
+    return g->dev >= 0 ? GPU_VIEW_NONE : GPU_VIEW_NOW;
   default: return GPU_VIEW_NOW; /* the staging slot the transport wrote */
   }
 }
@@ -229,8 +227,8 @@ void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q) {
   for (uint64_t pos = q->head; pos < q->tail; pos++) {
     struct gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
-    if (s->mode == GS_UNPACK_GPU) tpx__unpack_stage_purge(gq, s);
     if (s->sum_on) tpx__gpu_sum_drop(p->ep, s->dev, s->sum_ticket); /* never taken by the window */
+    if (s->mode == GS_UNPACK_GPU) tpx__unpack_stage_purge(gq, s);
     else if (s->mode != GS_FLUSH) tpx__stage_slot_wait(gq, s); /* a flush request goes with its comm */
     s->busy = 0;
   }
