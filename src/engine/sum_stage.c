@@ -31,10 +31,10 @@ static void sum_done(void *arg) { tpx__ep_wake(arg); }
  * for them and a hand-over only adds its own cost), or when none could
  * start. */
 static tpx_crcpool_t *pool(tpx_endpoint_t *ep) {
-  int n = ep->cfg.integrity_threads ? ep->cfg.integrity_threads : ep->ncpu < 4 ? 0 : ep->ncpu / 4;
+  int n = ep->cfg.integrity_threads ? ep->cfg.integrity_threads : ep->ncpu < 4 ? 0 : TPX_MIN(ep->ncpu / 4, 8);
   if (n == 0) return NULL;
   if (!ep->sumpool && !ep->sumpool_none) {
-    if (tpx__crcpool_create(n > 8 && !ep->cfg.integrity_threads ? 8 : n, sum_done, ep, &ep->sumpool) != 0) {
+    if (tpx__crcpool_create(n, sum_done, ep, &ep->sumpool) != 0) {
       TPX_INFO("endpoint %s: no checksum threads (%s): chunks are summed in place", ep->name, tpx_last_error());
       ep->sumpool_none = 1;
     }
