@@ -29,12 +29,15 @@ static inline int tool_version_asked(int argc, char **argv, const char *name) {
 }
 
 /* A failed call's text for the tool's one error line: the library's detail
- * (it ends with the code's name), else the code's name. The library logs an
- * error it returns only at TPX_LOG=info, so this line is the one the user
- * sees (docs/API.md, "Errors"). */
+ * where it is this code's (it ends with the code's name; an older call's
+ * detail for another code is not shown), else the code's name. The library
+ * logs an error it returns only at TPX_LOG=info, so this line is the one the
+ * user sees (docs/API.md, "Errors"). */
 static inline const char *tool_error(int rc) {
-  const char *d = tpx_last_error();
-  return d && d[0] ? d : tpx_strerror(rc);
+  const char *d = tpx_last_error(), *name = tpx_strerror(rc);
+  size_t dl = d ? strlen(d) : 0, nl = strlen(name);
+  if (dl < nl + 3 || d[dl - 1] != ')' || d[dl - nl - 2] != '(' || strncmp(d + dl - nl - 1, name, nl) != 0) return name;
+  return d;
 }
 
 #endif

@@ -94,7 +94,8 @@ TPX_API int tpx_accept(tpx_endpoint_t *ep, int timeout_ms, tpx_peer_t **peer);
  * is invalid afterwards. NULL ok. */
 TPX_API void tpx_peer_close(tpx_peer_t *peer);
 /* 0 while usable; the error that broke it otherwise (TPX_ECLOSED after the
- * remote side closed, TPX_ETIMEDOUT, TPX_EREMOTE, ...). */
+ * remote side closed, TPX_ETIMEDOUT, TPX_EREMOTE, ...), its reason then in
+ * tpx_last_error(). */
 TPX_API int tpx_peer_status(const tpx_peer_t *peer);
 TPX_API const char *tpx_peer_name(const tpx_peer_t *peer); /* the remote endpoint's name */
 TPX_API int tpx_peer_gpu(const tpx_peer_t *peer);          /* the remote endpoint's GPU index; TPX_EINVAL for NULL */

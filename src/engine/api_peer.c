@@ -215,12 +215,19 @@ void tpx_peer_close(tpx_peer_t *p) {
 
 int tpx_peer_status(const tpx_peer_t *p) {
   if (!p) return TPX_EINVAL;
-  pthread_mutex_lock(&p->ep->lock); /* state and err change together under it */
+  char why[sizeof(p->errmsg)];
+  pthread_mutex_lock(&p->ep->lock); /* state, err and errmsg change together under it */
   int st = p->state, err = p->err;
+  memcpy(why, p->errmsg, sizeof(why));
   pthread_mutex_unlock(&p->ep->lock);
   if (st == P_READY) return 0;
-  if (st == P_DEAD || st == P_CLOSING) return err ? err : TPX_ECLOSED;
-  return TPX_EINPROGRESS;
+  if (st != P_DEAD && st != P_CLOSING) return TPX_EINPROGRESS;
+  /* The reason replaces an older call's detail in tpx_last_error, which a
+   * caller reports with this code. */
+  why[sizeof(why) - 1] = '\0';
+  err = err ? err : TPX_ECLOSED;
+  if (strstr(why, p->where)) return tpx_err_quiet(err, "%s", why);
+  return tpx_err_quiet(err, "peer %s: %s", p->where, why[0] ? why : tpx_strerror(err));
 }
 const char *tpx_peer_name(const tpx_peer_t *p) { return p ? p->name : ""; }
 int tpx_peer_gpu(const tpx_peer_t *p) { return p ? p->gpu : TPX_EINVAL; }

@@ -364,7 +364,11 @@ static void test_forged_channel_frames(void **state) {
   assert_true(rc < 0);
   tpx_xfer_free(x);
   for (int i = 0; i < 200 && tpx_peer_status(p.ba) == 0; i++) usleep(10000);
+  assert_int_equal(tpx_xfer_wait(NULL, 0), TPX_EINVAL); /* an older call's detail ... */
   assert_int_equal(tpx_peer_status(p.ba), TPX_EPROTO);
+  /* ... is replaced by the peer's reason, which a caller reports with its code */
+  assert_non_null(strstr(tpx_last_error(), "protocol error"));
+  assert_null(strstr(tpx_last_error(), "NULL"));
   eng_buf_free(&a);
   eng_buf_free(&b);
   eng_pair_close(&p);
