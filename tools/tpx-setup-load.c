@@ -71,8 +71,8 @@ static int send_hello(int fd, uint16_t port, int nch) {
     memcpy(h + TPX_WH_PORT, &np, 2);
     tpx__put16(h + TPX_WH_NSOCKS, 1);
   }
-  struct wbuf w = {0};
-  struct wire_hello h = {(uint64_t)fd, 0, (uint16_t)nch, 0, "load", hs};
+  struct tpx__wbuf w = {0};
+  struct tpx__wire_hello h = {(uint64_t)fd, 0, (uint16_t)nch, 0, "load", hs};
   int ok = tpx__wire_put_hello(&w, 0, &h) == 0 && send(fd, w.p, w.len, 0) == (ssize_t)w.len;
   tpx__wbuf_free(&w);
   return ok ? 0 : -1;

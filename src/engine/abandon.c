@@ -14,7 +14,7 @@
 
 struct abandoned {
   struct abandoned *next;
-  struct dial_buf *dial;
+  struct tpx__dial_buf *dial;
   int dev;
   int keyed;
   uint8_t key[TPX_NET_KEY_BYTES];
@@ -28,7 +28,7 @@ static void entry_free(struct abandoned *a) {
   free(a);
 }
 
-void tpx__abandon_connect(struct tpx_peer *p, struct channel *ch) {
+void tpx__abandon_connect(struct tpx_peer *p, struct tpx__channel *ch) {
   tpx_endpoint_t *ep = p->ep;
   tpx_net_t *net = ep->net;
   if (net->ops->connect_abort) {
@@ -77,7 +77,7 @@ static int drive(tpx_endpoint_t *ep, struct abandoned *a, uint64_t now) {
 }
 
 void tpx__abandon_step(tpx_endpoint_t *ep, uint64_t now) {
-  struct gpu_bind b;
+  struct tpx__gpu_bind b;
   if (tpx__gpu_bind_enter(ep, -1, &b) != 0) return; /* as channel connects: the plugin binds to the current GPU */
   for (struct abandoned **pp = &ep->abandoned; *pp;) {
     struct abandoned *a = *pp;

@@ -15,10 +15,10 @@
 #include "tpx/endpoint.h"
 
 struct tpx_peer;
-struct channel;
+struct tpx__channel;
 
 /* ch's connect is in progress (ch->dial->started): end it or take it over. */
-void tpx__abandon_connect(struct tpx_peer *p, struct channel *ch);
+void tpx__abandon_connect(struct tpx_peer *p, struct tpx__channel *ch);
 /* Drive the connects taken over (from the periodic scan). */
 void tpx__abandon_step(tpx_endpoint_t *ep, uint64_t now);
 /* Endpoint destroy: those still going are left to the transport. */

@@ -60,7 +60,7 @@ static int src_count(const tpx_endpoint_t *ep, const struct tpx_src *s) {
 #define GOOD_SOURCE_NS 600000000000ull /* a source stays known 10 min */
 
 static int good_source(const tpx_endpoint_t *ep, const struct tpx_src *s, uint64_t now) {
-  const struct admit_good *g = &ep->good_src;
+  const struct tpx__admit_good *g = &ep->good_src;
   for (int i = 0; i < ADMIT_GOOD_SOURCES; i++)
     if (g->t[i] && now - g->t[i] < GOOD_SOURCE_NS && same_src(&g->s[i], s)) return 1;
   return 0;
@@ -68,7 +68,7 @@ static int good_source(const tpx_endpoint_t *ep, const struct tpx_src *s, uint64
 
 void tpx__admit_good(struct tpx_peer *p) {
   if (!p->incoming || !p->src.fam) return;
-  struct admit_good *g = &p->ep->good_src;
+  struct tpx__admit_good *g = &p->ep->good_src;
   int slot = 0;
   for (int i = 0; i < ADMIT_GOOD_SOURCES; i++) {
     if (same_src(&g->s[i], &p->src)) {

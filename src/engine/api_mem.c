@@ -79,15 +79,15 @@ int tpx_mem_deregister(tpx_mem_t *m) {
 
 int tpx_mem_get_public_data(const tpx_mem_t *m, void *buf, size_t cap, size_t *len) {
   if (!m || !buf || !len) return tpx_err(TPX_EINVAL, "tpx_mem_get_public_data: NULL argument");
-  struct md_info md = {m->ep->uuid, m->id, (uint64_t)(uintptr_t)m->base, m->len, m->access,
-                       (uint8_t)m->type, m->device};
+  struct tpx__md_info md = {m->ep->uuid,      m->id,    (uint64_t)(uintptr_t)m->base, m->len, m->access,
+                            (uint8_t)m->type, m->device};
   return tpx_err_surface(tpx__md_encode(&md, buf, cap, len));
 }
 
 int tpx_load_remote_md(const void *blob, size_t len, tpx_rmem_t **out) {
   if (!blob || !out) return tpx_err(TPX_EINVAL, "tpx_load_remote_md: NULL argument");
   *out = NULL;
-  struct md_info md;
+  struct tpx__md_info md;
   int rc = tpx__md_decode(blob, len, &md);
   if (rc) return tpx_err_surface(rc);
   tpx_rmem_t *r = calloc(1, sizeof(*r));

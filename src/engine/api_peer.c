@@ -137,7 +137,7 @@ static int list_candidates(tpx_endpoint_t *ep, struct cand *c, int cap) {
   return n;
 }
 
-static int our_addresses(tpx_endpoint_t *ep, struct conn_info *ci) {
+static int our_addresses(tpx_endpoint_t *ep, struct tpx__conn_info *ci) {
   int wildcard = !ep->listen_host[0] || strcmp(ep->listen_host, "0.0.0.0") == 0 || strcmp(ep->listen_host, "::") == 0;
   if (!wildcard) {
     snprintf(ci->addr[ci->naddr++], CONN_ADDR_MAX, "%s", ep->listen_host);
@@ -159,7 +159,7 @@ static int our_addresses(tpx_endpoint_t *ep, struct conn_info *ci) {
 int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
   if (!ep || !buf || !len) return tpx_err(TPX_EINVAL, "tpx_get_conn_info: NULL argument");
   if (ep->listen_fd < 0) return tpx_err(TPX_EUSAGE, "tpx_get_conn_info: endpoint %s does not listen", ep->name);
-  struct conn_info ci;
+  struct tpx__conn_info ci;
   memset(&ci, 0, sizeof(ci));
   ci.uuid = ep->uuid;
   ci.gpu = ep->gpu;
@@ -172,7 +172,7 @@ int tpx_get_conn_info(tpx_endpoint_t *ep, void *buf, size_t cap, size_t *len) {
 int tpx_load_remote_conn_info(tpx_endpoint_t *ep, const void *blob, size_t len, tpx_peer_t **out) {
   if (!ep || !blob || !out) return tpx_err(TPX_EINVAL, "tpx_load_remote_conn_info: NULL argument");
   *out = NULL;
-  struct conn_info ci;
+  struct tpx__conn_info ci;
   int rc = tpx__conn_info_decode(blob, len, &ci);
   if (rc) return tpx_err_surface(rc);
   for (int i = 0; i < ci.naddr; i++) {
@@ -241,7 +241,7 @@ int tpx_peer_channel_stats(tpx_peer_t *p, int c, tpx_channel_stats_t *out) {
   if (c < 0 || c >= p->nch || !p->ch) {
     rc = tpx_err(TPX_EINVAL, "tpx_peer_channel_stats: channel %d of %d", c, p->nch);
   } else {
-    const struct channel *ch = &p->ch[c];
+    const struct tpx__channel *ch = &p->ch[c];
     out->up = !ch->down;
     out->dev = ch->dev;
     out->adaptive = p->sched;

@@ -52,12 +52,12 @@ static int local_range(const tpx_mem_t *m, size_t off, size_t len, tpx_endpoint_
  * else the pack ring's copies pay off only for small entries. Each side
  * decides for itself how it moves its share (the ring holds any chunk,
  * pack.h). */
-static int pack_log2(const struct tpx_peer *p, const struct op *o, const tpx_iov_t *iov, size_t n,
+static int pack_log2(const struct tpx_peer *p, const struct tpx__op *o, const tpx_iov_t *iov, size_t n,
                      uint32_t chunk) {
   if (!p->pack || n < 2) return 0;
   int gpu = 0, rdev = -1;
   for (size_t i = 0; i < n; i++) {
-    const struct md_info *md = &iov[i].remote->md;
+    const struct tpx__md_info *md = &iov[i].remote->md;
     if (iov[i].local->type != TPX_MEM_HOST) gpu = 1;
     if (md->type == TPX_MEM_HOST) continue;
     if (rdev >= 0 && md->device != rdev) return 0; /* the peer's GPU entries on one GPU, as ours */
@@ -95,7 +95,7 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       rc = tpx_err(TPX_EINVAL, "%s: entry %zu has no remote descriptor", what, i);
       break;
     }
-    const struct md_info *md = &v->remote->md;
+    const struct tpx__md_info *md = &v->remote->md;
     if (md->owner != p->uuid) {
       rc = tpx_err(TPX_EINVAL, "%s: entry %zu: remote descriptor belongs to another endpoint than peer %s",
                    what, i, p->where);
@@ -108,7 +108,7 @@ static int prep_rw(tpx_peer_t *p, int kind, const tpx_iov_t *iov, size_t n, cons
       break;
     }
   }
-  struct op *o = NULL;
+  struct tpx__op *o = NULL;
   if (rc == 0) {
     o = tpx__op_new_user(p, kind, (uint32_t)n);
     if (o) o->rents = calloc(n ? n : 1, sizeof(*o->rents));
@@ -156,7 +156,7 @@ static int prep_two(tpx_peer_t *p, int kind, tpx_mem_t *mem, size_t off, size_t 
   pthread_mutex_lock(&ep->lock);
   int rc = check_peer_ready(p, what);
   if (rc == 0) rc = local_range(mem, off, len, ep, what);
-  struct op *o = NULL;
+  struct tpx__op *o = NULL;
   if (rc == 0 && !(o = tpx__op_new_user(p, kind, 1))) rc = tpx_err(TPX_ENOMEM, "%s: out of memory", what);
   if (rc == 0) {
     o->ents[0].mem = mem;
@@ -184,7 +184,7 @@ int tpx_xfer_prep_recv(tpx_peer_t *p, tpx_mem_t *mem, size_t off, size_t cap, ui
 
 int tpx_xfer_set_notif(tpx_xfer_t *x, const void *notif, size_t len) {
   if (!x) return tpx_err(TPX_EINVAL, "tpx_xfer_set_notif: NULL");
-  struct op *o = &x->op;
+  struct tpx__op *o = &x->op;
   if (o->kind != K_WRITE && o->kind != K_READ)
     return tpx_err(TPX_EUSAGE, "tpx_xfer_set_notif: only writes and reads carry notifications");
   if (len > TPX_NOTIF_MAX || (len && !notif))
@@ -210,7 +210,7 @@ int tpx_xfer_set_notif(tpx_xfer_t *x, const void *notif, size_t len) {
 
 int tpx_xfer_post(tpx_xfer_t *x) {
   if (!x) return tpx_err(TPX_EINVAL, "tpx_xfer_post: NULL");
-  struct op *o = &x->op;
+  struct tpx__op *o = &x->op;
   struct tpx_peer *p = o->peer;
   tpx_endpoint_t *ep = p->ep;
   pthread_mutex_lock(&ep->lock);
@@ -263,7 +263,7 @@ out:
   return rc;
 }
 
-static int xfer_status(struct op *o) {
+static int xfer_status(struct tpx__op *o) {
   int s = atomic_load_explicit(&o->status, memory_order_acquire);
   if (s < 0 && s != TPX_EINPROGRESS) {
     if (s == TPX_EUSAGE && !o->posted) return tpx_err_quiet(s, "transfer was never posted");
@@ -274,7 +274,7 @@ static int xfer_status(struct op *o) {
 
 int tpx_xfer_test(tpx_xfer_t *x) {
   if (!x) return tpx_err(TPX_EINVAL, "tpx_xfer_test: NULL");
-  struct op *o = &x->op;
+  struct tpx__op *o = &x->op;
   tpx_endpoint_t *ep = o->peer->ep;
   if (!ep->thread_on && atomic_load_explicit(&o->status, memory_order_acquire) == TPX_EINPROGRESS) {
     pthread_mutex_lock(&ep->lock);
@@ -286,12 +286,12 @@ int tpx_xfer_test(tpx_xfer_t *x) {
 
 static int op_settled(tpx_endpoint_t *ep, void *arg) {
   (void)ep;
-  return atomic_load_explicit(&((struct op *)arg)->status, memory_order_acquire) != TPX_EINPROGRESS;
+  return atomic_load_explicit(&((struct tpx__op *)arg)->status, memory_order_acquire) != TPX_EINPROGRESS;
 }
 
 int tpx_xfer_wait(tpx_xfer_t *x, int timeout_ms) {
   if (!x) return tpx_err(TPX_EINVAL, "tpx_xfer_wait: NULL");
-  struct op *o = &x->op;
+  struct tpx__op *o = &x->op;
   tpx_endpoint_t *ep = o->peer->ep;
   if (op_settled(ep, o)) return xfer_status(o);
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : tpx__now_ns() + tpx__ms_to_ns(timeout_ms);
@@ -360,7 +360,7 @@ tpx_op_t tpx_xfer_op(const tpx_xfer_t *x) { return x ? (tpx_op_t)x->op.kind : 0;
 
 void tpx_xfer_free(tpx_xfer_t *x) {
   if (!x) return;
-  struct op *o = &x->op;
+  struct tpx__op *o = &x->op;
   tpx_endpoint_t *ep = o->peer->ep;
   pthread_mutex_lock(&ep->lock);
   if (o->phase != PH_IDLE) o->orphan = 1; /* finishes (or is cancelled) in the background */

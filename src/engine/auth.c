@@ -71,7 +71,7 @@ static int mac_ok(struct tpx_peer *p, int role, const uint8_t *mac) {
 }
 
 int tpx__auth_start(struct tpx_peer *p) {
-  struct wire_auth m = {.step = AUTH_CHALLENGE};
+  struct tpx__wire_auth m = {.step = AUTH_CHALLENGE};
   int rc = tpx__random_bytes(p->auth_nc, WIRE_AUTH_NONCE);
   if (rc) return rc;
   memcpy(m.nonce, p->auth_nc, WIRE_AUTH_NONCE);
@@ -91,12 +91,12 @@ static int own_challenge(const struct tpx_peer *p, const uint8_t *nonce) {
   return 0;
 }
 
-static int on_challenge(struct tpx_peer *p, const struct wire_auth *m) {
+static int on_challenge(struct tpx_peer *p, const struct tpx__wire_auth *m) {
   if (p->auth != PEER_AUTH_NONE) return fail(p, TPX_EAUTH, "a second challenge");
   if (own_challenge(p, m->nonce))
     return fail(p, TPX_EAUTH, "it sent back a challenge of this endpoint (reflection)");
   memcpy(p->auth_nc, m->nonce, WIRE_AUTH_NONCE);
-  struct wire_auth r = {.step = AUTH_RESPONSE};
+  struct tpx__wire_auth r = {.step = AUTH_RESPONSE};
   int rc = tpx__random_bytes(p->auth_ns, WIRE_AUTH_NONCE);
   if (rc == 0) rc = proof_mac(p, ROLE_ACCEPTOR, r.mac);
   if (rc) return fail(p, rc, tpx_last_error());
@@ -107,11 +107,11 @@ static int on_challenge(struct tpx_peer *p, const struct wire_auth *m) {
   return 0;
 }
 
-static int on_response(struct tpx_peer *p, const struct wire_auth *m) {
+static int on_response(struct tpx_peer *p, const struct tpx__wire_auth *m) {
   memcpy(p->auth_ns, m->nonce, WIRE_AUTH_NONCE);
   int rc = mac_ok(p, ROLE_ACCEPTOR, m->mac);
   if (rc) return rc;
-  struct wire_auth r = {.step = AUTH_PROOF};
+  struct tpx__wire_auth r = {.step = AUTH_PROOF};
   rc = proof_mac(p, ROLE_CONNECTOR, r.mac);
   if (rc == 0) rc = derive_session_key(p);
   if (rc) return fail(p, rc, tpx_last_error());
@@ -121,8 +121,8 @@ static int on_response(struct tpx_peer *p, const struct wire_auth *m) {
   return 1;
 }
 
-int tpx__auth_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
-  struct wire_auth m;
+int tpx__auth_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f) {
+  struct tpx__wire_auth m;
   int rc = tpx__wire_get_auth(f, &m);
   if (rc) return fail(p, rc, tpx_last_error());
   if (!p->ep->cfg.auth_key_len)

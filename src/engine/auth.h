@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 struct tpx_peer;
-struct wire_frame;
+struct tpx__wire_frame;
 
 /* Connector, control connection up: send the challenge (state P_WAIT_AUTH).
  * Errors returned with tpx_err_quiet's detail; the caller fails the peer. */
@@ -26,7 +26,7 @@ int tpx__auth_start(struct tpx_peer *p);
 /* A MSG_AUTH frame, either role. 1: the connector has authenticated the
  * acceptor and sent its proof (the caller sends HELLO next); 0: handled
  * (the acceptor answered, or took the proof); < 0: the peer failed. */
-int tpx__auth_on_frame(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__auth_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f);
 /* Acceptor, HELLO arrived: 0 when it may be taken (the proof was good, or
  * this endpoint has no key); else the peer failed (TPX_EAUTH). */
 int tpx__auth_hello_ok(struct tpx_peer *p);

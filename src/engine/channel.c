@@ -21,7 +21,7 @@ int tpx__channels_alloc(struct tpx_peer *p, int n) {
   if (!p->ch) return tpx_err_quiet(TPX_ENOMEM, "peer %s: out of memory", p->where);
   p->nch = n;
   for (int c = 0; c < n; c++) {
-    struct channel *ch = &p->ch[c];
+    struct tpx__channel *ch = &p->ch[c];
     ch->idx = c;
     ch->dev = tpx__placement_dev(ep, c); /* round robin over the GPU's NICs */
     ch->dial = calloc(1, sizeof(*ch->dial));
@@ -35,10 +35,10 @@ int tpx__channels_alloc(struct tpx_peer *p, int n) {
 
 int tpx__channels_listen(struct tpx_peer *p, int from, int to) {
   tpx_net_t *net = p->ep->net;
-  struct gpu_bind b;
+  struct tpx__gpu_bind b;
   int rc = tpx__gpu_bind_enter(p->ep, -1, &b); /* the plugin binds the listen comm to the current GPU */
   for (int c = from; c < to && rc == 0; c++) {
-    struct channel *ch = &p->ch[c];
+    struct tpx__channel *ch = &p->ch[c];
     memset(ch->my_handle, 0, sizeof(ch->my_handle));
     const uint8_t *key = p->net_key; /* data sockets bound to the session (auth.c hands it over) */
     rc = key ? net->ops->listen_keyed(net, ch->dev, key, ch->my_handle, &ch->listen_comm)
@@ -55,7 +55,7 @@ int tpx__channels_listen(struct tpx_peer *p, int from, int to) {
 void tpx__channels_trim(struct tpx_peer *p, int n) {
   tpx_net_t *net = p->ep->net;
   for (int c = n; c < p->nch; c++) {
-    struct channel *ch = &p->ch[c];
+    struct tpx__channel *ch = &p->ch[c];
     if (ch->listen_comm) net->ops->close_listen(net, ch->listen_comm);
     ch->listen_comm = NULL;
     tpx__peer_channel_free(ch); /* trimmed before anything was dialled */
@@ -64,14 +64,14 @@ void tpx__channels_trim(struct tpx_peer *p, int n) {
 }
 
 /* One direction's comm came up: give it its registration-cache slot. */
-static int comm_up(struct tpx_peer *p, struct window *q, void *comm) {
+static int comm_up(struct tpx_peer *p, struct tpx__window *q, void *comm) {
   q->comm = comm;
   q->slot = tpx__mem_slot_alloc(p->ep, comm);
   if (q->slot < 0) return tpx_err_quiet(TPX_ENOMEM, "peer %s channel %d: out of memory", p->where, q->ch);
   return 0;
 }
 
-static int failed(struct chan_fail *f, int c, int accept, int code) {
+static int failed(struct tpx__chan_fail *f, int c, int accept, int code) {
   f->ch = c;
   f->accept = accept;
   f->code = code;
@@ -80,16 +80,16 @@ static int failed(struct chan_fail *f, int c, int accept, int code) {
 
 /* Connect / accept of channel c; the caller binds the GPU. 1 both comms up,
  * 0 not yet (did: comms that came up), < 0 error (f says which call). */
-static int channel_connect_one(struct tpx_peer *p, int c, int *did, struct chan_fail *f) {
+static int channel_connect_one(struct tpx_peer *p, int c, int *did, struct tpx__chan_fail *f) {
   tpx_net_t *net = p->ep->net;
-  struct channel *ch = &p->ch[c];
+  struct tpx__channel *ch = &p->ch[c];
   int all = 1;
   if (!ch->sq.comm && ch->rt.want_handle) {
     all = 0;
   } else if (!ch->sq.comm) {
     void *comm = NULL;
     const uint8_t *key = p->net_key;
-    struct dial_buf *d = ch->dial;
+    struct tpx__dial_buf *d = ch->dial;
     tpx__err_clear(); /* a failure names the transport's reason, or only its code */
     int rc = key ? net->ops->connect_keyed(net, ch->dev, key, d->handle, &comm, &d->dev)
                  : net->ops->connect(net, ch->dev, d->handle, &comm, &d->dev);
@@ -123,7 +123,7 @@ static int channel_connect_one(struct tpx_peer *p, int c, int *did, struct chan_
 }
 
 /* One pass of connect/accept over the channels; the caller binds the GPU. */
-static int channels_connect_pass(struct tpx_peer *p, int *did, struct chan_fail *f) {
+static int channels_connect_pass(struct tpx_peer *p, int *did, struct tpx__chan_fail *f) {
   int all = 1;
   *did = 0;
   for (int c = 0; c < p->nch; c++) {
@@ -137,8 +137,8 @@ static int channels_connect_pass(struct tpx_peer *p, int *did, struct chan_fail 
 }
 
 int tpx__channel_connect(struct tpx_peer *p, int c) {
-  struct gpu_bind b;
-  struct chan_fail f;
+  struct tpx__gpu_bind b;
+  struct tpx__chan_fail f;
   int did = 0;
   int rc = tpx__gpu_bind_enter(p->ep, -1, &b);
   if (rc == 0) rc = channel_connect_one(p, c, &did, &f);
@@ -146,8 +146,8 @@ int tpx__channel_connect(struct tpx_peer *p, int c) {
   return rc;
 }
 
-int tpx__channels_connect(struct tpx_peer *p, int *did, struct chan_fail *f) {
-  struct gpu_bind b;
+int tpx__channels_connect(struct tpx_peer *p, int *did, struct tpx__chan_fail *f) {
+  struct tpx__gpu_bind b;
   *did = 0;
   f->ch = -1;
   int rc = tpx__gpu_bind_enter(p->ep, -1, &b); /* connect/accept bind comms to the current GPU */
@@ -162,7 +162,7 @@ static void abort_why(struct tpx_peer *p, int c, char *why, size_t cap) {
   tpx_net_t *net = p->ep->net;
   while (c < p->nch && !(p->ch[c].dial && p->ch[c].dial->started)) c++;
   if (c >= p->nch || !net->ops->connect_abort) return;
-  struct channel *ch = &p->ch[c];
+  struct tpx__channel *ch = &p->ch[c];
   tpx__err_clear();
   int rc = net->ops->connect_abort(net, ch->dial->handle);
   ch->dial->started = 0;
@@ -176,7 +176,7 @@ static void abort_why(struct tpx_peer *p, int c, char *why, size_t cap) {
 
 /* Channel ch's plugin connects and accepts that failed, appended to why
  * (short: it travels in the peer's report, at most WIRE_MAX_ERRMSG bytes). */
-static void retry_why(const struct channel *ch, char *why, size_t cap) {
+static void retry_why(const struct tpx__channel *ch, char *why, size_t cap) {
   const struct {
     const struct tpx_retry *r;
     const char *what;
@@ -203,7 +203,7 @@ void tpx__channels_setup_why(struct tpx_peer *p, int c, char *why, size_t cap) {
   for (int i = c < p->nch ? c : 0; i < p->nch && (i == c || c >= p->nch); i++) retry_why(&p->ch[i], why, cap);
 }
 
-static void close_comm(struct tpx_peer *p, struct window *q) {
+static void close_comm(struct tpx_peer *p, struct tpx__window *q) {
   tpx_net_t *net = p->ep->net;
   if (!q->comm) return;
   if (q->slot >= 0) tpx__mem_slot_release(p->ep, q->slot);
@@ -214,7 +214,7 @@ static void close_comm(struct tpx_peer *p, struct window *q) {
   q->slot = -1;
 }
 
-int tpx__channel_drop_send(struct tpx_peer *p, struct channel *ch) {
+int tpx__channel_drop_send(struct tpx_peer *p, struct tpx__channel *ch) {
   close_comm(p, &ch->sq);
   if (ch->dial && ch->dial->started) tpx__abandon_connect(p, ch); /* may take the buffer */
   if (!ch->dial && !(ch->dial = calloc(1, sizeof(*ch->dial))))
@@ -223,7 +223,7 @@ int tpx__channel_drop_send(struct tpx_peer *p, struct channel *ch) {
   return 0;
 }
 
-void tpx__channel_drop_recv(struct tpx_peer *p, struct channel *ch) {
+void tpx__channel_drop_recv(struct tpx_peer *p, struct tpx__channel *ch) {
   tpx_net_t *net = p->ep->net;
   close_comm(p, &ch->rq);
   if (!ch->listen_comm) return;
@@ -235,7 +235,7 @@ void tpx__channel_drop_recv(struct tpx_peer *p, struct channel *ch) {
 void tpx__channels_close(struct tpx_peer *p) {
   tpx_net_t *net = p->ep->net;
   for (int c = 0; c < p->nch; c++) {
-    struct channel *ch = &p->ch[c];
+    struct tpx__channel *ch = &p->ch[c];
     tpx__window_purge(p, &ch->sq);
     tpx__window_purge(p, &ch->rq);
     close_comm(p, &ch->sq);
@@ -250,7 +250,7 @@ void tpx__channels_close(struct tpx_peer *p) {
 }
 
 int tpx__channel_progress(struct tpx_peer *p, int c) {
-  struct channel *ch = &p->ch[c];
+  struct tpx__channel *ch = &p->ch[c];
   int r = tpx__window_progress(p, &ch->sq, tpx__op_chunk_done);
   if (r < 0) return r;
   int s = tpx__window_progress(p, &ch->rq, tpx__op_chunk_done);

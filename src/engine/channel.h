@@ -15,7 +15,7 @@
 struct tpx_peer;
 
 /* Which transport call failed in tpx__channels_connect. */
-struct chan_fail {
+struct tpx__chan_fail {
   int ch;     /* -1: none of the channel's connect / accept (memory, GPU binding) */
   int accept; /* 1 accept, 0 connect */
   int code;   /* the transport's code */
@@ -37,13 +37,13 @@ void tpx__channels_trim(struct tpx_peer *p, int n);
 /* Transport connect/accept of every channel, retried until all are up:
  * 1 all up, 0 not yet (did: comms that came up), < 0 error (f says which
  * call). A channel waiting for a fresh handle (rt) is not up. */
-int tpx__channels_connect(struct tpx_peer *p, int *did, struct chan_fail *f);
+int tpx__channels_connect(struct tpx_peer *p, int *did, struct tpx__chan_fail *f);
 /* A fresh handle is coming for ch's connect: its comm (if it came up) closes,
  * a connect in progress is abandoned (abandon.h), the dial buffer is clean.
  * 0 or TPX_ENOMEM. */
-int tpx__channel_drop_send(struct tpx_peer *p, struct channel *ch);
+int tpx__channel_drop_send(struct tpx_peer *p, struct tpx__channel *ch);
 /* ch listens anew: its accepted comm (if any) and its listen comm close. */
-void tpx__channel_drop_recv(struct tpx_peer *p, struct channel *ch);
+void tpx__channel_drop_recv(struct tpx_peer *p, struct tpx__channel *ch);
 /* Setup ran out of time with channel c not up (c == nch: all up, the peer's
  * were not): the first connect still in progress from channel c on is given
  * up now, and what the transport says it went through (failed attempts,

@@ -53,7 +53,7 @@ static int ctl_errno(struct tpx_peer *p, int e, int sending) {
 }
 
 void tpx__ctl_refuse(tpx_endpoint_t *ep, int fd, int code, const char *why) {
-  struct wbuf b = {0};
+  struct tpx__wbuf b = {0};
   if (tpx__wire_put_error(&b, code, ep->cfg.auth_key_len ? "refused" : why) == 0) {
     ssize_t n = send(fd, b.p, b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n; /* a fresh socket's buffer takes it; if not, the connector sees only the close */
@@ -121,7 +121,7 @@ int tpx__ctl_send(struct tpx_peer *p, int rc) {
 static int in_want(struct tpx_peer *p, size_t *want) {
   size_t pre = p->ep->cfg.max_preauth_bytes;
   int setup = tpx__peer_in_setup(p->state);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   *want = setup ? pre : IN_INITIAL;
   if (p->in_len < WIRE_HDR_BYTES || tpx__wire_frame_parse(p->in, p->in_len, &f) != 0) return 0;
   size_t frame = WIRE_HDR_BYTES + (size_t)f.len;
@@ -179,7 +179,7 @@ int tpx__ctl_read(struct tpx_peer *p) {
 static void closing_add(tpx_endpoint_t *ep, int fd) {
   if (ep->nclosing == ep->closing_cap) {
     int n = ep->closing_cap ? ep->closing_cap * 2 : 16;
-    struct closing_fd *c = realloc(ep->closing, (size_t)n * sizeof(*c));
+    struct tpx__closing_fd *c = realloc(ep->closing, (size_t)n * sizeof(*c));
     if (!c) {
       close(fd);
       return;

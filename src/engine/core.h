@@ -31,14 +31,14 @@
 
 struct tpx_peer;
 struct tpx_mem;
-struct window;
-struct wslot;
-struct wlink;
-struct op;
+struct tpx__window;
+struct tpx__wslot;
+struct tpx__wlink;
+struct tpx__op;
 struct abandoned;
-struct gpu_ep;
-struct gpu_window;
-struct pack_ring;
+struct tpx__gpu_ep;
+struct tpx__gpu_window;
+struct tpx__pack_ring;
 
 /* ---- sources and log limits (peer_log.h, admit.h) ---- */
 /* Where a control connection came from: an IPv4 address or an IPv6 /64
@@ -60,7 +60,7 @@ struct tpx_src {
  * limit. Part of the endpoint (lock held). */
 #define REFUSED_LOG_SOURCES 64
 #define REFUSED_LOG_BURST 20
-struct refused_log {
+struct tpx__refused_log {
   struct tpx_ratelog all;
   struct {
     struct tpx_src src;
@@ -77,7 +77,7 @@ enum peer_log_kind { PL_WRITE_REFUSED, PL_READ_REFUSED, PL_NOTIF_DROPPED, PL_SEN
  * connection of theirs that has not spoken yet is evicted after one of an
  * unknown source's. Part of the endpoint. */
 #define ADMIT_GOOD_SOURCES 64
-struct admit_good {
+struct tpx__admit_good {
   struct tpx_src s[ADMIT_GOOD_SOURCES];
   uint64_t t[ADMIT_GOOD_SOURCES]; /* when (0: free) */
 };
@@ -86,30 +86,30 @@ struct admit_good {
 #define ROUTE_MAX_PAT 64   /* WIRE_MAX_CHANNELS: a pattern's slots */
 #define ROUTE_MAX_LAYERS 8 /* channels lost during one transfer, at most */
 
-struct route_pat {
+struct tpx__route_pat {
   uint8_t len;                /* 1..ROUTE_MAX_PAT */
   uint8_t ch[ROUTE_MAX_PAT];  /* channel of each slot */
 };
 
-struct route_layer {
+struct tpx__route_layer {
   uint8_t dead;         /* the channel whose chunks this layer places anew */
   uint32_t seed;        /* of mix() */
-  struct route_pat pat; /* channels alive when the layer was made */
-  struct wlink *links;  /* [nch]: the layer's place in each channel's window */
+  struct tpx__route_pat pat; /* channels alive when the layer was made */
+  struct tpx__wlink *links;  /* [nch]: the layer's place in each channel's window */
 };
 
 /* ---- the sliding window (window.h) ---- */
 enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
 
-struct wslot {
+struct tpx__wslot {
   void *req;
-  struct op *op;
+  struct tpx__op *op;
   void *data;     /* where the chunk lands / comes from (the consume stage's dst) */
   uint64_t len;
   uint64_t chunk; /* chunk index within the op (for messages) */
   uint64_t deadline;
   uint64_t pack_end; /* packed chunk: its pack ring span's release position; 0 none */
-  struct cursor pcur; /* packed or vectored chunk: where its pieces are (receives scatter at release) */
+  struct tpx__cursor pcur; /* packed or vectored chunk: where its pieces are (receives scatter at release) */
   uint8_t state;
   uint16_t nv;        /* a vectored request's pieces (0: one buffer) */
   uint8_t sum_have;   /* integrity.h: enum wsum in window.c */
@@ -120,10 +120,10 @@ struct wslot {
 };
 
 /* An op's place in one window's pending queue. */
-struct wlink {
-  struct wlink *next;
-  struct op *op;
-  struct cursor cur;
+struct tpx__wlink {
+  struct tpx__wlink *next;
+  struct tpx__op *op;
+  struct tpx__cursor cur;
   uint8_t queued;
   uint8_t ch;     /* its window's channel */
   uint8_t layer;  /* of the op's route (route.h): 0, or the resend layer it carries */
@@ -131,19 +131,19 @@ struct wlink {
   uint64_t total; /* layer 0's links: the op's chunks on this channel under all its layers */
 };
 
-struct window {
+struct tpx__window {
   void *comm;
   int slot;       /* comm slot (registration cache index) */
   int is_recv;
   int ch;         /* channel index */
-  struct wslot *ring;
+  struct tpx__wslot *ring;
   uint32_t cap;
   uint64_t head;  /* oldest request still owned by the transport */
   uint64_t test;  /* oldest request not yet reported done */
   uint64_t tail;  /* next free */
-  struct wlink *pend, *pend_tail;
-  struct gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
-  struct pack_ring *pack; /* packed chunks' buffer (pack.h); NULL until the first one */
+  struct tpx__wlink *pend, *pend_tail;
+  struct tpx__gpu_window *gpu; /* GPU path state (staging arena, unpack slots); NULL for host-only use */
+  struct tpx__pack_ring *pack; /* packed chunks' buffer (pack.h); NULL until the first one */
   uint64_t posted, done;
   /* speed and stalls (stripe.h, failover.h) */
   uint64_t bytes_done;   /* chunk bytes finished */
@@ -156,7 +156,7 @@ struct window {
 /* What the transport sees on every retry of one connect: the handle buffer
  * and the device-handle storage, on the heap so that a connect the channel
  * abandons keeps them where they were (abandon.h). */
-struct dial_buf {
+struct tpx__dial_buf {
   uint8_t handle[TPX_NET_HANDLE_BYTES];
   tpx_net_dev_handle_t dev;
   int started; /* connect said "not yet": the transport holds state for this buffer */
@@ -164,7 +164,7 @@ struct dial_buf {
 
 /* A loaded plugin's failed connect or accept of the channel, retried with a
  * fresh listen handle (relisten.h). Generation 0 is the HELLO's handle. */
-struct chan_retry {
+struct tpx__chan_retry {
   uint32_t send_gen;  /* of the peer's handle our connect uses */
   uint32_t recv_gen;  /* of our listen handle */
   int want_handle;    /* our connect failed: nothing to connect to until the peer's next handle */
@@ -176,14 +176,14 @@ struct chan_retry {
   struct tpx_retry peer_acc, peer_conn; /* as the peer told: its accepts of our connects, its connects */
 };
 
-struct channel {
+struct tpx__channel {
   int idx, dev;
-  struct window sq, rq;
+  struct tpx__window sq, rq;
   void *listen_comm;
   uint8_t my_handle[TPX_NET_HANDLE_BYTES];
-  struct dial_buf *dial;          /* the peer's handle, connected to; NULL once given away */
+  struct tpx__dial_buf *dial;     /* the peer's handle, connected to; NULL once given away */
   tpx_net_dev_handle_t recv_dev;  /* caller-owned device handle storage of accept */
-  struct chan_retry rt;
+  struct tpx__chan_retry rt;
   int down;                       /* lost (failover.h): its comms are closed, its chunks go elsewhere */
   uint32_t losses;                /* times it was lost */
   uint32_t rejoins;               /* times it came back */
@@ -216,7 +216,7 @@ struct tpx_mem {
 };
 
 struct tpx_rmem {
-  struct md_info md;
+  struct tpx__md_info md;
 };
 
 /* ---- operations (op.h) ---- */
@@ -239,25 +239,25 @@ enum op_phase {
   PH_FINAL      /* internal ops: finished, waiting to leave the FIFO */
 };
 
-struct op {
+struct tpx__op {
   int kind, phase;
   struct tpx_peer *peer;
   uint64_t id; /* our id (write/read/recv/send, per post) or the peer's (incoming) */
   _Atomic int status;
   int err;     /* first error seen while finishing */
   /* local layout */
-  struct xent *ents;
+  struct tpx__xent *ents;
   uint32_t nents;
-  struct wire_entry *rents; /* remote side of a write/read (prepared once) */
+  struct tpx__wire_entry *rents; /* remote side of a write/read (prepared once) */
   uint64_t total;
   uint32_t chunk;           /* chunk bytes used by this transfer */
   uint64_t pack_max;        /* plan.h's packed plan: pieces up to this many bytes; 0 plain */
   uint64_t nchunks, chunks_left;
   uint32_t first_ch, nch;
   uint32_t inflight;        /* requests of this op inside the transport */
-  struct wlink *links;      /* [nch]: layer 0's links */
-  struct route_pat pat;     /* layer 0 of where chunks travel (route.h) */
-  struct route_layer *layers; /* resend layers 1..nlayers (failover.h) */
+  struct tpx__wlink *links; /* [nch]: layer 0's links */
+  struct tpx__route_pat pat;       /* layer 0 of where chunks travel (route.h) */
+  struct tpx__route_layer *layers; /* resend layers 1..nlayers (failover.h) */
   uint32_t nlayers;
   uint64_t await_mask;      /* data sender: lost channels whose receiver's answer is due */
   uint64_t lost_mask;       /* channels lost while it ran (its layer-0 links there purged or never
@@ -279,7 +279,7 @@ struct op {
   int discard;              /* incoming write refused: drain through the pack ring, dropped */
   /* Set by the side that accepted an incoming request: what it answers once
    * every chunk is in (target.c: a write's acknowledgement). Finishes o. */
-  int (*landed)(struct op *o);
+  int (*landed)(struct tpx__op *o);
   uint64_t deadline;        /* for control waits (ack, read data) */
   /* notification */
   uint8_t *notif;
@@ -293,13 +293,13 @@ struct op {
   int in_fifo;              /* in peer's incoming FIFO (freed when it leaves it) */
   int refs_taken;           /* mem refs held for ents (incoming ops) */
   char errmsg[200];         /* detail of a failure, replayed by tpx_xfer_test */
-  struct op *next, *prev;   /* peer->active */
-  struct op *qnext;         /* peer queues: deferred starts, unmatched sends, incoming FIFO */
-  struct op *xnext, *xprev; /* ep->xfers (user handles) */
+  struct tpx__op *next, *prev;   /* peer->active */
+  struct tpx__op *qnext;         /* peer queues: deferred starts, unmatched sends, incoming FIFO */
+  struct tpx__op *xnext, *xprev; /* ep->xfers (user handles) */
 };
 
 struct tpx_xfer {
-  struct op op;
+  struct tpx__op op;
 };
 
 /* Limits on what a peer's request may ask of us. */
@@ -316,15 +316,15 @@ static inline const char *tpx__op_kind_name(int k) {
  * incoming FIFO): append o at the tail; take o out wherever it is (no-op
  * when it is not there). Part of the type, as they touch nothing else: the
  * files below op.c that keep such queues (notif.c) call nothing in it. */
-static inline void tpx__op_queue_push(struct op **head, struct op **tail, struct op *o) {
+static inline void tpx__op_queue_push(struct tpx__op **head, struct tpx__op **tail, struct tpx__op *o) {
   o->qnext = NULL;
   if (*tail) (*tail)->qnext = o;
   else *head = o;
   *tail = o;
 }
 
-static inline void tpx__op_queue_remove(struct op **head, struct op **tail, struct op *o) {
-  struct op **pp = head, *prev = NULL;
+static inline void tpx__op_queue_remove(struct tpx__op **head, struct tpx__op **tail, struct tpx__op *o) {
+  struct tpx__op **pp = head, *prev = NULL;
   while (*pp && *pp != o) {
     prev = *pp;
     pp = &(*pp)->qnext;
@@ -338,12 +338,12 @@ static inline void tpx__op_queue_remove(struct op **head, struct op **tail, stru
 
 /* ---- peers (peer.h) ---- */
 /* A window's bytes and busy time when its speed was last sampled (stripe.c). */
-struct stripe_base {
+struct tpx__stripe_base {
   uint64_t bytes, busy;
 };
 
 /* A ready peer's silence and pings (live.h). */
-struct live {
+struct tpx__live {
   int armed;         /* stepping since the peer became ready */
   int judged;        /* the peer sent HELLO_F_LIVE: pinged, and failed when silent */
   int heard;         /* a byte came since it became ready */
@@ -355,7 +355,6 @@ struct live {
   uint32_t answered; /* the highest seq the peer answered */
   uint64_t asks_in;  /* the peer's PING_ASKs we answered */
 };
-
 
 enum peer_state {
   P_CONNECTING = 1, /* TCP connect in progress (we dialled) */
@@ -383,13 +382,13 @@ static inline const char *tpx__peer_setup_stage(int st) {
 
 enum peer_auth { PEER_AUTH_NONE = 0, PEER_AUTH_CHALLENGED, PEER_AUTH_OK };
 
-struct cts_entry { /* a peer's recv announcement no send matched yet */
+struct tpx__cts_entry { /* a peer's recv announcement no send matched yet */
   uint64_t recv_id, tag, cap;
   int inl_ok;
 };
 
-struct id_slot {
-  struct op *op;
+struct tpx__id_slot {
+  struct tpx__op *op;
   uint32_t gen;
 };
 
@@ -426,12 +425,12 @@ struct tpx_peer {
    * otherwise (no key, or a transport whose sockets are its own). */
   const uint8_t *net_key;
   struct ctl_seal *seal; /* TPX_ENCRYPT: the control connection's records once authenticated (ctl_seal.h) */
-  struct wbuf out;
+  struct tpx__wbuf out;
   size_t out_off;
   uint8_t *in;
   size_t in_len, in_cap;
   int nch;
-  struct channel *ch;
+  struct tpx__channel *ch;
   uint64_t setup_deadline;
   uint64_t setup_next, setup_wait; /* transport setup: next step, and the wait before it (handshake.c) */
   /* Transport setup on a loaded plugin, both sides said HELLO_F_RELISTEN
@@ -450,28 +449,29 @@ struct tpx_peer {
    * in the transport at this time and none completed since, fail the peer
    * (a plugin may never complete nor fail them: TCPX's rc 2). */
   uint64_t eof_deadline;
-  struct live live; /* silence and pings once ready (live.h) */
+  struct tpx__live live; /* silence and pings once ready (live.h) */
   /* ops */
-  struct op *active;
-  struct id_slot *ids;
+  struct tpx__op *active;
+  struct tpx__id_slot *ids;
   uint32_t ids_cap, ids_free_hint;
-  struct cts_entry *cts;  /* ring of unmatched CTS */
+  struct tpx__cts_entry *cts; /* ring of unmatched CTS */
   uint32_t cts_cap, cts_head, cts_n;
-  struct op *sends_head, *sends_tail; /* sends waiting for a CTS */
-  struct op *start_head, *start_tail; /* posted, start left to the progress pass (start.c) */
-  struct op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
+  struct tpx__op *sends_head, *sends_tail; /* sends waiting for a CTS */
+  struct tpx__op *start_head, *start_tail; /* posted, start left to the progress pass (start.c) */
+  struct tpx__op *fifo_head, *fifo_tail;   /* incoming writes / notifs in arrival order (notif.c) */
   uint32_t next_first_ch;
   /* data integrity (integrity.h), when both sides said HELLO_F_SUM */
   int sum;
   uint64_t sum_unchecked;    /* chunks that went unchecked (GPU-only bytes); said once */
-  struct wire_sum sum_out;   /* our chunks' sums waiting for the end of the progress pass */
+  struct tpx__wire_sum sum_out; /* our chunks' sums waiting for the end of the progress pass */
   /* adaptive striping and failover (stripe.h, failover.h), when both sides
    * said HELLO_F_SCHED */
   int sched;
-  struct route_pat tx_pat;   /* where our chunks go: announced to the peer (MSG_SCHED) */
-  struct route_pat rx_pat;   /* where the peer's go: its last MSG_SCHED */
+  struct tpx__route_pat tx_pat; /* where our chunks go: announced to the peer (MSG_SCHED) */
+  struct tpx__route_pat rx_pat; /* where the peer's go: its last MSG_SCHED */
   uint64_t stripe_next_ns;   /* the next look at the channels' speeds */
-  struct stripe_base stripe_tx[ROUTE_MAX_PAT], stripe_rx[ROUTE_MAX_PAT]; /* each window's totals at the last look */
+  /* each window's totals at the last look */
+  struct tpx__stripe_base stripe_tx[ROUTE_MAX_PAT], stripe_rx[ROUTE_MAX_PAT];
   uint32_t stripe_rate[ROUTE_MAX_PAT];  /* each channel's measured speed, KB/s (0: unknown) */
   uint64_t stripe_acc_bytes[ROUTE_MAX_PAT], stripe_acc_busy[ROUTE_MAX_PAT]; /* its recent bytes and busy ns, decayed */
   uint64_t stripe_probe_ns[ROUTE_MAX_PAT]; /* a channel left out as too slow: when it was last tried */
@@ -496,18 +496,18 @@ struct tpx_peer {
  * transport reports a receive done, poll() until it returns 1; only then is
  * irecvConsumed called and the ring slot released, in FIFO order (window.c).
  * Errors are returned with tpx_err_quiet's detail; the caller fails the peer. */
-struct consume_ops {
-  int (*start)(struct tpx_peer *p, struct window *q, struct wslot *s);
-  int (*poll)(struct tpx_peer *p, struct window *q, struct wslot *s); /* 1 done, 0 not yet, < 0 error */
+struct tpx__consume_ops {
+  int (*start)(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s);
+  int (*poll)(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s); /* 1 done, 0 not yet, < 0 error */
 };
 
-struct closing_fd {
+struct tpx__closing_fd {
   int fd;
   uint64_t deadline;
 };
 
-struct notif_node { /* allocated for its payload only (notif.c) */
-  struct notif_node *next;
+struct tpx__notif_node { /* allocated for its payload only (notif.c) */
+  struct tpx__notif_node *next;
   struct tpx_peer *owner; /* counted in owner->notif_n until popped */
   tpx_peer_t *peer;       /* tpx_notif_t's fields */
   char peer_name[TPX_NAME_MAX];
@@ -543,7 +543,7 @@ struct tpx_endpoint {
   struct tpx_peer *peers;
   struct tpx_peer **acceptq;
   int acceptq_n, acceptq_cap;
-  struct notif_node *notif_head, *notif_tail;
+  struct tpx__notif_node *notif_head, *notif_tail;
   int notif_n;
   uint64_t notif_bytes; /* what the peers' notifications not popped cost (notif.h), all peers */
   uint64_t held_bytes;  /* what the peers' requests we hold cost (admit.h), all peers */
@@ -552,13 +552,13 @@ struct tpx_endpoint {
   uint32_t mem_tab_cap, mem_tab_n;
   void **slots; /* comm slots (index of the per-comm registration cache) */
   int nslots;
-  const struct consume_ops *consume; /* NULL: host memory, nothing to do */
-  struct gpu_ep *gpath;    /* GPU data path (gpu/gpu_path.h); NULL: host memory only */
+  const struct tpx__consume_ops *consume; /* NULL: host memory, nothing to do */
+  struct tpx__gpu_ep *gpath;              /* GPU data path (gpu/gpu_path.h); NULL: host memory only */
   struct tpx_crcpool *sumpool; /* integrity's checksum threads (sum_stage.h), on first use */
   int sumpool_none;        /* they could not start: sums in place */
-  struct op *xfers;        /* user transfer handles alive */
+  struct tpx__op *xfers;   /* user transfer handles alive */
   struct abandoned *abandoned; /* connects of closed channels still going (abandon.h) */
-  struct closing_fd *closing;
+  struct tpx__closing_fd *closing;
   int nclosing, closing_cap;
   uint64_t inflight;       /* requests in the transport, all peers */
   uint64_t queued;         /* op links waiting in pending FIFOs, all peers */
@@ -568,8 +568,8 @@ struct tpx_endpoint {
   uint64_t accept_resume;  /* listener paused (EMFILE/ENFILE) until then; 0: not paused */
   uint64_t accept_log_next; /* refused connections are logged once per interval */
   uint64_t accept_refused; /* since the last log */
-  struct refused_log refused_log; /* failures of connections that never became peers (peer_log.h) */
-  struct admit_good good_src;     /* sources that recently completed a handshake (admit.h) */
+  struct tpx__refused_log refused_log; /* failures of connections that never became peers (peer_log.h) */
+  struct tpx__admit_good good_src;     /* sources that recently completed a handshake (admit.h) */
   uint64_t next_deadline_scan;
 };
 

@@ -71,7 +71,7 @@ static int reserve(uint8_t **p, size_t *cap, size_t need) {
   return 0;
 }
 
-int tpx__ctl_seal_out(struct ctl_seal *s, struct wbuf *out) {
+int tpx__ctl_seal_out(struct ctl_seal *s, struct tpx__wbuf *out) {
   size_t plain = out->len - s->out_done;
   if (plain == 0) return 0;
   size_t nrec = (plain + TPX_CTL_SEAL_REC - 1) / TPX_CTL_SEAL_REC;

@@ -24,7 +24,7 @@
 #define TPX_CTL_SEAL_REC (64u * 1024u)
 
 struct ctl_seal;
-struct wbuf;
+struct tpx__wbuf;
 
 /* A sealed control connection's state. key: the auth key; nc / ns: the
  * handshake's nonces (32 bytes each); connector: our role. Bytes out holds
@@ -35,7 +35,7 @@ int tpx__ctl_seal_new(const uint8_t *key, size_t key_len, const uint8_t *nc, con
 void tpx__ctl_seal_free(struct ctl_seal *s);
 /* Seal the frames appended to out since the last call, in place (out then
  * holds only wire bytes). 0 or an error (TPX_ENOMEM, TPX_EINTERNAL). */
-int tpx__ctl_seal_out(struct ctl_seal *s, struct wbuf *out);
+int tpx__ctl_seal_out(struct ctl_seal *s, struct tpx__wbuf *out);
 /* out was sent and emptied. */
 void tpx__ctl_seal_out_sent(struct ctl_seal *s);
 /* 1 once input is sealed; 1 from tpx__ctl_seal_in_due while the switch

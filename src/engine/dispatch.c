@@ -27,7 +27,7 @@ static int failed(struct tpx_peer *p, int rc) {
   return rc;
 }
 
-static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
+static int on_ready_msg(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   switch (f->type) {
   case MSG_CTS: return tpx__match_on_cts(p, f);
   case MSG_SEND: return tpx__match_on_send(p, f);
@@ -49,16 +49,16 @@ static int on_ready_msg(struct tpx_peer *p, const struct wire_frame *f) {
 /* Transport setup: frames wait until we are ready, an ERROR does not. 1 when
  * one failed the peer. */
 static int setup_error(struct tpx_peer *p) {
-  struct wire_error e;
+  struct tpx__wire_error e;
   size_t at;
   if (p->state != P_NET_SETUP || tpx__wire_find_error(p->in, p->in_len, &e, &at) != 1) return 0;
   tpx__peer_fail_reported(p, &e);
   return 1;
 }
 
-static void on_frame(struct tpx_peer *p, const struct wire_frame *f) {
+static void on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   if (f->type == MSG_ERROR) {
-    struct wire_error e;
+    struct tpx__wire_error e;
     if (tpx__wire_get_error(f, &e) == 0) tpx__peer_fail_reported(p, &e);
     else tpx__peer_fail(p, TPX_EPROTO, "peer %s: malformed error message", p->where);
     return;
@@ -108,7 +108,7 @@ int tpx__dispatch_parse(struct tpx_peer *p) {
   int did = 0;
   if (setup_error(p)) return 1;
   while (p->state != P_DEAD && p->state != P_CONNECTING) {
-    struct wire_frame f;
+    struct tpx__wire_frame f;
     long n = tpx__wire_frame_parse(p->in + off, p->in_len - off, &f);
     if (n == 0) break;
     /* Transport setup: the peer's setup frames are read, what it sends once

@@ -78,7 +78,7 @@ int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id) {
   return TPX_EPROTO;
 }
 
-void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e) {
+void tpx__peer_fail_reported(struct tpx_peer *p, struct tpx__wire_error *e) {
   for (char *c = e->msg; *c; c++)
     if (*c < 0x20 || *c > 0x7e) *c = '?';
   if (p->ep->cfg.auth_key_len && !p->incoming && p->auth != PEER_AUTH_OK) { /* anyone could have said it */
@@ -163,7 +163,7 @@ void tpx__peer_deadlines(struct tpx_peer *p, uint64_t now) {
                    p->errmsg, (unsigned long long)p->inflight, EOF_GRACE_MS);
     return;
   }
-  for (struct op *o = p->active; o; o = o->next) {
+  for (struct tpx__op *o = p->active; o; o = o->next) {
     if (o->phase == PH_DATA && o->resend_deadline && now > o->resend_deadline) {
       tpx__peer_fail(p, TPX_ETIMEDOUT, "peer %s: %s %llu: chunks of a lost channel did not come again within %d ms",
                      p->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id, p->ep->cfg.timeout_ms);

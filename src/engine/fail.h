@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 struct tpx_peer;
-struct op;
+struct tpx__op;
 
 /* Fail the peer (no-op when already dead): log, tell the remote why, close
  * the control socket and the comms, fail every op. */
@@ -19,7 +19,7 @@ void tpx__peer_fail_last(struct tpx_peer *p, int err);
 int tpx__peer_fail_proto(struct tpx_peer *p, const char *what, uint64_t id);
 /* The peer's ERROR (its reason for failing the connection): its text is the
  * peer's claim, shown as its report, anything not printable replaced. */
-void tpx__peer_fail_reported(struct tpx_peer *p, struct wire_error *e);
+void tpx__peer_fail_reported(struct tpx_peer *p, struct tpx__wire_error *e);
 /* A ready peer gave no sign of life for silent_ms (live.h), unanswered
  * pings outstanding: it fails with TPX_ETIMEDOUT. */
 void tpx__peer_fail_silent(struct tpx_peer *p, uint64_t silent_ms, uint32_t unanswered);

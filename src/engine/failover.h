@@ -26,7 +26,7 @@
 #include "engine/wire.h"
 
 struct tpx_peer;
-struct op;
+struct tpx__op;
 
 /* Data progress of every channel not lost; a channel's failure is handled
  * here while others are left. Returns the state changes, or < 0 when the
@@ -36,6 +36,6 @@ int tpx__failover_progress(struct tpx_peer *p);
  * 0, or < 0 when the peer can no longer go on. */
 int tpx__failover_tick(struct tpx_peer *p, uint64_t now);
 /* MSG_CHAN. 0, or < 0 when the peer must fail (detail recorded). */
-int tpx__failover_on_frame(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__failover_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

@@ -35,7 +35,7 @@ static int send_hello(struct tpx_peer *p, int ack) {
   uint32_t flags = HELLO_F_PACK | (tpx__net_iov_ok(ep->net) ? HELLO_F_IOV : 0) | tpx__relisten_flag(p) |
                    (tpx__gpu_pack_ok(ep) ? HELLO_F_PACK_GPU : 0) | (ep->cfg.stripe ? HELLO_F_SCHED : 0) |
                    tpx__live_flag(ep) | tpx__sum_flag(p);
-  struct wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
+  struct tpx__wire_hello h = {ep->uuid, ep->gpu, (uint16_t)p->nch, flags, {0}, handles};
   snprintf(h.name, sizeof(h.name), "%s", ep->name);
   int rc = tpx__ctl_send(p, tpx__wire_put_hello(&p->out, ack, &h));
   free(handles);
@@ -73,11 +73,11 @@ void tpx__handshake_connected(struct tpx_peer *p) {
   if (rc) tpx__peer_fail(p, rc, "peer %s: authentication failed: %s", p->where, tpx_last_error());
 }
 
-void tpx__handshake_on_auth(struct tpx_peer *p, const struct wire_frame *f) {
+void tpx__handshake_on_auth(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   if (tpx__auth_on_frame(p, f) == 1) start_hello(p);
 }
 
-static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
+static void accept_identity(struct tpx_peer *p, const struct tpx__wire_hello *h) {
   p->uuid = h->uuid;
   p->gpu = h->gpu;
   p->pack = (h->flags & HELLO_F_PACK) != 0; /* other bits: features we do not know, ignored */
@@ -94,14 +94,14 @@ static void accept_identity(struct tpx_peer *p, const struct wire_hello *h) {
   memcpy(p->where, where, sizeof(where));
 }
 
-static void take_handles(struct tpx_peer *p, const struct wire_hello *h) {
+static void take_handles(struct tpx_peer *p, const struct tpx__wire_hello *h) {
   for (int c = 0; c < p->nch; c++)
     memcpy(p->ch[c].dial->handle, h->handles + (size_t)c * TPX_NET_HANDLE_BYTES, TPX_NET_HANDLE_BYTES);
 }
 
-void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
+void tpx__handshake_on_hello(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
-  struct wire_hello h;
+  struct tpx__wire_hello h;
   if (tpx__auth_hello_ok(p) != 0) return; /* before anything of it is looked at */
   int rc = tpx__wire_get_hello(f, &h);
   if (rc) {
@@ -130,9 +130,9 @@ void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f) {
   p->state = P_NET_SETUP;
 }
 
-void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f) {
+void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
-  struct wire_hello h;
+  struct tpx__wire_hello h;
   int rc = tpx__wire_get_hello(f, &h);
   if (rc) {
     tpx__peer_fail(p, rc, "peer %s: bad hello reply: %s", p->where, tpx_last_error());
@@ -201,7 +201,7 @@ static void setup_wait(struct tpx_peer *p, int moved, uint64_t now) {
 static int peer_reported(struct tpx_peer *p) {
   for (int i = 0; i < 16 && p->fd >= 0 && tpx__ctl_read(p) > 0; i++) {
   }
-  struct wire_error e;
+  struct tpx__wire_error e;
   size_t at;
   if (tpx__wire_find_error(p->in, p->in_len, &e, &at) == 1) {
     tpx__peer_fail_reported(p, &e);
@@ -218,7 +218,7 @@ int tpx__handshake_step(struct tpx_peer *p, int *did, uint64_t now) {
     tpx__peer_fail(p, sent, "%s", tpx_last_error());
     return sent;
   }
-  struct chan_fail f;
+  struct tpx__chan_fail f;
   int rc = tpx__channels_connect(p, did, &f);
   if (rc < 0 && tpx__relisten_failed(p, &f)) rc = 0, ++*did;
   if (rc < 0) {

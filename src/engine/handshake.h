@@ -8,14 +8,14 @@
 #include <stdint.h>
 
 struct tpx_peer;
-struct wire_frame;
+struct tpx__wire_frame;
 
 void tpx__handshake_connected(struct tpx_peer *p);
 /* MSG_AUTH before HELLO (auth.h); the connector goes on with HELLO once it
  * authenticated the acceptor. */
-void tpx__handshake_on_auth(struct tpx_peer *p, const struct wire_frame *f);
-void tpx__handshake_on_hello(struct tpx_peer *p, const struct wire_frame *f);
-void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct wire_frame *f);
+void tpx__handshake_on_auth(struct tpx_peer *p, const struct tpx__wire_frame *f);
+void tpx__handshake_on_hello(struct tpx_peer *p, const struct tpx__wire_frame *f);
+void tpx__handshake_on_hello_ack(struct tpx_peer *p, const struct tpx__wire_frame *f);
 /* P_NET_SETUP: drive connect/accept (unless a step that found nothing new
  * asked to wait until later than now: handshake.c). 1: the peer became ready
  * (frames that arrived meanwhile are waiting to be parsed), 0: progress or

@@ -5,12 +5,12 @@
 
 #include "engine/ids.h"
 
-uint64_t tpx__id_register(struct tpx_peer *p, struct op *o) {
+uint64_t tpx__id_register(struct tpx_peer *p, struct tpx__op *o) {
   uint32_t i = p->ids_free_hint;
   while (i < p->ids_cap && p->ids[i].op) i++;
   if (i >= p->ids_cap) {
     uint32_t ncap = p->ids_cap ? p->ids_cap * 2 : 64;
-    struct id_slot *n = realloc(p->ids, ncap * sizeof(*n));
+    struct tpx__id_slot *n = realloc(p->ids, ncap * sizeof(*n));
     if (!n) return 0;
     memset(n + p->ids_cap, 0, (ncap - p->ids_cap) * sizeof(*n));
     p->ids = n;
@@ -24,7 +24,7 @@ uint64_t tpx__id_register(struct tpx_peer *p, struct op *o) {
   return ((uint64_t)p->ids[i].gen << 32) | i;
 }
 
-struct op *tpx__id_lookup(struct tpx_peer *p, uint64_t id) {
+struct tpx__op *tpx__id_lookup(struct tpx_peer *p, uint64_t id) {
   uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
   if (i < p->ids_cap && p->ids[i].op && p->ids[i].gen == gen) return p->ids[i].op;
   return NULL;
@@ -39,9 +39,11 @@ void tpx__id_unregister(struct tpx_peer *p, uint64_t id) {
 }
 
 /* ---- a transfer as both sides name it (failover.h, integrity.h) ---- */
-int tpx__op_sends_data(const struct op *o) { return o->kind == K_WRITE || o->kind == K_SERVE_READ || o->kind == K_SEND; }
+int tpx__op_sends_data(const struct tpx__op *o) {
+  return o->kind == K_WRITE || o->kind == K_SERVE_READ || o->kind == K_SEND;
+}
 
-uint8_t tpx__op_what(const struct op *o) {
+uint8_t tpx__op_what(const struct tpx__op *o) {
   switch (o->kind) {
   case K_WRITE:
   case K_IN_WRITE: return ST_WRITE;
@@ -51,10 +53,10 @@ uint8_t tpx__op_what(const struct op *o) {
   }
 }
 
-uint64_t tpx__op_key(const struct op *o) { return o->kind == K_SEND ? o->match_id : o->id; }
+uint64_t tpx__op_key(const struct tpx__op *o) { return o->kind == K_SEND ? o->match_id : o->id; }
 
-struct op *tpx__op_find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender) {
-  for (struct op *o = p->active; o; o = o->next)
+struct tpx__op *tpx__op_find(struct tpx_peer *p, uint8_t what, uint64_t id, int sender) {
+  for (struct tpx__op *o = p->active; o; o = o->next)
     if (o->kind != K_NOTIF && tpx__op_sends_data(o) == sender && tpx__op_what(o) == what && tpx__op_key(o) == id) return o;
   return NULL;
 }

@@ -20,14 +20,14 @@
 #include "engine/peer.h"
 
 /* The target accepted our read: data follows on the channels, or here. */
-int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__initiator_on_read_data(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   int rc;
-  struct wire_read_data m;
+  struct tpx__wire_read_data m;
   if ((rc = tpx__wire_get_read_data(f, &m))) {
     tpx__peer_fail(p, rc, "peer %s: bad read data header", p->where);
     return rc;
   }
-  struct op *o = tpx__id_lookup(p, m.id);
+  struct tpx__op *o = tpx__id_lookup(p, m.id);
   if (!o || o->kind != K_READ || o->phase != PH_WAIT_HDR) return tpx__peer_fail_proto(p, "read data", m.id);
   if (m.inl) {
     if (m.inl_len != o->total) {
@@ -45,14 +45,14 @@ int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f) 
 
 /* Completion or refusal of one of our ids: a write's acknowledgement, a
  * refused read, a send too large for its recv. */
-int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__initiator_on_status(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   int rc;
-  struct wire_status m;
+  struct tpx__wire_status m;
   if ((rc = tpx__wire_get_status(f, &m))) {
     tpx__peer_fail(p, rc, "peer %s: bad status message", p->where);
     return rc;
   }
-  struct op *o = tpx__id_lookup(p, m.id);
+  struct tpx__op *o = tpx__id_lookup(p, m.id);
   if (m.what == ST_WRITE) {
     if (!o || o->kind != K_WRITE || (o->phase != PH_DATA && o->phase != PH_WAIT_ACK) || o->acked)
       return tpx__peer_fail_proto(p, "write acknowledgement", m.id);
@@ -85,9 +85,9 @@ int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f) {
 }
 
 /* A standalone notification waits behind incoming writes still landing. */
-int tpx__initiator_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__initiator_on_notif(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   int rc;
-  struct wire_notif m;
+  struct tpx__wire_notif m;
   if ((rc = tpx__wire_get_notif(f, &m))) {
     tpx__peer_fail(p, rc, "peer %s: bad notification", p->where);
     return rc;
@@ -100,7 +100,7 @@ int tpx__initiator_on_notif(struct tpx_peer *p, const struct wire_frame *f) {
     tpx__notif_arrive(p, m.msg, m.len);
     return 0;
   }
-  struct op *o = tpx__op_new_internal(p, K_NOTIF, 0);
+  struct tpx__op *o = tpx__op_new_internal(p, K_NOTIF, 0);
   if (!o || tpx__op_copy_notif(o, m.msg, m.len)) {
     if (o) tpx__op_free_internal(o);
     tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);

@@ -5,10 +5,10 @@
 #define TPX_ENGINE_INITIATOR_H
 
 struct tpx_peer;
-struct wire_frame;
+struct tpx__wire_frame;
 
-int tpx__initiator_on_read_data(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__initiator_on_status(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__initiator_on_notif(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__initiator_on_read_data(struct tpx_peer *p, const struct tpx__wire_frame *f);
+int tpx__initiator_on_status(struct tpx_peer *p, const struct tpx__wire_frame *f);
+int tpx__initiator_on_notif(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

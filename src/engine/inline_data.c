@@ -6,7 +6,7 @@
 #include "engine/inline_data.h"
 #include "tpx/error.h"
 
-int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
+int tpx__inline_iov(const struct tpx__xent *e, uint32_t n, struct iovec *iov) {
   int k = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!e[i].len) continue;
@@ -18,12 +18,12 @@ int tpx__inline_iov(const struct xent *e, uint32_t n, struct iovec *iov) {
   return k;
 }
 
-int tpx__inline_ok(tpx_endpoint_t *ep, const struct xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
+int tpx__inline_ok(tpx_endpoint_t *ep, const struct tpx__xent *e, uint32_t n, uint64_t total, struct iovec *iov) {
   if (total > ep->cfg.inline_bytes || total > WIRE_MAX_INLINE) return TPX_ENOTSUP;
   return tpx__inline_iov(e, n, iov);
 }
 
-int tpx__inline_scatter(const struct xent *e, uint32_t n, const uint8_t *data) {
+int tpx__inline_scatter(const struct tpx__xent *e, uint32_t n, const uint8_t *data) {
   for (uint32_t i = 0; i < n; i++) {
     if (!e[i].len) continue;
     uint8_t *dst = e[i].mem->base + e[i].off;

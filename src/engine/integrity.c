@@ -25,16 +25,16 @@ void tpx__sum_agree(struct tpx_peer *p, uint32_t peer_flags) {
 
 /* ---- the sender ---- */
 int tpx__sum_flush(struct tpx_peer *p) {
-  struct wire_sum *m = &p->sum_out;
+  struct tpx__wire_sum *m = &p->sum_out;
   if (!m->n) return 0;
   int rc = p->state == P_READY && p->fd >= 0 ? tpx__ctl_send(p, tpx__wire_put_sum(&p->out, m)) : 0;
   m->n = 0;
   return rc;
 }
 
-int tpx__sum_sent(struct tpx_peer *p, const struct op *o, uint64_t chunk, int have, uint32_t sum) {
+int tpx__sum_sent(struct tpx_peer *p, const struct tpx__op *o, uint64_t chunk, int have, uint32_t sum) {
   if (!p->sum) return 0;
-  struct wire_sum *m = &p->sum_out;
+  struct tpx__wire_sum *m = &p->sum_out;
   uint8_t what = tpx__op_what(o);
   uint64_t key = tpx__op_key(o);
   if (m->n && (m->n == WIRE_MAX_SUMS || m->what != what || m->id != key)) {
@@ -49,7 +49,7 @@ int tpx__sum_sent(struct tpx_peer *p, const struct op *o, uint64_t chunk, int ha
 }
 
 /* ---- the receiver ---- */
-void tpx__sum_op_free(struct op *o) {
+void tpx__sum_op_free(struct tpx__op *o) {
   free(o->sums);
   free(o->sum_st);
   o->sums = NULL;
@@ -58,7 +58,7 @@ void tpx__sum_op_free(struct op *o) {
 
 /* Bounded by the transfer: 5 bytes a chunk, a chunk at least 4 KiB of
  * memory the receiver registered or posted. */
-static int room(struct op *o) {
+static int room(struct tpx__op *o) {
   if (o->sums) return 0;
   o->sums = malloc(o->nchunks * sizeof(*o->sums));
   o->sum_st = calloc(o->nchunks, 1);
@@ -68,7 +68,7 @@ static int room(struct op *o) {
                        (unsigned long long)o->nchunks);
 }
 
-int tpx__sum_op_start(struct op *o) {
+int tpx__sum_op_start(struct tpx__op *o) {
   o->sum_bad = 0;
   if (!o->peer->sum || o->discard || !o->nchunks) return 0;
   return room(o); /* or the sums came first; a transfer's finish frees them (a repost starts anew) */
@@ -81,7 +81,7 @@ static void unchecked(struct tpx_peer *p) {
 }
 
 /* The first mismatch of o: chunk on channel ch (-1: its inline data). */
-static void mismatch(struct op *o, int ch, uint64_t chunk, uint32_t got, uint32_t want) {
+static void mismatch(struct tpx__op *o, int ch, uint64_t chunk, uint32_t got, uint32_t want) {
   if (o->sum_bad) return;
   o->sum_bad = 1;
   o->sum_bad_ch = ch;
@@ -97,7 +97,7 @@ static void mismatch(struct op *o, int ch, uint64_t chunk, uint32_t got, uint32_
              "fails", o->peer->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id, got, want);
 }
 
-int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int have, uint32_t sum) {
+int tpx__sum_check(struct tpx_peer *p, struct tpx__op *o, uint64_t chunk, int ch, int have, uint32_t sum) {
   if (!p->sum || !o->sums || chunk >= o->nchunks) return 1;
   uint8_t st = o->sum_st[chunk];
   if (st == SUM_NOT_YET) return 0;
@@ -109,14 +109,14 @@ int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int
   return 1;
 }
 
-int tpx__sum_inline(struct op *o, const uint8_t *data, uint64_t len, uint32_t sum) {
+int tpx__sum_inline(struct tpx__op *o, const uint8_t *data, uint64_t len, uint32_t sum) {
   uint32_t got = tpx__crc32c(0, data, (size_t)len);
   if (got == sum) return 0;
   mismatch(o, -1, 0, got, sum);
   return tpx__sum_verdict(o);
 }
 
-int tpx__sum_verdict(struct op *o) {
+int tpx__sum_verdict(struct tpx__op *o) {
   if (!o->sum_bad) return 0;
   char m[512], where[64]; /* the transfer's message, clipped to its size */
   if (o->sum_bad_ch >= 0)
@@ -132,13 +132,13 @@ int tpx__sum_verdict(struct op *o) {
   return TPX_EINTEGRITY;
 }
 
-int tpx__sum_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
-  struct wire_sum m;
+int tpx__sum_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f) {
+  struct tpx__wire_sum m;
   int rc = tpx__wire_get_sum(f, &m);
   if (rc) return rc;
   if (!p->sum) return tpx_err_quiet(TPX_EPROTO, "peer %s: checksums, but integrity was not agreed", p->where);
   /* a transfer that already ended (failed, cancelled) has no use for them */
-  struct op *o = tpx__op_find(p, m.what, m.id, 0);
+  struct tpx__op *o = tpx__op_find(p, m.what, m.id, 0);
   if (!o || o->discard) return 0;
   for (uint16_t i = 0; i < m.n; i++) {
     uint32_t c = m.chunk[i] & ~WIRE_SUM_NONE;

@@ -25,7 +25,7 @@
 #include "engine/wire.h"
 
 struct tpx_peer;
-struct op;
+struct tpx__op;
 
 /* HELLO: what this side offers (HELLO_F_SUM with TPX_INTEGRITY=1), and the
  * agreement once the peer's flags are in. */
@@ -34,27 +34,27 @@ void tpx__sum_agree(struct tpx_peer *p, uint32_t peer_flags);
 
 /* Data sender: chunk `chunk` of o went to the transport; have: its sum is
  * `sum` (0: sent without one). Queued until tpx__sum_flush. */
-int tpx__sum_sent(struct tpx_peer *p, const struct op *o, uint64_t chunk, int have, uint32_t sum);
+int tpx__sum_sent(struct tpx_peer *p, const struct tpx__op *o, uint64_t chunk, int have, uint32_t sum);
 /* The queued sums to the peer (end of a progress pass). */
 int tpx__sum_flush(struct tpx_peer *p);
 
 /* Data receiver: room for the sender's sums as o's data phase starts (no-op
  * without agreement); freed with o. */
-int tpx__sum_op_start(struct op *o);
-void tpx__sum_op_free(struct op *o);
+int tpx__sum_op_start(struct tpx__op *o);
+void tpx__sum_op_free(struct tpx__op *o);
 /* Data receiver: chunk `chunk` of o landed on channel ch; have: this side
  * computed `sum` over it (0: it cannot read the bytes). Returns 1 when the
  * chunk may count as landed (a mismatch marks o failed), 0 while the
  * sender's sum has not come. */
-int tpx__sum_check(struct tpx_peer *p, struct op *o, uint64_t chunk, int ch, int have, uint32_t sum);
+int tpx__sum_check(struct tpx_peer *p, struct tpx__op *o, uint64_t chunk, int ch, int have, uint32_t sum);
 /* Inline data (it rode in the control message) against its sender's sum:
  * 0, or TPX_EINTEGRITY with o marked as for a bad chunk. */
-int tpx__sum_inline(struct op *o, const uint8_t *data, uint64_t len, uint32_t sum);
+int tpx__sum_inline(struct tpx__op *o, const uint8_t *data, uint64_t len, uint32_t sum);
 /* A receiving transfer's verdict once every chunk is in: 0, or
  * TPX_EINTEGRITY with o's errmsg naming the first bad chunk. */
-int tpx__sum_verdict(struct op *o);
+int tpx__sum_verdict(struct tpx__op *o);
 
 /* MSG_SUM from the peer: < 0 fails it. */
-int tpx__sum_on_frame(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__sum_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

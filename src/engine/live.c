@@ -14,7 +14,7 @@ uint32_t tpx__live_flag(const tpx_endpoint_t *ep) { return ep->thread_on ? HELLO
 void tpx__live_agree(struct tpx_peer *p, uint32_t flags) { p->live.judged = (flags & HELLO_F_LIVE) != 0; }
 
 static void arm(struct tpx_peer *p, uint64_t now, int timeout_ms) {
-  struct live *l = &p->live;
+  struct tpx__live *l = &p->live;
   l->armed = 1;
   l->rx = 0;
   l->rx_at = l->step_at = l->ping_at = now;
@@ -25,8 +25,8 @@ static void arm(struct tpx_peer *p, uint64_t now, int timeout_ms) {
 }
 
 static int send_ask(struct tpx_peer *p, uint64_t now) {
-  struct live *l = &p->live;
-  struct wire_ping m = {PING_ASK, l->seq + 1 ? l->seq + 1 : 1};
+  struct tpx__live *l = &p->live;
+  struct tpx__wire_ping m = {PING_ASK, l->seq + 1 ? l->seq + 1 : 1};
   int rc = tpx__ctl_send(p, tpx__wire_put_ping(&p->out, &m));
   if (rc) return rc;
   l->seq = m.seq;
@@ -36,7 +36,7 @@ static int send_ask(struct tpx_peer *p, uint64_t now) {
 
 void tpx__live_step(struct tpx_peer *p, uint64_t now) {
   int timeout_ms = p->ep->cfg.peer_timeout_ms;
-  struct live *l = &p->live;
+  struct tpx__live *l = &p->live;
   if (p->state != P_READY || timeout_ms <= 0) return; /* closing: the end-of-connection grace decides */
   if (!l->armed) {
     arm(p, now, timeout_ms);
@@ -72,14 +72,14 @@ void tpx__live_step(struct tpx_peer *p, uint64_t now) {
   }
 }
 
-int tpx__live_on_ping(struct tpx_peer *p, const struct wire_frame *f) {
-  struct wire_ping m;
+int tpx__live_on_ping(struct tpx_peer *p, const struct tpx__wire_frame *f) {
+  struct tpx__wire_ping m;
   int rc = tpx__wire_get_ping(f, &m);
   if (rc) {
     tpx__peer_fail(p, rc, "peer %s: bad ping: %s", p->where, tpx_last_error());
     return rc;
   }
-  struct live *l = &p->live;
+  struct tpx__live *l = &p->live;
   if (m.kind == PING_ANSWER) {
     if (m.seq > l->seq || m.seq <= l->answered) {
       tpx__peer_fail(p, TPX_EPROTO, "peer %s: ping answer %u, we asked up to %u (answered %u)", p->where, m.seq,
@@ -96,7 +96,7 @@ int tpx__live_on_ping(struct tpx_peer *p, const struct wire_frame *f) {
     return TPX_EPROTO;
   }
   l->asks_in++;
-  struct wire_ping a = {PING_ANSWER, m.seq};
+  struct tpx__wire_ping a = {PING_ANSWER, m.seq};
   rc = tpx__ctl_send(p, tpx__wire_put_ping(&p->out, &a));
   if (rc) tpx__peer_fail_last(p, rc);
   return rc;

@@ -24,11 +24,10 @@
 #include "tpx/endpoint.h"
 
 struct tpx_peer;
-struct wire_frame;
+struct tpx__wire_frame;
 
-/* Its state, struct live, is the peer's (peer.h); control.c's reads set
+/* Its state, struct tpx__live, is the peer's (peer.h); control.c's reads set
  * live.rx when bytes came. */
-
 
 /* HELLO_F_LIVE when this endpoint answers pings on its own (its progress
  * thread runs), else 0. */
@@ -40,6 +39,6 @@ void tpx__live_agree(struct tpx_peer *p, uint32_t flags);
 void tpx__live_step(struct tpx_peer *p, uint64_t now);
 /* MSG_PING from a ready peer: an ask is answered, an answer recorded.
  * 0, or the error the peer was failed with. */
-int tpx__live_on_ping(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__live_on_ping(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

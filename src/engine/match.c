@@ -17,7 +17,7 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_entry *c) {
+void tpx__match_start_send(struct tpx_peer *p, struct tpx__op *o, const struct tpx__cts_entry *c) {
   o->match_id = c->recv_id;
   if (o->total > c->cap) {
     tpx__op_set_errmsg(o, "peer %s: send of %llu bytes (tag %llu) is larger than the matching recv (%llu bytes)",
@@ -32,7 +32,7 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
   struct iovec iov[INLINE_MAX_IOV];
   int niov = c->inl_ok ? tpx__inline_ok(p->ep, o->ents, o->nents, o->total, iov) : TPX_ENOTSUP;
   if (niov >= 0) { /* copied into the control message: the buffer is free again */
-    struct wire_send s = {c->recv_id, o->total, 0, o->chunk, p->sum ? 2 : 1, NULL, 0};
+    struct tpx__wire_send s = {c->recv_id, o->total, 0, o->chunk, p->sum ? 2 : 1, NULL, 0};
     int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, iov, niov));
     if (rc) {
       tpx__peer_fail_last(p, rc);
@@ -42,21 +42,21 @@ void tpx__match_start_send(struct tpx_peer *p, struct op *o, const struct cts_en
     return;
   }
   uint32_t first = tpx__op_take_first_ch(p, o->nchunks);
-  struct wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL, 0};
+  struct tpx__wire_send s = {c->recv_id, o->total, (uint16_t)first, o->chunk, 0, NULL, 0};
   int rc = tpx__ctl_send(p, tpx__wire_put_send(&p->out, &s, NULL, 0));
   if (!rc) rc = tpx__op_start_data(o, first, 0);
   if (rc) tpx__peer_fail_last(p, rc);
 }
 
-int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
-  struct wire_cts m;
+int tpx__match_on_cts(struct tpx_peer *p, const struct tpx__wire_frame *f) {
+  struct tpx__wire_cts m;
   int rc = tpx__wire_get_cts(f, &m);
   if (rc) {
     tpx__peer_fail(p, rc, "peer %s: bad recv announcement", p->where);
     return rc;
   }
-  struct cts_entry c = {m.recv_id, m.tag, m.cap, m.inl_ok};
-  for (struct op *o = p->sends_head; o; o = o->qnext) {
+  struct tpx__cts_entry c = {m.recv_id, m.tag, m.cap, m.inl_ok};
+  for (struct tpx__op *o = p->sends_head; o; o = o->qnext) {
     if (o->tag != m.tag) continue;
     /* take it out of the unmatched list, then start it */
     tpx__op_queue_remove(&p->sends_head, &p->sends_tail, o);
@@ -71,7 +71,7 @@ int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
   }
   if (p->cts_n == p->cts_cap) {
     uint32_t ncap = p->cts_cap ? p->cts_cap * 2 : 32;
-    struct cts_entry *n = malloc(ncap * sizeof(*n));
+    struct tpx__cts_entry *n = malloc(ncap * sizeof(*n));
     if (!n) {
       tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory", p->where);
       return TPX_ENOMEM;
@@ -88,9 +88,9 @@ int tpx__match_on_cts(struct tpx_peer *p, const struct wire_frame *f) {
 }
 
 /* Oldest unmatched CTS with this tag, removed from the ring. */
-int tpx__match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out) {
+int tpx__match_take_cts(struct tpx_peer *p, uint64_t tag, struct tpx__cts_entry *out) {
   for (uint32_t i = 0; i < p->cts_n; i++) {
-    struct cts_entry *c = &p->cts[(p->cts_head + i) % p->cts_cap];
+    struct tpx__cts_entry *c = &p->cts[(p->cts_head + i) % p->cts_cap];
     if (c->tag != tag) continue;
     *out = *c;
     for (uint32_t j = i; j > 0; j--) /* close the gap, keeping order */
@@ -102,20 +102,19 @@ int tpx__match_take_cts(struct tpx_peer *p, uint64_t tag, struct cts_entry *out)
   return 0;
 }
 
-
-void tpx__match_queue_send(struct tpx_peer *p, struct op *o) {
+void tpx__match_queue_send(struct tpx_peer *p, struct tpx__op *o) {
   o->phase = PH_WAIT_CTS;
   tpx__op_queue_push(&p->sends_head, &p->sends_tail, o);
 }
 
-int tpx__match_on_send(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__match_on_send(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   int rc;
-  struct wire_send m;
+  struct tpx__wire_send m;
   if ((rc = tpx__wire_get_send(f, &m))) {
     tpx__peer_fail(p, rc, "peer %s: bad send header", p->where);
     return rc;
   }
-  struct op *o = tpx__id_lookup(p, m.recv_id);
+  struct tpx__op *o = tpx__id_lookup(p, m.recv_id);
   if (!o || o->kind != K_RECV || o->phase != PH_WAIT_HDR) return tpx__peer_fail_proto(p, "send", m.recv_id);
   if (m.len > o->cap) {
     tpx__peer_fail(p, TPX_EPROTO, "peer %s: send of %llu bytes into a recv of %llu", p->where,

@@ -182,7 +182,7 @@ static int mem_reg_piece(struct tpx_mem *m, int slot, void *comm, uint32_t k, vo
   void *h = NULL;
   int rc = tpx__gpu_mem_before_reg(ep, m);
   if (rc) return rc;
-  struct gpu_bind b; /* the plugin reads the current GPU for CUDA registrations */
+  struct tpx__gpu_bind b; /* the plugin reads the current GPU for CUDA registrations */
   rc = tpx__gpu_bind_enter(ep, m->type == TPX_MEM_CUDA ? m->device : -1, &b);
   if (rc == 0) rc = ep->net->ops->reg_mr(ep->net, comm, at, len, type, &h);
   tpx__gpu_bind_leave(&b);

@@ -15,7 +15,7 @@
  * charged the same from its arrival. */
 #define MALLOC_OVERHEAD 16
 
-uint64_t tpx__notif_cost(uint32_t len) { return offsetof(struct notif_node, msg) + len + MALLOC_OVERHEAD; }
+uint64_t tpx__notif_cost(uint32_t len) { return offsetof(struct tpx__notif_node, msg) + len + MALLOC_OVERHEAD; }
 
 static void account(struct tpx_peer *p, uint32_t len) {
   uint64_t c = tpx__notif_cost(len);
@@ -33,7 +33,7 @@ static void unaccount(struct tpx_peer *p, uint32_t len) {
 }
 
 void tpx__notif_deliver(tpx_endpoint_t *ep, struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
-  struct notif_node *n = malloc(offsetof(struct notif_node, msg) + len);
+  struct tpx__notif_node *n = malloc(offsetof(struct tpx__notif_node, msg) + len);
   if (!n) {
     TPX_ERROR("endpoint %s: out of memory: notification from %s lost", ep->name, p->where);
     unaccount(p, len);
@@ -58,7 +58,7 @@ void tpx__notif_arrive(struct tpx_peer *p, const uint8_t *msg, uint32_t len) {
 }
 
 int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
-  struct notif_node *n = ep->notif_head;
+  struct tpx__notif_node *n = ep->notif_head;
   if (!n) return 0;
   ep->notif_head = n->next;
   if (!ep->notif_head) ep->notif_tail = NULL;
@@ -73,9 +73,9 @@ int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out) {
 }
 
 void tpx__notif_forget_peer(tpx_endpoint_t *ep, struct tpx_peer *p) {
-  struct notif_node **pp = &ep->notif_head, *last = NULL;
+  struct tpx__notif_node **pp = &ep->notif_head, *last = NULL;
   while (*pp) {
-    struct notif_node *n = *pp;
+    struct tpx__notif_node *n = *pp;
     if (n->owner != p) {
       last = n;
       pp = &n->next;
@@ -91,7 +91,7 @@ void tpx__notif_forget_peer(tpx_endpoint_t *ep, struct tpx_peer *p) {
 
 void tpx__notif_queue_free(tpx_endpoint_t *ep) {
   while (ep->notif_head) {
-    struct notif_node *n = ep->notif_head;
+    struct tpx__notif_node *n = ep->notif_head;
     ep->notif_head = n->next;
     free(n);
   }
@@ -99,29 +99,29 @@ void tpx__notif_queue_free(tpx_endpoint_t *ep) {
   ep->notif_n = 0;
 }
 
-void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o) {
+void tpx__notif_fifo_push(struct tpx_peer *p, struct tpx__op *o) {
   o->in_fifo = 1;
   if (o->has_notif) account(p, o->notif_len);
   tpx__op_queue_push(&p->fifo_head, &p->fifo_tail, o);
 }
 
-static struct op *fifo_take(struct tpx_peer *p) {
-  struct op *o = p->fifo_head;
+static struct tpx__op *fifo_take(struct tpx_peer *p) {
+  struct tpx__op *o = p->fifo_head;
   if (!o) return NULL;
   p->fifo_head = o->qnext;
   if (!p->fifo_head) p->fifo_tail = NULL;
   return o;
 }
 
-struct op *tpx__notif_fifo_pop(struct tpx_peer *p) {
-  struct op *o = fifo_take(p);
+struct tpx__op *tpx__notif_fifo_pop(struct tpx_peer *p) {
+  struct tpx__op *o = fifo_take(p);
   if (o && o->has_notif) unaccount(p, o->notif_len);
   return o;
 }
 
-struct op *tpx__notif_fifo_pop_done(struct tpx_peer *p) {
+struct tpx__op *tpx__notif_fifo_pop_done(struct tpx_peer *p) {
   if (!p->fifo_head || p->fifo_head->phase != PH_FINAL) return NULL;
-  struct op *o = fifo_take(p);
+  struct tpx__op *o = fifo_take(p);
   if (o->has_notif) {
     if (o->err == 0) {
       tpx__notif_deliver(p->ep, p, o->notif, o->notif_len);

@@ -11,7 +11,7 @@
 #include "tpx/endpoint.h"
 
 struct tpx_peer;
-struct op;
+struct tpx__op;
 
 /* What one held notification of len payload bytes is charged. */
 uint64_t tpx__notif_cost(uint32_t len);
@@ -25,11 +25,11 @@ int tpx__notif_pop(tpx_endpoint_t *ep, tpx_notif_t *out);
 void tpx__notif_queue_free(tpx_endpoint_t *ep);
 
 /* The peer's arrival-order FIFO of incoming ops. */
-void tpx__notif_fifo_push(struct tpx_peer *p, struct op *o);
+void tpx__notif_fifo_push(struct tpx_peer *p, struct tpx__op *o);
 /* The head, if it finished, leaves the FIFO (its notification delivered when
  * it succeeded); the caller frees it. NULL: nothing finished at the head. */
-struct op *tpx__notif_fifo_pop_done(struct tpx_peer *p);
+struct tpx__op *tpx__notif_fifo_pop_done(struct tpx_peer *p);
 /* The head, finished or not (the peer failed: nothing is delivered). */
-struct op *tpx__notif_fifo_pop(struct tpx_peer *p);
+struct tpx__op *tpx__notif_fifo_pop(struct tpx_peer *p);
 
 #endif

@@ -22,7 +22,7 @@
 #include "engine/window.h"
 
 /* vsnprintf: messages are clipped to the buffer on purpose. */
-void tpx__op_set_errmsg(struct op *o, const char *fmt, ...) {
+void tpx__op_set_errmsg(struct tpx__op *o, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(o->errmsg, sizeof(o->errmsg), fmt, ap);
@@ -30,8 +30,8 @@ void tpx__op_set_errmsg(struct op *o, const char *fmt, ...) {
 }
 
 /* ---- creation and freeing ---- */
-static struct op *op_alloc(struct tpx_peer *p, int kind, uint32_t nents, size_t size, uint32_t min_ents) {
-  struct op *o = calloc(1, size);
+static struct tpx__op *op_alloc(struct tpx_peer *p, int kind, uint32_t nents, size_t size, uint32_t min_ents) {
+  struct tpx__op *o = calloc(1, size);
   if (!o) return NULL;
   o->kind = kind;
   o->peer = p;
@@ -47,16 +47,16 @@ static struct op *op_alloc(struct tpx_peer *p, int kind, uint32_t nents, size_t 
   return o;
 }
 
-struct op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
-  struct op *o = op_alloc(p, kind, nents, sizeof(struct op), 0);
+struct tpx__op *tpx__op_new_internal(struct tpx_peer *p, int kind, uint32_t nents) {
+  struct tpx__op *o = op_alloc(p, kind, nents, sizeof(struct tpx__op), 0);
   if (!o) return NULL;
   atomic_init(&o->status, TPX_EINPROGRESS);
   p->nserve++;
   return o;
 }
 
-struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
-  struct op *o = op_alloc(p, kind, nents, sizeof(struct tpx_xfer), 1);
+struct tpx__op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
+  struct tpx__op *o = op_alloc(p, kind, nents, sizeof(struct tpx_xfer), 1);
   if (!o) return NULL;
   o->user = 1;
   atomic_init(&o->status, TPX_EUSAGE);
@@ -65,7 +65,7 @@ struct op *tpx__op_new_user(struct tpx_peer *p, int kind, uint32_t nents) {
   return o;
 }
 
-int tpx__op_copy_notif(struct op *o, const void *msg, uint32_t len) {
+int tpx__op_copy_notif(struct tpx__op *o, const void *msg, uint32_t len) {
   o->has_notif = 1;
   o->notif_len = len;
   if (len == 0) return 0;
@@ -75,7 +75,7 @@ int tpx__op_copy_notif(struct op *o, const void *msg, uint32_t len) {
   return 0;
 }
 
-static void op_release_refs(struct op *o) {
+static void op_release_refs(struct tpx__op *o) {
   if (!o->refs_taken) return;
   for (uint32_t i = 0; i < o->nents; i++) {
     if (!o->ents[i].mem) continue;
@@ -85,7 +85,7 @@ static void op_release_refs(struct op *o) {
   o->refs_taken = 0;
 }
 
-void tpx__op_free(struct op *o) {
+void tpx__op_free(struct tpx__op *o) {
   tpx__sum_op_free(o);
   free(o->ents);
   free(o->rents);
@@ -95,7 +95,7 @@ void tpx__op_free(struct op *o) {
   free(o);
 }
 
-void tpx__op_drop_layers(struct op *o) {
+void tpx__op_drop_layers(struct tpx__op *o) {
   for (uint32_t k = 0; k < o->nlayers; k++) free(o->layers[k].links);
   free(o->layers);
   o->layers = NULL;
@@ -105,7 +105,7 @@ void tpx__op_drop_layers(struct op *o) {
   o->resend_deadline = 0;
 }
 
-void tpx__op_free_internal(struct op *o) {
+void tpx__op_free_internal(struct tpx__op *o) {
   int had_refs = o->refs_taken;
   o->peer->nserve--;
   o->peer->held_bytes -= o->held; /* charged by target.c (admit.h) */
@@ -115,7 +115,7 @@ void tpx__op_free_internal(struct op *o) {
   tpx__op_free(o);
 }
 
-void tpx__op_user_link(struct op *o) {
+void tpx__op_user_link(struct tpx__op *o) {
   tpx_endpoint_t *ep = o->peer->ep;
   o->peer->refs++;
   for (uint32_t i = 0; i < o->nents; i++) o->ents[i].mem->refs++;
@@ -126,7 +126,7 @@ void tpx__op_user_link(struct op *o) {
   ep->xfers = o;
 }
 
-void tpx__op_user_destroy(struct op *o) {
+void tpx__op_user_destroy(struct tpx__op *o) {
   tpx_endpoint_t *ep = o->peer->ep;
   if (o->xprev) o->xprev->xnext = o->xnext;
   else ep->xfers = o->xnext;
@@ -138,14 +138,14 @@ void tpx__op_user_destroy(struct op *o) {
 }
 
 /* ---- the peer's active list ---- */
-void tpx__op_active_add(struct tpx_peer *p, struct op *o) {
+void tpx__op_active_add(struct tpx_peer *p, struct tpx__op *o) {
   o->prev = NULL;
   o->next = p->active;
   if (p->active) p->active->prev = o;
   p->active = o;
 }
 
-static void active_del(struct tpx_peer *p, struct op *o) {
+static void active_del(struct tpx_peer *p, struct tpx__op *o) {
   if (o->prev) o->prev->next = o->next;
   else if (p->active == o) p->active = o->next;
   if (o->next) o->next->prev = o->prev;
@@ -153,7 +153,7 @@ static void active_del(struct tpx_peer *p, struct op *o) {
 }
 
 /* ---- completion ---- */
-void tpx__op_finish(struct op *o, int status) {
+void tpx__op_finish(struct tpx__op *o, int status) {
   struct tpx_peer *p = o->peer;
   TPX_TL(TL_OP_DONE, o->kind, o->id, (uint64_t)(int64_t)status, 0);
   TPX_TRACE("peer %s: %s %llu finished (%s)", p->where, tpx__op_kind_name(o->kind), (unsigned long long)o->id,
@@ -180,11 +180,12 @@ void tpx__op_finish(struct op *o, int status) {
     tpx__op_free_internal(o);
     return;
   }
-  for (struct op *d; (d = tpx__notif_fifo_pop_done(p)) != NULL;) tpx__op_free_internal(d);
+  for (struct tpx__op *d; (d = tpx__notif_fifo_pop_done(p)) != NULL;)
+    tpx__op_free_internal(d);
 }
 
 void tpx__op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
-  for (struct op *o = p->active, *n; o; o = n) {
+  for (struct tpx__op *o = p->active, *n; o; o = n) {
     n = o->next;
     if (only_ctrl_waits) {
       int waits = o->phase == PH_QUEUED || (o->kind == K_SEND && o->phase == PH_WAIT_CTS) ||
@@ -199,13 +200,14 @@ void tpx__op_fail_all(struct tpx_peer *p, int err, int only_ctrl_waits) {
   p->cts_n = 0;
   if (!only_ctrl_waits) {
     p->sends_head = p->sends_tail = NULL;
-    for (struct op *o; (o = tpx__notif_fifo_pop(p)) != NULL;) tpx__op_free_internal(o);
+    for (struct tpx__op *o; (o = tpx__notif_fifo_pop(p)) != NULL;)
+      tpx__op_free_internal(o);
   }
 }
 
 int tpx__op_send_status(struct tpx_peer *p, int what, uint64_t id, int status) {
   if (p->state != P_READY || p->fd < 0) return 0;
-  struct wire_status st = {(uint8_t)what, id, status};
+  struct tpx__wire_status st = {(uint8_t)what, id, status};
   return tpx__ctl_send(p, tpx__wire_put_status(&p->out, &st));
 }
 
@@ -221,7 +223,7 @@ uint32_t tpx__op_take_first_ch(struct tpx_peer *p, uint64_t nchunks) {
 
 /* Every chunk is through: a write waits for the target's acknowledgement;
  * an incoming request is answered by the side that accepted it (o->landed). */
-static int op_data_done(struct op *o) {
+static int op_data_done(struct tpx__op *o) {
   struct tpx_peer *p = o->peer;
   if (o->landed) return o->landed(o);
   switch (o->kind) {
@@ -247,7 +249,7 @@ static int op_data_done(struct op *o) {
   case K_READ:
   case K_RECV:
     if (p->sched && o->nchunks && p->state == P_READY) { /* the sender keeps it until this */
-      struct wire_chan m = {.step = CHAN_LANDED, .what = o->kind == K_READ ? ST_READ : ST_SEND, .id = o->id};
+      struct tpx__wire_chan m = {.step = CHAN_LANDED, .what = o->kind == K_READ ? ST_READ : ST_SEND, .id = o->id};
       int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
       if (rc) return rc;
     }
@@ -258,14 +260,14 @@ static int op_data_done(struct op *o) {
   return 0;
 }
 
-int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
+int tpx__op_start_data(struct tpx__op *o, uint32_t first_ch, int is_recv) {
   struct tpx_peer *p = o->peer;
   o->nch = (uint32_t)p->nch;
   tpx__op_drop_layers(o); /* a reposted transfer starts over */
   /* The pattern the data's sender announced last (route.h; the fixed one
    * until it announces any): ours for what we send, the peer's for what we
    * receive. */
-  const struct route_pat *pat = is_recv ? &p->rx_pat : &p->tx_pat;
+  const struct tpx__route_pat *pat = is_recv ? &p->rx_pat : &p->tx_pat;
   if (pat->len) o->pat = *pat;
   else tpx__route_pat_fixed(&o->pat, p->nch);
   o->first_ch = first_ch % o->pat.len;
@@ -277,15 +279,15 @@ int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
     if (rc) return rc;
   }
   for (uint32_t c = 0; c < o->nch; c++) {
-    struct wlink *l = &o->links[c];
+    struct tpx__wlink *l = &o->links[c];
     memset(l, 0, sizeof(*l));
     l->op = o;
     l->ch = (uint8_t)c;
   }
   tpx__route_totals(o);
   for (uint32_t c = 0; c < o->nch; c++) {
-    struct wlink *l = &o->links[c];
-    struct channel *ch = &p->ch[c];
+    struct tpx__wlink *l = &o->links[c];
+    struct tpx__channel *ch = &p->ch[c];
     if (ch->down) o->lost_mask |= 1ull << c; /* failover.h: asked about, sent again */
     if (!tpx__route_first(l, &l->cur) || ch->down) continue;
     tpx__window_enqueue(p, is_recv ? &ch->rq : &ch->sq, l);
@@ -293,13 +295,13 @@ int tpx__op_start_data(struct op *o, uint32_t first_ch, int is_recv) {
   return 0;
 }
 
-int tpx__op_chunk_done(struct op *o, int ch) {
+int tpx__op_chunk_done(struct tpx__op *o, int ch) {
   o->links[ch].done++;
   if (--o->chunks_left == 0 && o->phase == PH_DATA && !o->await_mask) return op_data_done(o);
   return 0;
 }
 
-int tpx__op_maybe_done(struct op *o) {
+int tpx__op_maybe_done(struct tpx__op *o) {
   if (o->chunks_left == 0 && o->phase == PH_DATA && !o->await_mask) return op_data_done(o);
   return 0;
 }

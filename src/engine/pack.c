@@ -17,8 +17,8 @@
 _Static_assert(PACK_RING_BYTES >= 2ull * WIRE_MAX_CHUNK,
                "the pack ring holds two of the largest chunk");
 
-static int ring_open(tpx_endpoint_t *ep, struct pack_ring **out) {
-  struct pack_ring *pr = calloc(1, sizeof(*pr));
+static int ring_open(tpx_endpoint_t *ep, struct tpx__pack_ring **out) {
+  struct tpx__pack_ring *pr = calloc(1, sizeof(*pr));
   if (pr) pr->buf = aligned_alloc(4096, PACK_RING_BYTES);
   if (!pr || !pr->buf || tpx__mem_register_internal(ep, pr->buf, PACK_RING_BYTES, &pr->mem) != 0) {
     if (pr) free(pr->buf);
@@ -32,7 +32,7 @@ static int ring_open(tpx_endpoint_t *ep, struct pack_ring **out) {
 
 /* Between the ring and the chunk's pieces: entries [c->e, c->end), the first
  * from c->off, c->len bytes in all. */
-static void copy_pieces(const struct xent *ents, const struct cursor *c, uint8_t *buf, int to_buf) {
+static void copy_pieces(const struct tpx__xent *ents, const struct tpx__cursor *c, uint8_t *buf, int to_buf) {
   uint64_t done = 0;
   for (uint32_t i = c->e; i < c->end && done < c->len; i++) {
     uint64_t o = i == c->e ? c->off : 0;
@@ -46,8 +46,8 @@ static void copy_pieces(const struct xent *ents, const struct cursor *c, uint8_t
   }
 }
 
-int tpx__pack_prep(tpx_endpoint_t *ep, struct pack_ring **pr, int is_send, const struct xent *ents,
-                   const struct cursor *c, struct tpx_mem **m, uint64_t *off) {
+int tpx__pack_prep(tpx_endpoint_t *ep, struct tpx__pack_ring **pr, int is_send, const struct tpx__xent *ents,
+                   const struct tpx__cursor *c, struct tpx_mem **m, uint64_t *off) {
   if (!*pr) {
     int rc = ring_open(ep, pr);
     if (rc) return rc;
@@ -62,22 +62,22 @@ int tpx__pack_prep(tpx_endpoint_t *ep, struct pack_ring **pr, int is_send, const
   return 1;
 }
 
-uint64_t tpx__pack_commit(struct pack_ring *pr) {
+uint64_t tpx__pack_commit(struct tpx__pack_ring *pr) {
   tpx__ring_take(&pr->ring, &pr->fit);
   return pr->fit.end;
 }
 
-void tpx__pack_release(struct pack_ring *pr, uint64_t end, const struct xent *ents, const struct cursor *c,
-                       uint8_t *from) {
+void tpx__pack_release(struct tpx__pack_ring *pr, uint64_t end, const struct tpx__xent *ents,
+                       const struct tpx__cursor *c, uint8_t *from) {
   if (from) copy_pieces(ents, c, from, 0);
   tpx__ring_release(&pr->ring, end);
 }
 
-void tpx__pack_purge(struct pack_ring *pr) {
+void tpx__pack_purge(struct tpx__pack_ring *pr) {
   if (pr) tpx__ring_release_all(&pr->ring);
 }
 
-void tpx__pack_free(struct pack_ring **pr) {
+void tpx__pack_free(struct tpx__pack_ring **pr) {
   if (!*pr) return;
   tpx__mem_unregister((*pr)->mem);
   free((*pr)->buf);
@@ -90,12 +90,12 @@ void tpx__pack_free(struct pack_ring **pr) {
  * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
  * goes through the pack ring. The wire is the same either way: the peer
  * decides for itself how its side moves. */
-int tpx__pack_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c, struct iovec *iov) {
+int tpx__pack_iov(const tpx_net_t *net, const struct tpx__op *o, const struct tpx__cursor *c, struct iovec *iov) {
   if (!tpx__net_iov_ok(net) || o->discard) return 0;
   int n = 0;
   uint64_t done = 0;
   for (uint32_t i = c->e; i < c->end && done < c->len; i++) {
-    const struct xent *e = &o->ents[i];
+    const struct tpx__xent *e = &o->ents[i];
     uint64_t from = i == c->e ? c->off : 0;
     uint64_t l = TPX_MIN(e->len - from, c->len - done);
     if (l == 0) continue;

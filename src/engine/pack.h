@@ -17,7 +17,7 @@
 #include "tpx/endpoint.h"
 #include "tpx/net.h"
 
-struct op;
+struct tpx__op;
 
 struct tpx_mem;
 
@@ -25,7 +25,7 @@ struct tpx_mem;
  * chunks of the default size. */
 #define PACK_RING_BYTES (8u << 20)
 
-struct pack_ring {
+struct tpx__pack_ring {
   uint8_t *buf;
   struct tpx_mem *mem; /* internal registration of buf */
   tpx_ring_t ring;
@@ -36,24 +36,24 @@ struct pack_ring {
  * (the ring's registration and offset) and, for a send, the pieces copied
  * in; 0 no room until earlier chunks of this comm are released; < 0 error
  * (tpx_err_quiet). Nothing is taken until tpx__pack_commit. */
-int tpx__pack_prep(tpx_endpoint_t *ep, struct pack_ring **pr, int is_send, const struct xent *ents,
-                   const struct cursor *c, struct tpx_mem **m, uint64_t *off);
+int tpx__pack_prep(tpx_endpoint_t *ep, struct tpx__pack_ring **pr, int is_send, const struct tpx__xent *ents,
+                   const struct tpx__cursor *c, struct tpx_mem **m, uint64_t *off);
 /* The request was posted: take the span; returns its release position. */
-uint64_t tpx__pack_commit(struct pack_ring *pr);
+uint64_t tpx__pack_commit(struct tpx__pack_ring *pr);
 /* The chunk left the window: a receive's bytes (at `from`, its place in
  * the ring; NULL for a send) go to their entries, and the span is given
  * back (FIFO). */
-void tpx__pack_release(struct pack_ring *pr, uint64_t end, const struct xent *ents, const struct cursor *c,
-                       uint8_t *from);
+void tpx__pack_release(struct tpx__pack_ring *pr, uint64_t end, const struct tpx__xent *ents,
+                       const struct tpx__cursor *c, uint8_t *from);
 /* The comm is closing: every span given back. */
-void tpx__pack_purge(struct pack_ring *pr);
+void tpx__pack_purge(struct tpx__pack_ring *pr);
 /* After the comm closed: registration and buffer freed. */
-void tpx__pack_free(struct pack_ring **pr);
+void tpx__pack_free(struct tpx__pack_ring **pr);
 /* The pieces of the packed chunk at c as one vectored request, when the
  * transport takes them (tpx/net.h isendv): host memory, at most
  * TPX_NET_IOV_MAX pieces. Returns their count into iov, or 0: the chunk
  * goes through the pack ring. The wire is the same either way: the peer
  * decides for itself how its side moves. */
-int tpx__pack_iov(const tpx_net_t *net, const struct op *o, const struct cursor *c, struct iovec *iov);
+int tpx__pack_iov(const tpx_net_t *net, const struct tpx__op *o, const struct tpx__cursor *c, struct iovec *iov);
 
 #endif

@@ -45,7 +45,7 @@ void tpx__peer_unlist(struct tpx_peer *p) {
   p->listed = 0;
 }
 
-void tpx__peer_channel_free(struct channel *ch) {
+void tpx__peer_channel_free(struct tpx__channel *ch) {
   free(ch->dial);
   ch->dial = NULL;
   tpx__window_free(&ch->sq);

@@ -16,7 +16,7 @@
 #include "engine/wire.h"
 #include "tpx/endpoint.h"
 
-struct op;
+struct tpx__op;
 
 /* A new control connection (fd non-blocking), listed in ep->peers. */
 struct tpx_peer *tpx__peer_new(tpx_endpoint_t *ep, int fd, int incoming, const char *where);
@@ -25,7 +25,7 @@ void tpx__peer_unlist(struct tpx_peer *p);
 void tpx__peer_release(struct tpx_peer *p);
 /* The one teardown of a channel's memory (its windows, its dial buffer): the
  * peer's last reference, and channels trimmed at setup (channel.c). */
-void tpx__peer_channel_free(struct channel *ch);
+void tpx__peer_channel_free(struct tpx__channel *ch);
 /* Another request of the peer may be held (TPX_MAX_CTL_QUEUE): 0, or
  * TPX_EAGAIN with tpx_err_quiet detail; the caller drops the peer. */
 int tpx__peer_admit(struct tpx_peer *p, const char *what);

@@ -44,7 +44,7 @@ static int same_src(const struct tpx_src *a, const struct tpx_src *b) {
   return a->fam == b->fam && memcmp(a->b, b->b, sizeof(a->b)) == 0;
 }
 
-static int refused_slot(struct refused_log *r, const struct tpx_src *src) {
+static int refused_slot(struct tpx__refused_log *r, const struct tpx_src *src) {
   int lru = 0;
   for (int i = 0; i < REFUSED_LOG_SOURCES; i++) {
     if (r->s[i].seen && same_src(&r->s[i].src, src)) return i;
@@ -56,7 +56,7 @@ static int refused_slot(struct refused_log *r, const struct tpx_src *src) {
 }
 
 static void refused_summary(tpx_endpoint_t *ep, uint64_t n) {
-  struct refused_log *r = &ep->refused_log;
+  struct tpx__refused_log *r = &ep->refused_log;
   int most = -1;
   for (int i = 0; i < REFUSED_LOG_SOURCES; i++)
     if (r->s[i].counted && (most < 0 || r->s[i].counted > r->s[most].counted)) most = i;
@@ -81,7 +81,7 @@ static void refused_summary(tpx_endpoint_t *ep, uint64_t n) {
 }
 
 int tpx__refused_log_ok(struct tpx_peer *p) {
-  struct refused_log *r = &p->ep->refused_log;
+  struct tpx__refused_log *r = &p->ep->refused_log;
   uint64_t now = tpx__now_ns(), n = 0;
   int i = refused_slot(r, &p->src);
   r->s[i].seen = now;

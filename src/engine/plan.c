@@ -1,16 +1,16 @@
 #include "engine/plan.h"
 
-static void skip_empty(const struct xent *ents, uint32_t n, struct cursor *c) {
+static void skip_empty(const struct tpx__xent *ents, uint32_t n, struct tpx__cursor *c) {
   while (c->e < n && ents[c->e].len == 0) c->e++;
 }
 
 /* c->e < n, at a non-empty entry: the chunk's length and end entry. */
 /* A remainder of rem bytes starts a packed chunk. */
-static int packs(const struct cursor *c, uint64_t rem, uint32_t chunk) {
+static int packs(const struct tpx__cursor *c, uint64_t rem, uint32_t chunk) {
   return c->pmax && rem < chunk && rem <= c->pmax;
 }
 
-static void fill(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c) {
+static void fill(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, struct tpx__cursor *c) {
   uint64_t rem = ents[c->e].len - c->off;
   c->end = c->e + 1;
   if (!packs(c, rem, chunk)) {
@@ -26,7 +26,7 @@ static void fill(const struct xent *ents, uint32_t n, uint32_t chunk, struct cur
   c->len = len;
 }
 
-uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk) {
+uint64_t tpx__plan_nchunks(const struct tpx__xent *ents, uint32_t n, uint32_t chunk) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t k = ents[i].len / chunk + (ents[i].len % chunk != 0);
@@ -38,7 +38,7 @@ uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk) 
 
 /* Step over the whole chunks of the entry at c (k at most), then over
  * packed chunks one at a time. Returns the chunks stepped. */
-static uint64_t step(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k) {
+static uint64_t step(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, struct tpx__cursor *c, uint64_t k) {
   uint64_t done = 0;
   while (done < k && c->e < n) {
     uint64_t rem = ents[c->e].len - c->off;
@@ -67,15 +67,15 @@ static uint64_t step(const struct xent *ents, uint32_t n, uint32_t chunk, struct
   return done;
 }
 
-uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax) {
+uint64_t tpx__plan_nchunks_packed(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax) {
   uint64_t plain = tpx__plan_nchunks(ents, n, chunk);
   if (!pmax || plain == UINT64_MAX) return plain; /* packing only ever merges chunks */
-  struct cursor c = {0, 0, 0, 0, 0, pmax};
+  struct tpx__cursor c = {0, 0, 0, 0, 0, pmax};
   skip_empty(ents, n, &c);
   return step(ents, n, chunk, &c, UINT64_MAX);
 }
 
-int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k) {
+int tpx__plan_advance(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, struct tpx__cursor *c, uint64_t k) {
   c->idx += k;
   step(ents, n, chunk, c, k);
   if (c->e >= n) return 0;
@@ -83,8 +83,8 @@ int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struc
   return 1;
 }
 
-void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
-                           struct cursor *c) {
+void tpx__plan_seek_packed(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
+                           struct tpx__cursor *c) {
   c->e = 0;
   c->off = 0;
   c->idx = 0;

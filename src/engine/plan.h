@@ -23,13 +23,13 @@
 
 struct tpx_mem;
 
-struct xent {
+struct tpx__xent {
   struct tpx_mem *mem; /* local registration (NULL for a refused write) */
   uint64_t off;        /* offset in it */
   uint64_t len;
 };
 
-struct cursor {
+struct tpx__cursor {
   uint32_t e;     /* entry of the chunk's first byte */
   uint32_t end;   /* entry after the chunk's last one (e + 1 unless packed) */
   uint64_t off;   /* offset of the chunk within entry e */
@@ -39,22 +39,22 @@ struct cursor {
 };
 
 /* Number of chunks, or UINT64_MAX on overflow. */
-uint64_t tpx__plan_nchunks(const struct xent *ents, uint32_t n, uint32_t chunk);
-uint64_t tpx__plan_nchunks_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax);
+uint64_t tpx__plan_nchunks(const struct tpx__xent *ents, uint32_t n, uint32_t chunk);
+uint64_t tpx__plan_nchunks_packed(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax);
 /* Position c at chunk index `idx` (idx < nchunks) of the plain plan (pmax 0)
  * or the packed one. */
-void tpx__plan_seek_packed(const struct xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
-                           struct cursor *c);
+void tpx__plan_seek_packed(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t idx,
+                           struct tpx__cursor *c);
 /* Advance c by k chunks. Returns 0 if it ran past the last chunk. */
-int tpx__plan_advance(const struct xent *ents, uint32_t n, uint32_t chunk, struct cursor *c, uint64_t k);
+int tpx__plan_advance(const struct tpx__xent *ents, uint32_t n, uint32_t chunk, struct tpx__cursor *c, uint64_t k);
 /* Length of the chunk at c. */
-static inline uint64_t tpx__plan_len(const struct xent *ents, uint32_t chunk, const struct cursor *c) {
+static inline uint64_t tpx__plan_len(const struct tpx__xent *ents, uint32_t chunk, const struct tpx__cursor *c) {
   (void)ents;
   (void)chunk;
   return c->len;
 }
 /* The chunk at c holds more than one piece (gathered / scattered). */
-static inline int tpx__plan_gathered(const struct xent *ents, const struct cursor *c) {
+static inline int tpx__plan_gathered(const struct tpx__xent *ents, const struct tpx__cursor *c) {
   return c->len > ents[c->e].len - c->off;
 }
 /* First chunk index that channel ch gets under the fixed pattern (route.h)

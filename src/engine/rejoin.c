@@ -14,31 +14,31 @@
 #include "engine/stripe.h"
 
 /* Our side of an attempt: a fresh listen, its handle to the peer. */
-static int start(struct tpx_peer *p, struct channel *ch, uint64_t now) {
+static int start(struct tpx_peer *p, struct tpx__channel *ch, uint64_t now) {
   int rc = tpx__channels_listen(p, ch->idx, ch->idx + 1);
   if (rc) return rc;
   ch->rj_gen++;
   ch->rj_listening = 1;
   ch->rj_deadline = now + tpx__ms_to_ns(REJOIN_ATTEMPT_MS);
-  struct wire_chan m = {.step = CHAN_REJOIN, .ch = (uint16_t)ch->idx, .gen = ch->rj_gen, .handle = ch->my_handle};
+  struct tpx__wire_chan m = {.step = CHAN_REJOIN, .ch = (uint16_t)ch->idx, .gen = ch->rj_gen, .handle = ch->my_handle};
   TPX_DEBUG("peer %s channel %d: rejoin attempt %u", p->where, ch->idx, ch->rj_gen);
   return tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
 }
 
 /* The attempt ends without the channel: comms closed, the pause doubled. */
-static int give_up(struct tpx_peer *p, struct channel *ch, int tell) {
+static int give_up(struct tpx_peer *p, struct tpx__channel *ch, int tell) {
   int rc = tpx__channel_drop_send(p, ch);
   tpx__channel_drop_recv(p, ch);
   int had = ch->rj_listening || ch->rj_have_handle;
   ch->rj_listening = ch->rj_have_handle = ch->rj_up_sent = ch->rj_peer_up = 0;
   ch->rejoin_next_ns = tpx__now_ns() + tpx__ms_to_ns(ch->rejoin_wait_ms);
   ch->rejoin_wait_ms = ch->rejoin_wait_ms * 2 > REJOIN_MAX_MS ? REJOIN_MAX_MS : ch->rejoin_wait_ms * 2;
-  struct wire_chan m = {.step = CHAN_DOWN, .ch = (uint16_t)ch->idx, .code = TPX_ETIMEDOUT};
+  struct tpx__wire_chan m = {.step = CHAN_DOWN, .ch = (uint16_t)ch->idx, .code = TPX_ETIMEDOUT};
   if (rc == 0 && tell && had) rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
   return rc;
 }
 
-static int back(struct tpx_peer *p, struct channel *ch) {
+static int back(struct tpx_peer *p, struct tpx__channel *ch) {
   ch->down = 0;
   ch->rejoins++;
   p->nup++;
@@ -51,7 +51,7 @@ static int back(struct tpx_peer *p, struct channel *ch) {
   return tpx__stripe_replan(p);
 }
 
-static int step(struct tpx_peer *p, struct channel *ch, uint64_t now) {
+static int step(struct tpx_peer *p, struct tpx__channel *ch, uint64_t now) {
   if (!ch->rj_listening && !ch->rj_have_handle) {
     if (now < ch->rejoin_next_ns) return 0;
     return start(p, ch, now);
@@ -64,7 +64,7 @@ static int step(struct tpx_peer *p, struct channel *ch, uint64_t now) {
   }
   if (up == 0) return now > ch->rj_deadline ? give_up(p, ch, 1) : 0;
   ch->rj_up_sent = 1;
-  struct wire_chan m = {.step = CHAN_UP, .ch = (uint16_t)ch->idx, .gen = ch->rj_gen};
+  struct tpx__wire_chan m = {.step = CHAN_UP, .ch = (uint16_t)ch->idx, .gen = ch->rj_gen};
   int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
   if (rc == 0 && ch->rj_peer_up) rc = back(p, ch);
   return rc;
@@ -72,7 +72,7 @@ static int step(struct tpx_peer *p, struct channel *ch, uint64_t now) {
 
 int tpx__rejoin_tick(struct tpx_peer *p, uint64_t now) {
   for (int c = 0; c < p->nch; c++) {
-    struct channel *ch = &p->ch[c];
+    struct tpx__channel *ch = &p->ch[c];
     if (!ch->down) continue;
     int rc = step(p, ch, now);
     if (rc) return rc;
@@ -80,8 +80,8 @@ int tpx__rejoin_tick(struct tpx_peer *p, uint64_t now) {
   return 0;
 }
 
-int tpx__rejoin_on_frame(struct tpx_peer *p, const struct wire_chan *m) {
-  struct channel *ch = &p->ch[m->ch];
+int tpx__rejoin_on_frame(struct tpx_peer *p, const struct tpx__wire_chan *m) {
+  struct tpx__channel *ch = &p->ch[m->ch];
   if (!ch->down) return 0; /* an attempt of a channel we never lost: it ends by itself */
   switch (m->step) {
   case CHAN_DOWN: return give_up(p, ch, 0); /* the peer gave this attempt up */

@@ -23,6 +23,6 @@ struct tpx_peer;
 /* Attempts due, comms coming up. 0, or < 0 when the peer cannot go on. */
 int tpx__rejoin_tick(struct tpx_peer *p, uint64_t now);
 /* CHAN_REJOIN, CHAN_UP, and CHAN_DOWN for a channel already lost. */
-int tpx__rejoin_on_frame(struct tpx_peer *p, const struct wire_chan *m);
+int tpx__rejoin_on_frame(struct tpx_peer *p, const struct tpx__wire_chan *m);
 
 #endif

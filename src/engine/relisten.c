@@ -22,7 +22,7 @@ void tpx__relisten_agree(struct tpx_peer *p, uint32_t peer_flags) {
 }
 
 static int send_frame(struct tpx_peer *p, uint8_t step, int c, uint32_t gen, int code, const uint8_t *handle) {
-  struct wire_relisten m = {step, (uint16_t)c, gen, code, handle};
+  struct tpx__wire_relisten m = {step, (uint16_t)c, gen, code, handle};
   if (step != RELISTEN_UP) {
     p->rl_sent++;
     p->rl_peer_up = 0; /* an UP the peer sent before reading this one answers less */
@@ -31,10 +31,10 @@ static int send_frame(struct tpx_peer *p, uint8_t step, int c, uint32_t gen, int
   return tpx__ctl_send(p, tpx__wire_put_relisten(&p->out, &m));
 }
 
-int tpx__relisten_failed(struct tpx_peer *p, const struct chan_fail *f) {
+int tpx__relisten_failed(struct tpx_peer *p, const struct tpx__chan_fail *f) {
   tpx_endpoint_t *ep = p->ep;
   if (!p->relisten || f->ch < 0) return 0;
-  struct channel *ch = &p->ch[f->ch];
+  struct tpx__channel *ch = &p->ch[f->ch];
   struct tpx_retry *r = f->accept ? &ch->rt.acc : &ch->rt.conn;
   char last[320], tail[64]; /* the transport's detail, without the code's name it ends with */
   snprintf(last, sizeof(last), "%s", tpx_last_error());
@@ -68,7 +68,7 @@ int tpx__relisten_failed(struct tpx_peer *p, const struct chan_fail *f) {
 
 /* Channel c listens anew and the peer gets the handle (code: why). */
 static int relisten(struct tpx_peer *p, int c, int code) {
-  struct channel *ch = &p->ch[c];
+  struct tpx__channel *ch = &p->ch[c];
   tpx__channel_drop_recv(p, ch);
   int rc = tpx__channels_listen(p, c, c + 1);
   if (rc) return rc;
@@ -80,7 +80,7 @@ static int relisten(struct tpx_peer *p, int c, int code) {
 int tpx__relisten_step(struct tpx_peer *p, uint64_t now) {
   int did = 0;
   for (int c = 0; p->relisten && c < p->nch; c++) {
-    struct chan_retry *rt = &p->ch[c].rt;
+    struct tpx__chan_retry *rt = &p->ch[c].rt;
     int rc = 0;
     if (rt->ask_due && now >= rt->conn.next_ns) {
       rt->ask_due = 0;
@@ -107,7 +107,7 @@ int tpx__relisten_all_up(struct tpx_peer *p) {
 }
 
 /* The peer's connect to our handle of generation m->gen failed. */
-static int on_ask(struct tpx_peer *p, struct channel *ch, const struct wire_relisten *m) {
+static int on_ask(struct tpx_peer *p, struct tpx__channel *ch, const struct tpx__wire_relisten *m) {
   if (m->gen > ch->rt.recv_gen)
     return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: asks about handle %u, we sent up to %u", p->where,
                          ch->idx, m->gen, ch->rt.recv_gen);
@@ -122,7 +122,7 @@ static int on_ask(struct tpx_peer *p, struct channel *ch, const struct wire_reli
 }
 
 /* A fresh handle of the peer's for our connect. */
-static int on_handle(struct tpx_peer *p, struct channel *ch, const struct wire_relisten *m) {
+static int on_handle(struct tpx_peer *p, struct tpx__channel *ch, const struct tpx__wire_relisten *m) {
   /* Each side's failures are bounded by the retry count; both sides' together by twice it. */
   uint64_t most = 2 * ((uint64_t)p->ep->cfg.socket_retry_cnt + 1);
   if (m->gen != ch->rt.send_gen + 1 || m->gen > most)
@@ -140,9 +140,9 @@ static int on_handle(struct tpx_peer *p, struct channel *ch, const struct wire_r
   return 0;
 }
 
-void tpx__relisten_on_frame(struct tpx_peer *p, const struct wire_frame *f) {
+void tpx__relisten_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
-  struct wire_relisten m;
+  struct tpx__wire_relisten m;
   int rc;
   if (ep->cfg.auth_key_len && p->auth != PEER_AUTH_OK) /* cannot happen in transport setup; never trusted */
     rc = tpx_err_quiet(TPX_EAUTH, "peer %s: relisten message before authentication", p->where);

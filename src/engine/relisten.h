@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 struct tpx_peer;
-struct wire_frame;
-struct chan_fail;
+struct tpx__wire_frame;
+struct tpx__chan_fail;
 
 /* The HELLO flag this side sends: HELLO_F_RELISTEN on a loaded plugin. */
 uint32_t tpx__relisten_flag(const struct tpx_peer *p);
@@ -36,7 +36,7 @@ void tpx__relisten_agree(struct tpx_peer *p, uint32_t peer_flags);
 /* A channel's connect or accept failed (f, detail in tpx_last_error()): 1
  * when a retry with a fresh handle is on its way (logged at debug); 0 when
  * not, tpx_last_error() then naming every attempt's cause. */
-int tpx__relisten_failed(struct tpx_peer *p, const struct chan_fail *f);
+int tpx__relisten_failed(struct tpx_peer *p, const struct tpx__chan_fail *f);
 /* ASKs and new listens whose pause ended: the number sent, or < 0 (detail
  * recorded; the caller fails the peer). */
 int tpx__relisten_step(struct tpx_peer *p, uint64_t now);
@@ -44,6 +44,6 @@ int tpx__relisten_step(struct tpx_peer *p, uint64_t now);
  * its UP, < 0 when ours could not be sent. */
 int tpx__relisten_all_up(struct tpx_peer *p);
 /* A MSG_RELISTEN during transport setup; failures fail the peer. */
-void tpx__relisten_on_frame(struct tpx_peer *p, const struct wire_frame *f);
+void tpx__relisten_on_frame(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

@@ -6,14 +6,14 @@
 
 #include "tpx/error.h"
 
-void tpx__route_pat_fixed(struct route_pat *pat, int n) {
+void tpx__route_pat_fixed(struct tpx__route_pat *pat, int n) {
   if (n < 1) n = 1;
   if (n > ROUTE_MAX_PAT) n = ROUTE_MAX_PAT;
   pat->len = (uint8_t)n;
   for (int c = 0; c < n; c++) pat->ch[c] = (uint8_t)c;
 }
 
-int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n) {
+int tpx__route_pat_weighted(struct tpx__route_pat *pat, const uint32_t *w, int n) {
   int live = 0;
   for (int c = 0; c < n && c < ROUTE_MAX_PAT; c++) live += w[c] != 0;
   if (!live) return TPX_EINVAL;
@@ -55,7 +55,7 @@ int tpx__route_pat_weighted(struct route_pat *pat, const uint32_t *w, int n) {
   return 0;
 }
 
-int tpx__route_pat_valid(const struct route_pat *pat, int n) {
+int tpx__route_pat_valid(const struct tpx__route_pat *pat, int n) {
   if (pat->len < 1 || pat->len > ROUTE_MAX_PAT) return 0;
   for (int k = 0; k < pat->len; k++)
     if (pat->ch[k] >= n) return 0;
@@ -71,20 +71,18 @@ static uint32_t mix(uint64_t i, uint32_t seed) {
   return (uint32_t)((z ^ (z >> 31)) >> 32);
 }
 
-static int layer0(const struct op *o, uint64_t i) {
-  return o->pat.ch[(o->first_ch + i) % o->pat.len];
-}
+static int layer0(const struct tpx__op *o, uint64_t i) { return o->pat.ch[(o->first_ch + i) % o->pat.len]; }
 
-int tpx__route_ch_at(const struct op *o, uint64_t i, uint32_t layers) {
+int tpx__route_ch_at(const struct tpx__op *o, uint64_t i, uint32_t layers) {
   int c = layer0(o, i);
   for (uint32_t k = 0; k < layers && k < o->nlayers; k++) {
-    const struct route_layer *L = &o->layers[k];
+    const struct tpx__route_layer *L = &o->layers[k];
     if (c == L->dead) c = L->pat.ch[mix(i, L->seed) % L->pat.len];
   }
   return c;
 }
 
-uint64_t tpx__route_count(const struct op *o, int ch) {
+uint64_t tpx__route_count(const struct tpx__op *o, int ch) {
   uint64_t n = 0;
   if (o->nlayers == 0) { /* whole periods of the pattern, then the rest */
     uint64_t per = 0;
@@ -98,7 +96,7 @@ uint64_t tpx__route_count(const struct op *o, int ch) {
   return n;
 }
 
-void tpx__route_totals(struct op *o) {
+void tpx__route_totals(struct tpx__op *o) {
   for (uint32_t c = 0; c < o->nch; c++) o->links[c].total = o->nlayers ? 0 : tpx__route_count(o, (int)c);
   if (!o->nlayers) return;
   for (uint64_t i = 0; i < o->nchunks; i++) {
@@ -109,16 +107,16 @@ void tpx__route_totals(struct op *o) {
 
 /* Chunk i belongs to link l: layer 0's chunks on its channel, or those a
  * resend layer took from its dead channel and gave to l's. */
-static int member(const struct op *o, const struct wlink *l, uint64_t i) {
+static int member(const struct tpx__op *o, const struct tpx__wlink *l, uint64_t i) {
   if (l->layer == 0) return layer0(o, i) == l->ch;
-  const struct route_layer *L = &o->layers[l->layer - 1];
+  const struct tpx__route_layer *L = &o->layers[l->layer - 1];
   if (tpx__route_ch_at(o, i, l->layer - 1u) != L->dead) return 0;
   return L->pat.ch[mix(i, L->seed) % L->pat.len] == l->ch;
 }
 
 /* The next chunk index of l at or after i, or nchunks. Layer 0 looks at most
  * one period ahead (a channel absent from the pattern has none). */
-static uint64_t next_of(const struct op *o, const struct wlink *l, uint64_t i) {
+static uint64_t next_of(const struct tpx__op *o, const struct tpx__wlink *l, uint64_t i) {
   uint64_t end = o->nchunks;
   if (l->layer == 0) {
     uint64_t lim = i + o->pat.len;
@@ -129,16 +127,16 @@ static uint64_t next_of(const struct op *o, const struct wlink *l, uint64_t i) {
   return o->nchunks;
 }
 
-int tpx__route_first(const struct wlink *l, struct cursor *c) {
-  const struct op *o = l->op;
+int tpx__route_first(const struct tpx__wlink *l, struct tpx__cursor *c) {
+  const struct tpx__op *o = l->op;
   uint64_t i = next_of(o, l, 0);
   if (i >= o->nchunks) return 0;
   tpx__plan_seek_packed(o->ents, o->nents, o->chunk, o->pack_max, i, c);
   return 1;
 }
 
-int tpx__route_advance(const struct wlink *l, struct cursor *c) {
-  const struct op *o = l->op;
+int tpx__route_advance(const struct tpx__wlink *l, struct tpx__cursor *c) {
+  const struct tpx__op *o = l->op;
   uint64_t i = next_of(o, l, c->idx + 1);
   if (i >= o->nchunks) return 0;
   return tpx__plan_advance(o->ents, o->nents, o->chunk, c, i - c->idx);

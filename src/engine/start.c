@@ -15,18 +15,18 @@
 #include "engine/peer.h"
 #include "engine/start.h"
 
-static const void *notif_arg(const struct op *o) {
+static const void *notif_arg(const struct tpx__op *o) {
   if (!o->has_notif) return NULL;
   return o->notif ? (const void *)o->notif : (const void *)"";
 }
 
-static int pack_log2_of(const struct op *o) {
+static int pack_log2_of(const struct tpx__op *o) {
   int k = 0;
   while (o->pack_max >> (k + 1)) k++;
   return o->pack_max ? k : 0;
 }
 
-void tpx__start_now(struct tpx_peer *p, struct op *o) {
+void tpx__start_now(struct tpx_peer *p, struct tpx__op *o) {
   tpx_endpoint_t *ep = p->ep;
   int rc = 0;
   switch (o->kind) {
@@ -60,12 +60,12 @@ void tpx__start_now(struct tpx_peer *p, struct op *o) {
   case K_RECV: {
     o->phase = PH_WAIT_HDR;
     struct iovec riov[1];
-    struct wire_cts c = {o->id, o->tag, o->cap, tpx__inline_iov(o->ents, 1, riov) >= 0};
+    struct tpx__wire_cts c = {o->id, o->tag, o->cap, tpx__inline_iov(o->ents, 1, riov) >= 0};
     rc = tpx__ctl_send(p, tpx__wire_put_cts(&p->out, &c));
     break;
   }
   case K_SEND: {
-    struct cts_entry c;
+    struct tpx__cts_entry c;
     if (tpx__match_take_cts(p, o->tag, &c)) {
       o->phase = PH_DATA;
       tpx__match_start_send(p, o, &c);
@@ -79,11 +79,11 @@ void tpx__start_now(struct tpx_peer *p, struct op *o) {
                     (unsigned long long)o->id, tpx_last_error());
 }
 
-int tpx__start_in_post(const struct tpx_peer *p, const struct op *o) {
+int tpx__start_in_post(const struct tpx_peer *p, const struct tpx__op *o) {
   return !p->start_head && o->total <= START_NOW_MAX_BYTES;
 }
 
-void tpx__start_defer(struct tpx_peer *p, struct op *o) {
+void tpx__start_defer(struct tpx_peer *p, struct tpx__op *o) {
   o->phase = PH_QUEUED;
   tpx__op_queue_push(&p->start_head, &p->start_tail, o);
 }
@@ -91,7 +91,7 @@ void tpx__start_defer(struct tpx_peer *p, struct op *o) {
 int tpx__start_deferred(struct tpx_peer *p) {
   int n = 0;
   while (p->start_head && p->state == P_READY) {
-    struct op *o = p->start_head;
+    struct tpx__op *o = p->start_head;
     p->start_head = o->qnext;
     if (!p->start_head) p->start_tail = NULL;
     o->qnext = NULL;

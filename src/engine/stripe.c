@@ -20,11 +20,11 @@
 /* A sample needs this much busy time to say anything about a speed. */
 #define STRIPE_MIN_BUSY_NS 20000000ull
 
-static uint64_t busy_of(const struct window *q, uint64_t now) {
+static uint64_t busy_of(const struct tpx__window *q, uint64_t now) {
   return q->busy_ns + (q->busy_since ? now - q->busy_since : 0);
 }
 
-static void base_now(const struct window *q, uint64_t now, struct stripe_base *b) {
+static void base_now(const struct tpx__window *q, uint64_t now, struct tpx__stripe_base *b) {
   b->bytes = q->bytes_done;
   b->busy = busy_of(q, now);
 }
@@ -34,7 +34,7 @@ static void base_now(const struct window *q, uint64_t now, struct stripe_base *b
  * busy time yet, SAMPLE_PURGED the window was purged (a lost channel: its
  * busy time went back; b starts afresh). */
 enum { SAMPLE_NONE, SAMPLE_OK, SAMPLE_PURGED };
-static int sample(const struct window *q, uint64_t now, struct stripe_base *b, uint64_t *db, uint64_t *dt) {
+static int sample(const struct tpx__window *q, uint64_t now, struct tpx__stripe_base *b, uint64_t *db, uint64_t *dt) {
   uint64_t busy = busy_of(q, now);
   if (busy < b->busy) {
     base_now(q, now, b);
@@ -103,14 +103,14 @@ static void leave_out_slow(struct tpx_peer *p, uint32_t *w, uint64_t now) {
   }
 }
 
-static int slots_of(const struct route_pat *pat, int c) {
+static int slots_of(const struct tpx__route_pat *pat, int c) {
   int n = 0;
   for (int k = 0; k < pat->len; k++) n += pat->ch[k] == c;
   return n;
 }
 
-static int announce(struct tpx_peer *p, const struct route_pat *pat) {
-  struct wire_sched m;
+static int announce(struct tpx_peer *p, const struct tpx__route_pat *pat) {
+  struct tpx__wire_sched m;
   m.len = pat->len;
   memcpy(m.ch, pat->ch, pat->len);
   p->tx_pat = *pat;
@@ -123,7 +123,7 @@ static int announce(struct tpx_peer *p, const struct route_pat *pat) {
  * taken in. */
 static int plan(struct tpx_peer *p, int force) {
   uint32_t w[ROUTE_MAX_PAT];
-  struct route_pat pat;
+  struct tpx__route_pat pat;
   weights(p, w);
   leave_out_slow(p, w, tpx__now_ns());
   if (tpx__route_pat_weighted(&pat, w, p->nch) != 0) return 0; /* no channel left: the peer fails elsewhere */
@@ -148,7 +148,7 @@ static int plan(struct tpx_peer *p, int force) {
  * own measure overstates a slow link; what lands is the truth. */
 static int tell_rates(struct tpx_peer *p, uint64_t now) {
   for (int c = 0; c < p->nch; c++) {
-    const struct window *q = &p->ch[c].rq;
+    const struct tpx__window *q = &p->ch[c].rq;
     uint64_t db = 0, dt = 0;
     if (p->ch[c].down) { /* nothing lands: start afresh when it is back */
       base_now(q, now, &p->stripe_rx[c]);
@@ -158,7 +158,8 @@ static int tell_rates(struct tpx_peer *p, uint64_t now) {
     if (sample(q, now, &p->stripe_rx[c], &db, &dt) != SAMPLE_OK || !db) continue;
     base_now(q, now, &p->stripe_rx[c]);
     uint64_t kbs = db * 1000000ull / dt;
-    struct wire_chan m = {.step = CHAN_RATE, .ch = (uint16_t)c, .gen = kbs > UINT32_MAX ? UINT32_MAX : (uint32_t)kbs};
+    struct tpx__wire_chan m = {
+        .step = CHAN_RATE, .ch = (uint16_t)c, .gen = kbs > UINT32_MAX ? UINT32_MAX : (uint32_t)kbs};
     int rc = tpx__ctl_send(p, tpx__wire_put_chan(&p->out, &m));
     if (rc) return rc;
   }
@@ -202,13 +203,13 @@ int tpx__stripe_replan(struct tpx_peer *p) {
   return plan(p, 1);
 }
 
-int tpx__stripe_on_sched(struct tpx_peer *p, const struct wire_frame *f) {
-  struct wire_sched m;
+int tpx__stripe_on_sched(struct tpx_peer *p, const struct tpx__wire_frame *f) {
+  struct tpx__wire_sched m;
   if (!p->sched)
     return tpx_err_quiet(TPX_EPROTO, "peer %s: a striping pattern, but adaptive striping was not agreed", p->where);
   int rc = tpx__wire_get_sched(f, &m);
   if (rc) return tpx_err_quiet(rc, "peer %s: bad striping pattern: %s", p->where, tpx_last_error());
-  struct route_pat pat;
+  struct tpx__route_pat pat;
   pat.len = m.len;
   memcpy(pat.ch, m.ch, m.len);
   if (!tpx__route_pat_valid(&pat, p->nch))

@@ -27,6 +27,6 @@ int tpx__stripe_replan(struct tpx_peer *p);
 void tpx__stripe_on_rate(struct tpx_peer *p, int c, uint32_t kbs);
 /* MSG_SCHED from the peer: the pattern of its next transfers. 0, or
  * TPX_EPROTO (detail recorded; the caller fails the peer). */
-int tpx__stripe_on_sched(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__stripe_on_sched(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

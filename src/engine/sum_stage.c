@@ -48,7 +48,7 @@ void tpx__sum_stage_fini(tpx_endpoint_t *ep) {
 }
 
 /* The CPU's sum of bytes it sees: on the threads (WSUM_POOL) or in place. */
-static void cpu_sum(struct tpx_peer *p, struct wslot *s, const void *at, const struct iovec *iov, int nv) {
+static void cpu_sum(struct tpx_peer *p, struct tpx__wslot *s, const void *at, const struct iovec *iov, int nv) {
   tpx_crcpool_t *tp = s->len >= POOL_MIN ? pool(p->ep) : NULL;
   if (tp && tpx__crcpool_start(tp, at, s->len, iov, nv, &s->sum_ticket) == 0) {
     s->sum_have = WSUM_POOL;
@@ -60,7 +60,7 @@ static void cpu_sum(struct tpx_peer *p, struct wslot *s, const void *at, const s
 
 /* Drive a sum running apart: 1 done (WSUM_HAVE, or WSUM_NONE where the GPU
  * has no kernel), 0 not yet, < 0 error. */
-static int drive(struct tpx_peer *p, struct window *q, struct wslot *s) {
+static int drive(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s) {
   tpx_endpoint_t *ep = p->ep;
   switch (s->sum_have) {
   case WSUM_POOL:
@@ -87,7 +87,7 @@ static int drive(struct tpx_peer *p, struct window *q, struct wslot *s) {
   }
 }
 
-void tpx__sum_stage_landed(struct tpx_peer *p, struct window *q, struct wslot *s, int consumed) {
+void tpx__sum_stage_landed(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s, int consumed) {
   const void *at;
   int dev;
   int view = tpx__gpu_recv_view(q, s, &at, &dev);
@@ -107,8 +107,8 @@ void tpx__sum_stage_landed(struct tpx_peer *p, struct window *q, struct wslot *s
   cpu_sum(p, s, at, iov, nv);
 }
 
-int tpx__sum_stage_recv_ok(struct tpx_peer *p, struct window *q, struct wslot *s) {
-  struct op *o = s->op;
+int tpx__sum_stage_recv_ok(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s) {
+  struct tpx__op *o = s->op;
   if (!p->sum || o->discard) return 1;
   if (s->sum_have == WSUM_CPU_LATER) tpx__sum_stage_landed(p, q, s, 1);
   int r = drive(p, q, s);
@@ -124,7 +124,8 @@ int tpx__sum_stage_recv_ok(struct tpx_peer *p, struct window *q, struct wslot *s
   return r;
 }
 
-int tpx__sum_stage_sent(struct tpx_peer *p, struct window *q, struct wslot *s, int dev, const struct iovec *iov) {
+int tpx__sum_stage_sent(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s, int dev,
+                        const struct iovec *iov) {
   s->sum_have = WSUM_NONE;
   if (dev < 0) {
     cpu_sum(p, s, s->data, iov, s->nv);
@@ -137,7 +138,7 @@ int tpx__sum_stage_sent(struct tpx_peer *p, struct window *q, struct wslot *s, i
   return r < 0 ? r : 0;
 }
 
-int tpx__sum_stage_send_ok(struct tpx_peer *p, struct window *q, struct wslot *s) {
+int tpx__sum_stage_send_ok(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *s) {
   if (s->sum_have == WSUM_NONE) return 1;
   int r = drive(p, q, s);
   if (r < 0)
@@ -150,7 +151,7 @@ int tpx__sum_stage_send_ok(struct tpx_peer *p, struct window *q, struct wslot *s
   return r < 0 ? r : 1;
 }
 
-void tpx__sum_stage_drop(struct tpx_peer *p, struct wslot *s) {
+void tpx__sum_stage_drop(struct tpx_peer *p, struct tpx__wslot *s) {
   if (s->sum_have == WSUM_POOL) tpx__crcpool_drop(p->ep->sumpool, s->sum_ticket);
   if (s->sum_have == WSUM_GPU) tpx__gpu_sum_drop(p->ep, s->sum_dev, s->sum_ticket);
   s->sum_have = WSUM_NONE;

@@ -25,7 +25,7 @@
 #include "engine/op.h"
 #include "engine/peer.h"
 
-static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned need, struct xent *out) {
+static int check_entry(tpx_endpoint_t *ep, const struct tpx__wire_entry *e, unsigned need, struct tpx__xent *out) {
   struct tpx_mem *m = tpx__mem_lookup(ep, e->region);
   if (!m || m->internal || !(m->access & need)) return TPX_EACCES;
   uint64_t base = (uint64_t)(uintptr_t)m->base;
@@ -38,12 +38,11 @@ static int check_entry(tpx_endpoint_t *ep, const struct wire_entry *e, unsigned 
   return 0;
 }
 
-
 /* A packed plan (plan.h) takes host memory, and GPU memory of one device
  * where this side's GPU path stages both ways (gpu/gpu_path.h); elsewhere
  * the GPU path moves one entry per chunk, and a peer on the same transport
  * never asks it. */
-static int packed_ok(struct tpx_peer *p, const struct op *o, const char *what) {
+static int packed_ok(struct tpx_peer *p, const struct tpx__op *o, const char *what) {
   if (!o->pack_max || tpx__pack_mem_ok(o->ents, o->nents, tpx__gpu_pack_ok(p->ep))) return 0;
   tpx__peer_fail(p, TPX_EPROTO, "peer %s: %s %llu asks for packed chunks into GPU memory, which this side %s",
                  p->where, what, (unsigned long long)o->id,
@@ -52,13 +51,13 @@ static int packed_ok(struct tpx_peer *p, const struct op *o, const char *what) {
 }
 
 /* What holding a request costs: its op, entry list, links and notification. */
-static uint64_t held_cost(const struct tpx_peer *p, const struct wire_rw *m) {
-  return sizeof(struct op) + (uint64_t)m->n * sizeof(struct xent) + (uint64_t)p->nch * sizeof(struct wlink) +
-         (m->has_notif ? m->notif_len : 0);
+static uint64_t held_cost(const struct tpx_peer *p, const struct tpx__wire_rw *m) {
+  return sizeof(struct tpx__op) + (uint64_t)m->n * sizeof(struct tpx__xent) +
+         (uint64_t)p->nch * sizeof(struct tpx__wlink) + (m->has_notif ? m->notif_len : 0);
 }
 
 /* Bounds on what one more request makes us hold (docs/SECURITY.md). */
-static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) {
+static int admit(struct tpx_peer *p, const struct tpx__wire_rw *m, const char *what) {
   int rc = tpx__peer_admit(p, what);
   if (rc == 0) rc = tpx__admit_held(p, held_cost(p, m), what);
   if (rc == 0 && m->has_notif) rc = tpx__admit_notif(p, m->notif_len);
@@ -68,14 +67,14 @@ static int admit(struct tpx_peer *p, const struct wire_rw *m, const char *what) 
 
 /* A peer's WRITE or READ parsed, admitted (bounds) and given its op, or
  * NULL with *rc set (the peer already failed). */
-static struct op *new_request(struct tpx_peer *p, const struct wire_frame *f, int kind, const char *what,
-                              struct wire_rw *m, int *rc) {
+static struct tpx__op *new_request(struct tpx_peer *p, const struct tpx__wire_frame *f, int kind, const char *what,
+                                   struct tpx__wire_rw *m, int *rc) {
   if ((*rc = tpx__wire_get_rw(f, m)) != 0) {
     tpx__peer_fail(p, *rc, "peer %s: bad %s request: %s", p->where, what, tpx_last_error());
     return NULL;
   }
   if ((*rc = admit(p, m, what)) != 0) return NULL;
-  struct op *o = tpx__op_new_internal(p, kind, m->n);
+  struct tpx__op *o = tpx__op_new_internal(p, kind, m->n);
   if (!o || (m->has_notif && tpx__op_copy_notif(o, m->notif, m->notif_len))) {
     if (o) tpx__op_free_internal(o);
     tpx__peer_fail(p, TPX_ENOMEM, "peer %s: out of memory for %s %llu", p->where, what, (unsigned long long)m->id);
@@ -92,7 +91,8 @@ static struct op *new_request(struct tpx_peer *p, const struct wire_frame *f, in
 
 /* The request's chunks, by the plan it asked for (none when its data came
  * inline): 0, or TPX_EPROTO with o freed and the peer failed. */
-static int plan_request(struct tpx_peer *p, struct op *o, const struct wire_rw *m, const char *what, int inl) {
+static int plan_request(struct tpx_peer *p, struct tpx__op *o, const struct tpx__wire_rw *m, const char *what,
+                        int inl) {
   o->pack_max = m->pack_log2 ? 1ull << m->pack_log2 : 0;
   if (packed_ok(p, o, what) != 0) {
     tpx__op_free_internal(o);
@@ -111,7 +111,7 @@ static int plan_request(struct tpx_peer *p, struct op *o, const struct wire_rw *
 /* Every chunk of an incoming write is in: acknowledge it, unless it was
  * refused when it arrived (tpx__target_on_write sent the refusal then, and
  * its data was drained). A write is answered exactly once. */
-static int write_landed(struct op *o) {
+static int write_landed(struct tpx__op *o) {
   struct tpx_peer *p = o->peer;
   int rc = 0;
   TPX_TRACE("peer %s: incoming write %llu landed; acknowledging", p->where, (unsigned long long)o->id);
@@ -121,16 +121,16 @@ static int write_landed(struct op *o) {
   return rc;
 }
 
-int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__target_on_write(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
-  struct wire_rw m;
+  struct tpx__wire_rw m;
   int rc;
-  struct op *o = new_request(p, f, K_IN_WRITE, "write", &m, &rc);
+  struct tpx__op *o = new_request(p, f, K_IN_WRITE, "write", &m, &rc);
   if (!o) return rc;
   o->landed = write_landed;
   uint64_t total = 0;
   int bad = 0;
-  struct wire_entry e;
+  struct tpx__wire_entry e;
   for (uint32_t i = 0; i < m.n; i++) {
     tpx__wire_entry_at(m.entries, i, &e);
     if (e.len > OP_MAX_BYTES || total + e.len > OP_MAX_BYTES) {
@@ -181,13 +181,13 @@ int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f) {
   return rc;
 }
 
-int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
+int tpx__target_on_read(struct tpx_peer *p, const struct tpx__wire_frame *f) {
   tpx_endpoint_t *ep = p->ep;
-  struct wire_rw m;
+  struct tpx__wire_rw m;
   int rc;
-  struct op *o = new_request(p, f, K_SERVE_READ, "read", &m, &rc);
+  struct tpx__op *o = new_request(p, f, K_SERVE_READ, "read", &m, &rc);
   if (!o) return rc;
-  struct wire_entry e;
+  struct tpx__wire_entry e;
   for (uint32_t i = 0; i < m.n; i++) {
     tpx__wire_entry_at(m.entries, i, &e);
     if (check_entry(ep, &e, TPX_ACCESS_READ, &o->ents[i]) != 0) {
@@ -212,7 +212,7 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   uint32_t first = 0;
   if (niov >= 0) o->nchunks = 0; /* all of it goes in the answer */
   else first = tpx__op_take_first_ch(p, o->nchunks);
-  struct wire_read_data rd = {m.id, (uint16_t)first, niov < 0 ? 0 : p->sum ? 2 : 1, total, NULL, 0};
+  struct tpx__wire_read_data rd = {m.id, (uint16_t)first, niov < 0 ? 0 : p->sum ? 2 : 1, total, NULL, 0};
   rc = tpx__ctl_send(p, tpx__wire_put_read_data(&p->out, &rd, iov, niov >= 0 ? niov : 0));
   if (rc) {
     tpx__op_free_internal(o);
@@ -224,4 +224,3 @@ int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f) {
   if ((rc = tpx__op_start_data(o, first, 0)) != 0) tpx__peer_fail_last(p, rc);
   return rc;
 }
-

@@ -4,9 +4,9 @@
 #define TPX_ENGINE_TARGET_H
 
 struct tpx_peer;
-struct wire_frame;
+struct tpx__wire_frame;
 
-int tpx__target_on_write(struct tpx_peer *p, const struct wire_frame *f);
-int tpx__target_on_read(struct tpx_peer *p, const struct wire_frame *f);
+int tpx__target_on_write(struct tpx_peer *p, const struct tpx__wire_frame *f);
+int tpx__target_on_read(struct tpx_peer *p, const struct tpx__wire_frame *f);
 
 #endif

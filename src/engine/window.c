@@ -20,7 +20,7 @@
 #include "engine/window.h"
 #include "net/caps.h"
 
-int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
+int tpx__window_init(struct tpx__window *q, int ch, int is_recv, uint32_t cap) {
   memset(q, 0, sizeof(*q));
   q->ring = calloc(cap, sizeof(*q->ring));
   if (!q->ring) return tpx_err_quiet(TPX_ENOMEM, "channel %d: out of memory", ch);
@@ -31,14 +31,14 @@ int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap) {
   return 0;
 }
 
-void tpx__window_free(struct window *q) {
+void tpx__window_free(struct tpx__window *q) {
   tpx__gpu_window_free(q);
   tpx__pack_free(&q->pack);
   free(q->ring);
   q->ring = NULL;
 }
 
-void tpx__window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l) {
+void tpx__window_enqueue(struct tpx_peer *p, struct tpx__window *q, struct tpx__wlink *l) {
   p->ep->queued++;
   l->next = NULL;
   l->queued = 1;
@@ -47,22 +47,22 @@ void tpx__window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l) 
   q->pend_tail = l;
 }
 
-static void account(struct tpx_peer *p, struct op *o, int delta) {
+static void account(struct tpx_peer *p, struct tpx__op *o, int delta) {
   o->inflight += delta;
   p->inflight += delta;
   p->ep->inflight += delta;
 }
 
-static const char *dir(const struct window *q) { return q->is_recv ? "recv" : "send"; }
+static const char *dir(const struct tpx__window *q) { return q->is_recv ? "recv" : "send"; }
 
 /* Where the chunk at l->cur moves from / to: *m and *off (the first
  * piece's, or the pack ring's), with *nv pieces in iov for a vectored
  * request (0: one buffer) and *packed 1 for the ring, 2 for GPU staging's
  * arena. 1 ready, 0 the ring is full, < 0 error. */
-static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, struct iovec *iov,
-                       int *nv, int *packed, struct tpx_mem **m, uint64_t *off) {
-  struct op *o = l->op;
-  const struct xent *e = &o->ents[l->cur.e];
+static int chunk_where(struct tpx_peer *p, struct tpx__window *q, struct tpx__wlink *l, struct iovec *iov, int *nv,
+                       int *packed, struct tpx_mem **m, uint64_t *off) {
+  struct tpx__op *o = l->op;
+  const struct tpx__xent *e = &o->ents[l->cur.e];
   *nv = *packed = 0;
   int gathered = tpx__plan_gathered(o->ents, &l->cur);
   if (gathered) *nv = tpx__pack_iov(p->ep->net, o, &l->cur, iov);
@@ -96,8 +96,8 @@ static int chunk_where(struct tpx_peer *p, struct window *q, struct wlink *l, st
 }
 
 /* The transport request for a chunk: one buffer, or nv pieces. */
-static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, void *mh,
-                    const struct iovec *iov, int nv, void **req) {
+static int post_req(tpx_net_t *net, struct tpx__window *q, void *data, uint64_t len, void *mh, const struct iovec *iov,
+                    int nv, void **req) {
   if (nv) /* the pieces' memory needs no handle: host memory, a transport of our own (caps.iov) */
     return q->is_recv ? net->ops->irecvv(net, q->comm, iov, nv, 0, NULL, req)
                       : net->ops->isendv(net, q->comm, iov, nv, 0, NULL, req);
@@ -109,11 +109,11 @@ static int post_req(tpx_net_t *net, struct window *q, void *data, uint64_t len, 
 
 /* Post the next pending chunk. 1 posted, 2 posted from GPU staging, 0
  * back-pressure, < 0 error. */
-static int post_one(struct tpx_peer *p, struct window *q) {
+static int post_one(struct tpx_peer *p, struct tpx__window *q) {
   tpx_endpoint_t *ep = p->ep;
   tpx_net_t *net = ep->net;
-  struct wlink *l = q->pend;
-  struct op *o = l->op;
+  struct tpx__wlink *l = q->pend;
+  struct tpx__op *o = l->op;
   uint64_t len = tpx__plan_len(o->ents, o->chunk, &l->cur);
   struct tpx_mem *m;
   uint64_t off;
@@ -144,7 +144,7 @@ static int post_one(struct tpx_peer *p, struct window *q) {
                          dir(q), (unsigned long long)l->cur.idx, (unsigned long long)len, tpx__op_kind_name(o->kind));
   if (!req) return 0;
   if (ep->gpath) tpx__gpu_post_done(p, q, l, m, off, len, mh, gp);
-  struct wslot *s = &q->ring[q->tail % q->cap];
+  struct tpx__wslot *s = &q->ring[q->tail % q->cap];
   s->req = req;
   s->op = o;
   s->data = data;
@@ -183,13 +183,13 @@ static int post_one(struct tpx_peer *p, struct window *q) {
 
 /* Test the oldest not-done request, as long as they come back done. Returns
  * the number of state changes, or < 0. */
-static int test_head(struct tpx_peer *p, struct window *q) {
+static int test_head(struct tpx_peer *p, struct tpx__window *q) {
   tpx_endpoint_t *ep = p->ep;
   tpx_net_t *net = ep->net;
   int did = 0;
   while (q->test < q->tail) {
-    struct wslot *s = &q->ring[q->test % q->cap];
-    struct op *o = s->op;
+    struct tpx__wslot *s = &q->ring[q->test % q->cap];
+    struct tpx__op *o = s->op;
     int done = 0;
     size_t got = SIZE_MAX; /* left alone by transports that do not report sizes (TCPX) */
     int rc = net->ops->test(net, s->req, &done, q->is_recv ? &got : NULL);
@@ -235,12 +235,12 @@ static int test_head(struct tpx_peer *p, struct window *q) {
 /* Release finished heads in ring order: a receive only once consumed,
  * checked and handed back (irecvConsumed). Each release reports its chunk
  * upward. */
-static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn done) {
+static int release_heads(struct tpx_peer *p, struct tpx__window *q, window_done_fn done) {
   tpx_endpoint_t *ep = p->ep;
   tpx_net_t *net = ep->net;
   int did = 0;
   while (q->head < q->test) {
-    struct wslot *s = &q->ring[q->head % q->cap];
+    struct tpx__wslot *s = &q->ring[q->head % q->cap];
     if (q->is_recv) {
       if (s->state != WS_CONSUMED) {
         int c = ep->consume ? ep->consume->poll(p, q, s) : 1;
@@ -265,7 +265,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
       if (k < 0) return k;
       if (k == 0) break;
     }
-    struct op *o = s->op;
+    struct tpx__op *o = s->op;
     if (s->pack_end) { /* a packed receive's bytes go to their entries now */
       tpx__pack_release(q->pack, s->pack_end, o->ents, &s->pcur, q->is_recv && !o->discard ? s->data : NULL);
       s->pack_end = 0;
@@ -293,7 +293,7 @@ static int release_heads(struct tpx_peer *p, struct window *q, window_done_fn do
   return did;
 }
 
-static int drain(struct tpx_peer *p, struct window *q, window_done_fn done) {
+static int drain(struct tpx_peer *p, struct tpx__window *q, window_done_fn done) {
   int a = test_head(p, q);
   if (a < 0) return a;
   int b = release_heads(p, q, done);
@@ -307,7 +307,7 @@ static int drain(struct tpx_peer *p, struct window *q, window_done_fn done) {
  * (docs/notes/gpu-vs-host-memory.md). */
 #define STAGED_POSTS_PER_PASS 4
 
-int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn done) {
+int tpx__window_progress(struct tpx_peer *p, struct tpx__window *q, window_done_fn done) {
   if (!q->comm) return 0;
   int did = drain(p, q, done);
   if (did < 0) return did;
@@ -327,10 +327,10 @@ int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn do
   return did;
 }
 
-void tpx__window_purge(struct tpx_peer *p, struct window *q) {
+void tpx__window_purge(struct tpx_peer *p, struct tpx__window *q) {
   tpx__gpu_window_purge(p, q); /* GPU copies / unpacks touching memory end first */
   for (uint64_t i = q->head; i < q->tail; i++) {
-    struct wslot *s = &q->ring[i % q->cap];
+    struct tpx__wslot *s = &q->ring[i % q->cap];
     if (s->op) account(p, s->op, -1);
     tpx__sum_stage_drop(p, s);
     s->op = NULL;
@@ -340,7 +340,7 @@ void tpx__window_purge(struct tpx_peer *p, struct window *q) {
   tpx__pack_purge(q->pack);
   q->head = q->test = q->tail = 0;
   q->busy_since = 0;
-  for (struct wlink *l = q->pend, *n; l; l = n) {
+  for (struct tpx__wlink *l = q->pend, *n; l; l = n) {
     n = l->next;
     l->next = NULL;
     l->queued = 0;

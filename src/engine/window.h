@@ -22,23 +22,23 @@
 #include "engine/core.h"
 
 struct tpx_peer;
-struct op;
-struct gpu_window;
-struct pack_ring;
+struct tpx__op;
+struct tpx__gpu_window;
+struct tpx__pack_ring;
 
 /* A chunk left the window (sent, or landed and consumed). Returns < 0 when
  * the peer can no longer go on (the window stops and passes it up). */
-typedef int (*window_done_fn)(struct op *o, int ch);
+typedef int (*window_done_fn)(struct tpx__op *o, int ch);
 
-int tpx__window_init(struct window *q, int ch, int is_recv, uint32_t cap);
-void tpx__window_free(struct window *q);
+int tpx__window_init(struct tpx__window *q, int ch, int is_recv, uint32_t cap);
+void tpx__window_free(struct tpx__window *q);
 /* Queue an op's chunks for this window (posted as room allows). */
-void tpx__window_enqueue(struct tpx_peer *p, struct window *q, struct wlink *l);
+void tpx__window_enqueue(struct tpx_peer *p, struct tpx__window *q, struct tpx__wlink *l);
 /* Test, release and post what can move now. Returns the number of state
  * changes, or < 0 with tpx_last_error() naming peer, channel and chunk. */
-int tpx__window_progress(struct tpx_peer *p, struct window *q, window_done_fn done);
+int tpx__window_progress(struct tpx_peer *p, struct tpx__window *q, window_done_fn done);
 /* Forget every request and pending chunk (the comm is being closed, which
  * frees the transport's requests). */
-void tpx__window_purge(struct tpx_peer *p, struct window *q);
+void tpx__window_purge(struct tpx_peer *p, struct tpx__window *q);
 
 #endif

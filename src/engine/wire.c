@@ -7,13 +7,13 @@
 #include "common/crc32c.h"
 #include "common/error.h"
 
-void tpx__wbuf_free(struct wbuf *b) {
+void tpx__wbuf_free(struct tpx__wbuf *b) {
   free(b->p);
   b->p = NULL;
   b->len = b->cap = 0;
 }
 
-static uint8_t *wb_grow(struct wbuf *b, size_t n) {
+static uint8_t *wb_grow(struct tpx__wbuf *b, size_t n) {
   if (b->oom) return NULL;
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
@@ -30,23 +30,23 @@ static uint8_t *wb_grow(struct wbuf *b, size_t n) {
   b->len += n;
   return at;
 }
-static void wb_u8(struct wbuf *b, uint8_t v) {
+static void wb_u8(struct tpx__wbuf *b, uint8_t v) {
   uint8_t *p = wb_grow(b, 1);
   if (p) *p = v;
 }
-static void wb_u16(struct wbuf *b, uint16_t v) {
+static void wb_u16(struct tpx__wbuf *b, uint16_t v) {
   uint8_t *p = wb_grow(b, 2);
   if (p) tpx__put16(p, v);
 }
-static void wb_u32(struct wbuf *b, uint32_t v) {
+static void wb_u32(struct tpx__wbuf *b, uint32_t v) {
   uint8_t *p = wb_grow(b, 4);
   if (p) tpx__put32(p, v);
 }
-static void wb_u64(struct wbuf *b, uint64_t v) {
+static void wb_u64(struct tpx__wbuf *b, uint64_t v) {
   uint8_t *p = wb_grow(b, 8);
   if (p) tpx__put64(p, v);
 }
-static void wb_bytes(struct wbuf *b, const void *src, size_t n) {
+static void wb_bytes(struct tpx__wbuf *b, const void *src, size_t n) {
   if (n == 0) return;
   uint8_t *p = wb_grow(b, n);
   if (p) memcpy(p, src, n);
@@ -57,13 +57,13 @@ static uint64_t iov_total(const struct iovec *iov, int n) {
   for (int i = 0; i < n; i++) t += iov[i].iov_len;
   return t;
 }
-static void wb_iov(struct wbuf *b, const struct iovec *iov, int n) {
+static void wb_iov(struct tpx__wbuf *b, const struct iovec *iov, int n) {
   for (int i = 0; i < n; i++) wb_bytes(b, iov[i].iov_base, iov[i].iov_len);
 }
 
 /* Frames are built in place: header first, length patched at the end. On
  * failure the partial frame is dropped so the buffer stays a frame stream. */
-static size_t frame_begin(struct wbuf *b, uint8_t type) {
+static size_t frame_begin(struct tpx__wbuf *b, uint8_t type) {
   size_t start = b->len;
   wb_u32(b, WIRE_MAGIC);
   wb_u8(b, WIRE_VERSION);
@@ -72,7 +72,7 @@ static size_t frame_begin(struct wbuf *b, uint8_t type) {
   wb_u32(b, 0);
   return start;
 }
-static int frame_end(struct wbuf *b, size_t start) {
+static int frame_end(struct tpx__wbuf *b, size_t start) {
   if (b->oom) {
     b->oom = 0;
     b->len = start;
@@ -87,7 +87,7 @@ static int frame_end(struct wbuf *b, size_t start) {
   return 0;
 }
 
-long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f) {
+long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct tpx__wire_frame *f) {
   /* Judge the magic as soon as its bytes arrive, so garbage is refused early. */
   static const uint8_t magic[4] = {'T', 'P', 'X', 'C'};
   for (size_t i = 0; i < avail && i < 4; i++)
@@ -148,7 +148,7 @@ static int rd_done(struct rd *r, const char *what) {
     return tpx_err_quiet(TPX_EPROTO, "control message %s: %zu trailing bytes", what, r->len - r->pos);
   return 0;
 }
-static struct rd rd_of(const struct wire_frame *f) {
+static struct rd rd_of(const struct tpx__wire_frame *f) {
   struct rd r = {f->payload, f->len, 0, 0};
   return r;
 }
@@ -166,7 +166,7 @@ static int rd_str(struct rd *r, char *out, size_t cap) {
   if (memchr(out, '\0', n)) r->bad = 1; /* embedded NUL: refuse */
   return 0;
 }
-static void wb_str(struct wbuf *b, const char *s, size_t max) {
+static void wb_str(struct tpx__wbuf *b, const char *s, size_t max) {
   size_t n = strnlen(s, max);
   if (n > 255) n = 255;
   wb_u8(b, (uint8_t)n);
@@ -174,7 +174,7 @@ static void wb_str(struct wbuf *b, const char *s, size_t max) {
 }
 
 /* ---- messages ---- */
-int tpx__wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
+int tpx__wire_put_hello(struct tpx__wbuf *b, int ack, const struct tpx__wire_hello *h) {
   if (h->nch == 0 || h->nch > WIRE_MAX_CHANNELS)
     return tpx_err_quiet(TPX_EINVAL, "hello: %u channels", h->nch);
   size_t s = frame_begin(b, ack ? MSG_HELLO_ACK : MSG_HELLO);
@@ -186,7 +186,7 @@ int tpx__wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h) {
   wb_bytes(b, h->handles, (size_t)h->nch * TPX_NET_HANDLE_BYTES);
   return frame_end(b, s);
 }
-int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
+int tpx__wire_get_hello(const struct tpx__wire_frame *f, struct tpx__wire_hello *h) {
   struct rd r = rd_of(f);
   h->uuid = rd_u64(&r);
   h->gpu = (int32_t)rd_u32(&r);
@@ -199,7 +199,7 @@ int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h) {
   return rd_done(&r, "hello");
 }
 
-int tpx__wire_put_error(struct wbuf *b, int32_t code, const char *msg) {
+int tpx__wire_put_error(struct tpx__wbuf *b, int32_t code, const char *msg) {
   size_t s = frame_begin(b, MSG_ERROR);
   wb_u32(b, (uint32_t)code);
   size_t n = strnlen(msg, WIRE_MAX_ERRMSG);
@@ -207,7 +207,7 @@ int tpx__wire_put_error(struct wbuf *b, int32_t code, const char *msg) {
   wb_bytes(b, msg, n);
   return frame_end(b, s);
 }
-int tpx__wire_get_error(const struct wire_frame *f, struct wire_error *m) {
+int tpx__wire_get_error(const struct tpx__wire_frame *f, struct tpx__wire_error *m) {
   struct rd r = rd_of(f);
   m->code = (int32_t)rd_u32(&r);
   uint16_t n = rd_u16(&r);
@@ -221,10 +221,10 @@ int tpx__wire_get_error(const struct wire_frame *f, struct wire_error *m) {
   return rd_done(&r, "error");
 }
 
-int tpx__wire_find_error(const uint8_t *buf, size_t len, struct wire_error *e, size_t *at) {
+int tpx__wire_find_error(const uint8_t *buf, size_t len, struct tpx__wire_error *e, size_t *at) {
   size_t off = 0;
   while (off < len) {
-    struct wire_frame f;
+    struct tpx__wire_frame f;
     long n = tpx__wire_frame_parse(buf + off, len - off, &f);
     if (n <= 0) return (int)n;
     if (f.type == MSG_ERROR) {
@@ -237,7 +237,7 @@ int tpx__wire_find_error(const uint8_t *buf, size_t len, struct wire_error *e, s
   return 0;
 }
 
-int tpx__wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
+int tpx__wire_put_cts(struct tpx__wbuf *b, const struct tpx__wire_cts *m) {
   size_t s = frame_begin(b, MSG_CTS);
   wb_u64(b, m->recv_id);
   wb_u64(b, m->tag);
@@ -245,7 +245,7 @@ int tpx__wire_put_cts(struct wbuf *b, const struct wire_cts *m) {
   wb_u8(b, m->inl_ok ? 1 : 0);
   return frame_end(b, s);
 }
-int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
+int tpx__wire_get_cts(const struct tpx__wire_frame *f, struct tpx__wire_cts *m) {
   struct rd r = rd_of(f);
   m->recv_id = rd_u64(&r);
   m->tag = rd_u64(&r);
@@ -257,7 +257,7 @@ int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m) {
 
 static int chunk_ok(uint32_t chunk) { return chunk >= 1 && chunk <= WIRE_MAX_CHUNK; }
 
-int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov) {
+int tpx__wire_put_send(struct tpx__wbuf *b, const struct tpx__wire_send *m, const struct iovec *iov, int niov) {
   if (m->inl && (m->len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->len))
     return tpx_err_quiet(TPX_EINVAL, "send: inline data of %llu bytes", (unsigned long long)m->len);
   size_t s = frame_begin(b, MSG_SEND);
@@ -270,7 +270,7 @@ int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct i
   if (m->inl == 2) wb_u32(b, tpx__crc32c_pieces(NULL, 0, iov, niov));
   return frame_end(b, s);
 }
-int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
+int tpx__wire_get_send(const struct tpx__wire_frame *f, struct tpx__wire_send *m) {
   struct rd r = rd_of(f);
   m->recv_id = rd_u64(&r);
   m->len = rd_u64(&r);
@@ -289,8 +289,8 @@ int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m) {
   return rc;
 }
 
-int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
-                          const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+int tpx__wire_put_rw_plan(struct tpx__wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                          const struct tpx__wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                           const struct iovec *iov, int niov, int pack_log2, int sum_on) {
   uint64_t inl = iov ? iov_total(iov, niov) : 0, sum = 0;
   for (uint32_t i = 0; iov && i < n; i++) sum += e[i].len;
@@ -325,7 +325,7 @@ int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_
   if (iov && sum_on) wb_u32(b, tpx__crc32c_pieces(NULL, 0, iov, niov));
   return frame_end(b, s);
 }
-int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
+int tpx__wire_get_rw(const struct tpx__wire_frame *f, struct tpx__wire_rw *m) {
   const char *what = f->type == MSG_WRITE ? "write" : "read";
   struct rd r = rd_of(f);
   m->id = rd_u64(&r);
@@ -370,14 +370,15 @@ int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m) {
     rc = tpx_err_quiet(TPX_EPROTO, "%s: first channel %u", what, m->first_ch);
   return rc;
 }
-void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e) {
+void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct tpx__wire_entry *e) {
   const uint8_t *p = entries + (size_t)i * WIRE_ENTRY_BYTES;
   e->region = tpx__get64(p);
   e->addr = tpx__get64(p + 8);
   e->len = tpx__get64(p + 16);
 }
 
-int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov) {
+int tpx__wire_put_read_data(struct tpx__wbuf *b, const struct tpx__wire_read_data *m, const struct iovec *iov,
+                            int niov) {
   if (m->inl && (m->inl_len > WIRE_MAX_INLINE || iov_total(iov, niov) != m->inl_len))
     return tpx_err_quiet(TPX_EINVAL, "read data: inline data of %llu bytes", (unsigned long long)m->inl_len);
   size_t s = frame_begin(b, MSG_READ_DATA);
@@ -391,7 +392,7 @@ int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, cons
   if (m->inl == 2) wb_u32(b, tpx__crc32c_pieces(NULL, 0, iov, niov));
   return frame_end(b, s);
 }
-int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m) {
+int tpx__wire_get_read_data(const struct tpx__wire_frame *f, struct tpx__wire_read_data *m) {
   struct rd r = rd_of(f);
   m->id = rd_u64(&r);
   m->first_ch = rd_u16(&r);
@@ -412,14 +413,14 @@ int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m
   return rc;
 }
 
-int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m) {
+int tpx__wire_put_status(struct tpx__wbuf *b, const struct tpx__wire_status *m) {
   size_t s = frame_begin(b, MSG_STATUS);
   wb_u8(b, m->what);
   wb_u64(b, m->id);
   wb_u32(b, (uint32_t)m->status);
   return frame_end(b, s);
 }
-int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m) {
+int tpx__wire_get_status(const struct tpx__wire_frame *f, struct tpx__wire_status *m) {
   struct rd r = rd_of(f);
   m->what = rd_u8(&r);
   m->id = rd_u64(&r);
@@ -432,14 +433,14 @@ int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m) {
   return rc;
 }
 
-int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len) {
+int tpx__wire_put_notif(struct tpx__wbuf *b, const void *msg, uint32_t len) {
   if (len > TPX_NOTIF_MAX) return tpx_err_quiet(TPX_EINVAL, "notification of %u bytes exceeds %d", len, TPX_NOTIF_MAX);
   size_t s = frame_begin(b, MSG_NOTIF);
   wb_u32(b, len);
   wb_bytes(b, msg, len);
   return frame_end(b, s);
 }
-int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
+int tpx__wire_get_notif(const struct tpx__wire_frame *f, struct tpx__wire_notif *m) {
   struct rd r = rd_of(f);
   m->len = rd_u32(&r);
   if (!r.bad && m->len > TPX_NOTIF_MAX)
@@ -448,12 +449,12 @@ int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m) {
   return rd_done(&r, "notification");
 }
 
-int tpx__wire_put_bye(struct wbuf *b) {
+int tpx__wire_put_bye(struct tpx__wbuf *b) {
   size_t s = frame_begin(b, MSG_BYE);
   return frame_end(b, s);
 }
 
-int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m) {
+int tpx__wire_put_auth(struct tpx__wbuf *b, const struct tpx__wire_auth *m) {
   if (m->step < AUTH_CHALLENGE || m->step > AUTH_PROOF) return tpx_err_quiet(TPX_EINVAL, "auth step %u", m->step);
   size_t s = frame_begin(b, MSG_AUTH);
   wb_u8(b, m->step);
@@ -462,7 +463,7 @@ int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m) {
   return frame_end(b, s);
 }
 
-int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m) {
+int tpx__wire_get_auth(const struct tpx__wire_frame *f, struct tpx__wire_auth *m) {
   struct rd r = rd_of(f);
   memset(m, 0, sizeof(*m));
   m->step = rd_u8(&r);
@@ -477,7 +478,7 @@ int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m) {
 }
 
 /* Bounds of a MSG_RELISTEN, the same for encoding and decoding. */
-static int relisten_bad(const struct wire_relisten *m) {
+static int relisten_bad(const struct tpx__wire_relisten *m) {
   if (m->step < RELISTEN_ASK || m->step > RELISTEN_UP) return 1;
   if (m->ch >= WIRE_MAX_CHANNELS) return 1;
   if (m->step == RELISTEN_UP) return m->ch != 0 || m->code != 0;
@@ -486,7 +487,7 @@ static int relisten_bad(const struct wire_relisten *m) {
   return m->gen == 0; /* RELISTEN_HANDLE: generation 0 came in the HELLO */
 }
 
-int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m) {
+int tpx__wire_put_relisten(struct tpx__wbuf *b, const struct tpx__wire_relisten *m) {
   if (relisten_bad(m) || (m->step == RELISTEN_HANDLE && !m->handle))
     return tpx_err_quiet(TPX_EINVAL, "relisten: step %u channel %u code %d", m->step, m->ch, (int)m->code);
   size_t s = frame_begin(b, MSG_RELISTEN);
@@ -498,7 +499,7 @@ int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m) {
   return frame_end(b, s);
 }
 
-int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m) {
+int tpx__wire_get_relisten(const struct tpx__wire_frame *f, struct tpx__wire_relisten *m) {
   struct rd r = rd_of(f);
   memset(m, 0, sizeof(*m));
   m->step = rd_u8(&r);
@@ -512,14 +513,14 @@ int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m) 
   return rd_done(&r, "relisten");
 }
 
-static int sched_bad(const struct wire_sched *m) { return m->len < 1 || m->len > WIRE_MAX_CHANNELS; }
+static int sched_bad(const struct tpx__wire_sched *m) { return m->len < 1 || m->len > WIRE_MAX_CHANNELS; }
 
-static void put_pat(struct wbuf *b, const struct wire_sched *m) {
+static void put_pat(struct tpx__wbuf *b, const struct tpx__wire_sched *m) {
   wb_u8(b, m->len);
   wb_bytes(b, m->ch, m->len);
 }
 
-static void get_pat(struct rd *r, struct wire_sched *m) {
+static void get_pat(struct rd *r, struct tpx__wire_sched *m) {
   m->len = rd_u8(r);
   if (sched_bad(m)) {
     r->bad = 1;
@@ -529,21 +530,21 @@ static void get_pat(struct rd *r, struct wire_sched *m) {
   if (p) memcpy(m->ch, p, m->len);
 }
 
-int tpx__wire_put_sched(struct wbuf *b, const struct wire_sched *m) {
+int tpx__wire_put_sched(struct tpx__wbuf *b, const struct tpx__wire_sched *m) {
   if (sched_bad(m)) return tpx_err_quiet(TPX_EINVAL, "schedule: %u channels", m->len);
   size_t s = frame_begin(b, MSG_SCHED);
   put_pat(b, m);
   return frame_end(b, s);
 }
 
-int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m) {
+int tpx__wire_get_sched(const struct tpx__wire_frame *f, struct tpx__wire_sched *m) {
   struct rd r = rd_of(f);
   memset(m, 0, sizeof(*m));
   get_pat(&r, m);
   return rd_done(&r, "schedule");
 }
 
-static int chan_bad(const struct wire_chan *m) {
+static int chan_bad(const struct tpx__wire_chan *m) {
   if (m->step < CHAN_DOWN || m->step > CHAN_RATE || m->ch >= WIRE_MAX_CHANNELS) return 1;
   if (m->step == CHAN_DOWN) return m->code >= 0 || m->code < TPX_EUNKNOWN;
   if (m->step == CHAN_ASK || m->step == CHAN_VERDICT || m->step == CHAN_RESEND || m->step == CHAN_LANDED)
@@ -552,7 +553,7 @@ static int chan_bad(const struct wire_chan *m) {
   return 0;
 }
 
-int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m) {
+int tpx__wire_put_chan(struct tpx__wbuf *b, const struct tpx__wire_chan *m) {
   if (chan_bad(m) || (m->step == CHAN_REJOIN && !m->handle))
     return tpx_err_quiet(TPX_EINVAL, "channel message: step %u channel %u", m->step, m->ch);
   size_t s = frame_begin(b, MSG_CHAN);
@@ -586,7 +587,7 @@ int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m) {
   return frame_end(b, s);
 }
 
-int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m) {
+int tpx__wire_get_chan(const struct tpx__wire_frame *f, struct tpx__wire_chan *m) {
   struct rd r = rd_of(f);
   memset(m, 0, sizeof(*m));
   m->step = rd_u8(&r);
@@ -625,11 +626,11 @@ int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m) {
 }
 
 /* MSG_PING: both kinds, seq from 1 (0 is "none sent"). */
-static int ping_bad(const struct wire_ping *m) {
+static int ping_bad(const struct tpx__wire_ping *m) {
   return (m->kind != PING_ASK && m->kind != PING_ANSWER) || m->seq == 0;
 }
 
-int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m) {
+int tpx__wire_put_ping(struct tpx__wbuf *b, const struct tpx__wire_ping *m) {
   if (ping_bad(m)) return tpx_err_quiet(TPX_EINVAL, "ping: kind %u seq %u", m->kind, m->seq);
   size_t s = frame_begin(b, MSG_PING);
   wb_u8(b, m->kind);
@@ -637,7 +638,7 @@ int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m) {
   return frame_end(b, s);
 }
 
-int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m) {
+int tpx__wire_get_ping(const struct tpx__wire_frame *f, struct tpx__wire_ping *m) {
   struct rd r = rd_of(f);
   m->kind = rd_u8(&r);
   m->seq = rd_u32(&r);
@@ -646,11 +647,11 @@ int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m) {
   return rc;
 }
 
-static int sum_bad(const struct wire_sum *m) {
+static int sum_bad(const struct tpx__wire_sum *m) {
   return m->what < ST_WRITE || m->what > ST_SEND || m->n < 1 || m->n > WIRE_MAX_SUMS;
 }
 
-int tpx__wire_put_sum(struct wbuf *b, const struct wire_sum *m) {
+int tpx__wire_put_sum(struct tpx__wbuf *b, const struct tpx__wire_sum *m) {
   if (sum_bad(m)) return tpx_err_quiet(TPX_EINVAL, "checksums: what %u, %u of them", m->what, m->n);
   size_t s = frame_begin(b, MSG_SUM);
   wb_u8(b, m->what);
@@ -663,7 +664,7 @@ int tpx__wire_put_sum(struct wbuf *b, const struct wire_sum *m) {
   return frame_end(b, s);
 }
 
-int tpx__wire_get_sum(const struct wire_frame *f, struct wire_sum *m) {
+int tpx__wire_get_sum(const struct tpx__wire_frame *f, struct tpx__wire_sum *m) {
   struct rd r = rd_of(f);
   m->what = rd_u8(&r);
   m->id = rd_u64(&r);
@@ -678,8 +679,8 @@ int tpx__wire_get_sum(const struct wire_frame *f, struct wire_sum *m) {
 }
 
 /* ---- blobs ---- */
-int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
-  struct wbuf b = {0};
+int tpx__conn_info_encode(const struct tpx__conn_info *c, uint8_t *buf, size_t cap, size_t *len) {
+  struct tpx__wbuf b = {0};
   wb_u32(&b, BLOB_CONN_MAGIC);
   wb_u8(&b, BLOB_VERSION);
   wb_u64(&b, c->uuid);
@@ -699,7 +700,7 @@ int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, s
   tpx__wbuf_free(&b);
   return rc;
 }
-int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
+int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct tpx__conn_info *c) {
   struct rd r = {buf, len, 0, 0};
   memset(c, 0, sizeof(*c));
   if (rd_u32(&r) != BLOB_CONN_MAGIC) return tpx_err_quiet(TPX_EPROTO, "connection info: bad magic");
@@ -717,7 +718,7 @@ int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c) {
   return 0;
 }
 
-int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len) {
+int tpx__md_encode(const struct tpx__md_info *m, uint8_t *buf, size_t cap, size_t *len) {
   if (cap < MD_BLOB_BYTES) return tpx_err_quiet(TPX_EINVAL, "descriptor needs %d bytes, buffer has %zu", MD_BLOB_BYTES, cap);
   uint8_t *p = buf;
   tpx__put32(p, BLOB_MD_MAGIC);
@@ -732,7 +733,7 @@ int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *le
   *len = MD_BLOB_BYTES;
   return 0;
 }
-int tpx__md_decode(const uint8_t *p, size_t len, struct md_info *m) {
+int tpx__md_decode(const uint8_t *p, size_t len, struct tpx__md_info *m) {
   if (len < 5 || tpx__get32(p) != BLOB_MD_MAGIC) return tpx_err_quiet(TPX_EPROTO, "memory descriptor: bad magic");
   if (p[4] != BLOB_VERSION) return tpx_err_quiet(TPX_EVERSION, "memory descriptor: version %u, we read %u", p[4], BLOB_VERSION);
   if (len != MD_BLOB_BYTES) return tpx_err_quiet(TPX_EPROTO, "memory descriptor: %zu bytes, expected %d", len, MD_BLOB_BYTES);

@@ -62,7 +62,7 @@ enum wire_type {
 enum wire_auth_step { AUTH_CHALLENGE = 1, AUTH_RESPONSE = 2, AUTH_PROOF = 3 };
 #define WIRE_AUTH_NONCE 32
 #define WIRE_AUTH_MAC 32
-struct wire_auth {
+struct tpx__wire_auth {
   uint8_t step;
   uint8_t nonce[WIRE_AUTH_NONCE];
   uint8_t mac[WIRE_AUTH_MAC];
@@ -78,7 +78,7 @@ struct wire_auth {
 /* MSG_SCHED: len u8 (1..WIRE_MAX_CHANNELS) | len channels u8 (each below the
  * channels agreed). Transfers announced after it place chunk i on
  * pattern[(first_ch + i) % len] (engine/route.h). */
-struct wire_sched {
+struct tpx__wire_sched {
   uint8_t len;
   uint8_t ch[WIRE_MAX_CHANNELS];
 };
@@ -102,7 +102,7 @@ struct wire_sched {
  *     the channel's chunks landed lately (engine/stripe.h).
  * Exactly that long. */
 enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6, CHAN_LANDED = 7, CHAN_RATE = 8 };
-struct wire_chan {
+struct tpx__wire_chan {
   uint8_t step;
   uint16_t ch;
   int32_t code;          /* CHAN_DOWN */
@@ -111,7 +111,7 @@ struct wire_chan {
   uint32_t layers;       /* CHAN_VERDICT */
   uint8_t need;
   uint32_t seed;         /* CHAN_RESEND */
-  struct wire_sched pat;
+  struct tpx__wire_sched pat;
   uint32_t gen;          /* CHAN_REJOIN / CHAN_UP; CHAN_RATE: KB/s */
   const uint8_t *handle; /* CHAN_REJOIN: TPX_NET_HANDLE_BYTES, into the payload */
 };
@@ -129,7 +129,7 @@ struct wire_chan {
  * Exactly that long. */
 #define WIRE_MAX_SUMS 128
 #define WIRE_SUM_NONE 0x80000000u
-struct wire_sum {
+struct tpx__wire_sum {
   uint8_t what;
   uint64_t id;
   uint16_t n;
@@ -141,7 +141,7 @@ struct wire_sum {
  * PING_ANSWER with the same seq; seq counts the asker's asks from 1. */
 enum wire_ping_kind { PING_ASK = 1, PING_ANSWER = 2 };
 #define WIRE_PING_BYTES 5
-struct wire_ping {
+struct tpx__wire_ping {
   uint8_t kind;
   uint32_t seq;
 };
@@ -159,7 +159,7 @@ struct wire_ping {
  * one of include/tpx/error.h's (TPX_EUNKNOWN..-1). */
 enum wire_relisten_step { RELISTEN_ASK = 1, RELISTEN_HANDLE = 2, RELISTEN_UP = 3 };
 #define WIRE_RELISTEN_BYTES 11 /* without the handle */
-struct wire_relisten {
+struct tpx__wire_relisten {
   uint8_t step;
   uint16_t ch;
   uint32_t gen;
@@ -179,7 +179,7 @@ struct wire_relisten {
 /* MSG_STATUS.what: which id space the status refers to. */
 enum wire_status_what { ST_WRITE = 1, ST_READ = 2, ST_SEND = 3 };
 
-struct wire_frame {
+struct tpx__wire_frame {
   uint8_t version;
   uint8_t type;
   uint32_t len;           /* payload bytes */
@@ -190,17 +190,17 @@ struct wire_frame {
  * needed, the total frame size (> 0) when a whole frame is there (f filled),
  * TPX_EPROTO for a bad magic / flags / oversize length, TPX_EVERSION for
  * another protocol version (f->version set). */
-long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct wire_frame *f);
+long tpx__wire_frame_parse(const uint8_t *buf, size_t avail, struct tpx__wire_frame *f);
 
 /* Growable output buffer. Encoders set `oom` on allocation failure. */
-struct wbuf {
+struct tpx__wbuf {
   uint8_t *p;
   size_t len, cap;
   int oom;
 };
-void tpx__wbuf_free(struct wbuf *b);
+void tpx__wbuf_free(struct tpx__wbuf *b);
 
-struct wire_hello {
+struct tpx__wire_hello {
   uint64_t uuid;
   int32_t gpu;
   uint16_t nch;
@@ -208,10 +208,10 @@ struct wire_hello {
   char name[TPX_NAME_MAX];
   const uint8_t *handles; /* nch * TPX_NET_HANDLE_BYTES, into the payload */
 };
-struct wire_entry {
+struct tpx__wire_entry {
   uint64_t region, addr, len;
 };
-struct wire_rw { /* MSG_WRITE and MSG_READ */
+struct tpx__wire_rw { /* MSG_WRITE and MSG_READ */
   uint64_t id;
   uint16_t first_ch; /* MSG_WRITE only */
   uint32_t chunk;
@@ -228,7 +228,7 @@ struct wire_rw { /* MSG_WRITE and MSG_READ */
   uint8_t sum_on;      /* MSG_WRITE inline: its CRC-32C follows (put: computed over the iov) */
   uint32_t sum;
 };
-struct wire_read_data {
+struct tpx__wire_read_data {
   uint64_t id;
   uint16_t first_ch;
   uint8_t inl;         /* 1 the data follows; 2 and then its CRC-32C u32 (HELLO_F_SUM) */
@@ -236,7 +236,7 @@ struct wire_read_data {
   const uint8_t *data;
   uint32_t sum;        /* inl 2: decoded (put computes it over the iov) */
 };
-struct wire_send {
+struct tpx__wire_send {
   uint64_t recv_id, len;
   uint16_t first_ch;
   uint32_t chunk;
@@ -244,73 +244,74 @@ struct wire_send {
   const uint8_t *data;
   uint32_t sum; /* inl 2: decoded (put computes it over the iov) */
 };
-struct wire_cts {
+struct tpx__wire_cts {
   uint64_t recv_id, tag, cap;
   uint8_t inl_ok; /* the recv buffer takes inline data (host memory) */
 };
-struct wire_status {
+struct tpx__wire_status {
   uint8_t what;
   uint64_t id;
   int32_t status;
 };
-struct wire_notif {
+struct tpx__wire_notif {
   uint32_t len;
   const uint8_t *msg;
 };
-struct wire_error {
+struct tpx__wire_error {
   int32_t code;
   char msg[WIRE_MAX_ERRMSG + 1];
 };
 
 /* Encoders append one whole frame to b; return 0 or TPX_ENOMEM / TPX_EINVAL. */
-int tpx__wire_put_hello(struct wbuf *b, int ack, const struct wire_hello *h);
-int tpx__wire_put_error(struct wbuf *b, int32_t code, const char *msg);
-int tpx__wire_put_cts(struct wbuf *b, const struct wire_cts *m);
+int tpx__wire_put_hello(struct tpx__wbuf *b, int ack, const struct tpx__wire_hello *h);
+int tpx__wire_put_error(struct tpx__wbuf *b, int32_t code, const char *msg);
+int tpx__wire_put_cts(struct tpx__wbuf *b, const struct tpx__wire_cts *m);
 /* Inline data (m->inl / inl): gathered from iov (total must match). */
-int tpx__wire_put_send(struct wbuf *b, const struct wire_send *m, const struct iovec *iov, int niov);
+int tpx__wire_put_send(struct tpx__wbuf *b, const struct tpx__wire_send *m, const struct iovec *iov, int niov);
 /* type MSG_WRITE or MSG_READ; entries given as an array; notif NULL: none,
  * non-NULL with notif_len 0: an empty notification. WRITE: iov non-NULL
  * carries the data inline. READ: iov must be NULL; niov != 0 says an inline
  * answer is welcome.
  * pack_log2: 0 for the plain plan, else the packed plan's piece limit
  * (1..WIRE_MAX_PACK_LOG2). sum_on: inline data carries its CRC-32C. */
-int tpx__wire_put_rw_plan(struct wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
-                          const struct wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
+int tpx__wire_put_rw_plan(struct tpx__wbuf *b, int type, uint64_t id, uint16_t first_ch, uint32_t chunk,
+                          const struct tpx__wire_entry *e, uint32_t n, const void *notif, uint32_t notif_len,
                           const struct iovec *iov, int niov, int pack_log2, int sum_on);
-int tpx__wire_put_read_data(struct wbuf *b, const struct wire_read_data *m, const struct iovec *iov, int niov);
-int tpx__wire_put_status(struct wbuf *b, const struct wire_status *m);
-int tpx__wire_put_notif(struct wbuf *b, const void *msg, uint32_t len);
-int tpx__wire_put_bye(struct wbuf *b);
-int tpx__wire_put_auth(struct wbuf *b, const struct wire_auth *m);
-int tpx__wire_put_relisten(struct wbuf *b, const struct wire_relisten *m);
-int tpx__wire_put_sched(struct wbuf *b, const struct wire_sched *m);
-int tpx__wire_put_chan(struct wbuf *b, const struct wire_chan *m);
-int tpx__wire_put_ping(struct wbuf *b, const struct wire_ping *m);
-int tpx__wire_put_sum(struct wbuf *b, const struct wire_sum *m);
+int tpx__wire_put_read_data(struct tpx__wbuf *b, const struct tpx__wire_read_data *m, const struct iovec *iov,
+                            int niov);
+int tpx__wire_put_status(struct tpx__wbuf *b, const struct tpx__wire_status *m);
+int tpx__wire_put_notif(struct tpx__wbuf *b, const void *msg, uint32_t len);
+int tpx__wire_put_bye(struct tpx__wbuf *b);
+int tpx__wire_put_auth(struct tpx__wbuf *b, const struct tpx__wire_auth *m);
+int tpx__wire_put_relisten(struct tpx__wbuf *b, const struct tpx__wire_relisten *m);
+int tpx__wire_put_sched(struct tpx__wbuf *b, const struct tpx__wire_sched *m);
+int tpx__wire_put_chan(struct tpx__wbuf *b, const struct tpx__wire_chan *m);
+int tpx__wire_put_ping(struct tpx__wbuf *b, const struct tpx__wire_ping *m);
+int tpx__wire_put_sum(struct tpx__wbuf *b, const struct tpx__wire_sum *m);
 
 /* Decoders: 0 or TPX_EPROTO (detail recorded). */
-int tpx__wire_get_hello(const struct wire_frame *f, struct wire_hello *h);
-int tpx__wire_get_error(const struct wire_frame *f, struct wire_error *m);
-int tpx__wire_get_cts(const struct wire_frame *f, struct wire_cts *m);
-int tpx__wire_get_send(const struct wire_frame *f, struct wire_send *m);
-int tpx__wire_get_rw(const struct wire_frame *f, struct wire_rw *m);
-int tpx__wire_get_read_data(const struct wire_frame *f, struct wire_read_data *m);
-int tpx__wire_get_status(const struct wire_frame *f, struct wire_status *m);
-int tpx__wire_get_notif(const struct wire_frame *f, struct wire_notif *m);
-int tpx__wire_get_auth(const struct wire_frame *f, struct wire_auth *m);
-int tpx__wire_get_relisten(const struct wire_frame *f, struct wire_relisten *m);
+int tpx__wire_get_hello(const struct tpx__wire_frame *f, struct tpx__wire_hello *h);
+int tpx__wire_get_error(const struct tpx__wire_frame *f, struct tpx__wire_error *m);
+int tpx__wire_get_cts(const struct tpx__wire_frame *f, struct tpx__wire_cts *m);
+int tpx__wire_get_send(const struct tpx__wire_frame *f, struct tpx__wire_send *m);
+int tpx__wire_get_rw(const struct tpx__wire_frame *f, struct tpx__wire_rw *m);
+int tpx__wire_get_read_data(const struct tpx__wire_frame *f, struct tpx__wire_read_data *m);
+int tpx__wire_get_status(const struct tpx__wire_frame *f, struct tpx__wire_status *m);
+int tpx__wire_get_notif(const struct tpx__wire_frame *f, struct tpx__wire_notif *m);
+int tpx__wire_get_auth(const struct tpx__wire_frame *f, struct tpx__wire_auth *m);
+int tpx__wire_get_relisten(const struct tpx__wire_frame *f, struct tpx__wire_relisten *m);
 /* Channel numbers are checked against the channels agreed by the caller. */
-int tpx__wire_get_sched(const struct wire_frame *f, struct wire_sched *m);
-int tpx__wire_get_chan(const struct wire_frame *f, struct wire_chan *m);
-int tpx__wire_get_ping(const struct wire_frame *f, struct wire_ping *m);
-int tpx__wire_get_sum(const struct wire_frame *f, struct wire_sum *m);
-void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct wire_entry *e);
+int tpx__wire_get_sched(const struct tpx__wire_frame *f, struct tpx__wire_sched *m);
+int tpx__wire_get_chan(const struct tpx__wire_frame *f, struct tpx__wire_chan *m);
+int tpx__wire_get_ping(const struct tpx__wire_frame *f, struct tpx__wire_ping *m);
+int tpx__wire_get_sum(const struct tpx__wire_frame *f, struct tpx__wire_sum *m);
+void tpx__wire_entry_at(const uint8_t *entries, uint32_t i, struct tpx__wire_entry *e);
 /* During transport setup the frames a peer sends once it is ready wait
  * unread, but its reason for failing the setup must not: the first whole
  * MSG_ERROR among the whole frames at the start of buf, decoded into e.
  * 1 found (*at: its offset), 0 none yet, < 0 the stream is malformed before
  * one (TPX_EPROTO / TPX_EVERSION, as tpx__wire_frame_parse). */
-int tpx__wire_find_error(const uint8_t *buf, size_t len, struct wire_error *e, size_t *at);
+int tpx__wire_find_error(const uint8_t *buf, size_t len, struct tpx__wire_error *e, size_t *at);
 
 /* Blobs handed to applications (same byte order, own magic). */
 #define BLOB_CONN_MAGIC 0x49585054u /* "TPXI" */
@@ -319,7 +320,7 @@ int tpx__wire_find_error(const uint8_t *buf, size_t len, struct wire_error *e, s
 #define CONN_MAX_ADDRS 8
 #define CONN_ADDR_MAX 64
 
-struct conn_info {
+struct tpx__conn_info {
   uint64_t uuid;
   int32_t gpu;
   uint16_t port;
@@ -327,10 +328,10 @@ struct conn_info {
   int naddr;
   char addr[CONN_MAX_ADDRS][CONN_ADDR_MAX];
 };
-int tpx__conn_info_encode(const struct conn_info *c, uint8_t *buf, size_t cap, size_t *len);
-int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct conn_info *c);
+int tpx__conn_info_encode(const struct tpx__conn_info *c, uint8_t *buf, size_t cap, size_t *len);
+int tpx__conn_info_decode(const uint8_t *buf, size_t len, struct tpx__conn_info *c);
 
-struct md_info {
+struct tpx__md_info {
   uint64_t owner; /* owner endpoint uuid */
   uint64_t region, addr, len;
   uint32_t access;
@@ -338,7 +339,7 @@ struct md_info {
   int32_t device;
 };
 #define MD_BLOB_BYTES 46
-int tpx__md_encode(const struct md_info *m, uint8_t *buf, size_t cap, size_t *len);
-int tpx__md_decode(const uint8_t *buf, size_t len, struct md_info *m);
+int tpx__md_encode(const struct tpx__md_info *m, uint8_t *buf, size_t cap, size_t *len);
+int tpx__md_decode(const uint8_t *buf, size_t len, struct tpx__md_info *m);
 
 #endif

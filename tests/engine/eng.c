@@ -304,7 +304,7 @@ tpx_rmem_t *eng_unknown_region(const eng_buf_t *b) {
   uint8_t blob[TPX_MD_MAX];
   size_t bl;
   assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
-  struct md_info md;
+  struct tpx__md_info md;
   assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
   md.region ^= 0x5a5a5a5a5a5aull;
   assert_int_equal(tpx__md_encode(&md, blob, sizeof(blob), &bl), 0);

@@ -39,10 +39,10 @@ static void proof(const char *key, int version, int role, const uint8_t *nc, con
 }
 
 static void send_auth(int fd, int step, const uint8_t *nonce, const uint8_t *mac) {
-  struct wire_auth m = {.step = (uint8_t)step};
+  struct tpx__wire_auth m = {.step = (uint8_t)step};
   if (nonce) memcpy(m.nonce, nonce, 32);
   if (mac) memcpy(m.mac, mac, 32);
-  struct wbuf w = {0};
+  struct tpx__wbuf w = {0};
   assert_int_equal(tpx__wire_put_auth(&w, &m), 0);
   assert_true(send(fd, w.p, w.len, MSG_NOSIGNAL) == (ssize_t)w.len);
   tpx__wbuf_free(&w);
@@ -50,15 +50,15 @@ static void send_auth(int fd, int step, const uint8_t *nonce, const uint8_t *mac
 
 static void send_hello(int fd) {
   uint8_t handles[TPX_NET_HANDLE_BYTES] = {0};
-  struct wire_hello h = {77, 0, 1, 0, "forger", handles};
-  struct wbuf w = {0};
+  struct tpx__wire_hello h = {77, 0, 1, 0, "forger", handles};
+  struct tpx__wbuf w = {0};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   (void)send(fd, w.p, w.len, MSG_NOSIGNAL); /* the peer may have closed already */
   tpx__wbuf_free(&w);
 }
 
 /* Reads one whole frame (5 s at most) into buf; returns its type. */
-static int read_frame(int fd, uint8_t *buf, size_t cap, struct wire_frame *f) {
+static int read_frame(int fd, uint8_t *buf, size_t cap, struct tpx__wire_frame *f) {
   size_t got = 0;
   for (int i = 0; i < 500; i++) {
     long n = tpx__wire_frame_parse(buf, got, f);
@@ -80,11 +80,11 @@ static int read_frame(int fd, uint8_t *buf, size_t cap, struct wire_frame *f) {
 static void expect_auth_error(int fd, const char *why) {
   static uint8_t buf[1 << 16];
   size_t got = eng_read_to_eof(fd, buf, sizeof(buf));
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   long n = tpx__wire_frame_parse(buf, got, &f);
   assert_true(n > 0);
   if (f.type != MSG_ERROR) fail_msg("%s: got message type %u, not an error", why, f.type);
-  struct wire_error e;
+  struct tpx__wire_error e;
   assert_int_equal(tpx__wire_get_error(&f, &e), 0);
   if (e.code != TPX_EAUTH) fail_msg("%s: error %d (%s), not TPX_EAUTH", why, e.code, e.msg);
   /* An unauthenticated peer learns only that it was refused; why (the
@@ -100,9 +100,9 @@ static int forged_connector(int port, const uint8_t *nc, uint8_t *ns, uint8_t *r
   int fd = eng_raw_connect(port);
   send_auth(fd, AUTH_CHALLENGE, nc, NULL);
   uint8_t buf[256];
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_int_equal(read_frame(fd, buf, sizeof(buf), &f), MSG_AUTH);
-  struct wire_auth m;
+  struct tpx__wire_auth m;
   assert_int_equal(tpx__wire_get_auth(&f, &m), 0);
   assert_int_equal(m.step, AUTH_RESPONSE);
   memcpy(ns, m.nonce, 32);
@@ -299,8 +299,8 @@ static void *acceptor_run(void *arg) {
   int fd = accept(A->lfd, NULL, NULL);
   if (fd < 0) return NULL;
   uint8_t b[256];
-  struct wire_frame f;
-  struct wire_auth m;
+  struct tpx__wire_frame f;
+  struct tpx__wire_auth m;
   if (read_frame(fd, b, sizeof(b), &f) == MSG_AUTH && tpx__wire_get_auth(&f, &m) == 0) {
     uint8_t ns[32], mac[32];
     memset(ns, 0x42, sizeof(ns));
@@ -347,7 +347,7 @@ static void test_auth_forged_acceptor(void **state) {
     /* the stream: AUTH (challenge), ERROR; nothing else */
     int types[8], n = 0;
     for (size_t off = 0; off < A->got && n < 8;) {
-      struct wire_frame f;
+      struct tpx__wire_frame f;
       long k = tpx__wire_frame_parse(A->buf + off, A->got - off, &f);
       assert_true(k > 0);
       types[n++] = f.type;
@@ -357,8 +357,8 @@ static void test_auth_forged_acceptor(void **state) {
     assert_int_equal(types[0], MSG_AUTH);
     assert_int_equal(types[1], MSG_ERROR);
     if (mode == 2) {
-      struct wire_frame f;
-      struct wire_error e;
+      struct tpx__wire_frame f;
+      struct tpx__wire_error e;
       assert_true(tpx__wire_frame_parse(A->refl, A->refl_got, &f) > 0);
       assert_int_equal(f.type, MSG_ERROR); /* no response to its own challenge */
       assert_int_equal(tpx__wire_get_error(&f, &e), 0);

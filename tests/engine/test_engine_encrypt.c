@@ -228,7 +228,7 @@ static void cp_c2a(struct cproxy *px) {
     uint8_t *b = px->buf + off;
     size_t left = px->have - off, len;
     if (!px->sealed) {
-      struct wire_frame f;
+      struct tpx__wire_frame f;
       long n = tpx__wire_frame_parse(b, left, &f);
       if (n <= 0) break;
       len = (size_t)n;

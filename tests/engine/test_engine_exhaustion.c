@@ -25,8 +25,8 @@
 /* ---- shared pieces --------------------------------------------------------- */
 
 static void send_hello(int fd, const uint8_t *handles, int nch) {
-  struct wbuf w = {0};
-  struct wire_hello h = {79, 0, (uint16_t)nch, 0, "dangler", handles};
+  struct tpx__wbuf w = {0};
+  struct tpx__wire_hello h = {79, 0, (uint16_t)nch, 0, "dangler", handles};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   tpx__wbuf_free(&w);

@@ -328,7 +328,7 @@ static void test_older_peer(void **state) {
 
 /* A forged channel frame into a's control stream to b, as a hostile peer
  * would write it. */
-static void forge_chan(tpx_endpoint_t *a, tpx_peer_t *ab, const struct wire_chan *m) {
+static void forge_chan(tpx_endpoint_t *a, tpx_peer_t *ab, const struct tpx__wire_chan *m) {
   pthread_mutex_lock(&a->lock);
   int rc = tpx__ctl_send(ab, tpx__wire_put_chan(&ab->out, m));
   pthread_mutex_unlock(&a->lock);
@@ -351,14 +351,14 @@ static void test_forged_channel_frames(void **state) {
   eng_buf(p.a, 64u << 20, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &a);
   eng_buf(p.b, 64u << 20, TPX_ACCESS_READ | TPX_ACCESS_WRITE, &b);
   eng_write_check(p.ab, &a, &b, 11); /* a working pair first */
-  struct wire_chan ask = {.step = CHAN_ASK, .ch = 0, .what = ST_WRITE, .id = 12345};
+  struct tpx__wire_chan ask = {.step = CHAN_ASK, .ch = 0, .what = ST_WRITE, .id = 12345};
   forge_chan(p.a, p.ab, &ask); /* unknown transfer: answered "nothing needed" */
   eng_write_check(p.ab, &a, &b, 12);
   assert_int_equal(tpx_peer_status(p.ba), 0);
   tpx_xfer_t *x = NULL;
   assert_int_equal(tpx_write(p.ab, a.mem, 0, b.rmem, 0, a.len, NULL, 0, &x), 0);
-  struct wire_chan rs = {.step = CHAN_RESEND, .ch = 0, .what = ST_WRITE, .id = x->op.id, .seed = 1,
-                         .pat = {1, {1}}};
+  struct tpx__wire_chan rs = {
+      .step = CHAN_RESEND, .ch = 0, .what = ST_WRITE, .id = x->op.id, .seed = 1, .pat = {1, {1}}};
   forge_chan(p.a, p.ab, &rs); /* right behind the WRITE: b has it in its data phase, channel 0 alive */
   int rc = tpx_xfer_wait(x, 20000);
   assert_true(rc < 0);

@@ -50,8 +50,8 @@ static void send_hello(int fd, uint16_t port, int nch, int nsocks, const char *n
   static uint8_t hs[8 * TPX_NET_HANDLE_BYTES];
   assert_true(nch <= 8);
   for (int c = 0; c < nch; c++) eng_mk_handle(hs + c * TPX_NET_HANDLE_BYTES, port, nsocks);
-  struct wbuf w = {0};
-  struct wire_hello h = {79, 0, (uint16_t)nch, 0, "", hs};
+  struct tpx__wbuf w = {0};
+  struct tpx__wire_hello h = {79, 0, (uint16_t)nch, 0, "", hs};
   snprintf(h.name, sizeof(h.name), "%s", name);
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
@@ -251,7 +251,7 @@ static void no_raw_bytes(const char *what, const char *s) {
  * (its HELLO, or with a key its challenge), then answers with `reply`. */
 typedef struct fake {
   int lfd, port;
-  struct wbuf reply;
+  struct tpx__wbuf reply;
   pthread_t thr;
 } fake_t;
 
@@ -328,7 +328,7 @@ static void test_attack_log_injection(void **state) {
   fake_t f = {0};
   uint8_t h[TPX_NET_HANDLE_BYTES];
   eng_mk_handle(h, refused, 1);
-  struct wire_hello ack = {80, 0, 1, 0, "", h};
+  struct tpx__wire_hello ack = {80, 0, 1, 0, "", h};
   snprintf(ack.name, sizeof(ack.name), "%s", EVIL);
   assert_int_equal(tpx__wire_put_hello(&f.reply, 1, &ack), 0);
   char err[512];

@@ -129,19 +129,19 @@ static void mk_handle(uint8_t *h, const char *ip4, uint16_t port, int nsocks, ui
  * text contains `why`, then EOF. */
 static void hello_refused(int port, const uint8_t *handles, int nch, const char *why) {
   int fd = eng_raw_connect(port);
-  struct wbuf w = {0};
-  struct wire_hello h = {77, 0, (uint16_t)nch, 0, "attacker", handles};
+  struct tpx__wbuf w = {0};
+  struct tpx__wire_hello h = {77, 0, (uint16_t)nch, 0, "attacker", handles};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   tpx__wbuf_free(&w);
   static uint8_t buf[1 << 16];
   size_t got = eng_read_to_eof(fd, buf, sizeof(buf));
   close(fd);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_true(tpx__wire_frame_parse(buf, got, &f) > 0);
   if (f.type == MSG_HELLO_ACK) fail_msg("%s: the server accepted the hello", why);
   assert_int_equal(f.type, MSG_ERROR);
-  struct wire_error e;
+  struct tpx__wire_error e;
   assert_int_equal(tpx__wire_get_error(&f, &e), 0);
   if (!strstr(e.msg, why)) fail_msg("error '%s' does not say '%s'", e.msg, why);
 }
@@ -208,9 +208,9 @@ static void test_attack_preauth_memory(void **state) {
   eng_pair_open(&P, &cfg);
   eng_res_t before;
   eng_res_now(&before);
-  struct wbuf w = {0};
+  struct tpx__wbuf w = {0};
   uint8_t handles[TPX_NET_HANDLE_BYTES] = {0};
-  struct wire_hello h = {1, 0, 1, 0, "big", handles};
+  struct tpx__wire_hello h = {1, 0, 1, 0, "big", handles};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   tpx__put32(w.p + 8, WIRE_MAX_PAYLOAD); /* the frame's length: 1 MiB */
   static uint8_t junk[32 << 10];
@@ -264,8 +264,8 @@ static void test_attack_unauth_flood(void **state) {
   int extra = eng_raw_connect(port);
   uint8_t buf[512];
   size_t got = eng_read_to_eof(fds[0], buf, sizeof(buf)); /* the oldest: told why, closed at once */
-  struct wire_frame f;
-  struct wire_error e;
+  struct tpx__wire_frame f;
+  struct tpx__wire_error e;
   assert_int_equal(tpx__wire_frame_parse(buf, got, &f), (long)got);
   assert_int_equal(f.type, MSG_ERROR);
   assert_int_equal(tpx__wire_get_error(&f, &e), 0);
@@ -423,8 +423,8 @@ static void test_attack_junk_during_setup_no_spin(void **state) {
   uint8_t hs[TPX_NET_HANDLE_BYTES];
   mk_handle(hs, "127.0.0.1", ntohs(sa.sin_port), 1, 0);
   int fd = eng_raw_connect(tpx_endpoint_port(P.b));
-  struct wbuf w = {0};
-  struct wire_hello h = {78, 0, 1, 0, "junk", hs};
+  struct tpx__wbuf w = {0};
+  struct tpx__wire_hello h = {78, 0, 1, 0, "junk", hs};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   tpx__wbuf_free(&w);

@@ -315,7 +315,7 @@ static void test_older_peer(void **state) {
   /* What each side agreed: B never judges A; A judges B, and B answered
    * (B's state read under its lock: its progress thread runs). */
   pthread_mutex_lock(&P.b->lock);
-  struct live b_live = P.ba->live;
+  struct tpx__live b_live = P.ba->live;
   pthread_mutex_unlock(&P.b->lock);
   assert_int_equal(b_live.judged, 0);
   assert_int_equal(b_live.seq, 0);

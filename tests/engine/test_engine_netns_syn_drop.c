@@ -141,8 +141,8 @@ static void attacker_main(const nn_topo_t *t, int to_a, int from_a) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(CTRL_PORT)};
     inet_pton(AF_INET, t->addr[0][0], &sa.sin_addr);
     CK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s", strerror(errno));
-    struct wbuf w = {0};
-    struct wire_hello h = {80 + (uint64_t)r, 0, NCH, 0, "syn-dropper", hs};
+    struct tpx__wbuf w = {0};
+    struct tpx__wire_hello h = {80 + (uint64_t)r, 0, NCH, 0, "syn-dropper", hs};
     CK(tpx__wire_put_hello(&w, 0, &h) == 0 && send(fd, w.p, w.len, 0) == (ssize_t)w.len, "hello");
     tpx__wbuf_free(&w);
     say(to_a, 'H');

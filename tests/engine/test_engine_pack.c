@@ -193,7 +193,7 @@ static void check_auto_limit(eng_pair_t *P, size_t chunk) {
   tpx_xfer_t *x;
   assert_int_equal(tpx_xfer_prep_write(P->ab, v, 2, NULL, 0, &x), 0);
   uint64_t want = P->a->net->caps.iov && P->b->net->caps.iov ? chunk : TPX_PACK_BYTES_RING;
-  assert_int_equal(((struct op *)x)->pack_max, want);
+  assert_int_equal(((struct tpx__op *)x)->pack_max, want);
   tpx_xfer_free(x);
   eng_buf_free(&a);
   eng_buf_free(&b);

@@ -205,9 +205,9 @@ static void test_older_peer(void **state) {
 }
 
 static size_t relisten_frame(uint8_t *out, size_t cap) {
-  struct wbuf b = {0};
+  struct tpx__wbuf b = {0};
   uint8_t handle[TPX_NET_HANDLE_BYTES] = {0};
-  struct wire_relisten m = {RELISTEN_HANDLE, 0, 1, TPX_EINTERNAL, handle};
+  struct tpx__wire_relisten m = {RELISTEN_HANDLE, 0, 1, TPX_EINTERNAL, handle};
   assert_int_equal(tpx__wire_put_relisten(&b, &m), 0);
   assert_true(b.len <= cap);
   memcpy(out, b.p, b.len);
@@ -233,7 +233,7 @@ static void test_unauthenticated_refused(void **state) {
   uint8_t in[1024];
   size_t got = eng_read_to_eof(fd, in, sizeof(in));
   close(fd);
-  struct wire_error e;
+  struct tpx__wire_error e;
   size_t at;
   assert_int_equal(tpx__wire_find_error(in, got, &e, &at), 1);
   print_message("raw connection told: %d %s\n", e.code, e.msg);
@@ -251,13 +251,14 @@ static void test_unauthenticated_refused(void **state) {
 /* A raw peer's HELLO (flags), its listen handle a real one of the fake (so
  * the endpoint's connect to it is under way and the setup waits for ours),
  * then m: the endpoint must fail the setup, telling why. */
-static void setup_frame_refused(tpx_net_t *net, int port, uint32_t flags, struct wire_relisten m, const char *why) {
+static void setup_frame_refused(tpx_net_t *net, int port, uint32_t flags, struct tpx__wire_relisten m,
+                                const char *why) {
   uint8_t handle[TPX_NET_HANDLE_BYTES];
   void *lc = NULL;
   assert_int_equal(net->ops->listen(net, 0, handle, &lc), 0);
   int fd = eng_raw_connect(port);
-  struct wbuf w = {0};
-  struct wire_hello h = {77, 0, 1, flags, "raw", handle};
+  struct tpx__wbuf w = {0};
+  struct tpx__wire_hello h = {77, 0, 1, flags, "raw", handle};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   m.handle = handle; /* a HANDLE's bytes: any */
   assert_int_equal(tpx__wire_put_relisten(&w, &m), 0);
@@ -266,7 +267,7 @@ static void setup_frame_refused(tpx_net_t *net, int port, uint32_t flags, struct
   static uint8_t in[1 << 16];
   size_t got = eng_read_to_eof(fd, in, sizeof(in));
   close(fd);
-  struct wire_error e;
+  struct tpx__wire_error e;
   size_t at;
   assert_int_equal(tpx__wire_find_error(in, got, &e, &at), 1);
   print_message("told: %s\n", e.msg);
@@ -286,13 +287,13 @@ static void test_setup_frames_checked(void **state) {
   tpx_endpoint_t *b = eng_ep_open_net(&c, "B", net);
   int port = tpx_endpoint_port(b);
   const uint32_t F = HELLO_F_RELISTEN;
-  setup_frame_refused(net, port, 0, (struct wire_relisten){RELISTEN_UP, 0, 0, 0, NULL}, "were not agreed");
-  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_HANDLE, 0, 5, 0, NULL}, "handle 5 after 0");
-  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_ASK, 0, 3, TPX_ESYSTEM, NULL},
+  setup_frame_refused(net, port, 0, (struct tpx__wire_relisten){RELISTEN_UP, 0, 0, 0, NULL}, "were not agreed");
+  setup_frame_refused(net, port, F, (struct tpx__wire_relisten){RELISTEN_HANDLE, 0, 5, 0, NULL}, "handle 5 after 0");
+  setup_frame_refused(net, port, F, (struct tpx__wire_relisten){RELISTEN_ASK, 0, 3, TPX_ESYSTEM, NULL},
                       "asks about handle 3");
-  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_ASK, 7, 0, TPX_ESYSTEM, NULL},
+  setup_frame_refused(net, port, F, (struct tpx__wire_relisten){RELISTEN_ASK, 7, 0, TPX_ESYSTEM, NULL},
                       "channel 7 of 1");
-  setup_frame_refused(net, port, F, (struct wire_relisten){RELISTEN_UP, 0, 4, 0, NULL}, "read 4 of our 0");
+  setup_frame_refused(net, port, F, (struct tpx__wire_relisten){RELISTEN_UP, 0, 4, 0, NULL}, "read 4 of our 0");
   assert_int_equal(st->listen, 2 * 5); /* the raw peer's and the endpoint's: no fresh handle */
   tpx_endpoint_destroy(b);
   tpx_net_close(net);

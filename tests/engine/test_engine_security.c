@@ -19,7 +19,7 @@ static tpx_rmem_t *forge(const eng_buf_t *b, int64_t addr_delta, uint64_t len, u
   uint8_t blob[TPX_MD_MAX];
   size_t bl;
   assert_int_equal(tpx_mem_get_public_data(b->mem, blob, sizeof(blob), &bl), 0);
-  struct md_info md;
+  struct tpx__md_info md;
   assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
   md.addr += (uint64_t)addr_delta;
   md.len = len;
@@ -159,7 +159,7 @@ static void test_region_ids_random(void **state) {
     uint8_t blob[TPX_MD_MAX];
     size_t bl;
     assert_int_equal(tpx_mem_get_public_data(m[i], blob, sizeof(blob), &bl), 0);
-    struct md_info md;
+    struct tpx__md_info md;
     assert_int_equal(tpx__md_decode(blob, bl, &md), 0);
     ids[i] = md.region;
     assert_true(ids[i] != 0);
@@ -190,17 +190,17 @@ static void test_garbage_control(void **state) {
   close(fd);
   /* 2. another protocol version: an error frame comes back, then EOF */
   fd = eng_raw_connect(port);
-  struct wbuf w = {0};
+  struct tpx__wbuf w = {0};
   uint8_t handles[TPX_NET_HANDLE_BYTES] = {0};
-  struct wire_hello h = {1, 0, 1, 0, "future", handles};
+  struct tpx__wire_hello h = {1, 0, 1, 0, "future", handles};
   assert_int_equal(tpx__wire_put_hello(&w, 0, &h), 0);
   w.p[4] = WIRE_VERSION + 1;
   assert_true(send(fd, w.p, w.len, 0) == (ssize_t)w.len);
   size_t got = eng_read_to_eof(fd, buf, sizeof(buf));
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_true(tpx__wire_frame_parse(buf, got, &f) > 0);
   assert_int_equal(f.type, MSG_ERROR);
-  struct wire_error e;
+  struct tpx__wire_error e;
   assert_int_equal(tpx__wire_get_error(&f, &e), 0);
   assert_int_equal(e.code, TPX_EVERSION);
   close(fd);

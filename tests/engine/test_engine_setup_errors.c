@@ -124,7 +124,7 @@ static void *raw_serve(void *arg) {
   struct raw_server *r = arg;
   int c = accept(r->fd, NULL, NULL);
   if (c < 0) return NULL;
-  struct wbuf b = {0};
+  struct tpx__wbuf b = {0};
   if (tpx__wire_put_error(&b, -1000, "bad\x1b[2Jthing\n") == 0) {
     ssize_t n = send(c, b.p, b.len, MSG_NOSIGNAL);
     (void)n;

@@ -9,8 +9,8 @@
 
 static void test_frame_roundtrip(void **state) {
   (void)state;
-  struct wbuf b = {0};
-  struct wire_cts c = {0x0102030405060708ull, 42, 4096, 1};
+  struct tpx__wbuf b = {0};
+  struct tpx__wire_cts c = {0x0102030405060708ull, 42, 4096, 1};
   assert_int_equal(tpx__wire_put_cts(&b, &c), 0);
   /* little-endian everywhere: magic bytes, then the id's low byte first */
   assert_int_equal(b.len, WIRE_HDR_BYTES + 25);
@@ -20,10 +20,10 @@ static void test_frame_roundtrip(void **state) {
   assert_int_equal(b.p[8], 25);
   assert_int_equal(b.p[WIRE_HDR_BYTES], 0x08);
   assert_int_equal(b.p[WIRE_HDR_BYTES + 7], 0x01);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   for (size_t i = 0; i < b.len; i++) assert_int_equal(tpx__wire_frame_parse(b.p, i, &f), 0); /* partial: need more */
   assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), (long)b.len);
-  struct wire_cts d;
+  struct tpx__wire_cts d;
   assert_int_equal(tpx__wire_get_cts(&f, &d), 0);
   assert_true(d.recv_id == c.recv_id && d.tag == 42 && d.cap == 4096 && d.inl_ok == 1);
   tpx__wbuf_free(&b);
@@ -31,10 +31,10 @@ static void test_frame_roundtrip(void **state) {
 
 static void test_frame_rejects(void **state) {
   (void)state;
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   uint8_t junk[16] = "GET / HTTP/1.1\r\n";
   assert_int_equal(tpx__wire_frame_parse(junk, 1, &f), TPX_EPROTO); /* first byte already wrong */
-  struct wbuf b = {0};
+  struct tpx__wbuf b = {0};
   assert_int_equal(tpx__wire_put_bye(&b), 0);
   b.p[4] = WIRE_VERSION + 1;
   assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), TPX_EVERSION);
@@ -56,19 +56,19 @@ static void test_hello(void **state) {
   (void)state;
   uint8_t handles[3 * TPX_NET_HANDLE_BYTES];
   for (size_t i = 0; i < sizeof(handles); i++) handles[i] = (uint8_t)(i * 7);
-  struct wire_hello h = {0xabcdef, 5, 3, 0, "node-1:gpu5", handles};
-  struct wbuf b = {0};
+  struct tpx__wire_hello h = {0xabcdef, 5, 3, 0, "node-1:gpu5", handles};
+  struct tpx__wbuf b = {0};
   assert_int_equal(tpx__wire_put_hello(&b, 1, &h), 0);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
   assert_int_equal(f.type, MSG_HELLO_ACK);
-  struct wire_hello g;
+  struct tpx__wire_hello g;
   assert_int_equal(tpx__wire_get_hello(&f, &g), 0);
   assert_true(g.uuid == 0xabcdef && g.gpu == 5 && g.nch == 3);
   assert_string_equal(g.name, "node-1:gpu5");
   assert_memory_equal(g.handles, handles, sizeof(handles));
   /* truncated payload, trailing byte, channel count out of range */
-  struct wire_frame t = f;
+  struct tpx__wire_frame t = f;
   t.len--;
   assert_int_equal(tpx__wire_get_hello(&t, &g), TPX_EPROTO);
   uint8_t *copy = malloc(f.len + 1);
@@ -90,20 +90,20 @@ static void test_hello(void **state) {
 
 static void test_rw(void **state) {
   (void)state;
-  struct wire_entry e[3] = {{1, 0x1000, 10}, {2, 0x2000, 0}, {3, 0xffff000000000000ull, 1ull << 40}};
-  struct wbuf b = {0};
+  struct tpx__wire_entry e[3] = {{1, 0x1000, 10}, {2, 0x2000, 0}, {3, 0xffff000000000000ull, 1ull << 40}};
+  struct tpx__wbuf b = {0};
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 99, 2, 524288, e, 3, "note", 4, NULL, 0, 0, 0), 0);
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_READ, 100, 0, 4096, e, 1, NULL, 0, NULL, 0, 0, 0), 0);
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 101, 0, 4096, e, 0, "", 0, NULL, 0, 0, 0), 0); /* empty notif */
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   long n = tpx__wire_frame_parse(b.p, b.len, &f);
   assert_true(n > 0);
-  struct wire_rw m;
+  struct tpx__wire_rw m;
   assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.id == 99 && m.first_ch == 2 && m.chunk == 524288 && m.n == 3 && m.has_notif && m.notif_len == 4);
   assert_memory_equal(m.notif, "note", 4);
   for (uint32_t i = 0; i < 3; i++) {
-    struct wire_entry x;
+    struct tpx__wire_entry x;
     tpx__wire_entry_at(m.entries, i, &x);
     assert_true(x.region == e[i].region && x.addr == e[i].addr && x.len == e[i].len);
   }
@@ -120,7 +120,7 @@ static void test_rw(void **state) {
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 1, 0, 4096, e, 1, "x", TPX_NOTIF_MAX + 1,
                                          NULL, 0, 0, 0),
                    TPX_EINVAL);
-  struct wbuf c = {0};
+  struct tpx__wbuf c = {0};
   assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_WRITE, 1, 0, WIRE_MAX_CHUNK + 1, e, 1, NULL, 0, NULL, 0, 0, 0), 0);
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), TPX_EPROTO);
@@ -137,10 +137,10 @@ static void test_rw(void **state) {
 
 static void test_small_msgs(void **state) {
   (void)state;
-  struct wbuf b = {0};
-  struct wire_status st = {ST_WRITE, 7, TPX_EACCES};
-  struct wire_send s = {5, 12345, 3, 65536, 0, NULL, 0};
-  struct wire_read_data rd = {9, 1, 0, 0, NULL, 0};
+  struct tpx__wbuf b = {0};
+  struct tpx__wire_status st = {ST_WRITE, 7, TPX_EACCES};
+  struct tpx__wire_send s = {5, 12345, 3, 65536, 0, NULL, 0};
+  struct tpx__wire_read_data rd = {9, 1, 0, 0, NULL, 0};
   assert_int_equal(tpx__wire_put_status(&b, &st), 0);
   assert_int_equal(tpx__wire_put_send(&b, &s, NULL, 0), 0);
   assert_int_equal(tpx__wire_put_read_data(&b, &rd, NULL, 0), 0);
@@ -148,30 +148,30 @@ static void test_small_msgs(void **state) {
   assert_int_equal(tpx__wire_put_error(&b, TPX_EVERSION, "nope"), 0);
   assert_int_equal(tpx__wire_put_notif(&b, "x", TPX_NOTIF_MAX + 1), TPX_EINVAL);
   size_t off = 0;
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   long n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_status st2;
+  struct tpx__wire_status st2;
   assert_int_equal(tpx__wire_get_status(&f, &st2), 0);
   assert_true(st2.what == ST_WRITE && st2.id == 7 && st2.status == TPX_EACCES);
   off += (size_t)n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_send s2;
+  struct tpx__wire_send s2;
   assert_int_equal(tpx__wire_get_send(&f, &s2), 0);
   assert_true(s2.recv_id == 5 && s2.len == 12345 && s2.first_ch == 3 && s2.chunk == 65536);
   off += (size_t)n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_read_data rd2;
+  struct tpx__wire_read_data rd2;
   assert_int_equal(tpx__wire_get_read_data(&f, &rd2), 0);
   assert_true(rd2.id == 9 && rd2.first_ch == 1);
   off += (size_t)n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_notif nt;
+  struct tpx__wire_notif nt;
   assert_int_equal(tpx__wire_get_notif(&f, &nt), 0);
   assert_true(nt.len == 3 && memcmp(nt.msg, "abc", 3) == 0);
   off += (size_t)n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_error er;
+  struct tpx__wire_error er;
   assert_int_equal(tpx__wire_get_error(&f, &er), 0);
   assert_int_equal(er.code, TPX_EVERSION);
   assert_string_equal(er.msg, "nope");
@@ -179,12 +179,12 @@ static void test_small_msgs(void **state) {
   assert_int_equal(off, b.len);
   /* a status with a positive code or unknown kind is refused */
   b.len = 0;
-  struct wire_status bad = {9, 1, 0};
+  struct tpx__wire_status bad = {9, 1, 0};
   assert_int_equal(tpx__wire_put_status(&b, &bad), 0);
   assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
   assert_int_equal(tpx__wire_get_status(&f, &st2), TPX_EPROTO);
   b.len = 0;
-  struct wire_status bad2 = {ST_READ, 1, 5};
+  struct tpx__wire_status bad2 = {ST_READ, 1, 5};
   assert_int_equal(tpx__wire_put_status(&b, &bad2), 0);
   assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
   assert_int_equal(tpx__wire_get_status(&f, &st2), TPX_EPROTO);
@@ -194,21 +194,21 @@ static void test_small_msgs(void **state) {
 /* MSG_SUM: what u8 | id u64 | n u16 | n (chunk u32 | sum u32), exactly. */
 static void test_sum(void **state) {
   (void)state;
-  struct wbuf b = {0};
-  struct wire_sum s = {ST_READ, 0x0102030405060708ull, 2, {7, 9 | WIRE_SUM_NONE}, {0xe3069283u, 0}};
+  struct tpx__wbuf b = {0};
+  struct tpx__wire_sum s = {ST_READ, 0x0102030405060708ull, 2, {7, 9 | WIRE_SUM_NONE}, {0xe3069283u, 0}};
   assert_int_equal(tpx__wire_put_sum(&b, &s), 0);
   assert_int_equal(b.len, WIRE_HDR_BYTES + 11 + 16);
   assert_int_equal(b.p[5], MSG_SUM);
   assert_int_equal(b.p[WIRE_HDR_BYTES + 11 + 4], 0x83); /* the first sum, little-endian */
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), (long)b.len);
-  struct wire_sum m;
+  struct tpx__wire_sum m;
   assert_int_equal(tpx__wire_get_sum(&f, &m), 0);
   assert_true(m.what == ST_READ && m.id == s.id && m.n == 2 && m.chunk[0] == 7 && m.sum[0] == 0xe3069283u &&
               m.chunk[1] == (9 | WIRE_SUM_NONE));
   uint8_t pl[11 + 8 * WIRE_MAX_SUMS + 8];
   memcpy(pl, f.payload, f.len);
-  struct wire_frame t = {WIRE_VERSION, MSG_SUM, f.len - 1, pl}; /* truncated */
+  struct tpx__wire_frame t = {WIRE_VERSION, MSG_SUM, f.len - 1, pl}; /* truncated */
   assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
   t.len = f.len + 1; /* a trailing byte */
   assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
@@ -222,7 +222,7 @@ static void test_sum(void **state) {
   pl[0] = 4; /* no such id space */
   assert_int_equal(tpx__wire_get_sum(&t, &m), TPX_EPROTO);
   b.len = 0;
-  struct wire_sum none = {ST_WRITE, 1, 0, {0}, {0}};
+  struct tpx__wire_sum none = {ST_WRITE, 1, 0, {0}, {0}};
   assert_int_equal(tpx__wire_put_sum(&b, &none), TPX_EINVAL);
   assert_int_equal(b.len, 0);
   tpx__wbuf_free(&b);
@@ -231,23 +231,23 @@ static void test_sum(void **state) {
 /* MSG_PING: exactly kind u8 | seq u32, both kinds, seq from 1. */
 static void test_ping(void **state) {
   (void)state;
-  struct wbuf b = {0};
-  struct wire_ping ask = {PING_ASK, 0x01020304u};
+  struct tpx__wbuf b = {0};
+  struct tpx__wire_ping ask = {PING_ASK, 0x01020304u};
   assert_int_equal(tpx__wire_put_ping(&b, &ask), 0);
   assert_int_equal(b.len, WIRE_HDR_BYTES + WIRE_PING_BYTES);
   assert_int_equal(b.p[5], MSG_PING);
   assert_int_equal(b.p[WIRE_HDR_BYTES], PING_ASK);
   assert_int_equal(b.p[WIRE_HDR_BYTES + 1], 0x04); /* little-endian */
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_int_equal(tpx__wire_frame_parse(b.p, b.len, &f), (long)b.len);
-  struct wire_ping m;
+  struct tpx__wire_ping m;
   assert_int_equal(tpx__wire_get_ping(&f, &m), 0);
   assert_true(m.kind == PING_ASK && m.seq == 0x01020304u);
   /* truncated, trailing byte */
   uint8_t pl[WIRE_PING_BYTES + 1];
   memcpy(pl, f.payload, WIRE_PING_BYTES);
   pl[WIRE_PING_BYTES] = 0;
-  struct wire_frame t = {WIRE_VERSION, MSG_PING, WIRE_PING_BYTES - 1, pl};
+  struct tpx__wire_frame t = {WIRE_VERSION, MSG_PING, WIRE_PING_BYTES - 1, pl};
   assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
   t.len = WIRE_PING_BYTES + 1;
   assert_int_equal(tpx__wire_get_ping(&t, &m), TPX_EPROTO);
@@ -264,7 +264,7 @@ static void test_ping(void **state) {
   assert_int_equal(tpx__wire_get_ping(&t, &m), 0);
   assert_true(m.kind == PING_ANSWER && m.seq == 9);
   b.len = 0;
-  struct wire_ping bad = {0, 1}, zero = {PING_ASK, 0};
+  struct tpx__wire_ping bad = {0, 1}, zero = {PING_ASK, 0};
   assert_int_equal(tpx__wire_put_ping(&b, &bad), TPX_EINVAL);
   assert_int_equal(tpx__wire_put_ping(&b, &zero), TPX_EINVAL);
   assert_int_equal(b.len, 0);
@@ -277,29 +277,29 @@ static void test_ping(void **state) {
 
 static void test_inline(void **state) {
   (void)state;
-  struct wbuf b = {0};
+  struct tpx__wbuf b = {0};
   char d1[] = "hello ", d2[] = "world";
   struct iovec iov[2] = {{d1, 6}, {d2, 5}};
-  struct wire_send s = {1, 11, 0, 4096, 1, NULL, 0};
+  struct tpx__wire_send s = {1, 11, 0, 4096, 1, NULL, 0};
   assert_int_equal(tpx__wire_put_send(&b, &s, iov, 2), 0);
-  struct wire_entry e[2] = {{1, 100, 6}, {1, 200, 5}};
+  struct tpx__wire_entry e[2] = {{1, 100, 6}, {1, 200, 5}};
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 2, 0, 4096, e, 2, NULL, 0, iov, 2, 0, 0), 0);
-  struct wire_read_data rd = {3, 0, 1, 11, NULL, 0};
+  struct tpx__wire_read_data rd = {3, 0, 1, 11, NULL, 0};
   assert_int_equal(tpx__wire_put_read_data(&b, &rd, iov, 2), 0);
   size_t off = 0;
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   long n = tpx__wire_frame_parse(b.p, b.len, &f);
-  struct wire_send s2;
+  struct tpx__wire_send s2;
   assert_int_equal(tpx__wire_get_send(&f, &s2), 0);
   assert_true(s2.inl && s2.len == 11 && memcmp(s2.data, "hello world", 11) == 0);
   off += (size_t)n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_rw m;
+  struct tpx__wire_rw m;
   assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_true(m.inl && m.inl_len == 11 && memcmp(m.data, "hello world", 11) == 0);
   off += (size_t)n;
   n = tpx__wire_frame_parse(b.p + off, b.len - off, &f);
-  struct wire_read_data rd2;
+  struct tpx__wire_read_data rd2;
   assert_int_equal(tpx__wire_get_read_data(&f, &rd2), 0);
   assert_true(rd2.inl && rd2.inl_len == 11 && memcmp(rd2.data, "hello world", 11) == 0);
   /* lengths that do not add up are refused on both ends */
@@ -321,11 +321,11 @@ static void test_inline(void **state) {
 
 static void test_blobs(void **state) {
   (void)state;
-  struct conn_info ci = {0x1122334455667788ull, 3, 20003, "gpu-host:3", 2, {"10.0.0.1", "::1"}};
+  struct tpx__conn_info ci = {0x1122334455667788ull, 3, 20003, "gpu-host:3", 2, {"10.0.0.1", "::1"}};
   uint8_t buf[TPX_CONN_INFO_MAX];
   size_t len = 0;
   assert_int_equal(tpx__conn_info_encode(&ci, buf, sizeof(buf), &len), 0);
-  struct conn_info d;
+  struct tpx__conn_info d;
   assert_int_equal(tpx__conn_info_decode(buf, len, &d), 0);
   assert_true(d.uuid == ci.uuid && d.gpu == 3 && d.port == 20003 && d.naddr == 2);
   assert_string_equal(d.addr[1], "::1");
@@ -335,10 +335,10 @@ static void test_blobs(void **state) {
   assert_int_equal(tpx__conn_info_decode(buf, len, &d), TPX_EVERSION);
   assert_int_equal(tpx__conn_info_encode(&ci, buf, 10, &len), TPX_EINVAL);
 
-  struct md_info m = {1, 2, 0x7f0000001000ull, 1ull << 33, TPX_ACCESS_READ, 0, 0};
+  struct tpx__md_info m = {1, 2, 0x7f0000001000ull, 1ull << 33, TPX_ACCESS_READ, 0, 0};
   assert_int_equal(tpx__md_encode(&m, buf, sizeof(buf), &len), 0);
   assert_int_equal(len, MD_BLOB_BYTES);
-  struct md_info n;
+  struct tpx__md_info n;
   assert_int_equal(tpx__md_decode(buf, len, &n), 0);
   assert_true(n.owner == 1 && n.region == 2 && n.addr == m.addr && n.len == m.len && n.access == TPX_ACCESS_READ);
   assert_int_equal(tpx__md_decode(buf, len + 1, &n), TPX_EPROTO);
@@ -355,7 +355,7 @@ static void test_plan(void **state) {
   for (int iter = 0; iter < 300; iter++) {
     uint32_t n = 1 + (uint32_t)(rand() % 12);
     uint32_t chunk = 1 + (uint32_t)(rand() % 50);
-    struct xent e[12];
+    struct tpx__xent e[12];
     uint64_t expect_off[2000];
     uint32_t expect_ent[2000];
     uint64_t k = 0;
@@ -375,7 +375,7 @@ static void test_plan(void **state) {
     for (uint32_t c = 0; c < nch; c++) {
       uint64_t idx = tpx__plan_first_idx(c, first, nch);
       if (idx >= k) continue;
-      struct cursor cur;
+      struct tpx__cursor cur;
       tpx__plan_seek_packed(e, n, chunk, 0, idx, &cur);
       for (;;) {
         assert_true(cur.idx < k);
@@ -390,9 +390,9 @@ static void test_plan(void **state) {
     }
     assert_int_equal(seen, k); /* every chunk exactly once over all channels */
   }
-  struct xent big = {NULL, 0, UINT64_MAX};
+  struct tpx__xent big = {NULL, 0, UINT64_MAX};
   assert_int_equal(tpx__plan_nchunks(&big, 1, 1), UINT64_MAX);
-  struct xent two[2] = {{NULL, 0, UINT64_MAX}, {NULL, 0, UINT64_MAX}};
+  struct tpx__xent two[2] = {{NULL, 0, UINT64_MAX}, {NULL, 0, UINT64_MAX}};
   assert_int_equal(tpx__plan_nchunks(two, 2, 1), UINT64_MAX);
 }
 
@@ -404,7 +404,8 @@ struct pchunk {
   uint64_t off, len;
 };
 
-static uint64_t packed_reference(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t pmax, struct pchunk *out) {
+static uint64_t packed_reference(const struct tpx__xent *e, uint32_t n, uint32_t chunk, uint64_t pmax,
+                                 struct pchunk *out) {
   uint64_t k = 0, off = 0;
   uint32_t i = 0;
   while (i < n) {
@@ -443,7 +444,7 @@ static void test_plan_packed(void **state) {
     uint32_t n = 1 + (uint32_t)(rand() % 40);
     uint32_t chunk = 1 + (uint32_t)(rand() % 64);
     uint64_t pmax = 1 + (uint64_t)(rand() % 80);
-    struct xent e[40];
+    struct tpx__xent e[40];
     for (uint32_t i = 0; i < n; i++) {
       e[i].mem = NULL;
       e[i].off = 0;
@@ -459,7 +460,7 @@ static void test_plan_packed(void **state) {
     for (uint32_t c = 0; c < nch; c++) {
       uint64_t idx = tpx__plan_first_idx(c, first, nch);
       if (idx >= k) continue;
-      struct cursor cur;
+      struct tpx__cursor cur;
       tpx__plan_seek_packed(e, n, chunk, pmax, idx, &cur);
       for (;;) {
         assert_true(cur.idx < k);
@@ -480,11 +481,12 @@ static void test_plan_packed(void **state) {
     assert_int_equal(bytes, total);
   }
   /* 1000 x 64 KiB in 512 KiB chunks, pieces up to 64 KiB: 8 blocks a chunk. */
-  static struct xent kv[1000];
-  for (int i = 0; i < 1000; i++) kv[i] = (struct xent){NULL, 0, 65536};
+  static struct tpx__xent kv[1000];
+  for (int i = 0; i < 1000; i++)
+    kv[i] = (struct tpx__xent){NULL, 0, 65536};
   assert_int_equal(tpx__plan_nchunks_packed(kv, 1000, 524288, 65536), 125);
   assert_int_equal(tpx__plan_nchunks_packed(kv, 1000, 524288, 32768), 1000); /* blocks over the limit: alone */
-  struct xent big = {NULL, 0, UINT64_MAX};
+  struct tpx__xent big = {NULL, 0, UINT64_MAX};
   assert_int_equal(tpx__plan_nchunks_packed(&big, 1, 1, 1), UINT64_MAX);
 }
 
@@ -492,17 +494,17 @@ static void test_plan_packed(void **state) {
  * WIRE_MAX_PACK_LOG2 and unknown bits are refused. */
 static void test_rw_pack_flags(void **state) {
   (void)state;
-  struct wire_entry e[2] = {{1, 0x1000, 10}, {1, 0x2000, 20}};
-  struct wbuf b = {0};
+  struct tpx__wire_entry e[2] = {{1, 0x1000, 10}, {1, 0x2000, 20}};
+  struct tpx__wbuf b = {0};
   assert_int_equal(tpx__wire_put_rw_plan(&b, MSG_WRITE, 7, 1, 65536, e, 2, NULL, 0, NULL, 0, 13, 0), 0);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   assert_true(tpx__wire_frame_parse(b.p, b.len, &f) > 0);
-  struct wire_rw m;
+  struct tpx__wire_rw m;
   assert_int_equal(tpx__wire_get_rw(&f, &m), 0);
   assert_int_equal(m.pack_log2, 13);
   assert_int_equal(m.inl, 0);
   /* READ with an inline answer welcome and packing */
-  struct wbuf c = {0};
+  struct tpx__wbuf c = {0};
   assert_int_equal(tpx__wire_put_rw_plan(&c, MSG_READ, 8, 0, 65536, e, 2, NULL, 0, NULL, 1, WIRE_MAX_PACK_LOG2, 0), 0);
   assert_true(tpx__wire_frame_parse(c.p, c.len, &f) > 0);
   assert_int_equal(tpx__wire_get_rw(&f, &m), 0);

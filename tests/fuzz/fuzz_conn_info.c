@@ -18,7 +18,7 @@
 #include "tpx/error.h"
 
 static void blob(const uint8_t *data, size_t size) {
-  struct conn_info c;
+  struct tpx__conn_info c;
   int rc = tpx__conn_info_decode(data, size, &c);
   FUZZ_CHECK(rc == 0 || rc == TPX_EPROTO || rc == TPX_EVERSION);
   if (rc) return;

@@ -32,22 +32,22 @@ static void touch(const uint8_t *p, size_t n) {
 }
 
 /* The frame re-encoded by the encoder must be the frame. */
-static void same_frame(struct wbuf *b, int rc, const uint8_t *frame, long n) {
+static void same_frame(struct tpx__wbuf *b, int rc, const uint8_t *frame, long n) {
   FUZZ_CHECK(rc == 0);
   FUZZ_CHECK(b->len == (size_t)n);
   FUZZ_CHECK(memcmp(b->p, frame, (size_t)n) == 0);
 }
 
 /* Walk the plan chunk by chunk: every byte of every entry once, in order. */
-static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t pmax,
-                      uint64_t nchunks, uint64_t total, uint64_t probe) {
-  struct cursor c;
+static void walk_plan(const struct tpx__xent *e, uint32_t n, uint32_t chunk, uint64_t pmax, uint64_t nchunks,
+                      uint64_t total, uint64_t probe) {
+  struct tpx__cursor c;
   tpx__plan_seek_packed(e, n, chunk, pmax, 0, &c);
   uint32_t at_e = 0;
   uint64_t at_off = 0, bytes = 0, idx = 0;
   while (at_e < n && e[at_e].len == 0)
     at_e++;
-  struct cursor at_probe = {0};
+  struct tpx__cursor at_probe = {0};
   for (; idx < nchunks; idx++) {
     FUZZ_CHECK(c.e < n);
     FUZZ_CHECK(c.idx == idx);
@@ -80,21 +80,21 @@ static void walk_plan(const struct xent *e, uint32_t n, uint32_t chunk, uint64_t
   }
   FUZZ_CHECK(at_e == n && bytes == total);
   if (probe < nchunks) { /* seeking lands where walking did */
-    struct cursor s;
+    struct tpx__cursor s;
     tpx__plan_seek_packed(e, n, chunk, pmax, probe, &s);
     FUZZ_CHECK(s.e == at_probe.e && s.off == at_probe.off && s.len == at_probe.len &&
                s.end == at_probe.end);
   }
 }
 
-static void on_rw(const struct wire_frame *f, const uint8_t *frame, long n) {
-  struct wire_rw m;
+static void on_rw(const struct tpx__wire_frame *f, const uint8_t *frame, long n) {
+  struct tpx__wire_rw m;
   if (tpx__wire_get_rw(f, &m) != 0) return;
   touch(m.entries, (size_t)m.n * WIRE_ENTRY_BYTES);
   if (m.has_notif) touch(m.notif, m.notif_len);
   if (m.data) touch(m.data, m.inl_len);
-  struct wire_entry *ents = m.n ? malloc(m.n * sizeof(*ents)) : NULL;
-  struct xent *x = m.n ? calloc(m.n, sizeof(*x)) : NULL;
+  struct tpx__wire_entry *ents = m.n ? malloc(m.n * sizeof(*ents)) : NULL;
+  struct tpx__xent *x = m.n ? calloc(m.n, sizeof(*x)) : NULL;
   FUZZ_CHECK(m.n == 0 || (ents && x));
   uint64_t total = 0, inl = 0;
   int fits = 1; /* the target's bound (target.c): at most OP_MAX_BYTES in all */
@@ -108,7 +108,7 @@ static void on_rw(const struct wire_frame *f, const uint8_t *frame, long n) {
     x[i].len = ents[i].len;
   }
   if (m.data) FUZZ_CHECK(m.inl_len == inl);
-  struct wbuf b = {0};
+  struct tpx__wbuf b = {0};
   struct iovec iov = {(void *)m.data, (size_t)m.inl_len};
   int write_inl = f->type == MSG_WRITE && m.inl;
   int rc = tpx__wire_put_rw_plan(&b, f->type, m.id, m.first_ch, m.chunk, ents, m.n,
@@ -129,12 +129,12 @@ static void on_rw(const struct wire_frame *f, const uint8_t *frame, long n) {
   free(x);
 }
 
-static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
-  struct wbuf b = {0};
+static void on_frame(const struct tpx__wire_frame *f, const uint8_t *frame, long n) {
+  struct tpx__wbuf b = {0};
   switch (f->type) {
   case MSG_HELLO:
   case MSG_HELLO_ACK: {
-    struct wire_hello h;
+    struct tpx__wire_hello h;
     if (tpx__wire_get_hello(f, &h) != 0) break;
     FUZZ_CHECK(h.nch >= 1 && h.nch <= WIRE_MAX_CHANNELS && memchr(h.name, 0, sizeof(h.name)));
     touch(h.handles, (size_t)h.nch * TPX_NET_HANDLE_BYTES);
@@ -142,7 +142,7 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     break;
   }
   case MSG_ERROR: {
-    struct wire_error e;
+    struct tpx__wire_error e;
     if (tpx__wire_get_error(f, &e) != 0) break;
     size_t len = f->len - 6; /* code, length, text */
     FUZZ_CHECK(len <= WIRE_MAX_ERRMSG && e.msg[len] == '\0');
@@ -151,13 +151,13 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     break;
   }
   case MSG_CTS: {
-    struct wire_cts c;
+    struct tpx__wire_cts c;
     if (tpx__wire_get_cts(f, &c) != 0) break;
     same_frame(&b, tpx__wire_put_cts(&b, &c), frame, n);
     break;
   }
   case MSG_SEND: {
-    struct wire_send s;
+    struct tpx__wire_send s;
     if (tpx__wire_get_send(f, &s) != 0) break;
     FUZZ_CHECK(s.inl ? s.data != NULL && s.len <= WIRE_MAX_INLINE : s.data == NULL);
     if (s.inl) touch(s.data, s.len);
@@ -169,7 +169,7 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
   case MSG_WRITE:
   case MSG_READ: on_rw(f, frame, n); break;
   case MSG_READ_DATA: {
-    struct wire_read_data r;
+    struct tpx__wire_read_data r;
     if (tpx__wire_get_read_data(f, &r) != 0) break;
     if (r.inl) touch(r.data, r.inl_len);
     struct iovec iov = {(void *)r.data, (size_t)r.inl_len};
@@ -178,14 +178,14 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     break;
   }
   case MSG_STATUS: {
-    struct wire_status s;
+    struct tpx__wire_status s;
     if (tpx__wire_get_status(f, &s) != 0) break;
     FUZZ_CHECK(s.status <= 0 && s.status >= TPX_EUNKNOWN);
     same_frame(&b, tpx__wire_put_status(&b, &s), frame, n);
     break;
   }
   case MSG_NOTIF: {
-    struct wire_notif m;
+    struct tpx__wire_notif m;
     if (tpx__wire_get_notif(f, &m) != 0) break;
     FUZZ_CHECK(m.len <= TPX_NOTIF_MAX);
     touch(m.msg, m.len);
@@ -193,14 +193,14 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     break;
   }
   case MSG_AUTH: {
-    struct wire_auth a;
+    struct tpx__wire_auth a;
     if (tpx__wire_get_auth(f, &a) != 0) break;
     FUZZ_CHECK(a.step >= AUTH_CHALLENGE && a.step <= AUTH_PROOF);
     same_frame(&b, tpx__wire_put_auth(&b, &a), frame, n);
     break;
   }
   case MSG_RELISTEN: {
-    struct wire_relisten r;
+    struct tpx__wire_relisten r;
     if (tpx__wire_get_relisten(f, &r) != 0) break;
     FUZZ_CHECK(r.step >= RELISTEN_ASK && r.step <= RELISTEN_UP && r.ch < WIRE_MAX_CHANNELS);
     FUZZ_CHECK(r.code <= 0 && r.code > TPX_EUNKNOWN && (r.step == RELISTEN_HANDLE) == (r.handle != NULL));
@@ -210,14 +210,14 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     break;
   }
   case MSG_SCHED: {
-    struct wire_sched s;
+    struct tpx__wire_sched s;
     if (tpx__wire_get_sched(f, &s) != 0) break;
     FUZZ_CHECK(s.len >= 1 && s.len <= WIRE_MAX_CHANNELS && f->len == 1u + s.len);
     same_frame(&b, tpx__wire_put_sched(&b, &s), frame, n);
     break;
   }
   case MSG_CHAN: {
-    struct wire_chan c;
+    struct tpx__wire_chan c;
     if (tpx__wire_get_chan(f, &c) != 0) break;
     FUZZ_CHECK(c.step >= CHAN_DOWN && c.step <= CHAN_RATE && c.ch < WIRE_MAX_CHANNELS);
     FUZZ_CHECK((c.step == CHAN_REJOIN) == (c.handle != NULL));
@@ -227,14 +227,14 @@ static void on_frame(const struct wire_frame *f, const uint8_t *frame, long n) {
     break;
   }
   case MSG_PING: {
-    struct wire_ping m;
+    struct tpx__wire_ping m;
     if (tpx__wire_get_ping(f, &m) != 0) break;
     FUZZ_CHECK((m.kind == PING_ASK || m.kind == PING_ANSWER) && m.seq != 0 && f->len == WIRE_PING_BYTES);
     same_frame(&b, tpx__wire_put_ping(&b, &m), frame, n);
     break;
   }
   case MSG_SUM: {
-    struct wire_sum m;
+    struct tpx__wire_sum m;
     if (tpx__wire_get_sum(f, &m) != 0) break;
     FUZZ_CHECK(m.what >= ST_WRITE && m.what <= ST_SEND && m.n >= 1 && m.n <= WIRE_MAX_SUMS && f->len == 11u + 8u * m.n);
     same_frame(&b, tpx__wire_put_sum(&b, &m), frame, n);
@@ -251,20 +251,20 @@ static void fuzz_setup(void) {}
  * only at a frame boundary after whole frames that are not errors, itself
  * a whole ERROR frame that decodes to the same code and text. */
 static void find_error(const uint8_t *data, size_t size) {
-  struct wire_error e;
+  struct tpx__wire_error e;
   size_t at = 0, off = 0;
   int r = tpx__wire_find_error(data, size, &e, &at);
   FUZZ_CHECK(r == 1 || r == 0 || r == TPX_EPROTO || r == TPX_EVERSION);
   if (r != 1) return;
   FUZZ_CHECK(at < size && memchr(e.msg, 0, sizeof(e.msg)) != NULL);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   while (off < at) {
     long n = tpx__wire_frame_parse(data + off, size - off, &f);
     FUZZ_CHECK(n > 0 && f.type != MSG_ERROR);
     off += (size_t)n;
   }
   FUZZ_CHECK(off == at && tpx__wire_frame_parse(data + at, size - at, &f) > 0 && f.type == MSG_ERROR);
-  struct wire_error again;
+  struct tpx__wire_error again;
   FUZZ_CHECK(tpx__wire_get_error(&f, &again) == 0 && again.code == e.code && strcmp(again.msg, e.msg) == 0);
 }
 
@@ -272,7 +272,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t off = 0;
   find_error(data, size);
   while (off < size) {
-    struct wire_frame f;
+    struct tpx__wire_frame f;
     long n = tpx__wire_frame_parse(data + off, size - off, &f);
     if (n <= 0) {
       FUZZ_CHECK(n == 0 || n == TPX_EPROTO || n == TPX_EVERSION);

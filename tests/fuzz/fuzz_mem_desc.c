@@ -13,7 +13,7 @@
 static void fuzz_setup(void) {}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct md_info md;
+  struct tpx__md_info md;
   int rc = tpx__md_decode(data, size, &md);
   FUZZ_CHECK(rc == 0 || rc == TPX_EPROTO || rc == TPX_EVERSION);
   tpx_rmem_t *r = NULL;

@@ -33,7 +33,7 @@ struct note {
 struct model {
   struct note q[MAX_MODEL]; /* delivered, not popped: the endpoint's queue */
   int qh, qn;
-  struct op *ops[MAX_MODEL]; /* the peer's FIFO, oldest first */
+  struct tpx__op *ops[MAX_MODEL]; /* the peer's FIFO, oldest first */
   int oh, on;
   uint32_t held_n; /* what the peer's counts must say */
   uint64_t held_bytes;
@@ -50,7 +50,7 @@ static void deliver(struct model *m, const uint8_t *msg, uint32_t len) {
 /* A request into the FIFO (a K_NOTIF one is final already). */
 static void push_op(struct tpx_peer *p, struct model *m, int kind, const uint8_t *msg, uint32_t len,
                     int with) {
-  struct op *o = calloc(1, sizeof(*o));
+  struct tpx__op *o = calloc(1, sizeof(*o));
   FUZZ_CHECK(o);
   o->kind = kind;
   o->phase = kind == K_NOTIF ? PH_FINAL : PH_DATA;
@@ -63,7 +63,7 @@ static void push_op(struct tpx_peer *p, struct model *m, int kind, const uint8_t
   if (with) m->held_n++, m->held_bytes += tpx__notif_cost(len);
 }
 
-static void free_op(struct op *o) {
+static void free_op(struct tpx__op *o) {
   free(o->notif);
   free(o);
 }
@@ -71,13 +71,13 @@ static void free_op(struct op *o) {
 /* The oldest write finishes (err: failed); what is final at the head leaves. */
 static void finish_head(struct tpx_peer *p, struct model *m, int err) {
   for (int k = 0; k < m->on; k++) {
-    struct op *o = m->ops[(m->oh + k) % MAX_MODEL];
+    struct tpx__op *o = m->ops[(m->oh + k) % MAX_MODEL];
     if (o->phase == PH_FINAL) continue;
     o->phase = PH_FINAL;
     o->err = err;
     break;
   }
-  struct op *o;
+  struct tpx__op *o;
   while ((o = tpx__notif_fifo_pop_done(p)) != NULL) {
     FUZZ_CHECK(m->on > 0 && o == m->ops[m->oh]);
     m->oh = (m->oh + 1) % MAX_MODEL;
@@ -109,7 +109,7 @@ static void pop_one(tpx_endpoint_t *ep, struct model *m) {
 
 /* The peer is dropped: its FIFO goes (nothing delivered), then its queue. */
 static void forget(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m) {
-  struct op *o;
+  struct tpx__op *o;
   while ((o = tpx__notif_fifo_pop(p)) != NULL)
     free_op(o);
   tpx__notif_forget_peer(ep, p);
@@ -124,11 +124,11 @@ static void on_frame(tpx_endpoint_t *ep, struct tpx_peer *p, struct model *m, st
   size_t got;
   const uint8_t *b =
       fuzz_bytes(in, WIRE_HDR_BYTES + 4 + (fuzz_u16(in) % (TPX_NOTIF_MAX + 8)), &got);
-  struct wire_frame f;
+  struct tpx__wire_frame f;
   if (tpx__wire_frame_parse(b, got, &f) <= 0 || f.type != MSG_NOTIF ||
       m->qn + m->on >= MAX_MODEL - 1)
     return;
-  struct wire_notif n;
+  struct tpx__wire_notif n;
   if (tpx__wire_get_notif(&f, &n) != 0) return;
   if (tpx__admit_notif(p, n.len) != 0) {
     forget(ep, p, m);

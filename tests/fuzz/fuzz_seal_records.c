@@ -139,7 +139,7 @@ static void ctl_round(struct fuzz_in *in, const uint8_t *plain, size_t n) {
   struct ctl_seal *tx = NULL, *rx = NULL;
   FUZZ_CHECK(tpx__ctl_seal_new(key, sizeof(key), nc, ns, 1, 0, &tx) == 0);
   FUZZ_CHECK(tpx__ctl_seal_new(key, sizeof(key), nc, ns, 0, 0, &rx) == 0);
-  struct wbuf w = {0};
+  struct tpx__wbuf w = {0};
   for (size_t off = 0; off < n;) { /* frames appended, then flushed: records */
     size_t cut = 1 + fuzz_u16(in) % 3000;
     if (cut > n - off) cut = n - off;

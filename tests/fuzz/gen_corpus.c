@@ -33,36 +33,36 @@ static void put(const char *harness, const char *name, const void *p, size_t n) 
 
 /* ---- the engine's control frames ---- */
 static void ctl_frames(void) {
-  struct wbuf all = {0};
+  struct tpx__wbuf all = {0};
   uint8_t handles[2 * TPX_NET_HANDLE_BYTES];
   for (size_t i = 0; i < sizeof(handles); i++)
     handles[i] = (uint8_t)i;
-  struct wire_hello h = {0x1122334455667788ull, 3, 2, HELLO_F_PACK, "node-a", handles};
-  struct wire_entry e[3] = {{7, 0x1000, 5000}, {7, 0x9000, 100}, {9, 0x20000, 0}};
+  struct tpx__wire_hello h = {0x1122334455667788ull, 3, 2, HELLO_F_PACK, "node-a", handles};
+  struct tpx__wire_entry e[3] = {{7, 0x1000, 5000}, {7, 0x9000, 100}, {9, 0x20000, 0}};
   uint8_t data[5100];
   for (size_t i = 0; i < sizeof(data); i++)
     data[i] = (uint8_t)(i * 7);
   struct iovec iov = {data, 5100};
   struct iovec small = {data, 100};
-  struct wire_cts cts = {4, 99, 1 << 20, 1};
-  struct wire_send snd = {4, 100, 1, 65536, 1, NULL, 0};
-  struct wire_send snd_ch = {5, 1 << 20, 3, 1 << 20, 0, NULL, 0};
-  struct wire_read_data rd = {8, 0, 1, 100, NULL, 0};
-  struct wire_read_data rd_ch = {9, 2, 0, 0, NULL, 0};
-  struct wire_status st = {ST_WRITE, 12, 0}, st_bad = {ST_READ, 13, TPX_EACCES};
+  struct tpx__wire_cts cts = {4, 99, 1 << 20, 1};
+  struct tpx__wire_send snd = {4, 100, 1, 65536, 1, NULL, 0};
+  struct tpx__wire_send snd_ch = {5, 1 << 20, 3, 1 << 20, 0, NULL, 0};
+  struct tpx__wire_read_data rd = {8, 0, 1, 100, NULL, 0};
+  struct tpx__wire_read_data rd_ch = {9, 2, 0, 0, NULL, 0};
+  struct tpx__wire_status st = {ST_WRITE, 12, 0}, st_bad = {ST_READ, 13, TPX_EACCES};
   struct {
     const char *name;
     int rc;
-    struct wbuf b;
+    struct tpx__wbuf b;
   } f[40];
   int n = 0;
-#define FRAME(nm, call)                                                                            \
-  do {                                                                                             \
-    f[n].name = nm;                                                                                \
-    memset(&f[n].b, 0, sizeof(f[n].b));                                                            \
-    struct wbuf *b = &f[n].b;                                                                      \
-    f[n].rc = call;                                                                                \
-    n++;                                                                                           \
+#define FRAME(nm, call)                                                                                                \
+  do {                                                                                                                 \
+    f[n].name = nm;                                                                                                    \
+    memset(&f[n].b, 0, sizeof(f[n].b));                                                                                \
+    struct tpx__wbuf *b = &f[n].b;                                                                                     \
+    f[n].rc = call;                                                                                                    \
+    n++;                                                                                                               \
   } while (0)
   FRAME("hello", tpx__wire_put_hello(b, 0, &h));
   FRAME("hello_ack", tpx__wire_put_hello(b, 1, &h));
@@ -71,7 +71,7 @@ static void ctl_frames(void) {
   FRAME("error_refused", tpx__wire_put_error(b, TPX_EAUTH, "refused"));
   FRAME("cts", tpx__wire_put_cts(b, &cts));
   FRAME("send_inline", tpx__wire_put_send(b, &snd, &small, 1));
-  struct wire_send snd_sum = {4, 100, 1, 65536, 2, NULL, 0};
+  struct tpx__wire_send snd_sum = {4, 100, 1, 65536, 2, NULL, 0};
   FRAME("send_inline_sum", tpx__wire_put_send(b, &snd_sum, &small, 1));
   FRAME("send_chunks", tpx__wire_put_send(b, &snd_ch, NULL, 0));
   FRAME("write_inline", tpx__wire_put_rw_plan(b, MSG_WRITE, 21, 0, 4096, e, 3, "done", 4, &iov, 1, 0, 0));
@@ -85,36 +85,37 @@ static void ctl_frames(void) {
   FRAME("status_refused", tpx__wire_put_status(b, &st_bad));
   FRAME("notif", tpx__wire_put_notif(b, "hello there", 11));
   FRAME("bye", tpx__wire_put_bye(b));
-  struct wire_auth au = {AUTH_RESPONSE, {1, 2, 3}, {4, 5, 6}};
+  struct tpx__wire_auth au = {AUTH_RESPONSE, {1, 2, 3}, {4, 5, 6}};
   FRAME("auth_response", tpx__wire_put_auth(b, &au));
-  struct wire_relisten rl_handle = {RELISTEN_HANDLE, 1, 2, TPX_EINTERNAL, handles};
-  struct wire_relisten rl_ask = {RELISTEN_ASK, 0, 0, TPX_ESYSTEM, NULL};
-  struct wire_relisten rl_up = {RELISTEN_UP, 0, 3, 0, NULL};
+  struct tpx__wire_relisten rl_handle = {RELISTEN_HANDLE, 1, 2, TPX_EINTERNAL, handles};
+  struct tpx__wire_relisten rl_ask = {RELISTEN_ASK, 0, 0, TPX_ESYSTEM, NULL};
+  struct tpx__wire_relisten rl_up = {RELISTEN_UP, 0, 3, 0, NULL};
   FRAME("relisten_handle", tpx__wire_put_relisten(b, &rl_handle));
   FRAME("relisten_ask", tpx__wire_put_relisten(b, &rl_ask));
   FRAME("relisten_up", tpx__wire_put_relisten(b, &rl_up));
-  struct wire_sched sched = {5, {0, 1, 0, 2, 3}};
+  struct tpx__wire_sched sched = {5, {0, 1, 0, 2, 3}};
   FRAME("sched", tpx__wire_put_sched(b, &sched));
-  struct wire_chan down = {.step = CHAN_DOWN, .ch = 2, .code = TPX_ETIMEDOUT};
-  struct wire_chan ask = {.step = CHAN_ASK, .ch = 2, .what = ST_WRITE, .id = 77};
-  struct wire_chan verdict = {.step = CHAN_VERDICT, .ch = 2, .what = ST_READ, .id = 78, .layers = 1, .need = 1};
-  struct wire_chan resend = {.step = CHAN_RESEND, .ch = 2, .what = ST_SEND, .id = 79, .seed = 5, .pat = {3, {0, 1, 3}}};
-  struct wire_chan rejoin = {.step = CHAN_REJOIN, .ch = 1, .gen = 2, .handle = handles};
-  struct wire_chan up = {.step = CHAN_UP, .ch = 1, .gen = 2};
+  struct tpx__wire_chan down = {.step = CHAN_DOWN, .ch = 2, .code = TPX_ETIMEDOUT};
+  struct tpx__wire_chan ask = {.step = CHAN_ASK, .ch = 2, .what = ST_WRITE, .id = 77};
+  struct tpx__wire_chan verdict = {.step = CHAN_VERDICT, .ch = 2, .what = ST_READ, .id = 78, .layers = 1, .need = 1};
+  struct tpx__wire_chan resend = {
+      .step = CHAN_RESEND, .ch = 2, .what = ST_SEND, .id = 79, .seed = 5, .pat = {3, {0, 1, 3}}};
+  struct tpx__wire_chan rejoin = {.step = CHAN_REJOIN, .ch = 1, .gen = 2, .handle = handles};
+  struct tpx__wire_chan up = {.step = CHAN_UP, .ch = 1, .gen = 2};
   FRAME("chan_down", tpx__wire_put_chan(b, &down));
   FRAME("chan_ask", tpx__wire_put_chan(b, &ask));
   FRAME("chan_verdict", tpx__wire_put_chan(b, &verdict));
   FRAME("chan_resend", tpx__wire_put_chan(b, &resend));
   FRAME("chan_rejoin", tpx__wire_put_chan(b, &rejoin));
   FRAME("chan_up", tpx__wire_put_chan(b, &up));
-  struct wire_chan landed = {.step = CHAN_LANDED, .ch = 0, .what = ST_SEND, .id = 80};
+  struct tpx__wire_chan landed = {.step = CHAN_LANDED, .ch = 0, .what = ST_SEND, .id = 80};
   FRAME("chan_landed", tpx__wire_put_chan(b, &landed));
-  struct wire_chan rate = {.step = CHAN_RATE, .ch = 3, .gen = 12345};
+  struct tpx__wire_chan rate = {.step = CHAN_RATE, .ch = 3, .gen = 12345};
   FRAME("chan_rate", tpx__wire_put_chan(b, &rate));
-  struct wire_ping ping_ask = {PING_ASK, 1}, ping_answer = {PING_ANSWER, 0x01020304u};
+  struct tpx__wire_ping ping_ask = {PING_ASK, 1}, ping_answer = {PING_ANSWER, 0x01020304u};
   FRAME("ping_ask", tpx__wire_put_ping(b, &ping_ask));
   FRAME("ping_answer", tpx__wire_put_ping(b, &ping_answer));
-  struct wire_sum sum = {ST_WRITE, 0x0000000100000002ull, 2, {0, 5 | WIRE_SUM_NONE}, {0xe3069283u, 0}};
+  struct tpx__wire_sum sum = {ST_WRITE, 0x0000000100000002ull, 2, {0, 5 | WIRE_SUM_NONE}, {0xe3069283u, 0}};
   FRAME("sum", tpx__wire_put_sum(b, &sum));
   for (int i = 0; i < n; i++) {
     if (f[i].rc != 0) {
@@ -166,7 +167,7 @@ static void ctl_frames(void) {
 
 /* ---- connection info, listen handles, descriptors, part headers ---- */
 static void blobs(void) {
-  struct conn_info c = {0xabcdefull, 1, 7000, "node-b", 2, {"10.0.0.2", "fe80::1%eth0"}};
+  struct tpx__conn_info c = {0xabcdefull, 1, 7000, "node-b", 2, {"10.0.0.2", "fe80::1%eth0"}};
   uint8_t b[1024];
   size_t len;
   if (tpx__conn_info_encode(&c, b, sizeof(b), &len) != 0) exit(1);
@@ -193,7 +194,7 @@ static void blobs(void) {
   tpx__put64(h + TPX_WH_STATE, 77); /* connector state: refused */
   put("conn_info", "handle_state", h, sizeof(h));
 
-  struct md_info m = {0x1234, 0x99, 0x7f0000001000ull, 1 << 20, 3, 0, -1};
+  struct tpx__md_info m = {0x1234, 0x99, 0x7f0000001000ull, 1 << 20, 3, 0, -1};
   uint8_t d[MD_BLOB_BYTES];
   if (tpx__md_encode(&m, d, sizeof(d), &len) != 0) exit(1);
   put("mem_desc", "host_rw", d, len);

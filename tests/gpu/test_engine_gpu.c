@@ -99,7 +99,7 @@ struct run {
 };
 
 enum { OP_W, OP_R, OP_S, OP_SB };
-struct op {
+struct tpx__op {
   int kind;
   size_t len, so, doff;
 };
@@ -109,10 +109,10 @@ static size_t rnd(unsigned *s) {
   return (*s >> 8) & 0xffffff;
 }
 
-static void make_ops(const struct run *r, struct op *ops) {
+static void make_ops(const struct run *r, struct tpx__op *ops) {
   unsigned s = r->seed;
   for (int i = 0; i < r->nops; i++) {
-    struct op *o = &ops[i];
+    struct tpx__op *o = &ops[i];
     o->kind = (int)(rnd(&s) % 4);
     switch (rnd(&s) % 6) {
     case 0: o->len = rnd(&s) % 3; break;                 /* 0, 1, 2 */
@@ -123,7 +123,7 @@ static void make_ops(const struct run *r, struct op *ops) {
     o->so = rnd(&s) % PAD;
     o->doff = rnd(&s) % PAD;
   }
-  if (r->big) ops[r->nops - 1] = (struct op){OP_W, r->big, 4096, 0};
+  if (r->big) ops[r->nops - 1] = (struct tpx__op){OP_W, r->big, 4096, 0};
 }
 
 /* staging: SM copies (TPX_UNPACK=kernel); staging-ce: copy engine (d2d);
@@ -211,12 +211,12 @@ static int server_main(const struct run *r, int port_fd) {
   size_t ml = 0;
   MUST(tpx_mem_get_public_data(b.mem, md + 2, TPX_MD_MAX, &ml));
   MUST(tpx_notify(peer, md, ml + 2));
-  struct op *ops = calloc((size_t)r->nops, sizeof(*ops));
+  struct tpx__op *ops = calloc((size_t)r->nops, sizeof(*ops));
   make_ops(r, ops);
   int bad = 0;
   tpx_notif_t n;
   for (int i = 0; i < r->nops && !bad; i++) {
-    const struct op *o = &ops[i];
+    const struct tpx__op *o = &ops[i];
     char ok[16];
     snprintf(ok, sizeof(ok), "OK %d", i);
     tpx_xfer_t *x = NULL;
@@ -266,11 +266,11 @@ static int client_main(const struct run *r, int port) {
   tpx_notif_t n;
   tpx_rmem_t *rb = NULL;
   if (wait_notif(ep, &n, "descriptor") || tpx_load_remote_md(n.msg + 2, n.len - 2, &rb)) return 1;
-  struct op *ops = calloc((size_t)r->nops, sizeof(*ops));
+  struct tpx__op *ops = calloc((size_t)r->nops, sizeof(*ops));
   make_ops(r, ops);
   int bad = 0;
   for (int i = 0; i < r->nops && !bad; i++) {
-    const struct op *o = &ops[i];
+    const struct tpx__op *o = &ops[i];
     tpx_xfer_t *x = NULL;
     char tag[16];
     switch (o->kind) {

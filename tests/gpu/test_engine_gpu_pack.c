@@ -212,7 +212,7 @@ static void run_path(int ndev, const char *path) {
     v[i] = (tpx_iov_t){src[b[i].sa]->mem, b[i].so, dst[b[i].da]->rmem, b[i].dof, b[i].len};
   tpx_xfer_t *x = NULL;
   MUST(tpx_xfer_prep_write(p01, v, (size_t)n, "packed", 6, &x));
-  const struct op *o = (const struct op *)x;
+  const struct tpx__op *o = (const struct tpx__op *)x;
   CHECK(unpack ? o->pack_max == 0 : o->pack_max >= 16384, "%s: pack limit %llu", path,
         (unsigned long long)o->pack_max);
   if (!unpack)

@@ -21,7 +21,7 @@ static void test_host_entries(void **state) {
   uint8_t a[8] = {0}, b[8] = {0};
   struct tpx_mem ma = {.base = a, .len = sizeof(a), .type = TPX_MEM_HOST};
   struct tpx_mem mb = {.base = b, .len = sizeof(b), .type = TPX_MEM_HOST};
-  struct xent e[3] = {{&ma, 2, 3}, {&mb, 0, 0}, {&mb, 4, 4}};
+  struct tpx__xent e[3] = {{&ma, 2, 3}, {&mb, 0, 0}, {&mb, 4, 4}};
   assert_int_equal(tpx__inline_scatter(e, 3, (const uint8_t *)"abcdefg"), 0);
   assert_memory_equal(a, "\0\0abc\0\0\0", 8);
   assert_memory_equal(b, "\0\0\0\0defg", 8);
@@ -36,7 +36,7 @@ static void test_gpu_entry_never_stored_by_the_cpu(void **state) {
     uint8_t back[16] = {0};
     assert_int_equal(tpx__gpu_malloc(0, 4096, &d), 0);
     struct tpx_mem m = {.base = d, .len = 4096, .type = TPX_MEM_CUDA, .device = 0};
-    struct xent e = {&m, 100, sizeof(data)};
+    struct tpx__xent e = {&m, 100, sizeof(data)};
     assert_int_equal(tpx__inline_scatter(&e, 1, data), 0);
     assert_int_equal(tpx__gpu_memcpy(0, back, (uint8_t *)d + 100, sizeof(back)), 0);
     assert_memory_equal(back, data, sizeof(data));
@@ -47,7 +47,7 @@ static void test_gpu_entry_never_stored_by_the_cpu(void **state) {
   uint8_t *p = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(p != MAP_FAILED);
   struct tpx_mem m = {.base = p, .len = (size_t)pg, .type = TPX_MEM_CUDA, .device = 0};
-  struct xent e = {&m, 0, sizeof(data)};
+  struct tpx__xent e = {&m, 0, sizeof(data)};
   /* No GPU: the copy's error, and no crash. */
   assert_int_not_equal(tpx__inline_scatter(&e, 1, data), 0);
   munmap(p, (size_t)pg);

@@ -36,15 +36,15 @@ static struct tpx_mem host_mem(uint8_t *p, size_t len) {
  * its entry, runs within max entries and (gather) 4 GiB of source, and
  * every byte of the chunk covered exactly once by an entry or a host copy.
  * Returns the runs. */
-static int walk_chunk(const struct xent *e, const struct cursor *c, int gather, uint32_t max, uint64_t aoff,
+static int walk_chunk(const struct tpx__xent *e, const struct tpx__cursor *c, int gather, uint32_t max, uint64_t aoff,
                       uint8_t *buf, uint64_t *gpu_bytes) {
   uint8_t *cover = calloc(c->len, 1);
   assert_non_null(cover);
   tpx_unpack_meta_t *meta = calloc(max, sizeof(*meta));
   assert_non_null(meta);
-  struct pack_walk w;
+  struct tpx__pack_walk w;
   tpx__pack_walk_init(&w, e, c);
-  struct pack_run r;
+  struct tpx__pack_run r;
   int runs = 0, rc;
   while ((rc = tpx__pack_next_run(&w, gather, buf, aoff, meta, max, &r)) == 1) {
     runs++;
@@ -108,8 +108,8 @@ static void test_mixed_chunk(void **state) {
   static uint8_t host[4096];
   for (size_t i = 0; i < sizeof(host); i++) host[i] = (uint8_t)(i * 7 + 1);
   struct tpx_mem g = gpu_mem(GPU_BASE, 1), h = host_mem(host, sizeof(host));
-  struct xent e[5] = {{&g, 1000, 300}, {&h, 10, 50}, {&g, 0, 0}, {&g, 8192, 100}, {&h, 2000, 40}};
-  struct cursor c = {.e = 0, .end = 5, .off = 100, .idx = 0, .len = 200 + 50 + 100 + 40, .pmax = 512};
+  struct tpx__xent e[5] = {{&g, 1000, 300}, {&h, 10, 50}, {&g, 0, 0}, {&g, 8192, 100}, {&h, 2000, 40}};
+  struct tpx__cursor c = {.e = 0, .end = 5, .off = 100, .idx = 0, .len = 200 + 50 + 100 + 40, .pmax = 512};
   assert_ptr_equal(tpx__pack_gpu_mem(e, &c), &g);
   uint8_t buf[512];
   memset(buf, 0, sizeof(buf));
@@ -118,8 +118,8 @@ static void test_mixed_chunk(void **state) {
   assert_int_equal(gb, 300);
   /* gather: entries relative to the lowest GPU piece, into the arena at 4096 + chunk offset */
   tpx_unpack_meta_t m[4];
-  struct pack_walk w;
-  struct pack_run r;
+  struct tpx__pack_walk w;
+  struct tpx__pack_run r;
   tpx__pack_walk_init(&w, e, &c);
   assert_int_equal(tpx__pack_next_run(&w, 1, NULL, 4096, m, 4, &r), 1);
   assert_int_equal(r.n, 2);
@@ -144,7 +144,7 @@ static void test_mixed_chunk(void **state) {
   for (int i = 0; i < 50; i++) assert_int_equal(host[10 + i], 0xee);
   for (int i = 0; i < 40; i++) assert_int_equal(host[2000 + i], 0xee);
   /* a chunk of host pieces only has no GPU memory */
-  struct cursor hc = {.e = 1, .end = 2, .off = 0, .idx = 0, .len = 50, .pmax = 512};
+  struct tpx__cursor hc = {.e = 1, .end = 2, .off = 0, .idx = 0, .len = 50, .pmax = 512};
   assert_null(tpx__pack_gpu_mem(e, &hc));
 }
 
@@ -154,15 +154,15 @@ static void test_mixed_chunk(void **state) {
 static void test_run_limits(void **state) {
   (void)state;
   struct tpx_mem a = gpu_mem(GPU_BASE, 0);
-  struct xent e[4] = {{&a, 0, 64}, {&a, 128, 64}, {&a, 5ull << 30, 64}, {&a, (5ull << 30) + 128, 64}};
-  struct cursor c = {.e = 0, .end = 4, .off = 0, .idx = 0, .len = 256, .pmax = 64};
+  struct tpx__xent e[4] = {{&a, 0, 64}, {&a, 128, 64}, {&a, 5ull << 30, 64}, {&a, (5ull << 30) + 128, 64}};
+  struct tpx__cursor c = {.e = 0, .end = 4, .off = 0, .idx = 0, .len = 256, .pmax = 64};
   uint64_t gb = 0;
   assert_int_equal(walk_chunk(e, &c, 1, 16, 0, NULL, &gb), 2);
   assert_int_equal(walk_chunk(e, &c, 0, 16, 0, NULL, &gb), 1);
   assert_int_equal(walk_chunk(e, &c, 0, 1, 0, NULL, &gb), 4);
   assert_int_equal(walk_chunk(e, &c, 1, 3, 0, NULL, &gb), 2);
   assert_int_equal(walk_chunk(e, &c, 0, 3, 0, NULL, &gb), 2);
-  struct xent alt[4] = {e[0], e[2], e[1], e[3]}; /* near, far, near, far */
+  struct tpx__xent alt[4] = {e[0], e[2], e[1], e[3]}; /* near, far, near, far */
   assert_int_equal(walk_chunk(alt, &c, 1, 16, 0, NULL, &gb), 4);
   assert_int_equal(walk_chunk(alt, &c, 0, 16, 0, NULL, &gb), 1);
   assert_int_equal(gb, 7 * 256);
@@ -172,11 +172,11 @@ static void test_two_gpus_refused(void **state) {
   (void)state;
   static uint8_t host[64];
   struct tpx_mem a = gpu_mem(GPU_BASE, 0), b = gpu_mem(GPU_BASE + (1ull << 40), 1), h = host_mem(host, 64);
-  struct xent e[3] = {{&a, 0, 16}, {&h, 0, 16}, {&b, 0, 16}};
-  struct cursor c = {.e = 0, .end = 3, .off = 0, .idx = 0, .len = 48, .pmax = 16};
+  struct tpx__xent e[3] = {{&a, 0, 16}, {&h, 0, 16}, {&b, 0, 16}};
+  struct tpx__cursor c = {.e = 0, .end = 3, .off = 0, .idx = 0, .len = 48, .pmax = 16};
   tpx_unpack_meta_t m[4];
-  struct pack_walk w;
-  struct pack_run r;
+  struct tpx__pack_walk w;
+  struct tpx__pack_run r;
   tpx__pack_walk_init(&w, e, &c);
   assert_int_equal(tpx__pack_next_run(&w, 1, NULL, 0, m, 4, &r), TPX_EINTERNAL);
   /* the plan never asks it: entries on two GPUs do not pack */
@@ -184,7 +184,7 @@ static void test_two_gpus_refused(void **state) {
   assert_int_equal(tpx__pack_mem_ok(e, 2, 1), 1);
   assert_int_equal(tpx__pack_mem_ok(e, 2, 0), 0);   /* GPU memory where this side does not stage it */
   assert_int_equal(tpx__pack_mem_ok(e + 1, 1, 0), 1); /* host memory always */
-  struct xent refused[2] = {{NULL, 0, 16}, {NULL, 16, 16}}; /* a refused write's entries */
+  struct tpx__xent refused[2] = {{NULL, 0, 16}, {NULL, 16, 16}}; /* a refused write's entries */
   assert_int_equal(tpx__pack_mem_ok(refused, 2, 0), 1);
 }
 
@@ -200,7 +200,7 @@ static void test_plan_accounting(void **state) {
     uint32_t n = 1 + (uint32_t)(rand() % 60);
     uint32_t chunk = 1 + (uint32_t)(rand() % 4096);
     uint64_t pmax = 1 + (uint64_t)(rand() % chunk);
-    struct xent e[60];
+    struct tpx__xent e[60];
     uint64_t total = 0, hoff = 0;
     for (uint32_t i = 0; i < n; i++) {
       int k = rand() % 4;
@@ -215,7 +215,7 @@ static void test_plan_accounting(void **state) {
     uint64_t gpu_bytes = 0, moved = 0;
     uint8_t *buf = malloc(chunk);
     assert_non_null(buf);
-    struct cursor c;
+    struct tpx__cursor c;
     tpx__plan_seek_packed(e, n, chunk, pmax, 0, &c);
     for (uint64_t k = 0;; k++) {
       if (tpx__plan_gathered(e, &c)) {

@@ -12,9 +12,9 @@
 #define NCH 4
 #define CHUNK 4096u
 
-static struct xent ent;
+static struct tpx__xent ent;
 
-static void op_init(struct op *o, uint64_t nchunks, uint32_t first) {
+static void op_init(struct tpx__op *o, uint64_t nchunks, uint32_t first) {
   memset(o, 0, sizeof(*o));
   ent.mem = NULL;
   ent.off = 0;
@@ -28,10 +28,10 @@ static void op_init(struct op *o, uint64_t nchunks, uint32_t first) {
   tpx__route_pat_fixed(&o->pat, NCH);
 }
 
-static void add_layer(struct op *o, int dead, const uint8_t *alive, int n, uint32_t seed) {
+static void add_layer(struct tpx__op *o, int dead, const uint8_t *alive, int n, uint32_t seed) {
   o->layers = realloc(o->layers, (o->nlayers + 1) * sizeof(*o->layers));
   assert_non_null(o->layers);
-  struct route_layer *L = &o->layers[o->nlayers++];
+  struct tpx__route_layer *L = &o->layers[o->nlayers++];
   memset(L, 0, sizeof(*L));
   L->dead = (uint8_t)dead;
   L->seed = seed;
@@ -40,13 +40,13 @@ static void add_layer(struct op *o, int dead, const uint8_t *alive, int n, uint3
 }
 
 /* Walk link (layer, ch) as a window does; mark each chunk it yields. */
-static void walk(struct op *o, int layer, int ch, uint8_t *seen) {
-  struct wlink l;
+static void walk(struct tpx__op *o, int layer, int ch, uint8_t *seen) {
+  struct tpx__wlink l;
   memset(&l, 0, sizeof(l));
   l.op = o;
   l.ch = (uint8_t)ch;
   l.layer = (uint8_t)layer;
-  struct cursor c;
+  struct tpx__cursor c;
   if (!tpx__route_first(&l, &c)) return;
   do {
     assert_true(c.idx < o->nchunks);
@@ -57,7 +57,7 @@ static void walk(struct op *o, int layer, int ch, uint8_t *seen) {
 
 static void test_fixed_is_the_old_rule(void **st) {
   (void)st;
-  struct op o;
+  struct tpx__op o;
   op_init(&o, 37, 2);
   for (uint64_t i = 0; i < o.nchunks; i++) assert_int_equal(tpx__route_ch_at(&o, i, o.nlayers), (int)((2 + i) % NCH));
   uint8_t seen[37] = {0};
@@ -68,7 +68,7 @@ static void test_fixed_is_the_old_rule(void **st) {
 static void test_weighted_shares(void **st) {
   (void)st;
   uint32_t w[NCH] = {1000, 1000, 1000, 100}; /* one link at a tenth */
-  struct route_pat p;
+  struct tpx__route_pat p;
   assert_int_equal(tpx__route_pat_weighted(&p, w, NCH), 0);
   assert_int_equal(p.len, ROUTE_MAX_PAT);
   int n[NCH] = {0};
@@ -92,7 +92,7 @@ static void test_weighted_shares(void **st) {
 static void test_layers_cover_once(void **st) {
   (void)st;
   enum { N = 1000 };
-  struct op o;
+  struct tpx__op o;
   op_init(&o, N, 1);
   uint64_t on2 = tpx__route_count(&o, 2);
   assert_int_equal(on2, N / NCH);

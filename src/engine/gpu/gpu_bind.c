@@ -15,19 +15,19 @@
 
 void (*tpx__gpu_bind_hook)(int dev);
 
-int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct gpu_bind *b) {
+int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct tpx__gpu_bind *b) {
   b->changed = 0;
   b->guard.prev = NULL;
   b->guard.changed = 0;
   if (dev < 0) dev = ep->gpu > 0 ? ep->gpu : 0;
   if (tpx__gpu_bind_hook) tpx__gpu_bind_hook(dev);
   b->changed = 1; /* the hook is told about the leave too */
-  struct gpu_ep *g = ep->gpath;
+  struct tpx__gpu_ep *g = ep->gpath;
   int n = 0;
   /* Only transports that read the device (UNPACK, or taking CUDA pointers);
    * no GPU: nothing to bind. */
   if (!g || !(g->unpack || g->cuda_ptr) || tpx__gpu_device_count(&n) != 0 || dev >= n) return 0;
-  struct gpu_dev *gd = NULL;
+  struct tpx__gpu_dev *gd = NULL;
   int rc = tpx__gpu_dev_get(g, dev, &gd); /* holds the context reference the guard needs */
   if (rc == 0) rc = tpx__gpu_guard_enter(dev, &b->guard);
   if (rc) {
@@ -38,7 +38,7 @@ int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct gpu_bind *b) {
   return 0;
 }
 
-void tpx__gpu_bind_leave(struct gpu_bind *b) {
+void tpx__gpu_bind_leave(struct tpx__gpu_bind *b) {
   if (!b->changed) return;
   tpx__gpu_guard_leave(&b->guard);
   b->changed = 0;

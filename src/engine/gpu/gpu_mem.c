@@ -10,7 +10,7 @@
 #include "engine/gpu/gpu_mem.h"
 #include "engine/gpu/gpu_path_int.h"
 
-void tpx__gpu_dev_free(struct gpu_dev *d) {
+void tpx__gpu_dev_free(struct tpx__gpu_dev *d) {
   if (!d) return;
   tpx__unpacker_destroy(d->unpacker);
   if (d->crc != GPU_NO_CRC) tpx__gpu_crc_destroy(d->crc);
@@ -27,7 +27,7 @@ void tpx__gpu_dev_free(struct gpu_dev *d) {
 /* The GPU's resources, created on first use. Lock held. Errors come with
  * tpx_err_quiet's detail: the API call surfaces them, a transfer's failure
  * fails its peer (fail.c logs it), so nothing here logs. */
-int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
+int tpx__gpu_dev_get(struct tpx__gpu_ep *g, int dev, struct tpx__gpu_dev **out) {
   if (dev < 0 || dev >= TPX_GPU_MAX_DEVICES) return tpx_err_quiet(TPX_EINVAL, "GPU %d: no such device", dev);
   if (g->devs[dev]) {
     *out = g->devs[dev];
@@ -35,7 +35,7 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
   }
   int rc = tpx__gpu_retain(dev);
   if (rc) return rc;
-  struct gpu_dev *d = calloc(1, sizeof(*d));
+  struct tpx__gpu_dev *d = calloc(1, sizeof(*d));
   if (!d) {
     tpx__gpu_release(dev);
     return tpx_err_quiet(TPX_ENOMEM, "GPU %d: out of memory", dev);
@@ -63,7 +63,7 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out) {
 /* The GPU's unpacker (kernel / d2d / host per cfg.unpack), created on first
  * use: it gathers UNPACK receives and, in kernel mode, does the staging
  * copies too (SM copies through the pinned mapping). Lock held. */
-int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out) {
+int tpx__gpu_dev_unpacker(struct tpx__gpu_ep *g, struct tpx__gpu_dev *d, tpx_unpacker_t **out) {
   if (!d->unpacker) {
     tpx_unpack_opts_t o;
     tpx__unpacker_opts_default(&o);
@@ -79,9 +79,9 @@ int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **
 }
 
 /* ---- integrity's sums of bytes only a GPU sees (gpu_path.h) ---- */
-static struct gpu_dev *sum_dev(tpx_endpoint_t *ep, int dev) {
-  struct gpu_ep *g = ep->gpath;
-  struct gpu_dev *d = NULL;
+static struct tpx__gpu_dev *sum_dev(tpx_endpoint_t *ep, int dev) {
+  struct tpx__gpu_ep *g = ep->gpath;
+  struct tpx__gpu_dev *d = NULL;
   if (!g || tpx__gpu_dev_get(g, dev, &d) != 0) return NULL;
   if (!d->crc && tpx__gpu_crc_create(dev, &d->crc) != 0) {
     TPX_INFO("GPU %d: no checksums on the GPU (%s): chunks only it sees go unchecked", dev, tpx_last_error());
@@ -91,26 +91,26 @@ static struct gpu_dev *sum_dev(tpx_endpoint_t *ep, int dev) {
 }
 
 int tpx__gpu_sum_start(tpx_endpoint_t *ep, int dev, const void *p, uint64_t len, uint64_t *ticket) {
-  struct gpu_dev *d = sum_dev(ep, dev);
+  struct tpx__gpu_dev *d = sum_dev(ep, dev);
   if (!d) return TPX_ENOTSUP;
   return tpx__gpu_crc_start(d->crc, p, len, ticket);
 }
 
 int tpx__gpu_sum_poll(tpx_endpoint_t *ep, int dev, uint64_t ticket, uint32_t *sum) {
-  struct gpu_dev *d = sum_dev(ep, dev);
+  struct tpx__gpu_dev *d = sum_dev(ep, dev);
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "GPU %d: a checksum polled where none started", dev);
   return tpx__gpu_crc_poll(d->crc, ticket, sum);
 }
 
 void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket) {
-  struct gpu_dev *d = sum_dev(ep, dev);
+  struct tpx__gpu_dev *d = sum_dev(ep, dev);
   if (d) tpx__gpu_crc_drop(d->crc, ticket);
 }
 
-void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gslot **run, uint32_t n) {
+void tpx__gpu_sum_after_unpack(struct tpx__gpu_ep *g, int dev, uint64_t t, struct tpx__gslot **run, uint32_t n) {
   const void *p[TPX_CRC_BATCH];
   uint64_t len[TPX_CRC_BATCH], tk[TPX_CRC_BATCH];
-  struct gslot *of[TPX_CRC_BATCH];
+  struct tpx__gslot *of[TPX_CRC_BATCH];
   uint32_t m = 0;
   for (uint32_t k = 0; k < n && m < TPX_CRC_BATCH; k++)
     if (run[k]->want_sum) {
@@ -118,7 +118,7 @@ void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gsl
       p[m] = run[k]->dst;
       len[m++] = run[k]->len;
     }
-  struct gpu_dev *d = m ? sum_dev(g->ep, dev) : NULL;
+  struct tpx__gpu_dev *d = m ? sum_dev(g->ep, dev) : NULL;
   struct tpx_gpu_stream *st = d ? tpx__unpacker_ticket_stream(d->unpacker, t) : NULL;
   /* else (or a failed launch) each is summed on its own once unpacked */
   if (!st || tpx__gpu_crc_start_on(d->crc, st, p, len, m, tk) != 0) return;
@@ -128,8 +128,8 @@ void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gsl
   }
 }
 
-int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
-  struct gpu_dev *d = dev >= 0 && dev < TPX_GPU_MAX_DEVICES ? g->devs[dev] : NULL;
+int tpx__gpu_unpack_submit(struct tpx__gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket) {
+  struct tpx__gpu_dev *d = dev >= 0 && dev < TPX_GPU_MAX_DEVICES ? g->devs[dev] : NULL;
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "GPU %d was never set up", dev);
   tpx_unpacker_t *u;
   int rc = tpx__gpu_dev_unpacker(g, d, &u);
@@ -139,18 +139,18 @@ int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *
 /* The progress thread keeps one GPU's context current, so the guards inside
  * gpu.c cost one query instead of two switches per call. User threads are
  * left as they were (every call restores their context). */
-void tpx__gpu_thread_pin(struct gpu_ep *g) {
+void tpx__gpu_thread_pin(struct tpx__gpu_ep *g) {
   static __thread const void *pinned_for;
   tpx_endpoint_t *ep = g->ep;
   if (pinned_for == g || g->pin_dev < 0 || !ep->thread_on || !pthread_equal(pthread_self(), ep->thread)) return;
   if (tpx__gpu_set_device(g->pin_dev) == 0) pinned_for = g;
 }
 
-static int transport_regs_cuda(const struct gpu_ep *g) { return g->unpack || !g->send_stage || !g->recv_stage; }
+static int transport_regs_cuda(const struct tpx__gpu_ep *g) { return g->unpack || !g->send_stage || !g->recv_stage; }
 
 int tpx__gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre, uint32_t *reg_post) {
   *reg_pre = *reg_post = 0;
-  struct gpu_ep *g = ep->gpath;
+  struct tpx__gpu_ep *g = ep->gpath;
   if (!tpx__gpu_built())
     return tpx_err(TPX_ENOTSUP, "tpx_mem_register: CUDA memory (device %d): this build has no CUDA support",
                    d->device);
@@ -195,7 +195,7 @@ int tpx__gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre,
     lo = a;
     hi = a + d->len;
   }
-  struct gpu_dev *gd;
+  struct tpx__gpu_dev *gd;
   rc = tpx__gpu_dev_get(g, d->device, &gd);
   if (rc) return rc;
   *reg_pre = (uint32_t)(a - lo);
@@ -206,7 +206,7 @@ int tpx__gpu_mem_check(tpx_endpoint_t *ep, tpx_mem_desc_t *d, uint32_t *reg_pre,
 
 int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
   tpx_endpoint_t *ep = m->ep;
-  struct gpu_ep *g = ep->gpath;
+  struct tpx__gpu_ep *g = ep->gpath;
   if (!g || !g->unpack || m->type != TPX_MEM_CUDA || !ep->net->ops->get_device_mr) return 0;
   void *dmh = NULL;
   int rc = ep->net->ops->get_device_mr(ep->net, comm, mhandle, &dmh);
@@ -215,7 +215,7 @@ int tpx__gpu_mem_after_reg(struct tpx_mem *m, void *comm, void *mhandle) {
 }
 
 int tpx__gpu_mem_before_reg(tpx_endpoint_t *ep, const struct tpx_mem *m) {
-  struct gpu_ep *g = ep->gpath;
+  struct tpx__gpu_ep *g = ep->gpath;
   if (m->type != TPX_MEM_CUDA || !g || g->cuda_reg_nopci < 0) return 0;
   tpx_net_props_t pr;
   memset(&pr, 0, sizeof(pr));

@@ -24,13 +24,13 @@ enum { GPU_POST_DEFAULT = 0, GPU_POST_STAGED = 1, GPU_POST_WAIT = 2 };
  * does with cudaSetDevice before calling a plugin. A no-op without a usable
  * GPU, except for the test hook, which sees every enter (the device) and
  * leave (-1). */
-struct gpu_bind {
+struct tpx__gpu_bind {
   tpx_gpu_guard_t guard;
   int changed;
 };
 extern void (*tpx__gpu_bind_hook)(int dev);
-int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct gpu_bind *b);
-void tpx__gpu_bind_leave(struct gpu_bind *b);
+int tpx__gpu_bind_enter(tpx_endpoint_t *ep, int dev, struct tpx__gpu_bind *b);
+void tpx__gpu_bind_leave(struct tpx__gpu_bind *b);
 
 /* tpx_mem_register of TPX_MEM_CUDA, lock held: checks the pointer (device
  * memory of the named GPU, or device -1: the pointer's own GPU), sets up that

@@ -34,7 +34,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
   int mode = TPX_UNPACK_KERNEL;
   if (tpx__unpacker_mode_parse(ep->cfg.unpack, &mode) != 0)
     return tpx_err(TPX_EINVAL, "endpoint %s: TPX_UNPACK=%s: expected kernel, d2d or host", ep->name, ep->cfg.unpack);
-  struct gpu_ep *g = calloc(1, sizeof(*g));
+  struct tpx__gpu_ep *g = calloc(1, sizeof(*g));
   if (!g) return tpx_err(TPX_ENOMEM, "endpoint %s: out of memory", ep->name);
   g->ep = ep;
   g->unpack = unpack;
@@ -59,7 +59,7 @@ int tpx__gpu_ep_init(tpx_endpoint_t *ep) {
 }
 
 void tpx__gpu_ep_fini(tpx_endpoint_t *ep) {
-  struct gpu_ep *g = ep->gpath;
+  struct tpx__gpu_ep *g = ep->gpath;
   if (!g) return;
   if (g->staged_out || g->staged_in || g->unpacked_gpu || g->unpacked_cpu)
     TPX_DEBUG("endpoint %s: staged %llu bytes out, %llu in; unpacked %llu bytes on GPUs, %llu with the CPU", ep->name,
@@ -73,7 +73,7 @@ void tpx__gpu_ep_fini(tpx_endpoint_t *ep) {
   ep->consume = NULL;
 }
 
-int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out) {
+int tpx__gpu_landing(struct tpx__gpu_ep *g, struct tpx_mem **out) {
   if (g->landing) {
     *out = g->landing;
     return 0;
@@ -81,7 +81,7 @@ int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out) {
   tpx_endpoint_t *ep = g->ep;
   int dev = ep->gpu > 0 ? ep->gpu : 0;
   size_t len = WIRE_MAX_CHUNK;
-  struct gpu_dev *gd;
+  struct tpx__gpu_dev *gd;
   int rc = tpx__gpu_dev_get(g, dev, &gd); /* holds the context the buffer lives in */
   void *buf = NULL;
   if (rc == 0) rc = tpx__gpu_malloc(dev, len, &buf);
@@ -100,12 +100,12 @@ int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out) {
   return 0;
 }
 
-int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window **out) {
+int tpx__gpu_window_get(struct tpx_peer *p, struct tpx__window *q, struct tpx__gpu_window **out) {
   if (q->gpu) {
     *out = q->gpu;
     return 0;
   }
-  struct gpu_window *gq = calloc(1, sizeof(*gq));
+  struct tpx__gpu_window *gq = calloc(1, sizeof(*gq));
   if (gq) gq->slots = calloc(q->cap, sizeof(*gq->slots));
   if (!gq || !gq->slots) {
     free(gq);
@@ -132,15 +132,15 @@ int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window 
   return 0;
 }
 
-int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
-                  uint64_t len, void **data, void **mh) {
+int tpx__gpu_post_prep(struct tpx_peer *p, struct tpx__window *q, struct tpx__wlink *l, struct tpx_mem *m, uint64_t off,
+                       uint64_t len, void **data, void **mh) {
   (void)off;
-  struct gpu_ep *g = p->ep->gpath;
+  struct tpx__gpu_ep *g = p->ep->gpath;
   int cuda = m->type == TPX_MEM_CUDA;
   int unpack_recv = g->unpack && q->is_recv;
   if (!cuda && !unpack_recv) return GPU_POST_DEFAULT;
   tpx__gpu_thread_pin(g);
-  struct gpu_window *gq;
+  struct tpx__gpu_window *gq;
   int rc = tpx__gpu_window_get(p, q, &gq);
   if (rc) return rc;
   tpx__stage_reclaim(gq, q);
@@ -157,16 +157,16 @@ int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, st
 }
 
 int tpx__gpu_pack_ok(const tpx_endpoint_t *ep) {
-  const struct gpu_ep *g = ep->gpath;
+  const struct tpx__gpu_ep *g = ep->gpath;
   return g && g->send_stage && g->recv_stage && !g->unpack;
 }
 
-void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink *l, struct tpx_mem *m,
+void tpx__gpu_post_done(struct tpx_peer *p, struct tpx__window *q, const struct tpx__wlink *l, struct tpx_mem *m,
                         uint64_t off, uint64_t len, void *mh, int prep) {
-  struct gpu_window *gq = q->gpu;
+  struct tpx__gpu_window *gq = q->gpu;
   if (!gq) return;
   tpx__stage_reclaim(gq, q); /* the slot being reused gives its bytes back first */
-  struct gslot *s = &gq->slots[q->tail % q->cap];
+  struct tpx__gslot *s = &gq->slots[q->tail % q->cap];
   memset(s, 0, sizeof(*s));
   s->dst = m->base + off;
   s->len = len;
@@ -188,19 +188,19 @@ void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink
   }
 }
 
-int tpx__gpu_recv_sum_taken(const struct window *q, const struct wslot *s, uint64_t *ticket) {
-  struct gslot *g = q->gpu ? &q->gpu->slots[s - q->ring] : NULL;
+int tpx__gpu_recv_sum_taken(const struct tpx__window *q, const struct tpx__wslot *s, uint64_t *ticket) {
+  struct tpx__gslot *g = q->gpu ? &q->gpu->slots[s - q->ring] : NULL;
   if (!g || !g->sum_on) return 0;
   g->sum_on = 0;
   *ticket = g->sum_ticket;
   return 1;
 }
 
-int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at, int *dev) {
+int tpx__gpu_recv_view(const struct tpx__window *q, const struct tpx__wslot *s, const void **at, int *dev) {
   *at = s->data;
   *dev = -1;
   if (!q->gpu) return GPU_VIEW_NOW;
-  const struct gslot *g = &q->gpu->slots[s - q->ring];
+  const struct tpx__gslot *g = &q->gpu->slots[s - q->ring];
   switch (g->mode) {
   case GS_UNPACK_CPU: *at = g->dst; return GPU_VIEW_CONSUMED;
   case GS_UNPACK_GPU:
@@ -212,20 +212,20 @@ int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void
   }
 }
 
-void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q) {
-  struct gpu_window *gq = q->gpu;
+void tpx__gpu_window_ahead(struct tpx_peer *p, struct tpx__window *q) {
+  struct tpx__gpu_window *gq = q->gpu;
   if (!gq || q->is_recv || !gq->arena || !p->ep->gpath->send_stage) return;
   tpx__stage_reclaim(gq, q);
   (void)tpx__stage_ahead(q, gq, 0, 2); /* errors come back through the next post */
 }
 
-void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q) {
-  struct gpu_window *gq = q->gpu;
+void tpx__gpu_window_purge(struct tpx_peer *p, struct tpx__window *q) {
+  struct tpx__gpu_window *gq = q->gpu;
   if (!gq) return;
   /* GPU work still reading or writing memory (user buffers, staging) must
    * end before the transfers are failed and their memory handed back. */
   for (uint64_t pos = q->head; pos < q->tail; pos++) {
-    struct gslot *s = &gq->slots[pos % q->cap];
+    struct tpx__gslot *s = &gq->slots[pos % q->cap];
     if (!s->busy) continue;
     if (s->sum_on) tpx__gpu_sum_drop(p->ep, s->dev, s->sum_ticket); /* never taken by the window */
     if (s->mode == GS_UNPACK_GPU) tpx__unpack_stage_purge(gq, s);
@@ -239,8 +239,8 @@ void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q) {
   gq->have_dh = 0;
 }
 
-void tpx__gpu_window_free(struct window *q) {
-  struct gpu_window *gq = q->gpu;
+void tpx__gpu_window_free(struct tpx__window *q) {
+  struct tpx__gpu_window *gq = q->gpu;
   if (!gq) return;
   tpx__stage_free(gq); /* after the comm closed: the transport no longer touches the arena */
   free(gq->slots);
@@ -254,7 +254,7 @@ void tpx__gpu_window_free(struct window *q) {
 /* A receive the transport wrote into GPU memory (GPUDirect RDMA): as NCCL
  * does, iflush once the receive completed, and count the chunk landed only
  * when the flush request (if the transport gives one) tests done. */
-static int flush_start(struct tpx_peer *p, struct window *q, struct gslot *s) {
+static int flush_start(struct tpx_peer *p, struct tpx__window *q, struct tpx__gslot *s) {
   tpx_net_t *net = p->ep->net;
   void *data = s->dst;
   size_t size = (size_t)s->len;
@@ -268,7 +268,7 @@ static int flush_start(struct tpx_peer *p, struct window *q, struct gslot *s) {
   return 0;
 }
 
-static int flush_poll(struct tpx_peer *p, struct window *q, struct gslot *s) {
+static int flush_poll(struct tpx_peer *p, struct tpx__window *q, struct tpx__gslot *s) {
   if (!s->busy) return 1;
   tpx_net_t *net = p->ep->net;
   int done = 0;
@@ -285,13 +285,13 @@ static int flush_poll(struct tpx_peer *p, struct window *q, struct gslot *s) {
   return 0;
 }
 
-static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
-  struct gpu_window *gq = q->gpu;
+static int c_start(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *rs) {
+  struct tpx__gpu_window *gq = q->gpu;
   if (!gq) {
     rs->state = WS_CONSUMED;
     return 0;
   }
-  struct gslot *s = &gq->slots[rs - q->ring];
+  struct tpx__gslot *s = &gq->slots[rs - q->ring];
   uint64_t k = gq->nrecv++;
   int rc = 0;
   switch (s->mode) {
@@ -312,16 +312,16 @@ static int c_start(struct tpx_peer *p, struct window *q, struct wslot *rs) {
   }
 }
 
-static int c_poll(struct tpx_peer *p, struct window *q, struct wslot *rs) {
-  struct gpu_window *gq = q->gpu;
+static int c_poll(struct tpx_peer *p, struct tpx__window *q, struct tpx__wslot *rs) {
+  struct tpx__gpu_window *gq = q->gpu;
   if (!gq) return 1;
-  struct gslot *s = &gq->slots[rs - q->ring];
+  struct tpx__gslot *s = &gq->slots[rs - q->ring];
   if (s->mode == GS_STAGE_IN) return tpx__stage_poll(gq, s);
   if (s->mode == GS_UNPACK_GPU) return tpx__unpack_stage_poll(gq, s);
   if (s->mode == GS_FLUSH) return flush_poll(p, q, s);
   return 1;
 }
 
-static const struct consume_ops ops = {c_start, c_poll};
+static const struct tpx__consume_ops ops = {c_start, c_poll};
 
-const struct consume_ops *tpx__gpu_consume_ops(void) { return &ops; }
+const struct tpx__consume_ops *tpx__gpu_consume_ops(void) { return &ops; }

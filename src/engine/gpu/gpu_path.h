@@ -39,9 +39,9 @@
 #include "tpx/mem.h"
 
 struct tpx_peer;
-struct window;
-struct wslot;
-struct wlink;
+struct tpx__window;
+struct tpx__wslot;
+struct tpx__wlink;
 struct tpx_mem;
 
 /* Endpoint lifecycle. init runs once the transport is open (it reads its
@@ -57,18 +57,18 @@ void tpx__gpu_ep_fini(tpx_endpoint_t *ep);
  * ready: the device-to-host copy is still running or no staging room;
  * back-pressure) or < 0 (error, tpx_err set). Idempotent until tpx__gpu_post_done. */
 /* GPU_POST_*: gpu_mem.h. */
-int tpx__gpu_post_prep(struct tpx_peer *p, struct window *q, struct wlink *l, struct tpx_mem *m, uint64_t off,
-                  uint64_t len, void **data, void **mh);
+int tpx__gpu_post_prep(struct tpx_peer *p, struct tpx__window *q, struct tpx__wlink *l, struct tpx_mem *m, uint64_t off,
+                       uint64_t len, void **data, void **mh);
 /* The transport accepted the request for the chunk at l->cur, at ring
  * index q->tail % q->cap (mh: the memory handle it was posted with). */
-void tpx__gpu_post_done(struct tpx_peer *p, struct window *q, const struct wlink *l, struct tpx_mem *m,
+void tpx__gpu_post_done(struct tpx_peer *p, struct tpx__window *q, const struct tpx__wlink *l, struct tpx_mem *m,
                         uint64_t off, uint64_t len, void *mh, int prep);
 /* Where this side's CPU sees a receive's bytes (integrity.h): GPU_VIEW_NOW
  * at *at once the transport completed it (host memory, host staging),
  * GPU_VIEW_CONSUMED once its consume stage ran (an UNPACK gather into host
  * memory), GPU_VIEW_NONE where only a GPU does. */
 enum { GPU_VIEW_NOW = 0, GPU_VIEW_CONSUMED, GPU_VIEW_NONE };
-int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void **at, int *dev);
+int tpx__gpu_recv_view(const struct tpx__window *q, const struct tpx__wslot *s, const void **at, int *dev);
 /* The CRC-32C of GPU memory [p, p + len) on GPU dev, by its kernel
  * (cuda/crc.h), for bytes only a GPU sees. start: 0 (*ticket set),
  * TPX_EAGAIN (every slot busy: again later), TPX_ENOTSUP (no sums on this
@@ -77,7 +77,7 @@ int tpx__gpu_recv_view(const struct window *q, const struct wslot *s, const void
 int tpx__gpu_sum_start(tpx_endpoint_t *ep, int dev, const void *p, uint64_t len, uint64_t *ticket);
 /* A receive's sum already queued with its unpack (on the unpack's stream,
  * right after it): 1 and its ticket, taken over by the caller; else 0. */
-int tpx__gpu_recv_sum_taken(const struct window *q, const struct wslot *s, uint64_t *ticket);
+int tpx__gpu_recv_sum_taken(const struct tpx__window *q, const struct tpx__wslot *s, uint64_t *ticket);
 int tpx__gpu_sum_poll(tpx_endpoint_t *ep, int dev, uint64_t ticket, uint32_t *sum);
 void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket);
 /* This side moves packed chunks (plan.h) whose pieces lie in GPU memory:
@@ -88,11 +88,11 @@ void tpx__gpu_sum_drop(tpx_endpoint_t *ep, int dev, uint64_t ticket);
 int tpx__gpu_pack_ok(const tpx_endpoint_t *ep);
 /* tpx__window_progress: start device-to-host copies of upcoming chunks (sends) so
  * they are ready when ring slots free up. */
-void tpx__gpu_window_ahead(struct tpx_peer *p, struct window *q);
+void tpx__gpu_window_ahead(struct tpx_peer *p, struct tpx__window *q);
 /* The comm is about to close (peer failed or closed): wait for copies and
  * unpacks still touching memory, deregister and free the staging arena. */
-void tpx__gpu_window_purge(struct tpx_peer *p, struct window *q);
+void tpx__gpu_window_purge(struct tpx_peer *p, struct tpx__window *q);
 /* tpx__window_free: whatever purge did not free. */
-void tpx__gpu_window_free(struct window *q);
+void tpx__gpu_window_free(struct tpx__window *q);
 
 #endif

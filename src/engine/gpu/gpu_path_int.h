@@ -20,7 +20,7 @@
 /* One GPU's resources, created at the first registration on it and kept
  * until the endpoint goes (each holds its own context reference; the
  * endpoint holds one more for the registrations). */
-struct gpu_dev {
+struct tpx__gpu_dev {
   int dev;
   tpx_gpu_stream_t *d2h[GPU_NSTREAMS];
   tpx_gpu_stream_t *h2d[GPU_NSTREAMS];
@@ -29,7 +29,7 @@ struct gpu_dev {
   tpx_gpu_crc_t *crc;       /* integrity's sums of GPU-only bytes, on first use (0x1: none here) */
 };
 
-struct gpu_ep {
+struct tpx__gpu_ep {
   tpx_endpoint_t *ep;
   int unpack;      /* UNPACK transport (TCPX, or our emulation) */
   int cuda_ptr;    /* transport takes CUDA pointers */
@@ -40,8 +40,8 @@ struct gpu_ep {
   int stage_sm[2]; /* staging copies [0] device-to-host, [1] host-to-device by SM (the kernel
                       unpacker) rather than the copy engine: kernel mode */
   int pin_dev;     /* GPU the progress thread keeps current (-1: none yet) */
-  const struct consume_ops *consume; /* gpu_path.c's consume stage, installed by whoever needs it */
-  struct gpu_dev *devs[TPX_GPU_MAX_DEVICES];
+  const struct tpx__consume_ops *consume; /* gpu_path.c's consume stage, installed by whoever needs it */
+  struct tpx__gpu_dev *devs[TPX_GPU_MAX_DEVICES];
   /* UNPACK transports taking CUDA pointers: the device region receives into
    * host memory are posted with (tpx__gpu_landing). */
   struct tpx_mem *landing;
@@ -64,7 +64,7 @@ enum gslot_mode {
 };
 
 /* Per ring slot of a comm (index = ring index). */
-struct gslot {
+struct tpx__gslot {
   uint8_t mode;
   uint8_t busy;      /* outstanding: ev (staging), ticket (unpack) or freq (flush) */
   uint8_t deferred;  /* unpack or SM staging copy not launched yet (next pass, or the unpacker is full) */
@@ -84,13 +84,13 @@ struct gslot {
   uint8_t want_sum;  /* integrity: its CRC-32C wanted (a receive from a peer that sends sums) */
   uint8_t sum_on;    /* GS_UNPACK_GPU: that sum queued right after its unpack, sum_ticket */
   uint64_t sum_ticket;
-  const struct xent *pents; /* GS_STAGE_IN of a packed chunk: its transfer's entries (else NULL) */
-  struct cursor pcur;       /* and the chunk (pack_runs.h scatters it) */
+  const struct tpx__xent *pents; /* GS_STAGE_IN of a packed chunk: its transfer's entries (else NULL) */
+  struct tpx__cursor pcur;       /* and the chunk (pack_runs.h scatters it) */
 };
 
 /* A send chunk copied (or being copied) into staging ahead of its post. */
-struct gpre {
-  struct op *o;
+struct tpx__gpre {
+  struct tpx__op *o;
   uint64_t idx;
   uint64_t aoff, aend, len;
   int dev;
@@ -100,13 +100,13 @@ struct gpre {
   uint64_t ticket;
 };
 
-struct gpu_window {
-  struct gpu_ep *g;
+struct tpx__gpu_window {
+  struct tpx__gpu_ep *g;
   tpx_net_t *net;
   void *comm;
   int ch, is_recv;
   uint32_t cap;
-  struct gslot *slots; /* [cap] */
+  struct tpx__gslot *slots; /* [cap] */
   uint64_t rel_pos;    /* ring positions below this gave their arena bytes back */
   /* staging arena: a byte ring (common/ring.h) */
   uint8_t *arena;
@@ -115,7 +115,7 @@ struct gpu_window {
   void *amh;           /* its registration with comm */
   tpx_ring_t aring;    /* allocated in posting order, released in ring order */
   /* sends staged ahead (FIFO: the first pre_n CUDA chunks of the pending queue) */
-  struct gpre pre[GPU_PRE_MAX];
+  struct tpx__gpre pre[GPU_PRE_MAX];
   uint32_t pre_head, pre_n;
   /* receive: arena space picked by prep, taken by done */
   tpx_ring_span_t tsp;
@@ -128,7 +128,7 @@ struct gpu_window {
 };
 
 /* gpu_mem.c */
-int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
+int tpx__gpu_dev_get(struct tpx__gpu_ep *g, int dev, struct tpx__gpu_dev **out);
 /* The landing region, created on first use: device memory on the
  * endpoint's GPU, as large as any chunk (WIRE_MAX_CHUNK: the initiator
  * picks each transfer's), registered like any CUDA region. An UNPACK
@@ -137,20 +137,20 @@ int tpx__gpu_dev_get(struct gpu_ep *g, int dev, struct gpu_dev **out);
  * receive for good (docs/UNPACK.md, "Host-memory receives"), so receives
  * whose destination is host memory (or the discard scratch) are posted with
  * this region and gathered into their destination by the CPU. */
-int tpx__gpu_landing(struct gpu_ep *g, struct tpx_mem **out);
-void tpx__gpu_dev_free(struct gpu_dev *d);
-void tpx__gpu_thread_pin(struct gpu_ep *g);
-int tpx__gpu_dev_unpacker(struct gpu_ep *g, struct gpu_dev *d, tpx_unpacker_t **out);
+int tpx__gpu_landing(struct tpx__gpu_ep *g, struct tpx_mem **out);
+void tpx__gpu_dev_free(struct tpx__gpu_dev *d);
+void tpx__gpu_thread_pin(struct tpx__gpu_ep *g);
+int tpx__gpu_dev_unpacker(struct tpx__gpu_ep *g, struct tpx__gpu_dev *d, tpx_unpacker_t **out);
 /* One launch of c on GPU dev's unpacker (SM staging copies, unpacks): 0
  * queued (*ticket), TPX_EAGAIN the unpacker is full (retry later), < 0. */
 /* Integrity: the sums of the chunks of unpack run[0..n) (GPU dev, unpack
  * ticket t) that want one, queued on the unpack's stream right after it. */
-void tpx__gpu_sum_after_unpack(struct gpu_ep *g, int dev, uint64_t t, struct gslot **run, uint32_t n);
-int tpx__gpu_unpack_submit(struct gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket);
+void tpx__gpu_sum_after_unpack(struct tpx__gpu_ep *g, int dev, uint64_t t, struct tpx__gslot **run, uint32_t n);
+int tpx__gpu_unpack_submit(struct tpx__gpu_ep *g, int dev, const tpx_unpack_chunk_t *c, uint64_t *ticket);
 
 /* The span [*lo, *hi) of the destinations of slots run[0..n), n >= 1: one
  * launch writes them all, entries relative to *lo. */
-static inline void tpx__gslot_span(struct gslot *const *run, uint32_t n, uint8_t **lo, uint8_t **hi) {
+static inline void tpx__gslot_span(struct tpx__gslot *const *run, uint32_t n, uint8_t **lo, uint8_t **hi) {
   *lo = run[0]->dst;
   *hi = run[0]->dst + run[0]->len;
   for (uint32_t k = 1; k < n; k++) {
@@ -160,26 +160,28 @@ static inline void tpx__gslot_span(struct gslot *const *run, uint32_t n, uint8_t
 }
 
 /* gpu_path.c */
-int tpx__gpu_window_get(struct tpx_peer *p, struct window *q, struct gpu_window **out);
-const struct consume_ops *tpx__gpu_consume_ops(void);
+int tpx__gpu_window_get(struct tpx_peer *p, struct tpx__window *q, struct tpx__gpu_window **out);
+const struct tpx__consume_ops *tpx__gpu_consume_ops(void);
 
 /* staging.c */
-int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *l, void **data, void **mh);
-void tpx__stage_send_done(struct gpu_window *gq, struct gslot *s);
-int tpx__stage_recv_prep(struct gpu_window *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
-void tpx__stage_recv_done(struct gpu_window *gq, struct gslot *s);
-int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s);
-int tpx__stage_poll(struct gpu_window *gq, struct gslot *s);
-void tpx__stage_slot_wait(struct gpu_window *gq, struct gslot *s);
-int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max_new);
-void tpx__stage_reclaim(struct gpu_window *gq, struct window *q);
-void tpx__stage_purge(struct gpu_window *gq);
-void tpx__stage_free(struct gpu_window *gq);
+int tpx__stage_send_prep(struct tpx__window *q, struct tpx__gpu_window *gq, struct tpx__wlink *l, void **data,
+                         void **mh);
+void tpx__stage_send_done(struct tpx__gpu_window *gq, struct tpx__gslot *s);
+int tpx__stage_recv_prep(struct tpx__gpu_window *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh);
+void tpx__stage_recv_done(struct tpx__gpu_window *gq, struct tpx__gslot *s);
+int tpx__stage_in_start(struct tpx__gpu_window *gq, struct tpx__gslot *s);
+int tpx__stage_poll(struct tpx__gpu_window *gq, struct tpx__gslot *s);
+void tpx__stage_slot_wait(struct tpx__gpu_window *gq, struct tpx__gslot *s);
+int tpx__stage_ahead(struct tpx__window *q, struct tpx__gpu_window *gq, int setup, int max_new);
+void tpx__stage_reclaim(struct tpx__gpu_window *gq, struct tpx__window *q);
+void tpx__stage_purge(struct tpx__gpu_window *gq);
+void tpx__stage_free(struct tpx__gpu_window *gq);
 
 /* unpack_stage.c */
-int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq);
-int tpx__unpack_stage_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s);
-int tpx__unpack_stage_poll(struct gpu_window *gq, struct gslot *s);
-void tpx__unpack_stage_purge(struct gpu_window *gq, struct gslot *s);
+int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct tpx__window *q, struct tpx__gpu_window *gq);
+int tpx__unpack_stage_start(struct tpx_peer *p, struct tpx__window *q, struct tpx__gpu_window *gq,
+                            struct tpx__gslot *s);
+int tpx__unpack_stage_poll(struct tpx__gpu_window *gq, struct tpx__gslot *s);
+void tpx__unpack_stage_purge(struct tpx__gpu_window *gq, struct tpx__gslot *s);
 
 #endif

@@ -5,7 +5,7 @@
 #include "engine/gpu/pack_runs.h"
 #include "engine/mem.h"
 
-void tpx__pack_walk_init(struct pack_walk *w, const struct xent *ents, const struct cursor *c) {
+void tpx__pack_walk_init(struct tpx__pack_walk *w, const struct tpx__xent *ents, const struct tpx__cursor *c) {
   w->ents = ents;
   w->c = *c;
   w->i = c->e;
@@ -14,9 +14,10 @@ void tpx__pack_walk_init(struct pack_walk *w, const struct xent *ents, const str
 
 /* The next piece: 1 with its entry *e, offset in the entry *from, length
  * *len and offset in the chunk *at; 0 past the chunk's last byte. */
-static int next_piece(struct pack_walk *w, const struct xent **e, uint64_t *from, uint64_t *len, uint64_t *at) {
+static int next_piece(struct tpx__pack_walk *w, const struct tpx__xent **e, uint64_t *from, uint64_t *len,
+                      uint64_t *at) {
   while (w->i < w->c.end && w->done < w->c.len) {
-    const struct xent *x = &w->ents[w->i];
+    const struct tpx__xent *x = &w->ents[w->i];
     uint64_t o = w->i == w->c.e ? w->c.off : 0;
     uint64_t l = x->len - o;
     if (l > w->c.len - w->done) l = w->c.len - w->done;
@@ -32,19 +33,19 @@ static int next_piece(struct pack_walk *w, const struct xent **e, uint64_t *from
   return 0;
 }
 
-static int on_gpu(const struct xent *e) { return e->mem && e->mem->type == TPX_MEM_CUDA; }
+static int on_gpu(const struct tpx__xent *e) { return e->mem && e->mem->type == TPX_MEM_CUDA; }
 
-struct tpx_mem *tpx__pack_gpu_mem(const struct xent *ents, const struct cursor *c) {
-  struct pack_walk w;
+struct tpx_mem *tpx__pack_gpu_mem(const struct tpx__xent *ents, const struct tpx__cursor *c) {
+  struct tpx__pack_walk w;
   tpx__pack_walk_init(&w, ents, c);
-  const struct xent *e;
+  const struct tpx__xent *e;
   uint64_t from, len, at;
   while (next_piece(&w, &e, &from, &len, &at))
     if (on_gpu(e)) return e->mem;
   return NULL;
 }
 
-int tpx__pack_mem_ok(const struct xent *ents, uint32_t n, int gpu_ok) {
+int tpx__pack_mem_ok(const struct tpx__xent *ents, uint32_t n, int gpu_ok) {
   int dev = -1;
   for (uint32_t i = 0; i < n; i++) {
     if (!on_gpu(&ents[i])) continue;
@@ -54,13 +55,13 @@ int tpx__pack_mem_ok(const struct xent *ents, uint32_t n, int gpu_ok) {
   return 1;
 }
 
-int tpx__pack_next_run(struct pack_walk *w, int gather, uint8_t *buf, uint64_t buf_off, tpx_unpack_meta_t *meta,
-                       uint32_t max, struct pack_run *r) {
-  const struct xent *e;
+int tpx__pack_next_run(struct tpx__pack_walk *w, int gather, uint8_t *buf, uint64_t buf_off, tpx_unpack_meta_t *meta,
+                       uint32_t max, struct tpx__pack_run *r) {
+  const struct tpx__xent *e;
   uint64_t from, len, at;
   /* First pass, on a copy: which pieces the run takes (it ends before the
    * first GPU piece that would break its rules, or after max of them). */
-  struct pack_walk look = *w, end = *w;
+  struct tpx__pack_walk look = *w, end = *w;
   uint8_t *lo = NULL, *hi = NULL;
   uint32_t n = 0;
   int dev = -1;

@@ -23,14 +23,14 @@
 struct tpx_mem;
 
 /* Where the walk over the pieces of one chunk stands. */
-struct pack_walk {
-  const struct xent *ents;
-  struct cursor c;
+struct tpx__pack_walk {
+  const struct tpx__xent *ents;
+  struct tpx__cursor c;
   uint32_t i;    /* next entry */
   uint64_t done; /* the chunk's bytes before it */
 };
 
-struct pack_run {
+struct tpx__pack_run {
   int dev;        /* the GPU of its pieces */
   uint8_t *lo;    /* lowest GPU address: the launch's source (gather) or destination (scatter) base */
   uint64_t span;  /* bytes from lo to the end of the highest piece */
@@ -41,16 +41,16 @@ struct pack_run {
 /* A run's GPU side spans at most this much when it is the source. */
 #define PACK_RUN_SRC_SPAN ((uint64_t)UINT32_MAX)
 
-void tpx__pack_walk_init(struct pack_walk *w, const struct xent *ents, const struct cursor *c);
+void tpx__pack_walk_init(struct tpx__pack_walk *w, const struct tpx__xent *ents, const struct tpx__cursor *c);
 
 /* The chunk at c moves through GPU staging: its first piece in GPU memory
  * (the chunk's device), or NULL when every piece is host memory. */
-struct tpx_mem *tpx__pack_gpu_mem(const struct xent *ents, const struct cursor *c);
+struct tpx_mem *tpx__pack_gpu_mem(const struct tpx__xent *ents, const struct tpx__cursor *c);
 
 /* Entries may share packed chunks on this side: every one host memory, or,
  * where gpu_ok (this side stages GPU memory both ways), GPU memory of a
  * single device (a chunk's runs then share one unpacker and one ticket). */
-int tpx__pack_mem_ok(const struct xent *ents, uint32_t n, int gpu_ok);
+int tpx__pack_mem_ok(const struct tpx__xent *ents, uint32_t n, int gpu_ok);
 
 /* The next run of the chunk from w on, into meta[0..r->n), 1 <= r->n <=
  * max: gather (GPU -> buffer) when `gather`, else scatter. The buffer is
@@ -61,7 +61,7 @@ int tpx__pack_mem_ok(const struct xent *ents, uint32_t n, int gpu_ok);
  * TPX_EINTERNAL for a chunk whose pieces lie on two GPUs or whose arena
  * offsets do not fit 32 bits (tpx__pack_mem_ok and the arena's size rule
  * both out). */
-int tpx__pack_next_run(struct pack_walk *w, int gather, uint8_t *buf, uint64_t buf_off, tpx_unpack_meta_t *meta,
-                       uint32_t max, struct pack_run *r);
+int tpx__pack_next_run(struct tpx__pack_walk *w, int gather, uint8_t *buf, uint64_t buf_off, tpx_unpack_meta_t *meta,
+                       uint32_t max, struct tpx__pack_run *r);
 
 #endif

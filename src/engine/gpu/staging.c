@@ -37,7 +37,7 @@
 /* Packed chunks (pack_runs.h): entries per launch. */
 #define PACK_RUN_MAX 512
 
-static int arena_setup(struct gpu_window *gq, int dev) {
+static int arena_setup(struct tpx__gpu_window *gq, int dev) {
   if (gq->arena) return 0;
   if (!gq->comm) return tpx_err_quiet(TPX_ECLOSED, "channel %d: comm closed", gq->ch);
   /* TPX_STAGING_BYTES is the floor; a full window of chunks fits (sends:
@@ -59,7 +59,7 @@ static int arena_setup(struct gpu_window *gq, int dev) {
     return tpx_err_quiet(rc, "channel %d: pinned staging of %llu bytes (TPX_STAGING_BYTES) on GPU %d: %s", gq->ch,
                    (unsigned long long)sz, dev, tpx_last_error());
   void *mh = NULL;
-  struct gpu_bind b;
+  struct tpx__gpu_bind b;
   rc = tpx__gpu_bind_enter(ep, dev, &b);
   if (rc == 0) rc = gq->net->ops->reg_mr(gq->net, gq->comm, a, (size_t)sz, TPX_PTR_HOST, &mh);
   tpx__gpu_bind_leave(&b);
@@ -87,7 +87,7 @@ static int arena_setup(struct gpu_window *gq, int dev) {
 /* Room for len contiguous bytes? 1 yes (*sp), 0 not until earlier chunks
  * are released, < 0 never (the arena is sized for two of the largest chunk,
  * so this is a bug). */
-static int arena_fit(const struct gpu_window *gq, uint64_t len, tpx_ring_span_t *sp) {
+static int arena_fit(const struct tpx__gpu_window *gq, uint64_t len, tpx_ring_span_t *sp) {
   int r = tpx__ring_fit(&gq->aring, len, sp);
   if (r < 0)
     return tpx_err_quiet(TPX_EINTERNAL, "channel %d: a %llu-byte chunk cannot fit the %llu-byte staging arena", gq->ch,
@@ -96,9 +96,9 @@ static int arena_fit(const struct gpu_window *gq, uint64_t len, tpx_ring_span_t 
 }
 
 /* Ring slots the engine released since the last look give their bytes back. */
-void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
+void tpx__stage_reclaim(struct tpx__gpu_window *gq, struct tpx__window *q) {
   while (gq->rel_pos < q->head) {
-    struct gslot *s = &gq->slots[gq->rel_pos % gq->cap];
+    struct tpx__gslot *s = &gq->slots[gq->rel_pos % gq->cap];
     if (s->aend) {
       tpx__ring_release(&gq->aring, s->aend);
       s->aend = 0;
@@ -116,9 +116,9 @@ void tpx__stage_reclaim(struct gpu_window *gq, struct window *q) {
  * chunk on a persistent stream of the copy direction with a pooled event. */
 
 /* One copy-engine copy: 0 queued (*ev), < 0 error. */
-static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d,
+static int copy_start(struct tpx__gpu_window *gq, int dev, void *dst, const void *src, uint64_t len, int h2d,
                       tpx_gpu_event_t **ev) {
-  struct gpu_dev *d = gq->g->devs[dev];
+  struct tpx__gpu_dev *d = gq->g->devs[dev];
   if (!d) return tpx_err_quiet(TPX_EINTERNAL, "channel %d: GPU %d was never set up", gq->ch, dev);
   *ev = NULL;
   tpx_gpu_event_t *e = NULL;
@@ -136,8 +136,8 @@ static int copy_start(struct gpu_window *gq, int dev, void *dst, const void *src
 }
 
 /* 1 done (event returned to its pool), 0 not yet, < 0 the copy failed. */
-static int copy_poll(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
-  struct gpu_dev *d = gq->g->devs[dev];
+static int copy_poll(struct tpx__gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
+  struct tpx__gpu_dev *d = gq->g->devs[dev];
   if (kern) return tpx__unpacker_done(d->unpacker, ticket);
   int r = tpx__gpu_event_query(*ev);
   if (r == 1) {
@@ -148,8 +148,8 @@ static int copy_poll(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t *
 }
 
 /* Teardown: wait for a copy still running. */
-static void copy_wait(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
-  struct gpu_dev *d = gq->g->devs[dev];
+static void copy_wait(struct tpx__gpu_window *gq, int dev, int kern, tpx_gpu_event_t **ev, uint64_t ticket) {
+  struct tpx__gpu_dev *d = gq->g->devs[dev];
   int rc = 0;
   if (kern) {
     rc = tpx__unpacker_wait(d->unpacker, ticket, 30000);
@@ -172,12 +172,12 @@ static void copy_wait(struct gpu_window *gq, int dev, int kern, tpx_gpu_event_t 
 /* The runs of the chunk at c, to the arena at aoff (gather) or from it:
  * 1 queued (*dev, *ticket), 0 the unpacker is full before the first launch
  * (nothing queued), < 0. */
-static int packed_copy(struct gpu_window *gq, const struct xent *ents, const struct cursor *c, uint64_t aoff,
-                       int gather, int *dev, uint64_t *ticket) {
-  struct pack_walk w;
+static int packed_copy(struct tpx__gpu_window *gq, const struct tpx__xent *ents, const struct tpx__cursor *c,
+                       uint64_t aoff, int gather, int *dev, uint64_t *ticket) {
+  struct tpx__pack_walk w;
   tpx__pack_walk_init(&w, ents, c);
   tpx_unpack_meta_t meta[PACK_RUN_MAX];
-  struct pack_run r;
+  struct tpx__pack_run r;
   int runs = 0, rc;
   while ((rc = tpx__pack_next_run(&w, gather, gq->arena + aoff, aoff, meta, PACK_RUN_MAX, &r)) == 1) {
     if (runs && r.dev != *dev)
@@ -215,7 +215,7 @@ static int packed_copy(struct gpu_window *gq, const struct xent *ents, const str
 /* ---- send side ---- */
 
 /* A started staging copy joins the pre-queue. */
-static void pre_push(struct gpu_window *gq, const struct gpre *e) {
+static void pre_push(struct tpx__gpu_window *gq, const struct tpx__gpre *e) {
   gq->pre[(gq->pre_head + gq->pre_n) % GPU_PRE_MAX] = *e;
   gq->pre_n++;
   TPX_TL(TL_D2H_START, gq->ch, e->o->id, e->idx, e->len);
@@ -224,8 +224,8 @@ static void pre_push(struct gpu_window *gq, const struct gpre *e) {
 
 /* Copy-engine staging: start the copy of one chunk into the arena. 1
  * started, 0 no room, < 0. */
-static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c) {
-  const struct xent *e = &o->ents[c->e];
+static int stage_one(struct tpx__gpu_window *gq, struct tpx__op *o, const struct tpx__cursor *c) {
+  const struct tpx__xent *e = &o->ents[c->e];
   struct tpx_mem *m = e->mem;
   uint64_t len = tpx__plan_len(o->ents, o->chunk, c);
   tpx_ring_span_t sp;
@@ -237,13 +237,13 @@ static int stage_one(struct gpu_window *gq, struct op *o, const struct cursor *c
     return tpx_err_quiet(rc, "channel %d: device-to-host copy of chunk %llu (%llu bytes, GPU %d) failed: %s", gq->ch,
                    (unsigned long long)c->idx, (unsigned long long)len, m->device, tpx_last_error());
   tpx__ring_take(&gq->aring, &sp);
-  pre_push(gq, &(struct gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, 0, ev, 0});
+  pre_push(gq, &(struct tpx__gpre){o, c->idx, sp.off, sp.end, len, m->device, 1, 0, ev, 0});
   return 1;
 }
 
 /* A packed chunk's gather into the arena: 1 started, 0 no room or the
  * unpacker is full, < 0. */
-static int stage_packed(struct gpu_window *gq, struct op *o, const struct cursor *c) {
+static int stage_packed(struct tpx__gpu_window *gq, struct tpx__op *o, const struct tpx__cursor *c) {
   tpx_ring_span_t sp;
   int fit = arena_fit(gq, c->len, &sp);
   if (fit <= 0) return fit;
@@ -252,13 +252,13 @@ static int stage_packed(struct gpu_window *gq, struct op *o, const struct cursor
   int r = packed_copy(gq, o->ents, c, sp.off, 1, &dev, &ticket);
   if (r <= 0) return r;
   tpx__ring_take(&gq->aring, &sp);
-  pre_push(gq, &(struct gpre){o, c->idx, sp.off, sp.end, c->len, dev, 1, 1, NULL, ticket});
+  pre_push(gq, &(struct tpx__gpre){o, c->idx, sp.off, sp.end, c->len, dev, 1, 1, NULL, ticket});
   return 1;
 }
 
 /* The chunk at c in GPU memory (staged): the registration of its (first
  * GPU) piece, or NULL. */
-static struct tpx_mem *chunk_gpu(const struct op *o, const struct cursor *c) {
+static struct tpx_mem *chunk_gpu(const struct tpx__op *o, const struct tpx__cursor *c) {
   if (tpx__plan_gathered(o->ents, c)) return tpx__pack_gpu_mem(o->ents, c);
   struct tpx_mem *m = o->ents[c->e].mem;
   return m->type == TPX_MEM_CUDA ? m : NULL;
@@ -276,11 +276,11 @@ struct out_batch {
   const uint8_t *lo, *hi; /* sources' span */
   tpx_ring_t ring;        /* the arena before the first entry */
   const uint8_t *src[COPY_BATCH];
-  struct gpre p[COPY_BATCH];
+  struct tpx__gpre p[COPY_BATCH];
 };
 
 /* 1 queued (or empty), 0 the unpacker is full (arena given back), < 0. */
-static int out_flush(struct gpu_window *gq, struct out_batch *b) {
+static int out_flush(struct tpx__gpu_window *gq, struct out_batch *b) {
   if (b->n == 0) return 1;
   uint32_t n = b->n;
   b->n = 0;
@@ -307,9 +307,8 @@ static int out_flush(struct gpu_window *gq, struct out_batch *b) {
 
 /* Add the chunk at c to the batch (after queueing the batch when the chunk
  * cannot join it): 1 added, 0 no arena room or the unpacker is full, < 0. */
-static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
-                   const struct cursor *c) {
-  const struct xent *e = &o->ents[c->e];
+static int out_add(struct tpx__gpu_window *gq, struct out_batch *b, struct tpx__op *o, const struct tpx__cursor *c) {
+  const struct tpx__xent *e = &o->ents[c->e];
   uint64_t len = tpx__plan_len(o->ents, o->chunk, c);
   const uint8_t *src = e->mem->base + e->off + c->off;
   if (b->n) {
@@ -332,7 +331,7 @@ static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
   if (src + len > b->hi) b->hi = src + len;
   tpx__ring_take(&gq->aring, &sp);
   b->src[b->n] = src;
-  b->p[b->n] = (struct gpre){o, c->idx, sp.off, sp.end, len, e->mem->device, 1, 1, NULL, 0};
+  b->p[b->n] = (struct tpx__gpre){o, c->idx, sp.off, sp.end, len, e->mem->device, 1, 1, NULL, 0};
   b->n++;
   return 1;
 }
@@ -343,7 +342,7 @@ static int out_add(struct gpu_window *gq, struct out_batch *b, struct op *o,
  * called for every comm on every pass, keep the copies close to the
  * transfer's chunk order across channels, so no channel waits behind
  * another's whole window of copies at the start. */
-int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max_new) {
+int tpx__stage_ahead(struct tpx__window *q, struct tpx__gpu_window *gq, int setup, int max_new) {
   uint32_t seen = 0;
   int budget = 2 * GPU_PRE_MAX + 16; /* chunks looked at (host chunks in between are skipped) */
   int sm = gq->g->stage_sm[0];
@@ -352,9 +351,9 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
   struct out_batch b;
   b.n = 0;
   int r = 1;
-  for (struct wlink *l = q->pend; l && gq->pre_n + b.n < GPU_PRE_MAX; l = l->next) {
-    struct op *o = l->op;
-    struct cursor c = l->cur;
+  for (struct tpx__wlink *l = q->pend; l && gq->pre_n + b.n < GPU_PRE_MAX; l = l->next) {
+    struct tpx__op *o = l->op;
+    struct tpx__cursor c = l->cur;
     for (;;) {
       struct tpx_mem *m = chunk_gpu(o, &c);
       if (m) {
@@ -396,7 +395,7 @@ int tpx__stage_ahead(struct window *q, struct gpu_window *gq, int setup, int max
   return r < 0 ? r : 0;
 }
 
-int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *l, void **data,
+int tpx__stage_send_prep(struct tpx__window *q, struct tpx__gpu_window *gq, struct tpx__wlink *l, void **data,
                          void **mh) {
   /* Copy-engine copies: each post starts the next one. SM copies: the next
    * launch comes with the comm's next pass (tpx__gpu_window_ahead), so every
@@ -404,7 +403,7 @@ int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *
   int rc = gq->pre_n && gq->g->stage_sm[0] ? 0 : tpx__stage_ahead(q, gq, 1, 1);
   if (rc < 0) return rc;
   if (gq->pre_n == 0) return GPU_POST_WAIT; /* no staging room until sends complete */
-  struct gpre *e = &gq->pre[gq->pre_head];
+  struct tpx__gpre *e = &gq->pre[gq->pre_head];
   if (e->o != l->op || e->idx != l->cur.idx)
     return tpx_err_quiet(TPX_EINTERNAL, "channel %d: staging out of step (chunk %llu staged, %llu to post)", gq->ch,
                    (unsigned long long)e->idx, (unsigned long long)l->cur.idx);
@@ -422,8 +421,8 @@ int tpx__stage_send_prep(struct window *q, struct gpu_window *gq, struct wlink *
   return GPU_POST_STAGED;
 }
 
-void tpx__stage_send_done(struct gpu_window *gq, struct gslot *s) {
-  struct gpre *e = &gq->pre[gq->pre_head];
+void tpx__stage_send_done(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
+  struct tpx__gpre *e = &gq->pre[gq->pre_head];
   s->aoff = e->aoff;
   s->aend = e->aend;
   gq->pre_head = (gq->pre_head + 1) % GPU_PRE_MAX;
@@ -432,7 +431,7 @@ void tpx__stage_send_done(struct gpu_window *gq, struct gslot *s) {
 
 /* ---- receive side ---- */
 
-int tpx__stage_recv_prep(struct gpu_window *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh) {
+int tpx__stage_recv_prep(struct tpx__gpu_window *gq, struct tpx_mem *m, uint64_t len, void **data, void **mh) {
   if (!gq->arena) {
     int rc = arena_setup(gq, m->device);
     if (rc) return rc;
@@ -445,13 +444,13 @@ int tpx__stage_recv_prep(struct gpu_window *gq, struct tpx_mem *m, uint64_t len,
   return GPU_POST_STAGED;
 }
 
-void tpx__stage_recv_done(struct gpu_window *gq, struct gslot *s) {
+void tpx__stage_recv_done(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   s->aoff = gq->tsp.off;
   s->aend = gq->tsp.end;
   tpx__ring_take(&gq->aring, &gq->tsp);
 }
 
-int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
+int tpx__stage_in_start(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   s->busy = 1;
   gq->g->staged_in += s->len;
   TPX_TL(TL_H2D_START, gq->ch, (uintptr_t)s->dst, 0, s->len);
@@ -471,14 +470,14 @@ int tpx__stage_in_start(struct gpu_window *gq, struct gslot *s) {
  * completed in that order), launched together in runs of up to
  * COPY_BATCH, each run one SM launch from the arena into the GPU buffers
  * (entries relative to the lowest destination). 0, or < 0. */
-static int in_batch(struct gpu_window *gq, struct gslot *s) {
+static int in_batch(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   uint32_t at = (uint32_t)(s - gq->slots);
-  struct gslot *run[COPY_BATCH];
+  struct tpx__gslot *run[COPY_BATCH];
   tpx_unpack_meta_t e[COPY_BATCH];
   for (uint32_t i = 0; i < gq->cap;) {
     uint32_t n = 0;
     for (; i < gq->cap && n < COPY_BATCH; i++) {
-      struct gslot *x = &gq->slots[(at + i) % gq->cap];
+      struct tpx__gslot *x = &gq->slots[(at + i) % gq->cap];
       if (!x->busy || x->mode != GS_STAGE_IN) {
         i = gq->cap;
         break;
@@ -520,7 +519,7 @@ static int in_batch(struct gpu_window *gq, struct gslot *s) {
   return 0;
 }
 
-int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
+int tpx__stage_poll(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   if (!s->busy) return 1;
   if (gq->g->stage_sm[1] || s->deferred) { /* launch what completed since the last pass, the head's or later */
     int rc = in_batch(gq, s);
@@ -536,7 +535,7 @@ int tpx__stage_poll(struct gpu_window *gq, struct gslot *s) {
   return 1;
 }
 
-void tpx__stage_slot_wait(struct gpu_window *gq, struct gslot *s) {
+void tpx__stage_slot_wait(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   if (s->busy && !s->deferred) copy_wait(gq, s->dev, s->kern, &s->ev, s->ticket);
   s->busy = 0;
   s->deferred = 0;
@@ -544,9 +543,9 @@ void tpx__stage_slot_wait(struct gpu_window *gq, struct gslot *s) {
 
 /* ---- teardown ---- */
 
-void tpx__stage_purge(struct gpu_window *gq) {
+void tpx__stage_purge(struct tpx__gpu_window *gq) {
   while (gq->pre_n) {
-    struct gpre *e = &gq->pre[gq->pre_head];
+    struct tpx__gpre *e = &gq->pre[gq->pre_head];
     if (e->busy) copy_wait(gq, e->dev, e->kern, &e->ev, e->ticket);
     gq->pre_head = (gq->pre_head + 1) % GPU_PRE_MAX;
     gq->pre_n--;
@@ -559,7 +558,7 @@ void tpx__stage_purge(struct gpu_window *gq) {
   tpx__ring_release_all(&gq->aring);
 }
 
-void tpx__stage_free(struct gpu_window *gq) {
+void tpx__stage_free(struct tpx__gpu_window *gq) {
   if (!gq->arena) return;
   if (tpx__gpu_host_free(gq->adev, gq->arena))
     TPX_WARN("channel %d: freeing staging on GPU %d: %s", gq->ch, gq->adev, tpx_last_error());

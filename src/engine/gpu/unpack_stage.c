@@ -18,7 +18,7 @@
 /* Copy the 24-byte {meta, bounce_buf, head} that accept's device handle
  * points to (device memory for TCPX, host or mapped memory for the
  * built-in transport's emulation). */
-int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct window *q, struct gpu_window *gq) {
+int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct tpx__window *q, struct tpx__gpu_window *gq) {
   tpx_net_dev_handle_t *dh = &p->ch[q->ch].recv_dev;
   if (dh->type != TPX_NET_DEV_UNPACK || !dh->handle)
     return tpx_err_quiet(TPX_EPROTO, "peer %s channel %d: the UNPACK transport's accept gave no device handle (type %d)",
@@ -26,7 +26,7 @@ int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct window *q, struct 
   tpx_gpu_ptr_info_t info;
   if (tpx__gpu_ptr_query(dh->handle, &info) != 0) info.mem = TPX_GPU_MEM_HOST;
   if (info.mem == TPX_GPU_MEM_DEVICE) {
-    struct gpu_dev *d;
+    struct tpx__gpu_dev *d;
     int rc = tpx__gpu_dev_get(gq->g, info.dev, &d);
     if (rc == 0) rc = tpx__gpu_memcpy(info.dev, &gq->dh, dh->handle, sizeof(gq->dh));
     if (rc)
@@ -59,7 +59,7 @@ int tpx__unpack_stage_window_setup(struct tpx_peer *p, struct window *q, struct 
 
 /* One launch for chunks run[0..n) of GPU dev: 0 queued (every slot gets
  * the ticket), TPX_EAGAIN the unpacker is full (they stay deferred), < 0. */
-static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
+static int submit(struct tpx__gpu_window *gq, struct tpx__gslot **run, uint32_t n) {
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   tpx_unpack_chunk_t c;
   int rc;
@@ -103,15 +103,15 @@ static int submit(struct gpu_window *gq, struct gslot **run, uint32_t n) {
 
 /* Deferred unpacks from s on in ring order (their receives completed in
  * that order), launched in runs. 0, or < 0. */
-static int unpack_batch(struct gpu_window *gq, struct gslot *s) {
+static int unpack_batch(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   if (!gq->ubatch && !(gq->ubatch = malloc(UNPACK_BATCH_FRAGS * sizeof(*gq->ubatch))))
     return tpx_err_quiet(TPX_ENOMEM, "channel %d: unpack entries", gq->ch);
   uint32_t at = (uint32_t)(s - gq->slots);
   for (uint32_t i = 0; i < gq->cap;) {
-    struct gslot *run[UNPACK_BATCH];
+    struct tpx__gslot *run[UNPACK_BATCH];
     uint32_t n = 0, ne = 0;
     for (; i < gq->cap && n < UNPACK_BATCH; i++) {
-      struct gslot *x = &gq->slots[(at + i) % gq->cap];
+      struct tpx__gslot *x = &gq->slots[(at + i) % gq->cap];
       if (!x->busy || x->mode != GS_UNPACK_GPU) {
         i = gq->cap;
         break;
@@ -134,7 +134,8 @@ static int unpack_batch(struct gpu_window *gq, struct gslot *s) {
 }
 
 /* 1: done (CPU), 0: GPU work queued, < 0: error. */
-int tpx__unpack_stage_start(struct tpx_peer *p, struct window *q, struct gpu_window *gq, struct gslot *s) {
+int tpx__unpack_stage_start(struct tpx_peer *p, struct tpx__window *q, struct tpx__gpu_window *gq,
+                            struct tpx__gslot *s) {
   if (!gq->have_dh) return tpx_err_quiet(TPX_EINTERNAL, "peer %s channel %d: no unpack metadata", p->where, q->ch);
   tpx_unpack_meta_block_t *mb = gq->dh.meta;
   uint32_t cnt = 0;
@@ -161,7 +162,7 @@ int tpx__unpack_stage_start(struct tpx_peer *p, struct window *q, struct gpu_win
   return 0;
 }
 
-int tpx__unpack_stage_poll(struct gpu_window *gq, struct gslot *s) {
+int tpx__unpack_stage_poll(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   if (!s->busy) return 1;
   int rc = unpack_batch(gq, s); /* what completed since the last pass, the head's or later */
   if (rc) return rc;
@@ -172,7 +173,7 @@ int tpx__unpack_stage_poll(struct gpu_window *gq, struct gslot *s) {
   return r;
 }
 
-void tpx__unpack_stage_purge(struct gpu_window *gq, struct gslot *s) {
+void tpx__unpack_stage_purge(struct tpx__gpu_window *gq, struct tpx__gslot *s) {
   if (s->busy && !s->deferred) {
     int rc = tpx__unpacker_wait(gq->g->devs[s->dev]->unpacker, s->ticket, 30000);
     if (rc) TPX_WARN("channel %d: unpack on GPU %d at teardown: %s", gq->ch, s->dev, tpx_last_error());
