@@ -70,7 +70,7 @@ struct tpx__refused_log {
   } s[REFUSED_LOG_SOURCES];
 };
 
-enum peer_log_kind { PL_WRITE_REFUSED, PL_READ_REFUSED, PL_NOTIF_DROPPED, PL_SEND_TRUNC, PL_CHANNEL_LOST, PL_KINDS };
+enum tpx__peer_log_kind { PL_WRITE_REFUSED, PL_READ_REFUSED, PL_NOTIF_DROPPED, PL_SEND_TRUNC, PL_CHANNEL_LOST, PL_KINDS };
 
 /* Sources that recently completed a handshake (with a key: proved it;
  * without: became a peer), the most recent ADMIT_GOOD_SOURCES: a young
@@ -99,7 +99,7 @@ struct tpx__route_layer {
 };
 
 /* ---- the sliding window (window.h) ---- */
-enum wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
+enum tpx__wslot_state { WS_POSTED = 0, WS_NET_DONE, WS_CONSUMED };
 
 struct tpx__wslot {
   void *req;
@@ -220,7 +220,7 @@ struct tpx_rmem {
 };
 
 /* ---- operations (op.h) ---- */
-enum op_kind {
+enum tpx__op_kind {
   K_WRITE = 1, /* local, user */
   K_READ,
   K_SEND,
@@ -229,7 +229,7 @@ enum op_kind {
   K_SERVE_READ, /* serving a peer's read */
   K_NOTIF       /* standalone notification waiting its turn */
 };
-enum op_phase {
+enum tpx__op_phase {
   PH_IDLE = 0,  /* prepared, not posted (or finished) */
   PH_QUEUED,    /* posted, its start left to the progress pass (start.c) */
   PH_WAIT_CTS,  /* send: waiting for a matching recv */
@@ -356,7 +356,7 @@ struct tpx__live {
   uint64_t asks_in;  /* the peer's PING_ASKs we answered */
 };
 
-enum peer_state {
+enum tpx__peer_state {
   P_CONNECTING = 1, /* TCP connect in progress (we dialled) */
   P_WAIT_AUTH,      /* dialled, with a key: challenge sent, waiting for the response (auth.h) */
   P_WAIT_HELLO,     /* accepted: waiting for HELLO (with a key: challenge and proof first) */
@@ -380,7 +380,7 @@ static inline const char *tpx__peer_setup_stage(int st) {
   }
 }
 
-enum peer_auth { PEER_AUTH_NONE = 0, PEER_AUTH_CHALLENGED, PEER_AUTH_OK };
+enum tpx__peer_auth { PEER_AUTH_NONE = 0, PEER_AUTH_CHALLENGED, PEER_AUTH_OK };
 
 struct tpx__cts_entry { /* a peer's recv announcement no send matched yet */
   uint64_t recv_id, tag, cap;
@@ -417,7 +417,7 @@ struct tpx_peer {
   int pack_iov;  /* and moves them without copies (HELLO_F_IOV) */
   int pack_gpu;  /* and takes them into its GPU memory (HELLO_F_PACK_GPU) */
   /* shared-key authentication (auth.h) */
-  int auth; /* enum peer_auth: the acceptor answered the challenge; both proofs checked */
+  int auth; /* enum tpx__peer_auth: the acceptor answered the challenge; both proofs checked */
   uint8_t auth_nc[WIRE_AUTH_NONCE], auth_ns[WIRE_AUTH_NONCE]; /* the connector's and acceptor's nonces */
   uint8_t auth_skey[TPX_NET_KEY_BYTES];                       /* session key (PEER_AUTH_OK) */
   /* What the channels pass to listen_keyed / connect_keyed: auth_skey, set by

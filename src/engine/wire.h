@@ -31,7 +31,7 @@
 #define WIRE_MAX_ERRMSG 200
 #define WIRE_MAX_INLINE 65536 /* data bytes a SEND / WRITE / READ_DATA may carry itself */
 
-enum wire_type {
+enum tpx__wire_type {
   MSG_HELLO = 1,     /* connector -> acceptor: identity, channels, its listen handles */
   MSG_HELLO_ACK = 2, /* acceptor -> connector: same, channel count agreed */
   MSG_ERROR = 3,     /* fatal for the connection: code + text, then close; read even during
@@ -59,7 +59,7 @@ enum wire_type {
  *   AUTH_CHALLENGE (connector -> acceptor): the connector's nonce
  *   AUTH_RESPONSE  (acceptor -> connector): the acceptor's nonce, its MAC
  *   AUTH_PROOF     (connector -> acceptor): the connector's MAC */
-enum wire_auth_step { AUTH_CHALLENGE = 1, AUTH_RESPONSE = 2, AUTH_PROOF = 3 };
+enum tpx__wire_auth_step { AUTH_CHALLENGE = 1, AUTH_RESPONSE = 2, AUTH_PROOF = 3 };
 #define WIRE_AUTH_NONCE 32
 #define WIRE_AUTH_MAC 32
 struct tpx__wire_auth {
@@ -101,7 +101,7 @@ struct tpx__wire_sched {
  *   CHAN_RATE (data receiver -> sender): gen u32: the speed, KB/s, at which
  *     the channel's chunks landed lately (engine/stripe.h).
  * Exactly that long. */
-enum wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6, CHAN_LANDED = 7, CHAN_RATE = 8 };
+enum tpx__wire_chan_step { CHAN_DOWN = 1, CHAN_ASK = 2, CHAN_VERDICT = 3, CHAN_RESEND = 4, CHAN_REJOIN = 5, CHAN_UP = 6, CHAN_LANDED = 7, CHAN_RATE = 8 };
 struct tpx__wire_chan {
   uint8_t step;
   uint16_t ch;
@@ -139,7 +139,7 @@ struct tpx__wire_sum {
 
 /* MSG_PING: kind u8 | seq u32, exactly WIRE_PING_BYTES. PING_ASK wants a
  * PING_ANSWER with the same seq; seq counts the asker's asks from 1. */
-enum wire_ping_kind { PING_ASK = 1, PING_ANSWER = 2 };
+enum tpx__wire_ping_kind { PING_ASK = 1, PING_ANSWER = 2 };
 #define WIRE_PING_BYTES 5
 struct tpx__wire_ping {
   uint8_t kind;
@@ -157,7 +157,7 @@ struct tpx__wire_ping {
  *     yours I had read (channel and code 0).
  * The first handles (HELLO / HELLO_ACK) are generation 0. A failure code is
  * one of include/tpx/error.h's (TPX_EUNKNOWN..-1). */
-enum wire_relisten_step { RELISTEN_ASK = 1, RELISTEN_HANDLE = 2, RELISTEN_UP = 3 };
+enum tpx__wire_relisten_step { RELISTEN_ASK = 1, RELISTEN_HANDLE = 2, RELISTEN_UP = 3 };
 #define WIRE_RELISTEN_BYTES 11 /* without the handle */
 struct tpx__wire_relisten {
   uint8_t step;
@@ -177,7 +177,7 @@ struct tpx__wire_relisten {
 #define WIRE_MAX_PACK_LOG2 22 /* WIRE_MAX_CHUNK */
 
 /* MSG_STATUS.what: which id space the status refers to. */
-enum wire_status_what { ST_WRITE = 1, ST_READ = 2, ST_SEND = 3 };
+enum tpx__wire_status_what { ST_WRITE = 1, ST_READ = 2, ST_SEND = 3 };
 
 struct tpx__wire_frame {
   uint8_t version;

@@ -54,7 +54,7 @@ struct tpx__gpu_ep {
   uint64_t staged_out, staged_in, unpacked_gpu, unpacked_cpu;
 };
 
-enum gslot_mode {
+enum tpx__gslot_mode {
   GS_NONE = 0,   /* host memory, nothing to do */
   GS_STAGE_OUT,  /* send from staging: arena bytes held until the ring slot is released */
   GS_STAGE_IN,   /* receive into staging: H2D at completion */
