@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Every struct, union and enum type a header of src/ defines (one that more
+than one file can see) carries the project's prefix: `tpx_` for what the
+public API names, `tpx__` for the rest (docs/ARCHITECTURE.md, "Conventions").
+File-local types in .c files keep plain names. The ncclNet ABI's own types
+(`ncclnet_*` in src/ncclnet/) mirror NCCL's headers and keep its names.
+
+usage: check_type_names.py --src DIR [--selftest]
+Exit 0 when every type is named so; 1 listing the others.
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+DEF = re.compile(r"^\s*(?:typedef\s+)?(struct|union|enum)\s+([A-Za-z_]\w*)\s*\{", re.M)
+ABI_MIRROR = ("ncclnet_",)
+
+
+def offenders(src):
+    bad = []
+    for root, _, files in os.walk(src):
+        for name in sorted(files):
+            if not name.endswith(".h"):
+                continue
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for m in DEF.finditer(text):
+                kind, tag = m.group(1), m.group(2)
+                if tag.startswith("tpx_") or tag.startswith(ABI_MIRROR):
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{os.path.relpath(path, src)}:{line}: {kind} {tag}")
+    return bad
+
+
+def selftest(src):
+    scratch = tempfile.mkdtemp(prefix="check_type_names.")
+    try:
+        copy = os.path.join(scratch, "src")
+        shutil.copytree(src, copy)
+        if offenders(copy):
+            print("selftest: the tree itself has offenders")
+            return 1
+        planted = {"engine/core.h": "struct window {\n  int x;\n};\n",
+                   "sock/sock.h": "typedef enum peer_state { A } ps_t;\n"}
+        for rel, text in planted.items():
+            with open(os.path.join(copy, rel), "a", encoding="utf-8") as f:
+                f.write("\n" + text)
+        found = offenders(copy)
+        want = ["struct window", "enum peer_state"]
+        missed = [w for w in want if not any(w in o for o in found)]
+        if missed or len(found) != len(want):
+            print("selftest: planted", want, "found", found)
+            return 1
+        print("selftest: both planted types reported")
+        return 0
+    finally:
+        shutil.rmtree(scratch)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--selftest", action="store_true")
+    args = ap.parse_args()
+    if args.selftest:
+        return selftest(args.src)
+    bad = offenders(args.src)
+    for b in bad:
+        print(f"{b}: a type shared through a header is named tpx_ or tpx__ (docs/ARCHITECTURE.md, \"Conventions\")")
+    if not bad:
+        print("every type a header of src/ defines carries the prefix")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
