@@ -220,8 +220,8 @@ int bench_msg_get_simple(const tpx_notif_t *n, uint64_t *a, char *text, size_t c
 /* Bounded waits: each ends when the transfer / a notification from `peer`
  * arrives, the peer fails (its error), a signal asks us to stop (TPX_ECANCELED)
  * or `timeout_ms` passes (TPX_ETIMEDOUT); the detail goes to tpx_last_error()
- * or `why`. */
-int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms);
+ * (the library's failures) or `why` (our own timeout or stop). */
+int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms, char *why, size_t whylen);
 int bench_wait_msg(tpx_endpoint_t *ep, tpx_peer_t *peer, int timeout_ms, tpx_notif_t *n, const char *what,
                    char *why, size_t whylen);
 int bench_send(tpx_peer_t *peer, const uint8_t *buf, size_t len);

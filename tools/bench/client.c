@@ -148,8 +148,8 @@ static int once(struct client *c, const struct bench_run_msg *r, tpx_xfer_t *x, 
   int rc, to = c->timeout_ms + (int)(r->block * (uint64_t)r->batch >> 17);
   double t0 = bench_now_ms();
   if (back && (rc = tpx_xfer_post(back))) return rc;
-  if ((rc = tpx_xfer_post(x)) || (rc = bench_wait_xfer(x, c->peer, to))) return rc;
-  if (back && (rc = bench_wait_xfer(back, c->peer, to))) return rc;
+  if ((rc = tpx_xfer_post(x)) || (rc = bench_wait_xfer(x, c->peer, to, c->why, sizeof(c->why)))) return rc;
+  if (back && (rc = bench_wait_xfer(back, c->peer, to, c->why, sizeof(c->why)))) return rc;
   if (r->latency && r->op == TPX_OP_WRITE) {
     tpx_notif_t n;
     if ((rc = wait_msg(c, to, &n, "the pong", M_PING))) return rc;
@@ -175,11 +175,13 @@ static int failed_one(struct client *c, const struct bench_run_msg *r, tpx_xfer_
   int more = c->o->keep_going && rc != TPX_ECANCELED && !bench_stop && !bench_abort &&
              tpx_xfer_test(x) != TPX_EINPROGRESS && tpx_peer_status(c->peer) == 0;
   if (!c->o->keep_going) return 0; /* the run ends; [ERROR] says why, once */
-  printf("[FAIL] %s: transfer %d failed after %.1f ms: %s%s\n", bench_run_label(r->op, r->block, r->batch, lb, sizeof lb),
-         iter, ms, tool_error(rc), more ? "; going on (--keep-going)" : "; the run ends");
+  const char *why = c->why[0] ? c->why : tool_error(rc);
+  printf("[FAIL] %s: transfer %d failed after %.1f ms: %s%s\n",
+         bench_run_label(r->op, r->block, r->batch, lb, sizeof lb), iter, ms, why,
+         more ? "; going on (--keep-going)" : "; the run ends");
   fflush(stdout);
-  if (more && !res->error[0])
-    snprintf(res->error, sizeof(res->error), "transfer %d: %s", iter, tool_error(rc));
+  if (more && !res->error[0]) snprintf(res->error, sizeof(res->error), "transfer %d: %s", iter, why);
+  if (more) c->why[0] = '\0'; /* this transfer's, not the next one's */
   return more;
 }
 
@@ -232,7 +234,7 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
                      int nx, struct bench_result *res, int *n_ok) {
   int rc = 0, n = r->inflight, to = c->timeout_ms + (int)(bench_layout_bytes(l) * (uint64_t)n >> 17);
   for (int i = 0; i < r->warmup && rc == 0; i++)
-    if ((rc = tpx_xfer_post(xs[0])) == 0) rc = bench_wait_xfer(xs[0], c->peer, to);
+    if ((rc = tpx_xfer_post(xs[0])) == 0) rc = bench_wait_xfer(xs[0], c->peer, to, c->why, sizeof(c->why));
   double u0, s0;
   bench_cpu_now(&u0, &s0);
   double last = bench_now_ms(), end = run_end(c), start = last;
@@ -242,7 +244,7 @@ static int pipelined(struct client *c, const struct bench_layout *l, const struc
   for (; rc == 0 && posted < n && posted < r->iters; posted++)
     if ((rc = tpx_xfer_post(xs[posted])) == 0) t_post[posted] = bench_now_ms();
   for (int i = 0; i < posted; i++) {
-    int w = bench_wait_xfer(xs[i % nx], c->peer, to);
+    int w = bench_wait_xfer(xs[i % nx], c->peer, to, c->why, sizeof(c->why));
     double now = bench_now_ms();
     if (w) {
       failed++;

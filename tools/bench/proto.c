@@ -167,16 +167,23 @@ int bench_gate_wait(struct bench_gate *g, int timeout_ms) {
   return rc;
 }
 
-int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms) {
+int bench_wait_xfer(tpx_xfer_t *x, tpx_peer_t *peer, int timeout_ms, char *why, size_t whylen) {
   double end = bench_now_ms() + timeout_ms;
   for (;;) {
     int rc = tpx_xfer_wait(x, SLICE_MS);
     if (rc != TPX_ETIMEDOUT) return rc;
     rc = tpx_xfer_test(x); /* the wait's own timeout, or the transfer's? */
     if (rc != TPX_EINPROGRESS) return rc;
-    if (bench_stop || bench_abort) return TPX_ECANCELED;
-    if ((rc = tpx_peer_status(peer)) != 0) return rc;
-    if (bench_now_ms() > end) return TPX_ETIMEDOUT;
+    /* the slice's "still in flight after 50 ms" is not the reason: ours is */
+    if (bench_stop || bench_abort) {
+      snprintf(why, whylen, "stopped (%s)", bench_stop ? "a signal" : "another pair failed");
+      return TPX_ECANCELED;
+    }
+    if ((rc = tpx_peer_status(peer)) != 0) return rc; /* its reason is in tpx_last_error() */
+    if (bench_now_ms() > end) {
+      snprintf(why, whylen, "no completion within %d ms (timed out)", timeout_ms);
+      return TPX_ETIMEDOUT;
+    }
   }
 }
 

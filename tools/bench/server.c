@@ -108,8 +108,9 @@ static int send_iters(struct session *s, const struct bench_run_msg *r, const st
   int rc = tpx_xfer_prep_recv(s->peer, s->mem, 0, r->block, 1, &rx);
   if (rc == 0 && r->latency) rc = tpx_xfer_prep_send(s->peer, s->mem, 0, r->block, 2, &tx);
   for (int i = 0; rc == 0 && i < r->iters + r->warmup; i++) {
-    if ((rc = tpx_xfer_post(rx)) || (rc = bench_wait_xfer(rx, s->peer, s->timeout_ms))) break;
-    if (tx && ((rc = tpx_xfer_post(tx)) || (rc = bench_wait_xfer(tx, s->peer, s->timeout_ms)))) break;
+    if ((rc = tpx_xfer_post(rx)) || (rc = bench_wait_xfer(rx, s->peer, s->timeout_ms, s->why, sizeof(s->why)))) break;
+    if (tx && ((rc = tpx_xfer_post(tx)) || (rc = bench_wait_xfer(tx, s->peer, s->timeout_ms, s->why, sizeof(s->why)))))
+      break;
     if (r->check && (rc = verify(s, l, bench_seed(r), bad))) break;
   }
   tpx_xfer_free(rx);
@@ -130,7 +131,7 @@ static int pong_iters(struct session *s, const struct bench_run_msg *r, tpx_noti
       rc = TPX_EPROTO;
       break;
     }
-    if ((rc = tpx_xfer_post(w)) == 0) rc = bench_wait_xfer(w, s->peer, s->timeout_ms);
+    if ((rc = tpx_xfer_post(w)) == 0) rc = bench_wait_xfer(w, s->peer, s->timeout_ms, s->why, sizeof(s->why));
   }
   tpx_xfer_free(w);
   return rc ? fail(s, rc, "pong") : 0;
