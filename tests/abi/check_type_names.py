@@ -15,6 +15,8 @@ import shutil
 import sys
 import tempfile
 
+from abi_report import report, selftest_verdict
+
 DEF = re.compile(r"^\s*(?:typedef\s+)?(struct|union|enum)\s+([A-Za-z_]\w*)\s*\{", re.M)
 ABI_MIRROR = ("ncclnet_",)
 
@@ -33,14 +35,14 @@ def offenders(src):
                 if tag.startswith("tpx_") or tag.startswith(ABI_MIRROR):
                     continue
                 line = text.count("\n", 0, m.start()) + 1
-                bad.append(f"{os.path.relpath(path, src)}:{line}: {kind} {tag}")
+                bad.append(f"{os.path.relpath(path, src)}:{line}: {kind} {tag}: a type shared through a header "
+                           "is named tpx_ or tpx__ (docs/ARCHITECTURE.md, \"Conventions\")")
     return bad
 
 
 def selftest(src):
-    scratch = tempfile.mkdtemp(prefix="check_type_names.")
-    try:
-        copy = os.path.join(scratch, "src")
+    with tempfile.TemporaryDirectory(prefix="check_type_names.") as tmp:
+        copy = os.path.join(tmp, "src")
         shutil.copytree(src, copy)
         if offenders(copy):
             print("selftest: the tree itself has offenders")
@@ -51,15 +53,11 @@ def selftest(src):
             with open(os.path.join(copy, rel), "a", encoding="utf-8") as f:
                 f.write("\n" + text)
         found = offenders(copy)
-        want = ["struct window", "enum peer_state"]
-        missed = [w for w in want if not any(w in o for o in found)]
-        if missed or len(found) != len(want):
-            print("selftest: planted", want, "found", found)
-            return 1
-        print("selftest: both planted types reported")
-        return 0
-    finally:
-        shutil.rmtree(scratch)
+    want = ["struct window", "enum peer_state"]
+    if len(found) != len(want):
+        print("selftest: planted", want, "found", found)
+        return 1
+    return selftest_verdict(found, want)
 
 
 def main():
@@ -69,12 +67,7 @@ def main():
     args = ap.parse_args()
     if args.selftest:
         return selftest(args.src)
-    bad = offenders(args.src)
-    for b in bad:
-        print(f"{b}: a type shared through a header is named tpx_ or tpx__ (docs/ARCHITECTURE.md, \"Conventions\")")
-    if not bad:
-        print("every type a header of src/ defines carries the prefix")
-    return 1 if bad else 0
+    return report(offenders(args.src), "every type a header of src/ defines carries the prefix")
 
 
 if __name__ == "__main__":
