@@ -34,10 +34,10 @@ static inline int tool_version_asked(int argc, char **argv, const char *name) {
  * logs an error it returns only at TPX_LOG=info, so this line is the one the
  * user sees (docs/API.md, "Errors"). */
 static inline const char *tool_error(int rc) {
-  const char *d = tpx_last_error(), *name = tpx_strerror(rc);
-  size_t dl = d ? strlen(d) : 0, nl = strlen(name);
-  if (dl < nl + 3 || d[dl - 1] != ')' || d[dl - nl - 2] != '(' || strncmp(d + dl - nl - 1, name, nl) != 0) return name;
-  return d;
+  const char *d = tpx_last_error();
+  char tail[64]; /* what the library ends a detail with: " (name)" */
+  size_t tl = (size_t)snprintf(tail, sizeof(tail), " (%s)", tpx_strerror(rc)), dl = d ? strlen(d) : 0;
+  return dl > tl && strcmp(d + dl - tl, tail) == 0 ? d : tpx_strerror(rc);
 }
 
 #endif

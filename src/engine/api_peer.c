@@ -217,11 +217,11 @@ int tpx_peer_status(const tpx_peer_t *p) {
   if (!p) return TPX_EINVAL;
   char why[sizeof(p->errmsg)];
   pthread_mutex_lock(&p->ep->lock); /* state, err and errmsg change together under it */
-  int st = p->state, err = p->err;
-  memcpy(why, p->errmsg, sizeof(why));
+  int st = p->state, err = p->err, failed = st == P_DEAD || st == P_CLOSING;
+  if (failed) memcpy(why, p->errmsg, sizeof(why)); /* only then: callers poll a live peer */
   pthread_mutex_unlock(&p->ep->lock);
   if (st == P_READY) return 0;
-  if (st != P_DEAD && st != P_CLOSING) return TPX_EINPROGRESS;
+  if (!failed) return TPX_EINPROGRESS;
   /* The reason replaces an older call's detail in tpx_last_error, which a
    * caller reports with this code. */
   why[sizeof(why) - 1] = '\0';
